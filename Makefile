@@ -1,0 +1,28 @@
+# The two set-up commands: `make demo` and `make test` each create .venv and install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SHARED := ../shared/data
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/forklift demo
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/predict.py
+
+clean:
+	rm -rf $(VENV) build out

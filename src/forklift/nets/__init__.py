@@ -1,0 +1,1 @@
+"""PyTorch modules built from a model format."""

@@ -1,0 +1,106 @@
+"""The one interface every engine offers: `Predictor.predict(inputs) -> Prediction`.
+
+The base class decodes the images, times each stage and turns a bad image into an error entry for that file,
+so that the other images of the same call are still processed; engines only say how to prepare, run and read.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from forklift.errors import ForkliftError
+from forklift.formats.model_dir import ModelDirectory
+from forklift.vision.images import DEFAULT_MAX_PIXELS, decode_image
+from forklift.vision.results import ClassScore, Detection, ImageResult, Prediction, Timing
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    """What a caller may change per call; `None` takes the model's setting, then forklift's default."""
+
+    conf: float | None = None
+    iou: float | None = None
+    resize: str | None = None
+    threads: int | None = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+
+Answer = list[Detection] | list[ClassScore]
+
+
+class Predictor(ABC):
+    """A loaded model that answers images. Subclasses implement prepare / infer / finish."""
+
+    runtime: str = ""
+
+    def __init__(self, model: ModelDirectory, options: PredictOptions) -> None:
+        self.model = model
+        self.options = options
+        self.conf = options.conf if options.conf is not None else (model.config.conf or 0.25)
+        self.iou = options.iou if options.iou is not None else (model.config.iou or 0.45)
+
+    @property
+    def task(self) -> str:
+        return self.model.config.task or "detect"
+
+    def predict(self, inputs: Sequence[tuple[str, bytes]]) -> Prediction:
+        """Answer every (name, encoded image) pair; a bad one becomes an error entry, the rest go on."""
+        prediction = Prediction(results=[ImageResult(file=name) for name, _ in inputs])
+        timing = prediction.timing
+        prepared: list[tuple[int, Any, Any]] = []
+        start = time.perf_counter()
+        for index, (name, data) in enumerate(inputs):
+            try:
+                image = decode_image(data, name, self.options.max_pixels)
+                tensor, meta = self.prepare(image)
+            except ForkliftError as exc:
+                prediction.results[index].error = str(exc)
+                continue
+            prepared.append((index, tensor, meta))
+        timing.preprocessing = time.perf_counter() - start
+        if not prepared:
+            return prediction
+        start = time.perf_counter()
+        outputs = self.infer([tensor for _, tensor, _ in prepared])
+        timing.inference = time.perf_counter() - start
+        start = time.perf_counter()
+        for (index, _, meta), output in zip(prepared, outputs, strict=True):
+            answer = self.finish(output, meta)
+            if self.task == "classify":
+                prediction.results[index].classes = answer
+            else:
+                prediction.results[index].detections = answer
+        timing.postprocessing = time.perf_counter() - start
+        return prediction
+
+    def predict_image(self, name: str, image: np.ndarray) -> tuple[Answer, Timing]:
+        """Answer one already-decoded RGB image (used by tests and benchmarks)."""
+        timing = Timing()
+        start = time.perf_counter()
+        tensor, meta = self.prepare(image)
+        timing.preprocessing = time.perf_counter() - start
+        start = time.perf_counter()
+        (output,) = self.infer([tensor])
+        timing.inference = time.perf_counter() - start
+        start = time.perf_counter()
+        answer = self.finish(output, meta)
+        timing.postprocessing = time.perf_counter() - start
+        return answer, timing
+
+    @abstractmethod
+    def prepare(self, image: np.ndarray) -> tuple[Any, Any]:
+        """RGB uint8 HxWx3 image -> (network input, what `finish` needs to map back to the image)."""
+
+    @abstractmethod
+    def infer(self, tensors: list[Any]) -> list[Any]:
+        """Run the network on prepared inputs (batched where the engine can), one output per input."""
+
+    @abstractmethod
+    def finish(self, output: Any, meta: Any) -> Answer:
+        """Network output -> detections in pixels of the original image (or class scores)."""

@@ -1,0 +1,1 @@
+"""Pure functions shared by predict, serve, train and eval: decoding, resizing, boxes, results."""

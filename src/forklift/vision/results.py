@@ -1,0 +1,89 @@
+"""The result JSON of DESIGN.md: boxes in pixels of the original image, timing per stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One box in pixels of the original image, with its class label and score."""
+
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    label: str
+    score: float
+
+    def to_json(self) -> dict:
+        box = {"x1": round(self.x1), "y1": round(self.y1), "x2": round(self.x2), "y2": round(self.y2)}
+        return {"bbox": box, "label": self.label, "score": round(self.score, 4)}
+
+
+@dataclass(frozen=True)
+class ClassScore:
+    """One class of a classifier's answer."""
+
+    label: str
+    score: float
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "score": round(self.score, 4)}
+
+
+@dataclass
+class ImageResult:
+    """What a model found in one image, or why the image could not be used."""
+
+    file: str
+    detections: list[Detection] | None = None
+    classes: list[ClassScore] | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        out: dict = {"file": self.file}
+        if self.error is not None:
+            out["error"] = self.error
+        if self.detections is not None:
+            out["detections"] = [d.to_json() for d in self.detections]
+        if self.classes is not None:
+            out["classes"] = [c.to_json() for c in self.classes]
+        return out
+
+
+@dataclass
+class Timing:
+    """Seconds spent in each stage, summed over the images of one call."""
+
+    preprocessing: float = 0.0
+    inference: float = 0.0
+    postprocessing: float = 0.0
+
+    def add(self, other: Timing) -> None:
+        self.preprocessing += other.preprocessing
+        self.inference += other.inference
+        self.postprocessing += other.postprocessing
+
+    def to_json(self) -> dict:
+        return {
+            "preprocessing": round(self.preprocessing, 4),
+            "inference": round(self.inference, 4),
+            "postprocessing": round(self.postprocessing, 4),
+        }
+
+
+@dataclass
+class Prediction:
+    """The answer of one predict call: per-image results and the time each stage took."""
+
+    results: list[ImageResult] = field(default_factory=list)
+    timing: Timing = field(default_factory=Timing)
+
+    def to_json(self) -> dict:
+        ok = all(r.error is None for r in self.results)
+        return {
+            "status": "OK" if ok else "error",
+            "results": [r.to_json() for r in self.results],
+            "timing": self.timing.to_json(),
+        }
