@@ -1,4 +1,4 @@
-"""Caffe nets for OpenCV DNN: py-faster-rcnn's Python proposal layer made loadable, classes checked against labels.
+"""Caffe nets for OpenCV DNN: py-faster-rcnn's Python proposal layer made loadable, classes checked.
 
 Faster R-CNN models trained with py-faster-rcnn ship a test prototxt whose proposal layer is Python code
 (`rpn.proposal_layer.ProposalLayer`). OpenCV 4.x has the same computation built in as a `Proposal` layer, so
@@ -23,7 +23,7 @@ BACKGROUND = "__background__"
 # The proposal layer's settings in py-faster-rcnn: anchors from generate_anchors (base 16, ratios 0.5/1/2,
 # scales 8/16/32 unless param_str says otherwise) and the TEST config (RPN_MIN_SIZE, RPN_PRE_NMS_TOP_N,
 # RPN_POST_NMS_TOP_N, RPN_NMS_THRESH). OpenCV's CPU Proposal layer reads min_size but does not use it.
-_PARAM_STR_DEFAULTS: dict[str, Value | list[Value]] = {
+_PARAM_STR_DEFAULTS: dict[str, object] = {
     "feat_stride": 16,
     "ratios": [0.5, 1, 2],
     "scales": [8, 16, 32],
@@ -36,7 +36,7 @@ _TEST_SETTINGS: list[tuple[str, Value]] = [
 
 
 def _param_str(layer: Message, where: str) -> dict:
-    """py-faster-rcnn reads param_str as YAML (`'feat_stride': 16`, optionally `'scales': [...]`)."""
+    """py-faster-rcnn reads param_str as YAML: `'feat_stride': 16`, optionally `'scales'` (`'ratios'` in forks)."""
     text = str(layer.block("python_param").get("param_str", ""))
     try:
         settings = yaml.safe_load(text) if text.strip() else {}
@@ -53,18 +53,18 @@ def _param_str(layer: Message, where: str) -> dict:
 def _numbers(value: object, key: str, where: str) -> list[int | float]:
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        raise ForkliftError(
-            f"{where}: param_str {key!r} must be a number or a list of numbers, not {value!r}"
-        )
+        raise ForkliftError(f"{where}: param_str {key!r} must be a number or a list of numbers, not {value!r}")
     return values
 
 
 def _proposal_param(layer: Message, where: str) -> Message:
     settings = _param_str(layer, where)
-    (feat_stride,) = _numbers(settings["feat_stride"], "feat_stride", where)
+    feat_stride = settings["feat_stride"]
+    if isinstance(feat_stride, bool) or not isinstance(feat_stride, int):
+        raise ForkliftError(f"{where}: param_str 'feat_stride' must be an integer, not {feat_stride!r}")
     return Message(
         [
-            ("feat_stride", int(feat_stride)),
+            ("feat_stride", feat_stride),
             ("base_size", 16),
             ("min_size", 16),
             *(("ratio", ratio) for ratio in _numbers(settings["ratios"], "ratios", where)),
@@ -75,7 +75,7 @@ def _proposal_param(layer: Message, where: str) -> Message:
 
 
 def _opencv_layer(layer: Message, source: str) -> Message:
-    """A Python proposal layer as OpenCV's Proposal layer (same name, bottoms, tops); other layers as they are."""
+    """A Python proposal layer as OpenCV's Proposal layer (same name, bottoms, tops); others unchanged."""
     if layer.get("type") != "Python":
         return layer
     python = layer.block("python_param")
@@ -102,7 +102,7 @@ def has_python_layers(net: Message) -> bool:
 
 
 def rewrite_python_proposal(net: Message, source: str = "<prototxt>") -> Message:
-    """The net with py-faster-rcnn's Python proposal layer replaced by OpenCV's; any other Python layer is refused."""
+    """The net with py-faster-rcnn's Python proposal layer replaced by OpenCV's; other Python layers refused."""
     return Message(
         [
             (key, _opencv_layer(value, source) if key == "layer" and isinstance(value, Message) else value)
@@ -124,6 +124,14 @@ def num_classes(net: Message, source: str = "<prototxt>") -> int:
             if isinstance(outputs, int):
                 return outputs
     raise ForkliftError(f"{source}: no classifier (a Softmax over an InnerProduct) to count the classes by")
+
+
+def output_layer(net: Message, blob: str, source: str = "<prototxt>") -> str:
+    """The layer to ask OpenCV for to get Caffe blob `blob`: OpenCV's forward takes layer names, not tops."""
+    writers = [layer for layer in net.messages("layer") if blob in layer.get_all("top")]
+    if not writers:
+        raise ForkliftError(f"{source}: no layer produces the blob {blob!r} that a Faster R-CNN test net has")
+    return str(writers[-1].get("name"))
 
 
 def class_names(model: ModelDirectory, classes: int) -> list[str]:

@@ -52,6 +52,7 @@ INPUT_STD = 60.0
 # supported net reads. Any other type may have weights this writer does not know, so it is refused.
 _ELEMENTWISE = frozenset({"ReLU", "LRN", "Dropout", "Softmax", "Sigmoid", "TanH"})
 _OPAQUE = frozenset({"Python", "Proposal", "Concat", "Eltwise", "Flatten", "Slice"})
+_WEIGHTLESS = _ELEMENTWISE | _OPAQUE | {"Pooling", "ROIPooling", "Reshape", "Input"}
 
 
 @cache
@@ -99,9 +100,7 @@ def _int(layer: Message, block: str, key: str, default: int | None = None) -> in
 
 def _known(layer: Message, value: int | None) -> int:
     if value is None:
-        raise ForkliftError(
-            f"layer {layer.get('name')!r}: cannot infer its input's size to shape its weights"
-        )
+        raise ForkliftError(f"layer {layer.get('name')!r}: cannot infer its input's size to shape its weights")
     return value
 
 
@@ -147,36 +146,30 @@ def _input_features(net: Message) -> dict[str, _Features]:
     dims = [int(d) for d in net.get_all("input_dim")]
     shapes = shapes or [dims[i : i + 4] for i in range(0, len(dims), 4)]
     names = [str(name) for name in net.get_all("input")]
-    return {
-        name: _Features(shape[1] if len(shape) > 1 else None)
-        for name, shape in zip(names, shapes, strict=False)
-    }
+    return {name: _Features(shape[1] if len(shape) > 1 else None) for name, shape in zip(names, shapes, strict=False)}
 
 
 def weight_shapes(net: Message, source: str = "<prototxt>") -> list[LayerWeights]:
     """Every Convolution / InnerProduct layer's blob shapes, following channels from the inputs."""
     blobs = _input_features(net)
     inputs = set(blobs) | {
-        str(top)
-        for layer in net.messages("layer")
-        if layer.get("type") == "Input"
-        for top in layer.get_all("top")
+        str(top) for layer in net.messages("layer") if layer.get("type") == "Input" for top in layer.get_all("top")
     }
     found = []
     for layer in net.messages("layer"):
         kind = str(layer.get("type"))
         bottoms = [str(bottom) for bottom in layer.get_all("bottom")]
         features = blobs.get(bottoms[0], _Features(None)) if bottoms else _Features(None)
-        if kind in ("Convolution", "InnerProduct"):
-            try:
+        try:
+            if kind in ("Convolution", "InnerProduct"):
                 shapes, fan_in, out = _weights(layer, kind, features)
-            except ForkliftError as exc:
-                raise ForkliftError(f"{source}: {exc}") from exc
-            found.append(LayerWeights(str(layer.get("name")), kind, shapes, fan_in, bottoms[0] in inputs))
-        elif kind in _ELEMENTWISE | _OPAQUE | {"Pooling", "ROIPooling", "Reshape", "Input"}:
-            out = _passed_on(layer, kind, features)
-        else:
-            raise ForkliftError(f"{source}: layer {layer.get('name')!r}: no random weights for type {kind!r}")
+                found.append(LayerWeights(str(layer.get("name")), kind, shapes, fan_in, bottoms[0] in inputs))
+            elif kind in _WEIGHTLESS:
+                out = _passed_on(layer, kind, features)
+            else:
+                raise ForkliftError(f"layer {layer.get('name')!r}: no random weights for type {kind!r}")
+        except ForkliftError as exc:
+            raise ForkliftError(f"{source}: {exc}") from exc
         for top in layer.get_all("top"):
             blobs[str(top)] = out
     return found
@@ -189,13 +182,19 @@ def _random_blobs(weights: LayerWeights, rng: np.random.Generator) -> list[np.nd
     return [weight, *(np.zeros(shape, dtype=np.float32) for shape in weights.shapes[1:])]
 
 
-def _checked(weights: LayerWeights, blobs: Sequence[np.ndarray], source: str) -> list[np.ndarray]:
-    shapes = [tuple(blob.shape) for blob in blobs]
-    if shapes != weights.shapes:
-        raise ForkliftError(
-            f"{source}: layer {weights.layer!r} has blobs of shapes {weights.shapes}, not {shapes}"
-        )
-    return list(blobs)
+def _checked_overrides(
+    layers: list[LayerWeights], overrides: Mapping[str, Sequence[np.ndarray]], source: str
+) -> dict[str, list[np.ndarray]]:
+    """Overrides must name weighted layers and have their shapes (checked before any weights are drawn)."""
+    by_name = {weights.layer: weights for weights in layers}
+    unknown = sorted(set(overrides) - set(by_name))
+    if unknown:
+        raise ForkliftError(f"{source}: no weighted layer named {', '.join(map(repr, unknown))} to override")
+    for name, blobs in overrides.items():
+        shapes = [tuple(blob.shape) for blob in blobs]
+        if shapes != by_name[name].shapes:
+            raise ForkliftError(f"{source}: layer {name!r} has blobs of shapes {by_name[name].shapes}, not {shapes}")
+    return {name: list(blobs) for name, blobs in overrides.items()}
 
 
 def write_random_caffemodel(
@@ -211,17 +210,10 @@ def write_random_caffemodel(
     source = str(prototxt_path)
     prototxt = read_prototxt(Path(prototxt_path))
     layers = weight_shapes(prototxt, source)
-    overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - {weights.layer for weights in layers})
-    if unknown:
-        raise ForkliftError(f"{source}: no weighted layer named {', '.join(map(repr, unknown))} to override")
+    given = _checked_overrides(layers, overrides or {}, source)
     net = _net_parameter_class()(name=str(prototxt.get("name", "")))
     for index, weights in enumerate(layers):
-        blobs = (
-            _checked(weights, overrides[weights.layer], source)
-            if weights.layer in overrides
-            else _random_blobs(weights, np.random.default_rng([seed, index]))
-        )
+        blobs = given.get(weights.layer) or _random_blobs(weights, np.random.default_rng([seed, index]))
         layer = net.layer.add(name=weights.layer, type=weights.type)
         for blob in blobs:
             data = np.ascontiguousarray(blob, dtype="<f4").tobytes()

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from forklift.errors import ForkliftError
-from forklift.formats.darknet_cfg import DarknetConfig, Section
+from forklift.formats.darknet_cfg import DarknetConfig, Section, read_cfg
 from forklift.formats.darknet_weights import DarknetWeights, WeightsHeader, read_weights, write_weights
 
 BN_EPS = 1e-6  # what OpenCV's Darknet importer uses; Darknet adds 1e-6 to the square root
@@ -323,3 +323,11 @@ def save_weights(net: DarknetNet, path: Path, header: WeightsHeader | None = Non
     arrays = [t.detach().cpu().float().numpy().ravel() for t in net.parameter_arrays()]
     values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float32)
     write_weights(path, DarknetWeights(header or WeightsHeader(), values))
+
+
+def build_darknet(cfg_path: Path, weights_path: Path | None = None) -> DarknetNet:
+    """The net of a cfg, in eval mode, with the weights file loaded when one is given."""
+    net = DarknetNet(read_cfg(cfg_path))
+    if weights_path is not None:
+        load_weights(net, weights_path)
+    return net.eval()

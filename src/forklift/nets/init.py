@@ -8,10 +8,16 @@ in a sane range, so outputs (and the reference comparisons that use them) are we
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import torch
 from torch import nn
 
-from forklift.nets.darknet import Convolutional, DarknetNet
+from forklift.errors import ForkliftError
+from forklift.formats.darknet_cfg import read_cfg
+from forklift.formats.labels import read_labels, write_labels
+from forklift.nets.darknet import Convolutional, DarknetNet, DetectionHead, save_weights
 
 RESIDUAL_GAIN = (0.1, 0.3)  # batch-norm scale of a branch that feeds a shortcut: the sum grows slowly with depth
 
@@ -38,27 +44,46 @@ def initialise(net: DarknetNet, seed: int = 0, calibration_images: int = 4) -> D
     return net
 
 
-HEAD_SPREAD = 0.5  # standard deviation of the raw head outputs on calibration images
+BOX_SPREAD = 0.5  # raw box outputs: sizes mostly within e^(+-1) of the anchor
+SCORE_SPREAD, SCORE_OFFSET = 1.5, -4.0  # raw objectness/class outputs: most scores small, a few high
+
+
+def _channel_targets(
+    net: DarknetNet, index: int, channels: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per output channel: the spread and mean that the raw output should have on calibration images."""
+    spread = torch.full((channels,), BOX_SPREAD)
+    mean = 0.3 * torch.randn(channels, generator=generator)
+    following = net.layers[index + 1] if index + 1 < len(net.layers) else None
+    if isinstance(following, DetectionHead):
+        role = torch.arange(channels) % (5 + following.classes)
+        scores = role >= 4
+        spread[scores] = SCORE_SPREAD
+        mean[scores] += SCORE_OFFSET
+    return spread, mean
 
 
 def _calibrate_plain_convolutions(net: DarknetNet, images: torch.Tensor, generator: torch.Generator) -> None:
-    """Standardise each output channel of the convolutions without batch norm, keeping a random offset."""
-    plain = [layer.conv for layer in net.layers if isinstance(layer, Convolutional) and layer.bn is None]
+    """Give each output channel of the convolutions without batch norm (the heads' inputs) a set spread and mean."""
+    plain = {
+        i: layer.conv for i, layer in enumerate(net.layers) if isinstance(layer, Convolutional) and layer.bn is None
+    }
     stats: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def record(module: nn.Module, _: object, out: torch.Tensor) -> None:
         stats[module] = (out.mean(dim=(0, 2, 3)), out.std(dim=(0, 2, 3)).clamp_min(1e-6))
 
-    hooks = [conv.register_forward_hook(record) for conv in plain]
+    hooks = [conv.register_forward_hook(record) for conv in plain.values()]
     net.eval()
     net.heads(images)
     for hook in hooks:
         hook.remove()
-    for conv in plain:
+    for index, conv in plain.items():
         mean, std = stats[conv]
-        factor = HEAD_SPREAD / std
+        spread, target_mean = _channel_targets(net, index, conv.out_channels, generator)
+        factor = spread / std
         conv.weight.mul_(factor.view(-1, 1, 1, 1))
-        conv.bias.sub_(mean).mul_(factor).add_(torch.randn(conv.bias.shape, generator=generator) * 0.3)
+        conv.bias.sub_(mean).mul_(factor).add_(target_mean)
 
 
 def _calibration_images(net: DarknetNet, count: int, generator: torch.Generator) -> torch.Tensor:
@@ -85,3 +110,19 @@ def _calibrate_batch_norm(net: DarknetNet, images: torch.Tensor) -> None:
     net.train(was_training)
     for bn in norms:
         bn.momentum = 0.1
+
+
+def new_darknet_dir(cfg: Path, names: Path, out: Path, seed: int = 0) -> Path:
+    """A model directory with the cfg and names copied and freshly initialised weights, reproducible by seed."""
+    net = DarknetNet(read_cfg(cfg))
+    labels = read_labels(names)
+    if len(labels) != net.classes:
+        raise ForkliftError(f"{names}: {len(labels)} names, but {cfg.name} has {net.classes} classes")
+    if out.exists() and any(out.iterdir()):
+        raise ForkliftError(f"{out}: already exists and is not empty; choose a new directory")
+    out.mkdir(parents=True, exist_ok=True)
+    initialise(net, seed)
+    shutil.copyfile(cfg, out / cfg.name)
+    write_labels(out / f"{cfg.stem}.names", labels)
+    save_weights(net, out / f"{cfg.stem}.weights")
+    return out

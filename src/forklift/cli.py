@@ -1,0 +1,214 @@
+"""The `forklift` command. Each verb parses its options and calls one function of a stage.
+
+A bad input ends with one line naming the input and the problem, exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from forklift import __version__
+from forklift.errors import ForkliftError
+
+EXIT_BAD_INPUT = 2
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples in descriptions as written."""
+
+
+def _parser(subparsers: argparse._SubParsersAction, name: str, summary: str, example: str) -> argparse.ArgumentParser:
+    return subparsers.add_parser(
+        name, help=summary, description=f"{summary}\n\nexample:\n  {example}", formatter_class=HelpFormatter
+    )
+
+
+def _threshold(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
+    return value
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from forklift.predict import predict_files, print_table
+
+    prediction = predict_files(
+        args.model_dir,
+        args.images,
+        runtime=args.runtime,
+        threads=args.threads,
+        conf=args.conf,
+        iou=args.iou,
+        resize=args.resize,
+        max_pixels=args.max_pixels,
+    )
+    if args.json:
+        print(json.dumps(prediction.to_json(), indent=2))
+    else:
+        print_table(prediction)
+    failures = [r for r in prediction.results if r.error is not None]
+    for failure in failures:
+        print(f"forklift: error: {failure.error}", file=sys.stderr)
+    return EXIT_BAD_INPUT if failures else 0
+
+
+def cmd_models_inspect(args: argparse.Namespace) -> int:
+    from forklift.formats.model_dir import open_model_dir
+    from forklift.runtime.inspect import summarise
+
+    summary = summarise(open_model_dir(args.model_dir))
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+        return 0
+    labels = ", ".join(summary.labels[:8]) + (f", ... ({summary.classes} in all)" if summary.classes > 8 else "")
+    size = f"{summary.input_width}x{summary.input_height}" if summary.input_width else "any"
+    rows = [
+        ("name", summary.name),
+        ("format", summary.format),
+        ("task", summary.task),
+        ("classes", f"{summary.classes}: {labels}"),
+        ("input", size),
+        ("parameters", f"{summary.parameters:,}" if summary.parameters is not None else "unknown"),
+        ("FLOPs", f"{summary.flops / 1e9:.2f} G" if summary.flops is not None else "unknown"),
+        *((f"file ({role})", path) for role, path in summary.files.items()),
+    ]
+    for key, value in rows:
+        print(f"{key:<18} {value}")
+    return 0
+
+
+def cmd_models_new_darknet(args: argparse.Namespace) -> int:
+    from forklift.nets.init import new_darknet_dir
+
+    out = new_darknet_dir(args.cfg, args.names, args.out_dir, seed=args.seed)
+    print(f"wrote {out} (seed {args.seed})")
+    return 0
+
+
+def cmd_models_export(args: argparse.Namespace) -> int:
+    from forklift.formats.model_dir import open_model_dir
+    from forklift.runtime.onnx_export import export_darknet
+
+    model = open_model_dir(args.model_dir)
+    if model.kind != "darknet":
+        raise ForkliftError(f"{args.model_dir}: only Darknet models export to ONNX (this one is {model.kind})")
+    out = args.out or model.path / f"{model.files['cfg'].stem}.onnx"
+    if out.is_dir():
+        out = out / f"{model.files['cfg'].stem}.onnx"
+    export_darknet(model, out)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from forklift.demo import run_demo
+
+    return run_demo(args.out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="forklift",
+        description="forklift: train big, serve fast. An open deep-learning platform for computer vision.",
+        formatter_class=HelpFormatter,
+        epilog="Run 'forklift VERB --help' for a verb's options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"forklift {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    predict = _parser(
+        verbs,
+        "predict",
+        "Run a model directory on images and print the detections (pixel boxes on the original image).",
+        "forklift predict models/yolov3-tiny dog.jpg horses.jpg --json",
+    )
+    predict.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    predict.add_argument("images", type=Path, nargs="+", metavar="IMAGE")
+    predict.add_argument(
+        "--runtime", choices=("onnx", "torch", "opencv"), help="engine (default: onnx; opencv for Caffe)"
+    )
+    predict.add_argument("--threads", type=_positive, help="CPU threads of the engine (default: all available)")
+    predict.add_argument("--conf", type=_threshold, help="score threshold (default: the model's, else 0.25)")
+    predict.add_argument("--iou", type=_threshold, help="NMS overlap threshold (default: the model's, else 0.45)")
+    predict.add_argument("--resize", choices=("letterbox", "stretch"), help="fit to the input (default: the model's)")
+    predict.add_argument("--max-pixels", type=_positive, default=100_000_000, help="refuse larger images (bombs)")
+    predict.add_argument("--json", action="store_true", help="print the result JSON instead of a table")
+    predict.set_defaults(handler=cmd_predict)
+
+    models = _parser(
+        verbs, "models", "Inspect, create and export model directories.", "forklift models inspect models/yolov3"
+    )
+    model_verbs = models.add_subparsers(dest="models_verb", metavar="ACTION", required=True)
+    inspect = _parser(
+        model_verbs,
+        "inspect",
+        "Show a model's format, task, classes, input size, parameter count and FLOPs.",
+        "forklift models inspect models/yolov3-tiny --json",
+    )
+    inspect.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    inspect.add_argument("--json", action="store_true")
+    inspect.set_defaults(handler=cmd_models_inspect)
+
+    new = _parser(
+        model_verbs,
+        "new-darknet",
+        "Make a Darknet model directory with freshly initialised weights, reproducible by seed.",
+        "forklift models new-darknet --cfg yolov3-tiny.cfg --names coco.names --seed 1 models/yolov3-tiny",
+    )
+    new.add_argument("--cfg", type=Path, required=True)
+    new.add_argument("--names", type=Path, required=True)
+    new.add_argument("--seed", type=int, default=0)
+    new.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    new.set_defaults(handler=cmd_models_new_darknet)
+
+    export = _parser(
+        model_verbs,
+        "export",
+        "Export a Darknet model to ONNX (opset 17, dynamic batch, decode included).",
+        "forklift models export models/yolov3-tiny --to onnx",
+    )
+    export.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    export.add_argument("--to", choices=("onnx",), required=True)
+    export.add_argument("out", type=Path, nargs="?", metavar="OUT", help="file or folder (default: in MODEL_DIR)")
+    export.set_defaults(handler=cmd_models_export)
+
+    demo = _parser(
+        verbs,
+        "demo",
+        "Run what forklift does end to end on the sample photos: make a model, export it, predict.",
+        "forklift demo --out out/demo",
+    )
+    demo.add_argument("--out", type=Path, default=Path("out/demo"))
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except ForkliftError as exc:
+        print(f"forklift: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error of ours
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

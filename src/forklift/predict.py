@@ -1,0 +1,75 @@
+"""`forklift predict`: files in, result JSON out; a bad file is reported and the others still run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from forklift.formats.model_dir import open_model_dir
+from forklift.runtime.base import PredictOptions
+from forklift.runtime.load import load_predictor
+from forklift.vision.results import ImageResult, Prediction
+
+
+def _read(path: Path) -> bytes | str:
+    """The file's bytes, or why it cannot be read."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except IsADirectoryError:
+        return f"{path}: is a directory, not an image"
+    except OSError as exc:
+        return f"{path}: cannot read: {exc.strerror}"
+
+
+def predict_files(
+    model_dir: Path,
+    images: Sequence[Path],
+    *,
+    runtime: str | None = None,
+    threads: int | None = None,
+    conf: float | None = None,
+    iou: float | None = None,
+    resize: str | None = None,
+    max_pixels: int = 100_000_000,
+) -> Prediction:
+    model = open_model_dir(model_dir)
+    options = PredictOptions(conf=conf, iou=iou, resize=resize, threads=threads, max_pixels=max_pixels)
+    predictor = load_predictor(model, runtime, options)
+    prediction = Prediction()
+    for path in tqdm(images, desc="predict", unit="image", disable=None, leave=False):
+        data = _read(path)
+        if isinstance(data, str):
+            prediction.results.append(ImageResult(file=str(path), error=data))
+            continue
+        one = predictor.predict([(str(path), data)])
+        prediction.results.extend(one.results)
+        prediction.timing.add(one.timing)
+    return prediction
+
+
+def print_table(prediction: Prediction) -> None:
+    """A readable table: one line per detection (or class), errors in place."""
+    print(f"{'file':<28} {'label':<16} {'score':>6}  box (x1, y1, x2, y2)")
+    for result in prediction.results:
+        name = Path(result.file).name
+        if result.error is not None:
+            print(f"{name:<28} error: {result.error}")
+            continue
+        if result.classes is not None:
+            for c in result.classes:
+                print(f"{name:<28} {c.label:<16} {c.score:>6.3f}")
+            continue
+        if not result.detections:
+            print(f"{name:<28} (nothing found)")
+        for d in result.detections or []:
+            box = f"{round(d.x1)}, {round(d.y1)}, {round(d.x2)}, {round(d.y2)}"
+            print(f"{name:<28} {d.label:<16} {d.score:>6.3f}  {box}")
+    t = prediction.timing
+    print(
+        f"timing: preprocessing {t.preprocessing:.3f} s, inference {t.inference:.3f} s, "
+        f"postprocessing {t.postprocessing:.3f} s"
+    )

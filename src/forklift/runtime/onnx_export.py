@@ -1,0 +1,82 @@
+"""Darknet -> ONNX (opset 17, dynamic batch), with the decode inside the graph and forklift's metadata.
+
+The graph's output is the decoded rows of `forklift.nets.darknet`, so ONNX Runtime needs no Python decode.
+Metadata names the source files' digest, so a stale export beside changed weights is never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from pathlib import Path
+
+import onnx
+import torch
+
+from forklift.formats.model_dir import ModelDirectory
+from forklift.nets.darknet import build_darknet
+
+OPSET = 17
+INPUT_NAME = "images"
+OUTPUT_NAMES = {"detect": "detections", "classify": "probabilities"}
+META_SOURCE = "forklift.source_sha256"
+META_TASK = "forklift.task"
+META_CLASSES = "forklift.classes"
+
+
+def source_digest(model: ModelDirectory) -> str:
+    digest = hashlib.sha256()
+    for role in ("cfg", "weights"):
+        digest.update(model.files[role].read_bytes())
+    return digest.hexdigest()
+
+
+def export_darknet(model: ModelDirectory, out: Path) -> Path:
+    net = build_darknet(model.files["cfg"], model.files["weights"])
+    task = "detect" if net.is_detector else "classify"
+    example = torch.zeros(1, net.config.channels, net.input_height, net.input_width)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's notes on constant folding and deprecation
+        torch.onnx.export(
+            net,
+            (example,),
+            str(partial),
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAMES[task]],
+            opset_version=OPSET,
+            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAMES[task]: {0: "batch"}},
+            dynamo=False,
+        )
+    proto = onnx.load(str(partial))
+    facts = {META_SOURCE: source_digest(model), META_TASK: task, META_CLASSES: str(net.classes)}
+    for key, value in facts.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(proto, str(partial))
+    partial.replace(out)
+    return out
+
+
+def metadata(path: Path) -> dict[str, str]:
+    proto = onnx.load(str(path), load_external_data=False)
+    return {p.key: p.value for p in proto.metadata_props}
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "forklift" / "onnx"
+
+
+def onnx_for_darknet(model: ModelDirectory) -> Path:
+    """The model's own .onnx when it was exported from these very files, else a cached export (made once)."""
+    digest = source_digest(model)
+    beside = model.files.get("onnx")
+    if beside is not None and metadata(beside).get(META_SOURCE) == digest:
+        return beside
+    cached = cache_dir() / f"{digest}.onnx"
+    if not cached.exists():
+        export_darknet(model, cached)
+    return cached
