@@ -1,0 +1,75 @@
+"""ONNX export (opset >= 17, dynamic batch) and ONNX Runtime agree with PyTorch within 1e-4 relative.
+
+ONNX Runtime's float32 output is compared with PyTorch's float64 forward of the same net, the exact value:
+float32 PyTorch and ONNX Runtime each round differently (ONNX Runtime folds batch norm into the
+convolutions) and can differ from each other by slightly more than either differs from the exact value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from conftest import CFGS, shared
+
+from forklift.formats.model_dir import open_model_dir
+from forklift.nets.darknet import build_darknet
+from forklift.runtime.base import PredictOptions
+from forklift.runtime.onnx_export import META_SOURCE, export_darknet, metadata, onnx_for_darknet
+from forklift.runtime.onnx_runtime import OnnxPredictor, open_session
+from forklift.runtime.torch_runtime import TorchPredictor
+
+
+@pytest.fixture(params=["yolov3-tiny", "yolov4-tiny", "v2-reorg-mish"])
+def model_dir(request, darknet_models) -> Path:
+    if request.param.startswith("v2"):
+        return darknet_models(CFGS / f"{request.param}.cfg", CFGS / "shapes.names")
+    return darknet_models(shared(f"darknet/{request.param}.cfg"), shared("darknet/coco.names"))
+
+
+def test_onnx_matches_pytorch(model_dir: Path, tmp_path: Path) -> None:
+    model = open_model_dir(model_dir)
+    path = export_darknet(model, tmp_path / "model.onnx")
+    proto = onnx.load(str(path))
+    onnx.checker.check_model(proto)
+    assert max(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")) >= 17
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+
+    net = build_darknet(model.files["cfg"], model.files["weights"])
+    batch = torch.rand(3, 3, net.input_height, net.input_width, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        expected = net.double()(batch.double()).numpy()
+    session = open_session(path, threads=2)
+    for size in (1, 3):  # the batch axis is dynamic
+        (got,) = session.run(None, {"images": batch[:size].numpy()})
+        np.testing.assert_allclose(got, expected[:size], rtol=1e-4, atol=1e-6)
+
+
+def test_predictions_match_between_onnx_and_torch(model_dir: Path) -> None:
+    model = open_model_dir(model_dir)
+    options = PredictOptions(threads=2)
+    photo = shared("images/horses.jpg").read_bytes()
+    onnx_result = OnnxPredictor(model, options).predict([("horses.jpg", photo)]).results[0]
+    torch_result = TorchPredictor(model, options).predict([("horses.jpg", photo)]).results[0]
+    assert [d.label for d in onnx_result.detections] == [d.label for d in torch_result.detections]
+    for a, b in zip(onnx_result.detections, torch_result.detections, strict=True):
+        assert abs(a.x1 - b.x1) <= 1 and abs(a.y2 - b.y2) <= 1
+
+
+def test_stale_export_beside_model_not_used(darknet_models, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model_dir = darknet_models(CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names", seed=5)
+    model = open_model_dir(model_dir)
+    beside = export_darknet(model, model_dir / "model.onnx")
+    assert onnx_for_darknet(open_model_dir(model_dir)) == beside
+    weights = model.files["weights"]
+    data = bytearray(weights.read_bytes())
+    data[-4:] = np.float32(0.5).tobytes()
+    weights.write_bytes(bytes(data))
+    chosen = onnx_for_darknet(open_model_dir(model_dir))
+    assert chosen != beside and chosen.parent == tmp_path / "cache" / "forklift" / "onnx"
+    assert metadata(chosen)[META_SOURCE] != metadata(beside)[META_SOURCE]
+    beside.unlink()
