@@ -1,0 +1,141 @@
+"""The `forklift` command as a user runs it: a real subprocess, its output, its exit code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import pytest
+from conftest import CFGS, shared
+
+from forklift.formats.model_dir import open_model_dir
+from forklift.nets.darknet import build_darknet
+
+
+def forklift(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "forklift.cli", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"forklift {args} failed ({result.returncode}): {result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "yolov3-tiny"
+    forklift(
+        "models", "new-darknet", "--cfg", shared("darknet/yolov3-tiny.cfg"), "--names",
+        shared("darknet/coco.names"), "--seed", "1", out,
+    )  # fmt: skip
+    return out
+
+
+def test_help_has_examples() -> None:
+    for verb in (["predict"], ["models", "inspect"], ["models", "new-darknet"], ["models", "export"], ["demo"]):
+        text = forklift(*verb, "--help").stdout
+        assert "example:" in text and "forklift " in text
+
+
+@pytest.mark.parametrize("runtime", ["onnx", "torch", "opencv"])
+def test_predict_json_contract(tiny: Path, runtime: str) -> None:
+    photos = [shared("images/dog.jpg"), shared("images/kite.jpg")]
+    out = json.loads(forklift("predict", tiny, *photos, "--runtime", runtime, "--json").stdout)
+    assert out["status"] == "OK"
+    assert set(out["timing"]) == {"preprocessing", "inference", "postprocessing"}
+    assert [Path(r["file"]).name for r in out["results"]] == ["dog.jpg", "kite.jpg"]
+    labels = set(open_model_dir(tiny).labels)
+    for result, photo in zip(out["results"], photos, strict=True):
+        height, width = cv2.imread(str(photo)).shape[:2]
+        assert result["detections"], "seeded random weights find boxes on these photos"
+        for d in result["detections"]:
+            box = d["bbox"]
+            assert 0 <= box["x1"] <= box["x2"] <= width and 0 <= box["y1"] <= box["y2"] <= height
+            assert d["label"] in labels and d["label"] == d["label"].strip()
+            assert 0.25 <= d["score"] <= 1
+
+
+def test_predict_table(tiny: Path) -> None:
+    text = forklift("predict", tiny, shared("images/dog.jpg"), "--conf", "0.5").stdout
+    assert text.splitlines()[0].startswith("file") and "timing:" in text
+
+
+def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> None:
+    dog = shared("images/dog.jpg")
+    truncated = tmp_path / "truncated.jpg"
+    truncated.write_bytes(dog.read_bytes()[:5000])
+    empty = tmp_path / "empty.jpg"
+    empty.write_bytes(b"")
+    text = tmp_path / "notes.txt"
+    text.write_text("not a picture")
+    corrupt = tmp_path / "corrupt.png"
+    corrupt.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+    missing = tmp_path / "missing.jpg"
+    result = forklift("predict", tiny, truncated, dog, empty, text, corrupt, missing, "--json", check=False)
+    assert result.returncode == 2
+    out = json.loads(result.stdout)
+    by_name = {Path(r["file"]).name: r for r in out["results"]}
+    assert by_name["dog.jpg"]["detections"]
+    for name in ("truncated.jpg", "empty.jpg", "notes.txt", "corrupt.png", "missing.jpg"):
+        assert name in by_name[name]["error"]
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 5 and all(line.startswith("forklift: error: ") for line in errors)
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["predict", "/nonexistent/model", "x.jpg"], "/nonexistent/model: no such model directory"),
+        (["models", "inspect", "EMPTY"], "not a model directory"),
+        (["predict", "MODEL", "x.jpg", "--runtime", "tensorrt"], "invalid choice: 'tensorrt'"),
+        (["predict", "MODEL", "x.jpg", "--conf", "2"], "2 is not between 0 and 1"),
+    ],
+)
+def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    stand_ins = {"MODEL": str(tiny), "EMPTY": str(tmp_path)}
+    result = forklift(*[stand_ins.get(a, a) for a in args], check=False)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_wrong_runtime_for_caffe_is_clear(tmp_path: Path) -> None:
+    (tmp_path / "net.prototxt").write_text("name: 'x'\n")
+    (tmp_path / "net.caffemodel").write_bytes(b"")
+    (tmp_path / "net.labels").write_text("a\n")
+    result = forklift("predict", tmp_path, shared("images/dog.jpg"), "--runtime", "onnx", check=False)
+    assert result.returncode == 2
+    assert "a caffe model runs with --runtime opencv, not onnx" in result.stderr
+
+
+def test_inspect_counts_against_opencv(tiny: Path) -> None:
+    """Parameters: the weights file's values less batch norm's running statistics; FLOPs: OpenCV's own count."""
+    facts = json.loads(forklift("models", "inspect", tiny, "--json").stdout)
+    assert facts["format"] == "darknet" and facts["task"] == "detect" and facts["classes"] == 80
+    assert (facts["input_width"], facts["input_height"]) == (416, 416)
+    model = open_model_dir(tiny)
+    weights_values = (model.files["weights"].stat().st_size - 20) // 4
+    running_stats = 2 * sum(
+        m.num_features for m in build_darknet(model.files["cfg"]).modules() if hasattr(m, "running_var")
+    )
+    assert facts["parameters"] == weights_values - running_stats
+    net = cv2.dnn.readNetFromDarknet(str(model.files["cfg"]), str(model.files["weights"]))
+    reference = net.getFLOPS((1, 3, 416, 416))
+    assert facts["flops"] == pytest.approx(reference, rel=0.02)
+    assert "FLOPs" in forklift("models", "inspect", tiny).stdout
+
+
+def test_new_darknet_reproducible_and_export(tmp_path: Path) -> None:
+    cfg, names = CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names"
+    for name in ("a", "b"):
+        forklift("models", "new-darknet", "--cfg", cfg, "--names", names, "--seed", "4", tmp_path / name)
+    weights = "v3-spp-groups.weights"
+    assert (tmp_path / "a" / weights).read_bytes() == (tmp_path / "b" / weights).read_bytes()
+    again = forklift("models", "new-darknet", "--cfg", cfg, "--names", names, tmp_path / "a", check=False)
+    assert again.returncode == 2 and "not empty" in again.stderr
+    forklift("models", "export", tmp_path / "a", "--to", "onnx")
+    assert (tmp_path / "a" / "v3-spp-groups.onnx").stat().st_size > 10_000
+    assert open_model_dir(tmp_path / "a").files["onnx"].name == "v3-spp-groups.onnx"
