@@ -136,3 +136,19 @@ def test_opencv_reads_what_forklift_writes(darknet_models) -> None:
     net = cv2.dnn.readNetFromDarknet(str(model.files["cfg"]), str(model.files["weights"]))
     assert len(net.getUnconnectedOutLayersNames()) == 2
     assert SHARED.exists()
+
+
+def test_classifier_matches_opencv(darknet_models) -> None:
+    """A Darknet classifier: class probabilities from PyTorch and OpenCV agree, and predict answers `classes`."""
+    model = open_model_dir(darknet_models(CFGS / "classifier.cfg", CFGS / "shapes.names"))
+    options = PredictOptions(threads=2)
+    ours, theirs = TorchPredictor(model, options), OpenCVDarknetPredictor(model, options)
+    assert ours.task == theirs.task == "classify"
+    for photo in _photos():
+        mine, _ = ours.predict_image("photo", photo)
+        reference, _ = theirs.predict_image("photo", photo)
+        assert [c.label for c in mine] == [c.label for c in reference]
+        assert [c.score for c in mine] == pytest.approx([c.score for c in reference], rel=1e-4)
+        assert sum(c.score for c in mine) == pytest.approx(1.0, abs=1e-5)
+    result = ours.predict([("dog.jpg", shared("images/dog.jpg").read_bytes())]).to_json()["results"][0]
+    assert result["classes"] and "detections" not in result

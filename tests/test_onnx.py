@@ -23,9 +23,9 @@ from forklift.runtime.onnx_runtime import OnnxPredictor, open_session
 from forklift.runtime.torch_runtime import TorchPredictor
 
 
-@pytest.fixture(params=["yolov3-tiny", "yolov4-tiny", "v2-reorg-mish"])
+@pytest.fixture(params=["yolov3-tiny", "yolov4-tiny", "v2-reorg-mish", "classifier"])
 def model_dir(request, darknet_models) -> Path:
-    if request.param.startswith("v2"):
+    if (CFGS / f"{request.param}.cfg").exists():
         return darknet_models(CFGS / f"{request.param}.cfg", CFGS / "shapes.names")
     return darknet_models(shared(f"darknet/{request.param}.cfg"), shared("darknet/coco.names"))
 
@@ -54,6 +54,9 @@ def test_predictions_match_between_onnx_and_torch(model_dir: Path) -> None:
     photo = shared("images/horses.jpg").read_bytes()
     onnx_result = OnnxPredictor(model, options).predict([("horses.jpg", photo)]).results[0]
     torch_result = TorchPredictor(model, options).predict([("horses.jpg", photo)]).results[0]
+    if onnx_result.classes is not None:
+        assert [c.label for c in onnx_result.classes] == [c.label for c in torch_result.classes]
+        return
     assert [d.label for d in onnx_result.detections] == [d.label for d in torch_result.detections]
     for a, b in zip(onnx_result.detections, torch_result.detections, strict=True):
         assert abs(a.x1 - b.x1) <= 1 and abs(a.y2 - b.y2) <= 1

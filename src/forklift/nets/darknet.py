@@ -8,6 +8,7 @@ Darknet importer orders them (per head: grid row, grid column, anchor); classifi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,17 @@ class ChannelSoftmax(nn.Module):
 class Identity(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
+
+
+# Layers whose output has as many channels as their input, built from their section alone.
+CHANNEL_KEEPING: dict[str, Callable[[Section], nn.Module]] = {
+    "maxpool": MaxPool,
+    "upsample": Upsample,
+    "avgpool": lambda _: GlobalAvgPool(),
+    "softmax": lambda _: ChannelSoftmax(),
+    "dropout": lambda _: Identity(),  # inference and the reference ignore it
+    "cost": lambda _: Identity(),
+}
 
 
 class DetectionHead(nn.Module):
@@ -235,15 +247,7 @@ class DarknetNet(nn.Module):
         if kind == "reorg":
             stride = section.int("stride", 2)
             return Reorg(section), [], current * stride * stride, (1, 0)
-        simple: dict[str, nn.Module] = {
-            "maxpool": MaxPool(section) if kind == "maxpool" else Identity(),
-            "upsample": Upsample(section) if kind == "upsample" else Identity(),
-            "avgpool": GlobalAvgPool(),
-            "softmax": ChannelSoftmax(),
-            "dropout": Identity(),
-            "cost": Identity(),
-        }
-        return simple[kind], [], current, (1, 0)
+        return CHANNEL_KEEPING[kind](section), [], current, (1, 0)
 
     @staticmethod
     def _class_count(config: DarknetConfig, channels: list[int]) -> int:

@@ -48,10 +48,11 @@ def _darknet(model: ModelDirectory) -> dict:
 
 
 def _caffe(model: ModelDirectory) -> dict:
-    from forklift.formats.caffe import load_caffe_net, num_classes
+    from forklift.formats.caffe import class_names, load_caffe_net, num_classes
     from forklift.formats.prototxt import read_prototxt
 
     tree = read_prototxt(model.files["prototxt"])
+    classes = num_classes(tree, str(model.files["prototxt"]))
     net = load_caffe_net(model, tree)
     width = model.config.input_width or 1000
     height = model.config.input_height or 600
@@ -62,7 +63,8 @@ def _caffe(model: ModelDirectory) -> dict:
         flops = None
     return {
         "task": "detect",
-        "classes": num_classes(tree, str(model.files["prototxt"])),
+        "classes": classes - 1,
+        "labels": class_names(model, classes)[1:],  # index 0 is the background
         "input_width": width,
         "input_height": height,
         "parameters": parameters,
@@ -88,4 +90,5 @@ def _onnx(model: ModelDirectory) -> dict:
 def summarise(model: ModelDirectory) -> ModelSummary:
     facts = {"darknet": _darknet, "caffe": _caffe, "onnx": _onnx}[model.kind](model)
     files = {role: str(path) for role, path in model.files.items()}
-    return ModelSummary(name=model.name, format=model.kind, labels=model.labels, files=files, **facts)
+    facts.setdefault("labels", model.labels)
+    return ModelSummary(name=model.name, format=model.kind, files=files, **facts)
