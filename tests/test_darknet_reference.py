@@ -113,7 +113,7 @@ def _match(ours, theirs) -> None:
 
 
 @pytest.mark.parametrize("resize", ["letterbox", "stretch"])
-@pytest.mark.parametrize("case", ["yolov3-tiny", "yolov2-tiny-voc", "yolov4-tiny", "v3-spp-groups"])
+@pytest.mark.parametrize("case", ["yolov3-tiny", "yolov3", "yolov2-tiny-voc", "yolov4-tiny", "v3-spp-groups"])
 def test_final_detections_match_opencv(darknet_models, case: str, resize: str) -> None:
     model = open_model_dir(_model(darknet_models, case))
     conf = max(0.25, _opencv_thresh(model.files["cfg"]))  # under OpenCV's thresh it reports nothing to compare
@@ -121,7 +121,7 @@ def test_final_detections_match_opencv(darknet_models, case: str, resize: str) -
     options = PredictOptions(conf=conf, iou=iou, resize=resize, threads=2)
     ours, theirs = TorchPredictor(model, options), OpenCVDarknetPredictor(model, options)
     found = 0
-    for photo in _photos():
+    for photo in _photos(PHOTO_LIMIT.get(case)):
         mine, _ = ours.predict_image("photo", photo)
         reference, _ = theirs.predict_image("photo", photo)
         if mine or reference:

@@ -99,17 +99,28 @@ def _calibration_images(net: DarknetNet, count: int, generator: torch.Generator)
     return images.clamp(0.0, 1.0)
 
 
+QUIET_CHANNEL = 0.25
+
+
 def _calibrate_batch_norm(net: DarknetNet, images: torch.Tensor) -> None:
-    norms = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
-    for bn in norms:
-        bn.reset_running_stats()
-        bn.momentum = None  # a cumulative average: after one pass, exactly this batch's statistics
-    was_training = net.training
-    net.train()
+    """Each batch norm scales by the root mean square of its input on the calibration images, mean left at 0.
+
+    Subtracting a measured mean would leave an offset wherever real images differ from the calibration ones,
+    and deep nets amplify such offsets; scaling alone only shrinks or grows activations, which stays sane.
+    Done layer by layer in eval mode, so each layer is measured on what the calibrated layers before it give.
+    """
+
+    def measure(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        square = inputs[0].pow(2).mean(dim=(0, 2, 3))
+        module.running_mean.zero_()
+        # A channel nearly silent here may not be on photos: cap its gain at sqrt(1/QUIET) x its layer's.
+        module.running_var.copy_(square.clamp_min(QUIET_CHANNEL * float(square.mean()) + 1e-6))
+
+    hooks = [m.register_forward_pre_hook(measure) for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+    net.eval()
     net.heads(images)
-    net.train(was_training)
-    for bn in norms:
-        bn.momentum = 0.1
+    for hook in hooks:
+        hook.remove()
 
 
 def new_darknet_dir(cfg: Path, names: Path, out: Path, seed: int = 0) -> Path:
