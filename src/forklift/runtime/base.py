@@ -51,13 +51,27 @@ class Predictor(ABC):
 
     def predict(self, inputs: Sequence[tuple[str, bytes]]) -> Prediction:
         """Answer every (name, encoded image) pair; a bad one becomes an error entry, the rest go on."""
-        prediction = Prediction(results=[ImageResult(file=name) for name, _ in inputs])
+        start = time.perf_counter()
+        decoded: list[tuple[str, np.ndarray | str]] = []
+        for name, data in inputs:
+            try:
+                decoded.append((name, decode_image(data, name, self.options.max_pixels)))
+            except ForkliftError as exc:
+                decoded.append((name, str(exc)))
+        prediction = self.predict_images(decoded)
+        prediction.timing.preprocessing += time.perf_counter() - start - prediction.timing.total
+        return prediction
+
+    def predict_images(self, images: Sequence[tuple[str, np.ndarray | str]]) -> Prediction:
+        """Answer decoded RGB images; an entry that is a string is that image's error, passed through."""
+        prediction = Prediction(results=[ImageResult(file=name) for name, _ in images])
         timing = prediction.timing
         prepared: list[tuple[int, Any, Any]] = []
         start = time.perf_counter()
-        for index, (name, data) in enumerate(inputs):
+        for index, (_, image) in enumerate(images):
             try:
-                image = decode_image(data, name, self.options.max_pixels)
+                if isinstance(image, str):
+                    raise ForkliftError(image)
                 tensor, meta = self.prepare(image)
             except ForkliftError as exc:
                 prediction.results[index].error = str(exc)
@@ -80,18 +94,13 @@ class Predictor(ABC):
         return prediction
 
     def predict_image(self, name: str, image: np.ndarray) -> tuple[Answer, Timing]:
-        """Answer one already-decoded RGB image (used by tests and benchmarks)."""
-        timing = Timing()
-        start = time.perf_counter()
-        tensor, meta = self.prepare(image)
-        timing.preprocessing = time.perf_counter() - start
-        start = time.perf_counter()
-        (output,) = self.infer([tensor])
-        timing.inference = time.perf_counter() - start
-        start = time.perf_counter()
-        answer = self.finish(output, meta)
-        timing.postprocessing = time.perf_counter() - start
-        return answer, timing
+        """Answer one decoded RGB image (tests and benchmarks): the detections or classes, and the timing."""
+        prediction = self.predict_images([(name, image)])
+        (result,) = prediction.results
+        if result.error is not None:
+            raise ForkliftError(result.error)
+        answer = result.classes if result.classes is not None else result.detections
+        return answer or [], prediction.timing
 
     @abstractmethod
     def prepare(self, image: np.ndarray) -> tuple[Any, Any]:

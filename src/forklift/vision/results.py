@@ -60,6 +60,10 @@ class Timing:
     inference: float = 0.0
     postprocessing: float = 0.0
 
+    @property
+    def total(self) -> float:
+        return self.preprocessing + self.inference + self.postprocessing
+
     def add(self, other: Timing) -> None:
         self.preprocessing += other.preprocessing
         self.inference += other.inference
