@@ -112,6 +112,55 @@ def cmd_models_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count_or_auto(text: str) -> int | None:
+    if text == "auto":
+        return None
+    return _positive(text)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from forklift.serve.config import ServeOptions, UrlFetch
+    from forklift.serve.layout import served_models
+    from forklift.serve.server import serve
+
+    models = served_models(args.models, args.runtime, args.instances, args.cpus_per_instance, args.threads)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        max_batch=args.max_batch,
+        batch_timeout_ms=args.batch_timeout_ms,
+        queue_size=args.queue_size,
+        max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
+        max_pixels=args.max_pixels,
+        url_fetch=UrlFetch(frozenset(args.url_allow_host), int(args.max_upload_mb * 1024 * 1024), args.url_timeout),
+    )
+    for model in models:
+        sets = "; ".join(",".join(map(str, cpus)) or "any" for cpus, _ in model.cpu_sets)
+        print(f"serving {model.name} from {model.model_dir}: {len(model.cpu_sets)} workers on CPUs {sets}")
+    print(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)", flush=True)
+    serve(models, options)
+    return 0
+
+
+def cmd_post(args: argparse.Namespace) -> int:
+    from forklift.bench.post import post
+
+    result = post(args.image, args.count, args.url, args.concurrency, show_progress=not args.json)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0 if result.errors == 0 else 1
+    print(
+        f"{result.requests} requests, {result.concurrency} in flight, {result.seconds:.2f} s: "
+        f"{result.throughput:.1f} requests/s"
+    )
+    print(
+        f"latency p50 {result.p50_ms:.1f} ms  p90 {result.p90_ms:.1f}  p99 {result.p99_ms:.1f}  "
+        f"max {result.max_ms:.1f}  mean {result.mean_ms:.1f}"
+    )
+    print(f"errors: {result.errors}" + (f" {result.error_codes}" if result.errors else ""))
+    return 0 if result.errors == 0 else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from forklift.demo import run_demo
 
@@ -183,6 +232,60 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--to", choices=("onnx",), required=True)
     export.add_argument("out", type=Path, nargs="?", metavar="OUT", help="file or folder (default: in MODEL_DIR)")
     export.set_defaults(handler=cmd_models_export)
+
+    serve = _parser(
+        verbs,
+        "serve",
+        "Serve model directories over REST (native, PowerAI Vision, KServe v2) with pinned, batching workers.",
+        "forklift serve models/yolov3-tiny=yolo --port 5000 --instances 2 --threads 1",
+    )
+    serve.add_argument("models", nargs="+", metavar="MODEL_DIR[=NAME]", help="model directories, each with a name")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    serve.add_argument("--port", type=_positive, default=5000)
+    serve.add_argument(
+        "--instances",
+        type=_count_or_auto,
+        default=None,
+        metavar="N|auto",
+        help="worker processes per model (auto: a saved sweep recommendation, else from the topology)",
+    )
+    serve.add_argument(
+        "--threads", type=_count_or_auto, default=None, metavar="T|auto", help="threads per worker (auto: its CPUs)"
+    )
+    serve.add_argument("--cpus-per-instance", type=_positive, help="CPUs pinned to each worker")
+    serve.add_argument("--runtime", choices=("onnx", "torch", "opencv"), help="engine (default: by model kind)")
+    serve.add_argument("--max-batch", type=_positive, default=8, help="images per batch sent to a worker")
+    serve.add_argument(
+        "--batch-timeout-ms",
+        type=float,
+        default=0.0,
+        help="how long a worker waits for more requests to fill a batch (0: take what is queued)",
+    )
+    serve.add_argument("--queue-size", type=_positive, default=64, help="waiting requests per model before 503")
+    serve.add_argument("--max-upload-mb", type=float, default=20.0, help="largest request body")
+    serve.add_argument("--max-pixels", type=_positive, default=100_000_000, help="refuse larger images (bombs)")
+    serve.add_argument(
+        "--url-allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="allow fetching images by URL from HOST (repeatable; off when none)",
+    )
+    serve.add_argument("--url-timeout", type=float, default=10.0, help="seconds allowed for a URL fetch")
+    serve.set_defaults(handler=cmd_serve)
+
+    post_verb = _parser(
+        verbs,
+        "post",
+        "Send an image COUNT times to a server, C at a time; print latency percentiles and throughput.",
+        "forklift post dog.jpg 240 --url http://127.0.0.1:5000/predict/yolo --concurrency 8",
+    )
+    post_verb.add_argument("image", type=Path, metavar="IMAGE")
+    post_verb.add_argument("count", type=_positive, nargs="?", default=100, metavar="COUNT")
+    post_verb.add_argument("--url", default="http://127.0.0.1:5000/", help="where to POST (multipart 'files')")
+    post_verb.add_argument("--concurrency", type=_positive, help="requests in flight (default: the server's workers)")
+    post_verb.add_argument("--json", action="store_true")
+    post_verb.set_defaults(handler=cmd_post)
 
     demo = _parser(
         verbs,

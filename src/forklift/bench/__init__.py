@@ -1,0 +1,1 @@
+"""Load tools that measure and tune serving: post, sweep."""

@@ -1,0 +1,76 @@
+"""The Starlette app: every protocol's routes over the served models' pools, plus /metrics and /healthz."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from forklift.serve.protocols import kserve, native, powerai
+from forklift.serve.responses import error_response
+from forklift.serve.state import ServeState
+
+log = logging.getLogger("forklift.serve")
+
+
+async def healthz(request: Request) -> Response:
+    state: ServeState = request.app.state.serve
+    models = {
+        name: {
+            "ready": pool.ready,
+            "workers": len(pool.workers),
+            "pids": [w.facts.get("pid") for w in pool.workers],
+            "cpus": [list(w.spec.cpus) for w in pool.workers],
+            **{k: v for k, v in pool.facts.items() if k not in ("labels", "pid")},
+        }
+        for name, pool in state.pools.items()
+    }
+    ok = all(pool.ready for pool in state.pools.values())
+    return JSONResponse({"status": "OK" if ok else "starting", "models": models}, status_code=200 if ok else 503)
+
+
+async def metrics(request: Request) -> Response:
+    state: ServeState = request.app.state.serve
+    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}")
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def build_app(state: ServeState) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await asyncio.gather(*(pool.start() for pool in state.pools.values()))
+        try:
+            yield
+        finally:
+            await asyncio.gather(*(pool.stop() for pool in state.pools.values()))
+
+    routes = [
+        *native.ROUTES,
+        *powerai.ROUTES,
+        *kserve.ROUTES,
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+    )
+    app.state.serve = state
+    return app

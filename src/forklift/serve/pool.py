@@ -1,0 +1,228 @@
+"""A model's pool of pinned worker processes, fed from one bounded queue with dynamic batching.
+
+Each worker has an asyncio task that takes the next request from the model's queue, adds whatever else is
+waiting (up to `max_batch` images, waiting at most `batch_timeout`), and sends the batch to its process.
+A full queue refuses at once (the server answers 503 with Retry-After) instead of piling up; a crashed
+worker fails its batch's requests with an error and is started again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from forklift.errors import ForkliftError
+from forklift.serve.metrics import Metrics
+from forklift.serve.worker import ImagesJob, TensorJob, WorkerSpec, serve_worker
+from forklift.vision.results import Prediction
+
+START_TIMEOUT_S = 300.0
+
+
+class QueueFull(Exception):
+    """The model's queue is at its bound: the caller should retry later."""
+
+
+class WorkerCrashed(Exception):
+    """The worker process died while answering; it is being restarted."""
+
+
+class WorkerFailed(Exception):
+    """The batch raised inside the worker (a bug, not bad input)."""
+
+
+@dataclass
+class Request:
+    """One caller's job, waiting for its share of a batch's answer."""
+
+    job: ImagesJob | TensorJob
+    future: asyncio.Future
+    enqueued: float = field(default_factory=time.perf_counter)
+
+    @property
+    def images(self) -> int:
+        return len(self.job.images) if isinstance(self.job, ImagesJob) else len(self.job.tensor)
+
+
+class Worker:
+    """One process and the pipe to it; calls are blocking and run in the worker's own thread."""
+
+    def __init__(self, spec: WorkerSpec, index: int) -> None:
+        self.spec = spec
+        self.index = index
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"worker-{index}")
+        self.process: multiprocessing.process.BaseProcess | None = None
+        self.connection: Connection | None = None
+        self.facts: dict[str, Any] = {}
+
+    def start(self) -> dict[str, Any]:
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        self.process = context.Process(target=serve_worker, args=(self.spec, theirs), daemon=True)
+        self.process.start()
+        theirs.close()
+        self.connection = ours
+        if not ours.poll(START_TIMEOUT_S):
+            self.stop()
+            raise ForkliftError(f"{self.spec.model_dir}: worker {self.index} did not start in {START_TIMEOUT_S:.0f} s")
+        try:
+            status, facts = ours.recv()
+        except EOFError as exc:
+            raise ForkliftError(f"{self.spec.model_dir}: worker {self.index} died while loading the model") from exc
+        if status != "ready":
+            raise ForkliftError(facts)
+        self.facts = facts
+        return facts
+
+    def call(self, job: ImagesJob | TensorJob) -> tuple[str, Any]:
+        assert self.connection is not None
+        try:
+            self.connection.send(job)
+            return self.connection.recv()
+        except (EOFError, OSError) as exc:
+            raise WorkerCrashed(f"worker {self.index} (pid {self.process.pid if self.process else '?'}) died") from exc
+
+    def stop(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+        if self.process is not None and self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout=5)
+            if self.process.is_alive():
+                self.process.kill()
+
+
+class ModelPool:
+    """The workers of one served model and the queue in front of them."""
+
+    def __init__(
+        self,
+        name: str,
+        specs: list[WorkerSpec],
+        metrics: Metrics,
+        max_batch: int = 8,
+        batch_timeout_s: float = 0.0,
+        queue_size: int = 64,
+    ) -> None:
+        self.name = name
+        self.workers = [Worker(spec, index) for index, spec in enumerate(specs)]
+        self.metrics = metrics
+        self.max_batch = max_batch
+        self.batch_timeout_s = batch_timeout_s
+        self.queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queue_size)
+        self.tasks: list[asyncio.Task] = []
+        self.facts: dict[str, Any] = {}
+        self.ready = False
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        facts = await asyncio.gather(*(loop.run_in_executor(w.thread, w.start) for w in self.workers))
+        self.facts = facts[0]
+        self.tasks = [asyncio.create_task(self._serve(w), name=f"{self.name}-{w.index}") for w in self.workers]
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for worker in self.workers:
+            worker.stop()
+            worker.thread.shutdown(wait=False)
+
+    async def submit(self, job: ImagesJob | TensorJob) -> Any:
+        """Queue a job and wait for its answer; QueueFull at once when the bound is reached."""
+        request = Request(job, asyncio.get_running_loop().create_future())
+        try:
+            self.queue.put_nowait(request)
+        except asyncio.QueueFull as exc:
+            self.metrics.rejected.labels(self.name).inc()
+            raise QueueFull(f"model {self.name!r}: {self.queue.maxsize} requests already waiting") from exc
+        self.metrics.queue_depth.labels(self.name).set(self.queue.qsize())
+        return await request.future
+
+    async def _next_batch(self, first: Request) -> tuple[list[Request], Request | None]:
+        """`first` plus what is waiting and can share its batch; a request that cannot is handed back."""
+        batch, images = [first], first.images
+        if not isinstance(first.job, ImagesJob):
+            return batch, None
+        deadline = time.perf_counter() + self.batch_timeout_s
+        while images < self.max_batch:
+            try:
+                if self.queue.empty() and self.batch_timeout_s > 0:
+                    remaining = deadline - time.perf_counter()
+                    if remaining <= 0:
+                        break
+                    candidate = await asyncio.wait_for(self.queue.get(), remaining)
+                else:
+                    candidate = self.queue.get_nowait()
+            except (asyncio.QueueEmpty, TimeoutError):
+                break
+            if not isinstance(candidate.job, ImagesJob) or candidate.job.conf != first.job.conf:
+                return batch, candidate
+            batch.append(candidate)
+            images += candidate.images
+        return batch, None
+
+    async def _serve(self, worker: Worker) -> None:
+        loop = asyncio.get_running_loop()
+        held: Request | None = None
+        while True:
+            first = held if held is not None else await self.queue.get()
+            batch, held = await self._next_batch(first)
+            self.metrics.queue_depth.labels(self.name).set(self.queue.qsize())
+            live = [r for r in batch if not r.future.done()]  # callers that gave up need no answer
+            if not live:
+                continue
+            job = _merge(live)
+            self.metrics.batch_size.labels(self.name).observe(sum(r.images for r in live))
+            try:
+                status, payload = await loop.run_in_executor(worker.thread, worker.call, job)
+            except WorkerCrashed as exc:
+                _fail(live, exc)
+                await self._restart(worker)
+                continue
+            self.metrics.worker_batches.labels(self.name, str(worker.index)).inc()
+            if status == "ok":
+                _answer(live, payload, self.metrics, self.name)
+            elif status == "error":
+                _fail(live, ForkliftError(payload))
+            else:
+                _fail(live, WorkerFailed(payload))
+
+    async def _restart(self, worker: Worker) -> None:
+        self.metrics.worker_restarts.labels(self.name).inc()
+        worker.stop()
+        await asyncio.get_running_loop().run_in_executor(worker.thread, worker.start)
+
+
+def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
+    first = requests[0].job
+    if isinstance(first, TensorJob):
+        return first
+    return ImagesJob([image for r in requests for image in r.job.images], first.conf)
+
+
+def _fail(requests: list[Request], error: Exception) -> None:
+    for request in requests:
+        if not request.future.done():
+            request.future.set_exception(error)
+
+
+def _answer(requests: list[Request], payload: Any, metrics: Metrics, model: str) -> None:
+    if not isinstance(payload, Prediction):
+        requests[0].future.set_result(payload)
+        return
+    for stage, seconds in payload.timing.to_json().items():
+        metrics.stage.labels(model, stage).observe(seconds)
+    offset = 0
+    for request in requests:
+        share = Prediction(payload.results[offset : offset + request.images], payload.timing)
+        offset += request.images
+        if not request.future.done():
+            request.future.set_result(share)

@@ -1,0 +1,166 @@
+"""KServe / Triton v2 REST, with the binary tensor extension, so existing v2 clients work unchanged.
+
+A served model takes the network input `images` (FP32, [batch, 3, height, width], RGB in [0, 1]) and answers
+its raw output: `detections` ([batch, rows, 5 + classes]: cx, cy, w, h as fractions of the input,
+objectness, class probabilities) or `probabilities` ([batch, classes]).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from forklift import __version__
+from forklift.serve.pool import ModelPool
+from forklift.serve.responses import HttpError
+from forklift.serve.state import ServeState, endpoint
+from forklift.serve.uploads import read_body
+from forklift.serve.worker import TensorJob
+
+HEADER_LENGTH = "Inference-Header-Content-Length"
+INPUT_NAME = "images"
+OUTPUT_NAMES = {"detect": "detections", "classify": "probabilities"}
+DATATYPES = {"FP32": np.float32}
+
+
+def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
+    height, width = pool.facts["input"]
+    task = pool.facts["task"]
+    classes = len(pool.facts["labels"])
+    output_shape = [-1, -1, 5 + classes] if task == "detect" else [-1, classes]
+    return [-1, 3, height, width], OUTPUT_NAMES[task], output_shape
+
+
+def _v2_pool(request: Request) -> ModelPool:
+    state: ServeState = request.app.state.serve
+    pool = state.pool(request.path_params["model"])
+    if pool.facts.get("input") is None:
+        raise HttpError(400, f"model {pool.name!r} ({pool.facts['runtime']}) takes images, not v2 tensors")
+    return pool
+
+
+async def live(request: Request) -> Response:
+    return JSONResponse({"live": True})
+
+
+async def ready(request: Request) -> Response:
+    state: ServeState = request.app.state.serve
+    ok = all(pool.ready for pool in state.pools.values())
+    return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+
+async def server_metadata(request: Request) -> Response:
+    return JSONResponse({"name": "forklift", "version": __version__, "extensions": ["binary_tensor_data"]})
+
+
+@endpoint("v2")
+async def model_metadata(request: Request) -> Response:
+    pool = _v2_pool(request)
+    input_shape, output_name, output_shape = _tensor_shapes(pool)
+    return JSONResponse({
+        "name": pool.name,
+        "versions": ["1"],
+        "platform": f"forklift_{pool.facts['runtime']}",
+        "inputs": [{"name": INPUT_NAME, "datatype": "FP32", "shape": input_shape}],
+        "outputs": [{"name": output_name, "datatype": "FP32", "shape": output_shape}],
+    })  # fmt: skip
+
+
+@endpoint("v2")
+async def model_ready(request: Request) -> Response:
+    state: ServeState = request.app.state.serve
+    name = request.path_params["model"]
+    if name not in state.pools:
+        raise HttpError(404, f"unknown model {name!r} (served: {', '.join(sorted(state.pools))})")
+    ok = state.pools[name].ready
+    return JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
+
+
+def _split_body(request: Request, body: bytes) -> tuple[dict, bytes]:
+    length = request.headers.get(HEADER_LENGTH)
+    if length is None:
+        header, binary = body, b""
+    elif not length.isdigit() or int(length) > len(body):
+        raise HttpError(400, f"{HEADER_LENGTH}: {length!r} does not fit a body of {len(body)} bytes")
+    else:
+        header, binary = body[: int(length)], body[int(length) :]
+    try:
+        request_json = json.loads(header)
+    except ValueError as exc:
+        raise HttpError(400, f"the inference request is not JSON: {exc}") from exc
+    if not isinstance(request_json, dict) or not isinstance(request_json.get("inputs"), list):
+        raise HttpError(400, "the inference request needs an 'inputs' list")
+    return request_json, binary
+
+
+def _input_tensor(spec: dict, binary: bytes, expected_shape: list[int]) -> np.ndarray:
+    name, datatype, shape = spec.get("name"), spec.get("datatype"), spec.get("shape")
+    if name != INPUT_NAME:
+        raise HttpError(400, f"unknown input {name!r}: this model takes {INPUT_NAME!r}")
+    if datatype not in DATATYPES:
+        raise HttpError(400, f"input {name!r}: datatype {datatype!r} is not supported (use FP32)")
+    if not isinstance(shape, list) or len(shape) != 4 or shape[1:] != expected_shape[1:] or shape[0] < 1:
+        raise HttpError(400, f"input {name!r}: shape {shape} does not match {expected_shape} (-1: any batch)")
+    count = int(np.prod(shape))
+    size = (spec.get("parameters") or {}).get("binary_data_size")
+    if size is not None:
+        if size != count * 4 or len(binary) < size:
+            raise HttpError(400, f"input {name!r}: binary data of {size} bytes does not hold shape {shape} FP32")
+        return np.frombuffer(binary[:size], dtype="<f4").reshape(shape)
+    try:
+        values = np.asarray(spec.get("data"), dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise HttpError(400, f"input {name!r}: data is not a list of numbers") from exc
+    if values.size != count:
+        raise HttpError(400, f"input {name!r}: {values.size} values do not fill shape {shape}")
+    return values.reshape(shape)
+
+
+def _wants_binary(request_json: dict, output_name: str) -> bool:
+    for output in request_json.get("outputs") or []:
+        if output.get("name") == output_name and "binary_data" in (output.get("parameters") or {}):
+            return bool(output["parameters"]["binary_data"])
+    return bool((request_json.get("parameters") or {}).get("binary_data_output", False))
+
+
+@endpoint("v2")
+async def infer(request: Request) -> Response:
+    state: ServeState = request.app.state.serve
+    pool = _v2_pool(request)
+    input_shape, output_name, _ = _tensor_shapes(pool)
+    request_json, binary = _split_body(request, await read_body(request, state.options.max_upload_bytes))
+    inputs = request_json["inputs"]
+    if len(inputs) != 1:
+        raise HttpError(400, f"this model takes one input ({INPUT_NAME!r}), not {len(inputs)}")
+    tensor = _input_tensor(inputs[0], binary, input_shape)
+    output = np.ascontiguousarray(await state.run(pool, TensorJob(tensor)), dtype=np.float32)
+    answer = {"model_name": pool.name, "model_version": "1", "outputs": []}
+    if "id" in request_json:
+        answer["id"] = request_json["id"]
+    described = {"name": output_name, "datatype": "FP32", "shape": list(output.shape)}
+    if not _wants_binary(request_json, output_name):
+        described["data"] = output.ravel().tolist()
+        answer["outputs"].append(described)
+        return JSONResponse(answer)
+    data = output.tobytes()
+    described["parameters"] = {"binary_data_size": len(data)}
+    answer["outputs"].append(described)
+    header = json.dumps(answer).encode()
+    return Response(header + data, media_type="application/octet-stream", headers={HEADER_LENGTH: str(len(header))})
+
+
+ROUTES = [
+    Route("/v2", server_metadata, methods=["GET"]),
+    Route("/v2/health/live", live, methods=["GET"]),
+    Route("/v2/health/ready", ready, methods=["GET"]),
+    Route("/v2/models/{model}", model_metadata, methods=["GET"]),
+    Route("/v2/models/{model}/versions/{version}", model_metadata, methods=["GET"]),
+    Route("/v2/models/{model}/ready", model_ready, methods=["GET"]),
+    Route("/v2/models/{model}/versions/{version}/ready", model_ready, methods=["GET"]),
+    Route("/v2/models/{model}/infer", infer, methods=["POST"]),
+    Route("/v2/models/{model}/versions/{version}/infer", infer, methods=["POST"]),
+]

@@ -1,0 +1,120 @@
+"""PowerAI Vision's inference API, so existing clients work unchanged.
+
+`POST /api/dlapis/{model}` (multipart `files`, optional `confthre`) and `GET /api/dlapis/{model}?imageUrl=`,
+plus the object-recognition deployment's `GET /test`, `POST /detect_upload` and `GET /detect_url?url=`.
+Fetching by URL is off unless hosts are allowed (`--url-allow-host`), bounded in size and time.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from forklift.serve.config import UrlFetch
+from forklift.serve.responses import HttpError
+from forklift.serve.state import ServeState, endpoint, parse_conf
+from forklift.serve.uploads import read_images
+from forklift.serve.worker import ImagesJob
+from forklift.vision.results import Prediction
+
+TEST_PAGE = """<!doctype html><title>forklift</title><h1>forklift: detect</h1>
+<form action="/detect_upload" method="post" enctype="multipart/form-data">
+<input type="file" name="files" accept="image/*"> <input type="submit" value="Detect"></form>"""
+
+
+def _classified(prediction: Prediction, model: str) -> dict:
+    result = prediction.results[0]
+    if result.error is not None:
+        raise HttpError(400, result.error)
+    classified = [
+        {"label": d.label, "confidence": round(d.score, 4),
+         "xmin": round(d.x1), "ymin": round(d.y1), "xmax": round(d.x2), "ymax": round(d.y2)}
+        for d in result.detections or []
+    ] + [{"label": c.label, "confidence": round(c.score, 4)} for c in result.classes or []]  # fmt: skip
+    return {"webAPIId": model, "imageUrl": "", "classified": classified, "result": "success"}
+
+
+async def fetch_image(url: str, settings: UrlFetch) -> tuple[str, bytes]:
+    """Download an image from an allowed host, refusing redirects, big bodies and slow servers."""
+    if not settings.enabled:
+        raise HttpError(403, "fetching images by URL is off on this server (start it with --url-allow-host HOST)")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise HttpError(400, f"{url!r} is not an http(s) URL")
+    if parts.hostname not in settings.allowed_hosts:
+        raise HttpError(403, f"host {parts.hostname!r} is not on this server's URL allow-list")
+    try:
+        async with (
+            httpx.AsyncClient(timeout=settings.timeout_s, follow_redirects=False) as client,
+            client.stream("GET", url) as response,
+        ):
+            if response.status_code != 200:
+                raise HttpError(502, f"{url}: the image host answered {response.status_code}")
+            chunks, size = [], 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > settings.max_bytes:
+                    raise HttpError(413, f"{url}: over the URL size limit of {settings.max_bytes} bytes")
+                chunks.append(chunk)
+    except httpx.TimeoutException as exc:
+        raise HttpError(504, f"{url}: no answer within {settings.timeout_s:g} s") from exc
+    except httpx.HTTPError as exc:
+        raise HttpError(502, f"{url}: cannot fetch: {exc}") from exc
+    return parts.path.rsplit("/", 1)[-1] or parts.hostname, b"".join(chunks)
+
+
+async def _detect(request: Request, model: str | None, images: list[tuple[str, bytes]], conf_text: str | None):
+    state: ServeState = request.app.state.serve
+    pool = state.pool(model)
+    conf = parse_conf(conf_text, "confthre")
+    prediction = await state.run(pool, ImagesJob(images[:1], conf))
+    return JSONResponse(_classified(prediction, pool.name))
+
+
+@endpoint("powerai")
+async def dlapis_post(request: Request) -> Response:
+    state: ServeState = request.app.state.serve
+    images, fields = await read_images(request, state.options.max_upload_bytes)
+    return await _detect(request, request.path_params["model"], images, fields.get("confthre"))
+
+
+@endpoint("powerai")
+async def dlapis_get(request: Request) -> Response:
+    url = request.query_params.get("imageUrl")
+    if not url:
+        raise HttpError(400, "GET /api/dlapis/{model} needs ?imageUrl=")
+    image = await fetch_image(url, request.app.state.serve.options.url_fetch)
+    return await _detect(request, request.path_params["model"], [image], request.query_params.get("confthre"))
+
+
+@endpoint("powerai")
+async def detect_upload(request: Request) -> Response:
+    state: ServeState = request.app.state.serve
+    images, fields = await read_images(request, state.options.max_upload_bytes)
+    return await _detect(request, fields.get("model"), images, fields.get("confthre"))
+
+
+@endpoint("powerai")
+async def detect_url(request: Request) -> Response:
+    url = request.query_params.get("url")
+    if not url:
+        raise HttpError(400, "GET /detect_url needs ?url=")
+    image = await fetch_image(url, request.app.state.serve.options.url_fetch)
+    return await _detect(request, request.query_params.get("model"), [image], request.query_params.get("confthre"))
+
+
+async def test_page(request: Request) -> Response:
+    return HTMLResponse(TEST_PAGE)
+
+
+ROUTES = [
+    Route("/api/dlapis/{model}", dlapis_post, methods=["POST"]),
+    Route("/api/dlapis/{model}", dlapis_get, methods=["GET"]),
+    Route("/test", test_page, methods=["GET"]),
+    Route("/detect_upload", detect_upload, methods=["POST"]),
+    Route("/detect_url", detect_url, methods=["GET"]),
+]

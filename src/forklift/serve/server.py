@@ -1,0 +1,71 @@
+"""`forklift serve`: build the worker pools for each model from a placement, then run the HTTP server.
+
+SIGTERM or Ctrl-C stops accepting connections, lets in-flight requests finish (up to the drain timeout),
+then stops the workers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import uvicorn
+
+from forklift.errors import ForkliftError
+from forklift.formats.model_dir import open_model_dir
+from forklift.serve.app import build_app
+from forklift.serve.config import ServeOptions
+from forklift.serve.metrics import Metrics
+from forklift.serve.pool import ModelPool
+from forklift.serve.state import ServeState
+from forklift.serve.worker import WorkerSpec
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One `MODEL_DIR[=NAME]` argument and the CPU sets of its workers."""
+
+    name: str
+    model_dir: str
+    runtime: str | None
+    cpu_sets: list[tuple[tuple[int, ...], int | None]]  # (CPUs, memory node) per worker
+
+
+def parse_model_argument(text: str) -> tuple[str, str]:
+    """`models/yolov3=yolo` -> (directory, name); the name defaults to the directory's name."""
+    directory, _, name = text.partition("=")
+    model = open_model_dir(directory)
+    return directory, name or model.name
+
+
+def build_state(models: list[ServedModel], options: ServeOptions) -> ServeState:
+    metrics = Metrics()
+    names = [m.name for m in models]
+    if len(set(names)) != len(names):
+        raise ForkliftError(f"two served models have the same name ({', '.join(names)}); name them with DIR=NAME")
+    pools = {}
+    for model in models:
+        specs = [
+            WorkerSpec(
+                model.model_dir, model.runtime, cpus, node, max(1, len(cpus) or os.cpu_count() or 1), options.max_pixels
+            )
+            for cpus, node in model.cpu_sets
+        ]
+        pools[model.name] = ModelPool(
+            model.name, specs, metrics, options.max_batch, options.batch_timeout_ms / 1000.0, options.queue_size
+        )
+    return ServeState(pools, options, metrics)
+
+
+def serve(models: list[ServedModel], options: ServeOptions) -> None:
+    app = build_app(build_state(models, options))
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        timeout_graceful_shutdown=int(options.drain_timeout_s),
+        limit_concurrency=None,
+        backlog=2048,
+    )
+    uvicorn.Server(config).run()

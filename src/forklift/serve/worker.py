@@ -1,0 +1,110 @@
+"""A worker process: pinned to its CPU set, one model loaded, answering batches sent over a pipe.
+
+It runs in its own process (spawned, so no state leaks from the server) because inference engines hold
+the GIL or their own thread pools: one process per CPU set is what lets instances scale across cores.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker needs to start: the model, its engine, and where and how wide it runs."""
+
+    model_dir: str
+    runtime: str | None
+    cpus: tuple[int, ...]  # empty: not pinned
+    memory_node: int | None
+    threads: int
+    max_pixels: int
+
+
+@dataclass(frozen=True)
+class ImagesJob:
+    """Encoded images from one or more requests, all with the same score threshold."""
+
+    images: list[tuple[str, bytes]]
+    conf: float | None
+
+
+@dataclass(frozen=True)
+class TensorJob:
+    """A network input tensor (KServe v2): the raw network output is returned."""
+
+    tensor: np.ndarray
+
+
+def _pin(spec: WorkerSpec) -> None:
+    """CPU affinity first (so every thread the engine starts inherits it), and threads = CPUs."""
+    if spec.cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, spec.cpus)
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(spec.threads)
+    if spec.memory_node is not None:
+        _bind_memory(spec.memory_node)
+
+
+def _bind_memory(node: int) -> None:
+    """Prefer memory of the worker's NUMA node where the machine has several (libnuma, when present)."""
+    import ctypes
+    import ctypes.util
+
+    library = ctypes.util.find_library("numa")
+    if library is None:
+        return
+    numa = ctypes.CDLL(library)
+    if numa.numa_available() >= 0 and numa.numa_max_node() > 0:
+        numa.numa_set_preferred(node)
+
+
+def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
+    """Entry point of the worker process: load, say ready (with the model's facts), then answer jobs."""
+    _pin(spec)
+    from forklift.errors import ForkliftError
+    from forklift.formats.model_dir import open_model_dir
+    from forklift.runtime.base import PredictOptions
+    from forklift.runtime.load import load_predictor
+
+    try:
+        model = open_model_dir(spec.model_dir)
+        options = PredictOptions(threads=spec.threads, max_pixels=spec.max_pixels)
+        predictor = load_predictor(model, spec.runtime, options)
+    except ForkliftError as exc:
+        connection.send(("failed", str(exc)))
+        return
+    default_conf = predictor.conf
+    facts = {
+        "runtime": predictor.runtime,
+        "task": predictor.task,
+        "labels": model.labels,
+        "input": getattr(predictor, "input_width", None) and [predictor.input_height, predictor.input_width],
+        "pid": os.getpid(),
+    }
+    connection.send(("ready", facts))
+    while True:
+        try:
+            job = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if isinstance(job, TensorJob):
+                if not hasattr(predictor, "input_width"):
+                    raise ForkliftError(f"{model.kind} models take images, not tensors")
+                outputs = predictor.infer(list(job.tensor))
+                connection.send(("ok", np.stack(outputs)))
+                continue
+            predictor.conf = default_conf if job.conf is None else job.conf
+            connection.send(("ok", predictor.predict(job.images)))
+        except ForkliftError as exc:
+            connection.send(("error", str(exc)))
+        except Exception:  # a bug in one batch must not kill the worker; the server answers 500
+            connection.send(("crash", traceback.format_exc(limit=5)))
