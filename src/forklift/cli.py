@@ -131,6 +131,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         batch_timeout_ms=args.batch_timeout_ms,
         queue_size=args.queue_size,
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
+        max_tensor_bytes=int(args.max_tensor_mb * 1024 * 1024),
         max_pixels=args.max_pixels,
         url_fetch=UrlFetch(frozenset(args.url_allow_host), int(args.max_upload_mb * 1024 * 1024), args.url_timeout),
     )
@@ -262,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a worker waits for more requests to fill a batch (0: take what is queued)",
     )
     serve.add_argument("--queue-size", type=_positive, default=64, help="waiting requests per model before 503")
-    serve.add_argument("--max-upload-mb", type=float, default=20.0, help="largest request body")
+    serve.add_argument("--max-upload-mb", type=float, default=20.0, help="largest image upload (request body)")
+    serve.add_argument("--max-tensor-mb", type=float, default=64.0, help="largest v2 inference request body")
     serve.add_argument("--max-pixels", type=_positive, default=100_000_000, help="refuse larger images (bombs)")
     serve.add_argument(
         "--url-allow-host",

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 DEFAULT_PORT = 5000
 DEFAULT_MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+DEFAULT_MAX_TENSOR_BYTES = 64 * 1024 * 1024  # v2 requests: a 416x416 batch of 8 is 16 MB binary, 4x that as JSON
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class ServeOptions:
     batch_timeout_ms: float = 0.0
     queue_size: int = 64
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES
     max_pixels: int = 100_000_000
     url_fetch: UrlFetch = field(default_factory=UrlFetch)
     drain_timeout_s: float = 30.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from types import FrameType
 
 import uvicorn
 
@@ -57,6 +58,14 @@ def build_state(models: list[ServedModel], options: ServeOptions) -> ServeState:
     return ServeState(pools, options, metrics)
 
 
+class DrainingServer(uvicorn.Server):
+    """Uvicorn's server, but a drained stop after SIGTERM exits 0 rather than dying by the signal."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
+
 def serve(models: list[ServedModel], options: ServeOptions) -> None:
     app = build_app(build_state(models, options))
     config = uvicorn.Config(
@@ -68,4 +77,4 @@ def serve(models: list[ServedModel], options: ServeOptions) -> None:
         limit_concurrency=None,
         backlog=2048,
     )
-    uvicorn.Server(config).run()
+    DrainingServer(config).run()

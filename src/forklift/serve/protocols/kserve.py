@@ -132,7 +132,7 @@ async def infer(request: Request) -> Response:
     state: ServeState = request.app.state.serve
     pool = _v2_pool(request)
     input_shape, output_name, _ = _tensor_shapes(pool)
-    request_json, binary = _split_body(request, await read_body(request, state.options.max_upload_bytes))
+    request_json, binary = _split_body(request, await read_body(request, state.options.max_tensor_bytes))
     inputs = request_json["inputs"]
     if len(inputs) != 1:
         raise HttpError(400, f"this model takes one input ({INPUT_NAME!r}), not {len(inputs)}")

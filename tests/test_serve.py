@@ -1,0 +1,343 @@
+"""`forklift serve` over loopback: every protocol, bad input and overload, crashes and draining.
+
+Each test talks to a real server process with real clients (httpx, and tritonclient for the v2 protocol),
+and checks that the server still answers afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.http as triton
+from conftest import CFGS, shared
+from PIL import Image
+from serving import Server, free_port
+from tritonclient.utils import InferenceServerException
+
+from forklift.formats.model_dir import open_model_dir
+from forklift.runtime.base import PredictOptions
+from forklift.runtime.torch_runtime import TorchPredictor
+
+UPLOAD_LIMIT_MB = 2
+
+
+@pytest.fixture(scope="module")
+def models(darknet_models) -> dict[str, Path]:
+    return {
+        "tiny": darknet_models(shared("darknet/yolov3-tiny.cfg"), shared("darknet/coco.names")),
+        "shapes": darknet_models(CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names"),
+    }
+
+
+@pytest.fixture(scope="module")
+def image_host(tmp_path_factory: pytest.TempPathFactory):
+    """A plain HTTP server on loopback holding the sample photos, for URL fetches."""
+    port = free_port()
+    folder = shared("images")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(folder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(100):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    process.terminate()
+    process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(models):
+    running = Server(
+        f"{models['tiny']}=tiny", f"{models['shapes']}=shapes", "--instances", "1",
+        "--max-upload-mb", str(UPLOAD_LIMIT_MB), "--url-allow-host", "127.0.0.1", "--url-timeout", "5",
+    )  # fmt: skip
+    yield running
+    assert running.stop() == 0
+
+
+def dog() -> bytes:
+    return shared("images/dog.jpg").read_bytes()
+
+
+def assert_still_answers(server: Server) -> None:
+    response = httpx.post(f"{server.url}/predict/tiny", files={"files": ("dog.jpg", dog())}, timeout=60)
+    assert response.status_code == 200 and response.json()["status"] == "OK"
+
+
+def assert_error(response: httpx.Response, status: int, words: str) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["status"] == "error" and words in body["error"], body
+
+
+# ---- native protocol ---------------------------------------------------------------------------------------
+
+
+def test_native_matches_in_process_prediction(server: Server, models) -> None:
+    response = httpx.post(f"{server.url}/predict/tiny", files={"files": ("dog.jpg", dog())}, timeout=60)
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"status", "results", "timing"} and body["status"] == "OK"
+    local = TorchPredictor(open_model_dir(models["tiny"]), PredictOptions()).predict([("dog.jpg", dog())]).to_json()
+    served = body["results"][0]["detections"]
+    expected = local["results"][0]["detections"]
+    assert [d["label"] for d in served] == [d["label"] for d in expected] and served
+    for a, b in zip(served, expected, strict=True):
+        assert all(abs(a["bbox"][k] - b["bbox"][k]) <= 1 for k in a["bbox"])
+
+
+def test_native_several_files_raw_body_and_models(server: Server) -> None:
+    photos = [("files", (p.name, p.read_bytes())) for p in (shared("images/dog.jpg"), shared("images/horses.jpg"))]
+    body = httpx.post(f"{server.url}/predict/tiny", files=photos, timeout=60).json()
+    assert [r["file"] for r in body["results"]] == ["dog.jpg", "horses.jpg"]
+    raw = httpx.post(f"{server.url}/predict/shapes", content=dog(), headers={"content-type": "image/jpeg"}, timeout=60)
+    assert raw.status_code == 200 and raw.json()["results"][0]["file"] == "body"
+    labels = {d["label"] for d in raw.json()["results"][0]["detections"]}
+    assert labels <= {"circle", "square", "triangle"}
+    assert_error(httpx.post(f"{server.url}/", content=dog(), timeout=60), 404, "several models are served")
+
+
+def test_healthz_and_pinning(server: Server) -> None:
+    facts = httpx.get(f"{server.url}/healthz").json()
+    assert facts["status"] == "OK" and set(facts["models"]) == {"tiny", "shapes"}
+    tiny, shapes = facts["models"]["tiny"], facts["models"]["shapes"]
+    assert tiny["runtime"] == "onnx" and tiny["task"] == "detect"
+    for model in (tiny, shapes):
+        for pid, cpus in zip(model["pids"], model["cpus"], strict=True):
+            assert sorted(os.sched_getaffinity(pid)) == cpus  # each worker runs on its CPU set only
+    assert not set(tiny["cpus"][0]) & set(shapes["cpus"][0])  # models do not share CPUs
+
+
+# ---- PowerAI Vision ----------------------------------------------------------------------------------------
+
+
+def test_powerai_vision_api(server: Server, image_host: str) -> None:
+    response = httpx.post(
+        f"{server.url}/api/dlapis/tiny", files={"files": ("dog.jpg", dog())}, data={"confthre": "0.5"}, timeout=60
+    )
+    body = response.json()
+    assert response.status_code == 200 and body["result"] == "success" and body["webAPIId"] == "tiny"
+    assert body["classified"] and all(c["confidence"] >= 0.5 for c in body["classified"])
+    assert set(body["classified"][0]) == {"label", "confidence", "xmin", "ymin", "xmax", "ymax"}
+    lower = httpx.post(
+        f"{server.url}/api/dlapis/tiny", files={"files": ("dog.jpg", dog())}, data={"confthre": "0.3"}, timeout=60
+    ).json()
+    assert len(lower["classified"]) > len(body["classified"])
+    by_url = httpx.get(f"{server.url}/api/dlapis/tiny", params={"imageUrl": f"{image_host}/dog.jpg"}, timeout=60)
+    assert by_url.status_code == 200 and by_url.json()["classified"]
+    assert "<form" in httpx.get(f"{server.url}/test").text
+    upload = httpx.post(f"{server.url}/detect_upload", files={"files": ("d.jpg", dog())}, data={"model": "tiny"})
+    assert upload.status_code == 200 and upload.json()["result"] == "success"
+    fetched = httpx.get(f"{server.url}/detect_url", params={"url": f"{image_host}/horses.jpg", "model": "shapes"})
+    assert fetched.status_code == 200 and fetched.json()["webAPIId"] == "shapes"
+
+
+def test_url_fetch_refusals(server: Server, image_host: str) -> None:
+    port = image_host.rsplit(":", 1)[1]
+    other_host = httpx.get(f"{server.url}/detect_url", params={"url": f"http://localhost:{port}/dog.jpg"})
+    assert_error(other_host, 403, "'localhost' is not on this server's URL allow-list")
+    missing = httpx.get(f"{server.url}/detect_url", params={"url": f"{image_host}/nothing.jpg", "model": "tiny"})
+    assert_error(missing, 502, "answered 404")
+    assert_error(httpx.get(f"{server.url}/detect_url", params={"url": "file:///etc/passwd"}), 400, "not an http(s) URL")
+    assert_still_answers(server)
+
+
+# ---- KServe v2 with a real v2 client -----------------------------------------------------------------------
+
+
+def test_v2_with_tritonclient(server: Server, models) -> None:
+    client = triton.InferenceServerClient(url=server.url.removeprefix("http://"))
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("tiny")
+    metadata = client.get_model_metadata("tiny")
+    assert metadata["inputs"][0] == {"name": "images", "datatype": "FP32", "shape": [-1, 3, 416, 416]}
+    predictor = TorchPredictor(open_model_dir(models["tiny"]), PredictOptions())
+    for binary, size in ((True, 3), (False, 1)):  # JSON tensors are ten times larger: one image
+        batch = np.random.default_rng(size).random((size, 3, 416, 416), dtype=np.float32)
+        expected = np.stack(predictor.infer(list(batch)))
+        tensor = triton.InferInput("images", list(batch.shape), "FP32")
+        tensor.set_data_from_numpy(batch, binary_data=binary)
+        result = client.infer("tiny", [tensor], outputs=[triton.InferRequestedOutput("detections", binary_data=binary)])
+        np.testing.assert_allclose(result.as_numpy("detections"), expected, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("shape", "datatype", "message"),
+    [([1, 3, 32, 32], "FP32", "shape [1, 3, 32, 32] does not match"), ([1, 3, 416, 416], "INT32", "datatype 'INT32'")],
+)
+def test_v2_wrong_shape_or_datatype(server: Server, shape, datatype, message) -> None:
+    client = triton.InferenceServerClient(url=server.url.removeprefix("http://"))
+    tensor = triton.InferInput("images", shape, datatype)
+    tensor.set_data_from_numpy(np.zeros(shape, dtype=np.float32 if datatype == "FP32" else np.int32))
+    with pytest.raises(InferenceServerException, match=re.escape(message)) as error:
+        client.infer("tiny", [tensor])
+    assert error.value.status() == "400"
+    assert_still_answers(server)
+
+
+# ---- metrics -----------------------------------------------------------------------------------------------
+
+
+def test_metrics_prometheus_text(server: Server) -> None:
+    assert_still_answers(server)
+    text = httpx.get(f"{server.url}/metrics").text
+    for name in (
+        'forklift_requests_total{code="200",model="tiny",protocol="native"}',
+        'forklift_stage_seconds_count{model="tiny",stage="inference"}',
+        'forklift_batch_images_count{model="tiny"}',
+        'forklift_queue_depth{model="tiny"}',
+        'forklift_worker_batches_total{model="tiny",worker="0"}',
+        "forklift_request_seconds_bucket",
+    ):
+        assert name in text, name
+
+
+# ---- bad input ---------------------------------------------------------------------------------------------
+
+
+def _png_declaring(width: int, height: int) -> bytes:
+    """A tiny PNG whose header claims width x height pixels: a decompression bomb's calling card."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + header
+    ihdr = struct.pack(">I", len(header)) + chunk + struct.pack(">I", zlib.crc32(chunk))
+    data = zlib.compress(b"\0" * 64)
+    idat = struct.pack(">I", len(data)) + b"IDAT" + data + struct.pack(">I", zlib.crc32(b"IDAT" + data))
+    return b"\x89PNG\r\n\x1a\n" + ihdr + idat
+
+
+def _big_jpeg(megabytes: float) -> bytes:
+    noise = np.random.default_rng(0).integers(0, 255, (1500, 1500, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(noise).save(out, "BMP")
+    data = out.getvalue()
+    return data * int(megabytes * 1024 * 1024 // len(data) + 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "payload", "status", "words"),
+    [
+        ("empty", None, 400, "empty request body"),
+        ("text", b"just some text, not a picture", 400, "not an image"),
+        ("truncated", "truncated", 400, "corrupt or truncated image"),
+        ("bomb", _png_declaring(30_000, 30_000), 400, "over the limit of 100000000"),
+        ("too big", _big_jpeg(UPLOAD_LIMIT_MB + 1), 413, "over the upload limit"),
+    ],
+)
+def test_bad_uploads(server: Server, name: str, payload, status: int, words: str) -> None:
+    url = f"{server.url}/predict/tiny"
+    if payload is None:
+        response = httpx.post(url, timeout=60)
+    else:
+        content = dog()[:4000] if payload == "truncated" else payload
+        response = httpx.post(url, files={"files": (f"{name}.jpg", content)}, timeout=60)
+    assert_error(response, status, words)
+    if status == 400 and payload is not None:
+        assert f"{name}.jpg" in response.json()["error"]  # the error names the file
+    assert_still_answers(server)
+
+
+def test_unknown_model_missing_field_unknown_route(server: Server) -> None:
+    assert_error(
+        httpx.post(f"{server.url}/predict/nope", content=dog()), 404, "unknown model 'nope' (served: shapes, tiny)"
+    )
+    missing = httpx.post(f"{server.url}/predict/tiny", files={"image": ("dog.jpg", dog())})
+    assert_error(missing, 400, "no 'files' field")
+    assert_error(httpx.get(f"{server.url}/no/such/route"), 404, "/no/such/route")
+    assert_error(httpx.post(f"{server.url}/predict/tiny", params={"conf": "high"}, content=dog()), 400, "not a number")
+    assert_still_answers(server)
+
+
+# ---- overload, crashes, draining ---------------------------------------------------------------------------
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def _burst(url: str, count: int) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=count)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        return await asyncio.gather(*(client.post(url, files={"files": ("dog.jpg", dog())}) for _ in range(count)))
+
+
+def test_burst_over_capacity_gets_503_and_memory_stays_bounded(models) -> None:
+    server = Server(f"{models['tiny']}=tiny", "--instances", "1", "--queue-size", "4", "--max-batch", "2")
+    try:
+        asyncio.run(_burst(f"{server.url}/predict/tiny", 20))  # warm up the allocator and connection handling
+        before = _rss_kib(server.process.pid)
+        responses = asyncio.run(_burst(f"{server.url}/predict/tiny", 200))
+        codes = [r.status_code for r in responses]
+        assert set(codes) <= {200, 503} and codes.count(503) > 100 and codes.count(200) >= 4
+        refused = next(r for r in responses if r.status_code == 503)
+        assert refused.headers["retry-after"] == "1" and "requests already waiting" in refused.json()["error"]
+        assert _rss_kib(server.process.pid) - before < 64 * 1024  # the refused bodies were not kept
+        assert_still_answers(server)
+        assert 'forklift_rejected_total{model="tiny"}' in httpx.get(f"{server.url}/metrics").text
+    finally:
+        assert server.stop() == 0
+
+
+def test_crashed_worker_fails_its_requests_then_restarts(models) -> None:
+    server = Server(f"{models['tiny']}=tiny", "--instances", "1")
+    try:
+        (pid,) = server.wait_healthy()["models"]["tiny"]["pids"]
+        os.kill(pid, signal.SIGKILL)
+        start = time.monotonic()
+        response = httpx.post(f"{server.url}/predict/tiny", files={"files": ("dog.jpg", dog())}, timeout=120)
+        assert time.monotonic() - start < 60  # answered, not hung
+        assert_error(response, 500, "died while answering; it is being restarted")
+        deadline = time.monotonic() + 120
+        while (new := server.wait_healthy()["models"]["tiny"]["pids"]) in ([pid], [None]):
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert new != [pid]
+        assert_still_answers(server)
+        assert 'forklift_worker_restarts_total{model="tiny"} 1.0' in httpx.get(f"{server.url}/metrics").text
+    finally:
+        assert server.stop() == 0
+
+
+def test_sigterm_drains_in_flight_requests(models) -> None:
+    server = Server(f"{models['tiny']}=tiny", "--instances", "1")
+
+    async def scenario() -> list[httpx.Response]:
+        pending = asyncio.ensure_future(_burst(f"{server.url}/predict/tiny", 12))
+        await asyncio.sleep(0.3)  # the requests are in flight
+        server.process.send_signal(signal.SIGTERM)
+        return await pending
+
+    responses = asyncio.run(scenario())
+    assert [r.status_code for r in responses] == [200] * 12
+    assert server.process.wait(timeout=60) == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{server.url}/healthz")
+
+
+def test_single_model_root_and_json_errors_are_json(models) -> None:
+    server = Server(models["shapes"], "--instances", "1")
+    try:
+        response = httpx.post(f"{server.url}/", files={"files": ("dog.jpg", dog())}, timeout=60)
+        assert response.status_code == 200 and json.loads(response.text)["status"] == "OK"
+        assert_error(httpx.get(f"{server.url}/predict/shapes"), 405, "Method Not Allowed")
+    finally:
+        assert server.stop() == 0
