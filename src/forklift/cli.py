@@ -123,11 +123,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from forklift.serve.layout import served_models
     from forklift.serve.server import serve
 
-    models = served_models(args.models, args.runtime, args.instances, args.cpus_per_instance, args.threads)
+    models, advice = served_models(args.models, args.runtime, args.instances, args.cpus_per_instance, args.threads)
+    if advice is not None:
+        print(
+            f"layout from the saved sweep: {advice.instances} instances x {advice.threads} threads, "
+            f"batch {advice.max_batch} ({advice.throughput:.1f} requests/s, p99 {advice.p99_ms:.0f} ms measured)"
+        )
     options = ServeOptions(
         host=args.host,
         port=args.port,
-        max_batch=args.max_batch,
+        max_batch=args.max_batch or (advice.max_batch if advice else 8),
         batch_timeout_ms=args.batch_timeout_ms,
         queue_size=args.queue_size,
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
@@ -136,7 +141,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         url_fetch=UrlFetch(frozenset(args.url_allow_host), int(args.max_upload_mb * 1024 * 1024), args.url_timeout),
     )
     for model in models:
-        sets = "; ".join(",".join(map(str, cpus)) or "any" for cpus, _ in model.cpu_sets)
+        sets = "; ".join(",".join(map(str, cpus)) for cpus, _, _ in model.cpu_sets)
         print(f"serving {model.name} from {model.model_dir}: {len(model.cpu_sets)} workers on CPUs {sets}")
     print(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)", flush=True)
     serve(models, options)
@@ -160,6 +165,64 @@ def cmd_post(args: argparse.Namespace) -> int:
     )
     print(f"errors: {result.errors}" + (f" {result.error_codes}" if result.errors else ""))
     return 0 if result.errors == 0 else 1
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    from forklift.system.topology import describe_topology, load_topology
+
+    topology = load_topology(args.lscpu, args.sysfs)
+    print(json.dumps(topology.to_json(), indent=2) if args.json else describe_topology(topology))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from forklift.system.placement import MODEL_PLACEHOLDER, describe_plan, emit, make_plan
+    from forklift.system.topology import load_topology
+
+    plan = make_plan(load_topology(args.lscpu, args.sysfs), args.instances, args.cpus_per_instance, args.base_port)
+    if args.emit:
+        print(emit(plan, args.emit, str(args.model.resolve()) if args.model else MODEL_PLACEHOLDER), end="")
+    else:
+        print(json.dumps(plan.to_json(), indent=2) if args.json else describe_plan(plan))
+    return 0
+
+
+def _positive_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from exc
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} needs positive whole numbers")
+    return values
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from forklift.bench.sweep import keep, layouts, recommend, run_sweep, write_results
+
+    candidates, skipped = layouts(args.instances, args.threads, args.max_batch)
+    for layout in skipped:
+        print(f"skipping {layout}: needs more CPUs than this machine gives", file=sys.stderr)
+    if not candidates:
+        raise ForkliftError("no layout fits this machine's CPUs: lower --instances or --threads")
+    rows = run_sweep(args.model_dir, args.image, candidates, args.concurrency, args.requests, args.runtime)
+    written = write_results(rows, args.out)
+    print(f"{'layout':<28} {'in flight':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
+    for r in rows:
+        layout = f"{r.instances} x {r.threads} threads, batch {r.max_batch}"
+        print(f"{layout:<28} {r.concurrency:>9} {r.throughput:>8.1f} {r.p50_ms:>8.1f} {r.p99_ms:>8.1f} {r.errors:>6}")
+    print("wrote " + ", ".join(str(p) for p in written))
+    best = recommend(rows, args.slo_ms)
+    if best is None:
+        print(f"no layout met the SLO of p99 <= {args.slo_ms} ms without errors; nothing saved")
+        return 1
+    saved = keep(args.model_dir, best)
+    print(
+        f"recommended: {best.instances} instances x {best.threads} threads, batch {best.max_batch}: "
+        f"{best.throughput:.1f} requests/s at {best.concurrency} in flight, p99 {best.p99_ms:.0f} ms "
+        f"(saved in {saved} for 'forklift serve --instances auto')"
+    )
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -255,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--cpus-per-instance", type=_positive, help="CPUs pinned to each worker")
     serve.add_argument("--runtime", choices=("onnx", "torch", "opencv"), help="engine (default: by model kind)")
-    serve.add_argument("--max-batch", type=_positive, default=8, help="images per batch sent to a worker")
+    serve.add_argument("--max-batch", type=_positive, help="images per batch sent to a worker (default 8)")
     serve.add_argument(
         "--batch-timeout-ms",
         type=float,
@@ -288,6 +351,71 @@ def build_parser() -> argparse.ArgumentParser:
     post_verb.add_argument("--concurrency", type=_positive, help="requests in flight (default: the server's workers)")
     post_verb.add_argument("--json", action="store_true")
     post_verb.set_defaults(handler=cmd_post)
+
+    from forklift.system.placement import BASE_PORT, EMITTERS
+
+    topology = _parser(
+        verbs,
+        "topology",
+        "Show the CPU topology placement works with: sockets, NUMA nodes and their CPUs, cores, SMT threads.",
+        "forklift topology --lscpu lscpu-p.txt --json",
+    )
+    plan = _parser(
+        verbs,
+        "plan",
+        "Plan serving instances: CPUs and NUMA memory node of each, as a table, JSON or podman/docker/k8s files.",
+        "forklift plan --cpus-per-instance 4 --model models/yolov3-tiny --emit podman > serve.sh",
+    )
+    plan.epilog = (
+        "A plan says which CPUs and which NUMA memory node each serving instance gets, and why:\n"
+        "- each instance is pinned to CPUs of one NUMA node and uses that node's memory, so its memory stays\n"
+        "  local and its caches warm (a set straddling nodes would fetch part of its memory across the link);\n"
+        "- whole cores come before SMT siblings, because siblings share a core's execution units: an instance\n"
+        "  of K CPUs gets K separate cores' first threads while its node has cores enough, siblings only after;\n"
+        "- instances are spread over the nodes in proportion to their size;\n"
+        "- threads = CPUs: each instance runs one thread per CPU, so nothing is oversubscribed.\n"
+        "--instances auto with no --cpus-per-instance: units of 2 whole cores (all their SMT threads), as many as\n"
+        "fit in each node. Instance i listens on BASE_PORT + i; NGINX on port 5000 balances them (--emit nginx,\n"
+        "and inside the podman and docker scripts)."
+    )
+    for verb in (topology, plan):
+        source = verb.add_mutually_exclusive_group()
+        source.add_argument(
+            "--lscpu", type=Path, metavar="FILE", help="`lscpu -p` output or `lscpu | grep NUMA` text to read"
+        )
+        source.add_argument("--sysfs", type=Path, metavar="ROOT", help="a sysfs tree to read, like /sys")
+    topology.add_argument("--json", action="store_true")
+    topology.set_defaults(handler=cmd_topology)
+    plan.add_argument(
+        "--instances", type=_count_or_auto, default="auto", metavar="N|auto", help="how many (default: auto)"
+    )
+    plan.add_argument("--cpus-per-instance", type=_positive, metavar="K", help="CPUs each (default: derived)")
+    plan.add_argument(
+        "--base-port", type=_positive, default=BASE_PORT, metavar="PORT", help="instance 0's port (%(default)s)"
+    )
+    plan.add_argument("--model", type=Path, metavar="MODEL_DIR", help="the model directory the emitted files serve")
+    output = plan.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true")
+    output.add_argument("--emit", choices=EMITTERS, help="print the files that run the plan instead")
+    plan.set_defaults(handler=cmd_plan)
+
+    sweep = _parser(
+        verbs,
+        "sweep",
+        "Serve a model in each layout, load it at each concurrency, plot, and save the best layout.",
+        "forklift sweep models/yolov3-tiny --instances 1,2 --threads 1,2 --concurrency 1,2,4,8 --requests 240",
+    )
+    sweep.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    sweep.add_argument("--image", type=Path, default=Path("../shared/data/images/dog.jpg"), help="image to post")
+    sweep.add_argument("--instances", type=_positive_list, default=[1, 2], help="worker counts to try")
+    sweep.add_argument("--threads", type=_positive_list, default=[1, 2], help="threads (= CPUs) per worker")
+    sweep.add_argument("--max-batch", type=_positive_list, default=[8], help="batch limits to try")
+    sweep.add_argument("--concurrency", type=_positive_list, default=[1, 2, 4, 8], help="requests in flight")
+    sweep.add_argument("--requests", type=_positive, default=240, help="requests per point")
+    sweep.add_argument("--slo-ms", type=float, help="p99 latency the recommendation must meet")
+    sweep.add_argument("--runtime", choices=("onnx", "torch", "opencv"))
+    sweep.add_argument("--out", type=Path, default=Path("out/sweep"), help="folder for sweep.csv and the plots")
+    sweep.set_defaults(handler=cmd_sweep)
 
     demo = _parser(
         verbs,

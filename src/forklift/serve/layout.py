@@ -1,15 +1,18 @@
-"""Where each served model's workers run: CPU sets from the placement plan of this machine's topology."""
+"""Where each served model's workers run: CPU sets from the placement plan of this machine's topology.
+
+`--instances auto` takes the layout a `forklift sweep` measured and saved for this model on this machine;
+without one, the plan's own default (instances of two whole cores, never straddling a NUMA node).
+"""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
+from forklift.bench.recommendation import Recommendation, load_recommendation
 from forklift.errors import ForkliftError
 from forklift.serve.server import ServedModel, parse_model_argument
-
-
-def _available_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+from forklift.system.placement import make_plan
+from forklift.system.topology import current
 
 
 def served_models(
@@ -18,23 +21,28 @@ def served_models(
     instances: int | None,
     cpus_per_instance: int | None,
     threads: int | None,
-) -> list[ServedModel]:
-    """Each `MODEL_DIR[=NAME]` with its workers' CPU sets; the models share the machine's CPUs in turn."""
-    cpus = _available_cpus()
-    per_instance = cpus_per_instance or threads or 1
-    count = instances or max(1, len(cpus) // per_instance // len(arguments))
-    needed = count * per_instance * len(arguments)
-    if needed > len(cpus):
+) -> tuple[list[ServedModel], Recommendation | None]:
+    """Each `MODEL_DIR[=NAME]` with its workers' CPU sets (models never share CPUs), and the sweep's advice used."""
+    parsed = [parse_model_argument(argument) for argument in arguments]
+    advice = None
+    if instances is None and cpus_per_instance is None and threads is None and len(parsed) == 1:
+        advice = load_recommendation(Path(parsed[0][0]))
+        if advice is not None:
+            instances, cpus_per_instance, threads = advice.instances, advice.threads, advice.threads
+    topology = current()
+    size = cpus_per_instance or threads
+    plan = make_plan(topology, None if instances is None else instances * len(parsed), size)
+    per_model = len(plan.instances) // len(parsed)
+    if per_model == 0:
         raise ForkliftError(
-            f"{count} instances x {per_instance} CPUs for {len(arguments)} model(s) needs {needed} CPUs; "
-            f"{len(cpus)} are available"
+            f"{len(parsed)} models need at least one instance each; this machine's plan has {len(plan.instances)}"
         )
-    models, offset = [], 0
-    for argument in arguments:
-        directory, name = parse_model_argument(argument)
-        sets = []
-        for _ in range(count):
-            sets.append((tuple(cpus[offset : offset + per_instance]), None))
-            offset += per_instance
+    if threads is not None and threads > plan.cpus_per_instance:
+        raise ForkliftError(f"--threads {threads} is more than the {plan.cpus_per_instance} CPUs of each instance")
+    several_nodes = len(topology.nodes) > 1
+    models = []
+    for index, (directory, name) in enumerate(parsed):
+        placed = plan.instances[index * per_model : (index + 1) * per_model]
+        sets = [(p.cpus, p.node if several_nodes else None, threads or p.threads) for p in placed]
         models.append(ServedModel(name, directory, runtime, sets))
-    return models
+    return models, advice

@@ -6,7 +6,6 @@ then stops the workers.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from types import FrameType
 
@@ -29,7 +28,7 @@ class ServedModel:
     name: str
     model_dir: str
     runtime: str | None
-    cpu_sets: list[tuple[tuple[int, ...], int | None]]  # (CPUs, memory node) per worker
+    cpu_sets: list[tuple[tuple[int, ...], int | None, int]]  # (CPUs, memory node, threads) per worker
 
 
 def parse_model_argument(text: str) -> tuple[str, str]:
@@ -47,10 +46,8 @@ def build_state(models: list[ServedModel], options: ServeOptions) -> ServeState:
     pools = {}
     for model in models:
         specs = [
-            WorkerSpec(
-                model.model_dir, model.runtime, cpus, node, max(1, len(cpus) or os.cpu_count() or 1), options.max_pixels
-            )
-            for cpus, node in model.cpu_sets
+            WorkerSpec(model.model_dir, model.runtime, cpus, node, threads, options.max_pixels)
+            for cpus, node, threads in model.cpu_sets
         ]
         pools[model.name] = ModelPool(
             model.name, specs, metrics, options.max_batch, options.batch_timeout_ms / 1000.0, options.queue_size
