@@ -225,6 +225,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pod(args: argparse.Namespace) -> int:
+    from forklift.serve.pod import start_pod, stop_pod
+
+    if args.model_dir == Path("stop"):
+        stopped = stop_pod(args.port)
+        print(f"stopped the pod on port {args.port} ({len(stopped)} processes)")
+        return 0
+    if args.instances is None:
+        raise ForkliftError("forklift pod MODEL_DIR needs -n/--instances N")
+    state = start_pod(args.model_dir, args.instances, args.port, args.cpus_per_instance)
+    print(f"pod of {len(state['instances'])} instances of {args.model_dir} behind NGINX on port {args.port}")
+    for instance in state["instances"]:
+        cpus = ",".join(map(str, instance["cpus"]))
+        print(f"  instance on port {instance['port']}, CPUs {cpus}, pid {instance['pid']}")
+    print(f"post to http://127.0.0.1:{args.port}/ ; stop with 'forklift pod stop --port {args.port}'")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from forklift.demo import run_demo
 
@@ -416,6 +434,18 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--runtime", choices=("onnx", "torch", "opencv"))
     sweep.add_argument("--out", type=Path, default=Path("out/sweep"), help="folder for sweep.csv and the plots")
     sweep.set_defaults(handler=cmd_sweep)
+
+    pod = _parser(
+        verbs,
+        "pod",
+        "Run N single-model instances, each on its own port and CPU set, behind NGINX (least connections).",
+        "forklift pod models/yolov3-tiny -n 2 --port 5000   # later: forklift pod stop --port 5000",
+    )
+    pod.add_argument("model_dir", type=Path, metavar="MODEL_DIR|stop")
+    pod.add_argument("-n", "--instances", type=_positive, help="instances to start")
+    pod.add_argument("--port", type=_positive, default=5000, help="NGINX's port; instances use the next ones")
+    pod.add_argument("--cpus-per-instance", type=_positive, help="CPUs of each instance (default: from the plan)")
+    pod.set_defaults(handler=cmd_pod)
 
     demo = _parser(
         verbs,

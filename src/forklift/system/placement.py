@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass
 from itertools import islice, pairwise
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -325,23 +326,40 @@ def k8s_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = IMAGE, mem
     return _header(plan, "k8s") + note + yaml.dump_all([deployment, service], Dumper=_Dumper, sort_keys=False)
 
 
-def nginx_conf(plan: Plan, listen: int = FRONT_PORT) -> str:
-    """An nginx.conf whose front port spreads requests over the instances, least busy first."""
+def nginx_conf(plan: Plan, listen: int = FRONT_PORT, runtime_dir: Path | None = None) -> str:
+    """An nginx.conf whose front port spreads requests over the instances, least busy first.
+
+    With `runtime_dir`, nginx keeps its pid, logs and temporary files there, so an unprivileged or second
+    nginx (`forklift pod`) runs beside the system's own.
+    """
     servers = "".join(f"        server 127.0.0.1:{i.port};\n" for i in plan.instances)
+    own_files = ""
+    http_files = ""
+    if runtime_dir is not None:
+        own_files = f"pid {runtime_dir}/nginx.pid;\nerror_log {runtime_dir}/error.log warn;\n"
+        http_files = f"    access_log off;\n    client_body_temp_path {runtime_dir}/client_body;\n"
+        http_files += "".join(
+            f"    {kind}_temp_path {runtime_dir}/{kind};\n" for kind in ("proxy", "fastcgi", "uwsgi", "scgi")
+        )
     return (
         f"# forklift: {len(plan.instances)} serving instances behind port {listen}; least_conn sends each request\n"
         "# to the instance with the fewest requests in flight, which suits requests of uneven cost.\n"
+        f"{own_files}"
         "worker_processes auto;\n"
         "events {}\n"
         "http {\n"
+        f"{http_files}"
         "    upstream forklift {\n"
         "        least_conn;\n"
         f"{servers}"
+        "        keepalive 32;\n"
         "    }\n"
         "    server {\n"
         f"        listen {listen};\n"
         "        location / {\n"
         "            proxy_pass http://forklift;\n"
+        "            proxy_http_version 1.1;\n"
+        '            proxy_set_header Connection "";\n'
         "            client_max_body_size 20m;\n"
         "            proxy_read_timeout 300s;\n"
         "        }\n"

@@ -1,0 +1,102 @@
+"""`forklift pod` behind a real NGINX, and the load tools `post` and `sweep` against real servers."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import CFGS, shared
+from serving import Server, free_port
+
+from forklift.bench.recommendation import load_recommendation
+
+
+def forklift(*args: str | Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "forklift.cli", *map(str, args)], capture_output=True, text=True, timeout=600, env=env
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"forklift {args} failed ({result.returncode}): {result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def model(darknet_models) -> Path:
+    return darknet_models(CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names")
+
+
+def _served(port: int) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    line = next((x for x in text.splitlines() if x.startswith('forklift_requests_total{code="200"')), None)
+    return float(line.split()[-1]) if line else 0.0
+
+
+def test_pod_behind_nginx(model: Path) -> None:
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+        pytest.skip("nginx is not installed (.ci/run installs it with apt-get)")
+    port = free_port()
+    started = forklift("pod", model, "-n", "2", "--port", port)
+    try:
+        assert "behind NGINX" in started.stdout
+        dog = shared("images/dog.jpg")
+        result = json.loads(forklift("post", dog, "24", "--url", f"http://127.0.0.1:{port}/", "--concurrency", "4",
+                                     "--json").stdout)  # fmt: skip
+        assert result["ok"] == 24 and result["errors"] == 0
+        counts = [_served(port + 1), _served(port + 2)]  # the instances' own ports stay reachable
+        assert sum(counts) == 24 and min(counts) >= 4  # least_conn spread the load over both
+        again = forklift("pod", model, "-n", "2", "--port", port, check=False)
+        assert again.returncode == 2 and "already runs" in again.stderr
+    finally:
+        stopped = forklift("pod", "stop", "--port", port)
+    assert "stopped the pod" in stopped.stdout
+    for p in (port, port + 1, port + 2):
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{p}/healthz", timeout=2)
+    missing = forklift("pod", "stop", "--port", port, check=False)
+    assert missing.returncode == 2 and "no pod runs" in missing.stderr
+
+
+def test_post_reports_percentiles_and_errors(model: Path) -> None:
+    server = Server(f"{model}=shapes", "--instances", "1")
+    try:
+        dog = shared("images/dog.jpg")
+        text = forklift("post", dog, "10", "--url", f"{server.url}/predict/shapes").stdout
+        assert "10 requests, 1 in flight" in text and "p99" in text and "errors: 0" in text
+        bad = forklift("post", dog, "5", "--url", f"{server.url}/predict/nope", "--json", check=False)
+        assert bad.returncode == 1 and json.loads(bad.stdout)["error_codes"] == {"404": 5}
+    finally:
+        server.stop()
+
+
+def test_sweep_writes_results_and_serve_auto_uses_them(model: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the saved recommendation goes here
+    env = dict(os.environ)
+    out = tmp_path / "sweep"
+    result = forklift("sweep", model, "--image", shared("images/dog.jpg"), "--instances", "1,2", "--threads", "1",
+                      "--concurrency", "1,2", "--requests", "12", "--out", out, env=env)  # fmt: skip
+    assert "recommended:" in result.stdout
+    with (out / "sweep.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["instances"], r["concurrency"]) for r in rows} == {("1", "1"), ("1", "2"), ("2", "1"), ("2", "2")}
+    assert all(float(r["throughput"]) > 0 and r["errors"] == "0" for r in rows)
+    for plot in ("sweep-throughput.png", "sweep-p99.png"):
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    best = max(rows, key=lambda r: float(r["throughput"]))
+    saved = load_recommendation(model)
+    assert saved is not None and saved.instances == int(best["instances"])
+    port = free_port()
+    serve = subprocess.Popen([sys.executable, "-m", "forklift.cli", "serve", str(model), "--port", str(port)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
+    try:
+        first = serve.stdout.readline()
+        assert first.startswith(f"layout from the saved sweep: {saved.instances} instances")
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
