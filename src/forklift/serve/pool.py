@@ -9,6 +9,7 @@ worker fails its batch's requests with an error and is started again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ from forklift.serve.worker import ImagesJob, TensorJob, WorkerSpec, serve_worker
 from forklift.vision.results import Prediction
 
 START_TIMEOUT_S = 300.0
+log = logging.getLogger("forklift.serve")
 
 
 class QueueFull(Exception):
@@ -196,9 +198,19 @@ class ModelPool:
                 _fail(live, WorkerFailed(payload))
 
     async def _restart(self, worker: Worker) -> None:
+        """Start the worker again, retrying with back-off while it fails (the other workers keep serving)."""
         self.metrics.worker_restarts.labels(self.name).inc()
-        worker.stop()
-        await asyncio.get_running_loop().run_in_executor(worker.thread, worker.start)
+        delay = 0.5
+        while True:
+            worker.stop()
+            try:
+                await asyncio.get_running_loop().run_in_executor(worker.thread, worker.start)
+                return
+            except ForkliftError as exc:
+                log.error("model %s: worker %d failed to restart (%s); retrying in %.1f s", self.name, worker.index,
+                          exc, delay)  # fmt: skip
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
 
 def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
