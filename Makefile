@@ -22,7 +22,9 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/predict.py
+	$(BIN)/python bench/serve/run.py
 
 clean:
 	rm -rf $(VENV) build out

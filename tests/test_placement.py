@@ -79,10 +79,11 @@ def test_plan_properties(smt: int) -> None:
 
 def test_plan_layouts() -> None:
     smt2, smt8 = sandbox(2), sandbox(8)
-    # auto: units of 2 whole cores: node0 (3 cores) holds 1, node1 (9) 4, node2 (4) 2
+    # auto: one whole core per instance: node0 (3 cores) holds 3, node1 (9) 9, node2 (4) 4
     auto = make_plan(smt2)
-    assert auto.cpus_per_instance == 4 and Counter(i.node for i in auto.instances) == {0: 1, 1: 4, 2: 2}
-    assert make_plan(smt8).cpus_per_instance == 16 and len(make_plan(smt8).instances) == 7
+    assert auto.cpus_per_instance == 2 and Counter(i.node for i in auto.instances) == {0: 3, 1: 9, 2: 4}
+    assert all(i.cores == 1 for i in auto.instances)  # each instance is one core's SMT siblings
+    assert make_plan(smt8).cpus_per_instance == 8 and len(make_plan(smt8).instances) == 16
     # 4 instances of 3 CPUs at SMT=8 (node1 gets 2): each on 3 cores' first threads, no siblings
     spread = make_plan(smt8, 4, 3)
     assert [i.node for i in spread.instances] == [0, 1, 1, 2]
@@ -241,4 +242,4 @@ def test_cli_plan_bad_lscpu(tmp_path: Path) -> None:
 def test_cli_emit_podman() -> None:
     result = forklift_cli("plan", "--lscpu", shared("topology/power10-sandbox-smt8.lscpu-p"), "--emit", "podman")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("#!/bin/sh\n") and result.stdout.count("forklift serve") == 7
+    assert result.stdout.startswith("#!/bin/sh\n") and result.stdout.count("forklift serve") == 16

@@ -392,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  of K CPUs gets K separate cores' first threads while its node has cores enough, siblings only after;\n"
         "- instances are spread over the nodes in proportion to their size;\n"
         "- threads = CPUs: each instance runs one thread per CPU, so nothing is oversubscribed.\n"
-        "--instances auto with no --cpus-per-instance: instances of 2 cores' worth of CPUs (2 x threads per core),\n"
+        "--instances auto with no --cpus-per-instance: instances of one whole core each (all its SMT threads),\n"
         "as many as each node holds. Instance i listens on BASE_PORT + i; NGINX on port 5000 balances them\n"
         "(--emit nginx, and inside the podman and docker scripts)."
     )

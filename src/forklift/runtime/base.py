@@ -29,6 +29,7 @@ class PredictOptions:
     resize: str | None = None
     threads: int | None = None
     max_pixels: int = DEFAULT_MAX_PIXELS
+    spin: bool = True  # engine threads may busy-wait for work: fastest alone, wasteful in a busy server
 
 
 Answer = list[Detection] | list[ClassScore]

@@ -1,7 +1,7 @@
 """Where each served model's workers run: CPU sets from the placement plan of this machine's topology.
 
 `--instances auto` takes the layout a `forklift sweep` measured and saved for this model on this machine;
-without one, the plan's own default (instances of two whole cores, never straddling a NUMA node).
+without one, the plan's own default (one whole core per instance, never straddling a NUMA node).
 """
 
 from __future__ import annotations

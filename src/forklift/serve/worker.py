@@ -76,7 +76,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
 
     try:
         model = open_model_dir(spec.model_dir)
-        options = PredictOptions(threads=spec.threads, max_pixels=spec.max_pixels)
+        options = PredictOptions(threads=spec.threads, max_pixels=spec.max_pixels, spin=False)
         predictor = load_predictor(model, spec.runtime, options)
     except ForkliftError as exc:
         connection.send(("failed", str(exc)))

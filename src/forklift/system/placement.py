@@ -19,7 +19,11 @@ import yaml
 from forklift.errors import ForkliftError
 from forklift.system.topology import Topology, format_cpu_list
 
-CORES_PER_INSTANCE = 2  # the "auto" unit: enough for a model's threads to scale, small enough for many instances
+# The "auto" unit: one whole core (all its SMT threads) per instance. Inference engines scale better across
+# processes than across threads of one process (measured for yolov3-tiny on 2 cores: 2 x 1 thread serves
+# 47-50 requests/s, 1 x 2 threads 34-41), so many small instances is the sound default; `forklift sweep`
+# measures the alternatives.
+CORES_PER_INSTANCE = 1
 FRONT_PORT = 5000  # where clients connect (NGINX, or the Kubernetes Service)
 BASE_PORT = 5001  # the first instance's port; instance i listens on BASE_PORT + i
 EMITTERS = ("podman", "docker", "compose", "k8s", "nginx")
@@ -86,7 +90,7 @@ def make_plan(
     - both given: they must fit, or a ForkliftError says how many instances of that size fit;
     - instances only: the largest size at which that many fit;
     - size only: as many instances as fit;
-    - neither ("auto"): instances of CORES_PER_INSTANCE cores' worth of CPUs (2 x threads per core), or of all
+    - neither ("auto"): instances of CORES_PER_INSTANCE core's worth of CPUs (1 x threads per core), or of all
       of the largest node where that is smaller; as many as each node holds. Two cores let a model's threads scale
       while leaving room for many instances. A node with cores to spare spreads its instances over them, and what
       is left over stays unused, for NGINX and the system.
