@@ -200,6 +200,7 @@ def _positive_list(text: str) -> list[int]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from forklift.bench.sweep import keep, layouts, recommend, run_sweep, write_results
 
+    args.image = args.image or [Path("../shared/data/images/dog.jpg")]
     candidates, skipped = layouts(args.instances, args.threads, args.max_batch)
     for layout in skipped:
         print(f"skipping {layout}: needs more CPUs than this machine gives", file=sys.stderr)
@@ -363,7 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
         "Send an image COUNT times to a server, C at a time; print latency percentiles and throughput.",
         "forklift post dog.jpg 240 --url http://127.0.0.1:5000/predict/yolo --concurrency 8",
     )
-    post_verb.add_argument("image", type=Path, metavar="IMAGE")
+    post_verb.add_argument(
+        "image",
+        type=lambda text: [Path(p) for p in text.split(",")],
+        metavar="IMAGE[,IMAGE...]",
+        help="image(s) to post, in turn",
+    )
     post_verb.add_argument("count", type=_positive, nargs="?", default=100, metavar="COUNT")
     post_verb.add_argument("--url", default="http://127.0.0.1:5000/", help="where to POST (multipart 'files')")
     post_verb.add_argument("--concurrency", type=_positive, help="requests in flight (default: the server's workers)")
@@ -424,7 +430,12 @@ def build_parser() -> argparse.ArgumentParser:
         "forklift sweep models/yolov3-tiny --instances 1,2 --threads 1,2 --concurrency 1,2,4,8 --requests 240",
     )
     sweep.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
-    sweep.add_argument("--image", type=Path, default=Path("../shared/data/images/dog.jpg"), help="image to post")
+    sweep.add_argument(
+        "--image",
+        type=Path,
+        action="append",
+        help="image to post (repeatable; default: dog.jpg of ../shared/data/images)",
+    )
     sweep.add_argument("--instances", type=_positive_list, default=[1, 2], help="worker counts to try")
     sweep.add_argument("--threads", type=_positive_list, default=[1, 2], help="threads (= CPUs) per worker")
     sweep.add_argument("--max-batch", type=_positive_list, default=[8], help="batch limits to try")

@@ -1,4 +1,4 @@
-"""`forklift post`: send an image COUNT times with C requests in flight, and report latency and throughput.
+"""`forklift post`: send images COUNT times with C requests in flight, and report latency and throughput.
 
 The load generator of the original deployment's `post` script, on one asyncio loop with a connection pool,
 so the client itself costs little CPU next to the server it measures.
@@ -7,7 +7,9 @@ so the client itself costs little CPU next to the server it measures.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -51,17 +53,17 @@ def _summarise(result: LoadResult, latencies: list[float]) -> LoadResult:
 
 
 async def run_load(
-    url: str, image: bytes, filename: str, count: int, concurrency: int, show_progress: bool = False
+    url: str, images: Sequence[tuple[str, bytes]], count: int, concurrency: int, show_progress: bool = False
 ) -> LoadResult:
-    """POST `image` as multipart `files` to `url`, `count` times, `concurrency` at a time."""
+    """POST the images in turn as multipart `files` to `url`, `count` times, `concurrency` at a time."""
     result = LoadResult(url, count, concurrency)
     latencies: list[float] = []
-    remaining = iter(range(count))
+    remaining = zip(range(count), itertools.cycle(images))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     progress = tqdm(total=count, desc="post", unit="req", disable=not show_progress, leave=False)
 
     async def sender(client: httpx.AsyncClient) -> None:
-        for _ in remaining:
+        for _, (filename, image) in remaining:
             start = time.perf_counter()
             try:
                 response = await client.post(url, files={"files": (filename, image, "image/jpeg")})
@@ -94,12 +96,18 @@ def server_workers(url: str) -> int:
         return 1
 
 
-def post(image: Path, count: int, url: str, concurrency: int | None, show_progress: bool) -> LoadResult:
-    try:
-        data = image.read_bytes()
-    except OSError as exc:
-        raise ForkliftError(f"{image}: cannot read: {exc.strerror}") from exc
+def read_images(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
+    images = []
+    for path in paths:
+        try:
+            images.append((path.name, path.read_bytes()))
+        except OSError as exc:
+            raise ForkliftError(f"{path}: cannot read: {exc.strerror}") from exc
+    return images
+
+
+def post(images: Sequence[Path], count: int, url: str, concurrency: int | None, show_progress: bool) -> LoadResult:
     if count < 1:
         raise ForkliftError(f"COUNT must be at least 1, not {count}")
     concurrency = concurrency or server_workers(url)
-    return asyncio.run(run_load(url, data, image.name, count, concurrency, show_progress))
+    return asyncio.run(run_load(url, read_images(images), count, concurrency, show_progress))

@@ -17,9 +17,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from forklift.bench.launch import ServerProcess
-from forklift.bench.post import LoadResult, run_load
+from forklift.bench.post import LoadResult, read_images, run_load
 from forklift.bench.recommendation import Recommendation, save_recommendation
-from forklift.errors import ForkliftError
 from forklift.formats.model_dir import open_model_dir
 
 WARM_UP_REQUESTS = 8
@@ -58,9 +57,9 @@ def layouts(instances: list[int], threads: list[int], batches: list[int]) -> tup
     ]
 
 
-def _measure(url: str, image: bytes, name: str, requests: int, concurrency: int) -> LoadResult:
-    asyncio.run(run_load(url, image, name, WARM_UP_REQUESTS, concurrency))
-    return asyncio.run(run_load(url, image, name, requests, concurrency))
+def _measure(url: str, images: list[tuple[str, bytes]], requests: int, concurrency: int) -> LoadResult:
+    asyncio.run(run_load(url, images, WARM_UP_REQUESTS, concurrency))
+    return asyncio.run(run_load(url, images, requests, concurrency))
 
 
 def recommend(rows: list[SweepRow], slo_ms: float | None) -> SweepRow | None:
@@ -71,17 +70,14 @@ def recommend(rows: list[SweepRow], slo_ms: float | None) -> SweepRow | None:
 
 def run_sweep(
     model_dir: Path,
-    image: Path,
+    images: list[Path],
     candidates: list[Layout],
     concurrency: list[int],
     requests: int,
     runtime: str | None,
 ) -> list[SweepRow]:
     model = open_model_dir(model_dir)
-    try:
-        data = image.read_bytes()
-    except OSError as exc:
-        raise ForkliftError(f"{image}: cannot read: {exc.strerror}") from exc
+    data = read_images(images)
     rows: list[SweepRow] = []
     progress = tqdm(total=len(candidates) * len(concurrency), desc="sweep", unit="point", disable=None)
     for layout in candidates:
@@ -94,7 +90,7 @@ def run_sweep(
             url = f"{server.url}/predict/{model.name}"
             for c in concurrency:
                 progress.set_postfix_str(f"{layout}, {c} in flight")
-                result = _measure(url, data, image.name, requests, c)
+                result = _measure(url, data, requests, c)
                 rows.append(
                     SweepRow(
                         layout.instances,

@@ -365,6 +365,7 @@ def nginx_conf(plan: Plan, listen: int = FRONT_PORT, runtime_dir: Path | None = 
         "            proxy_http_version 1.1;\n"
         '            proxy_set_header Connection "";\n'
         "            client_max_body_size 20m;\n"
+        "            client_body_buffer_size 2m;  # photos stay in memory, not in temporary files\n"
         "            proxy_read_timeout 300s;\n"
         "        }\n"
         "    }\n"
