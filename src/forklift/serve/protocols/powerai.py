@@ -75,36 +75,38 @@ async def _detect(request: Request, model: str | None, images: list[tuple[str, b
     return JSONResponse(_classified(prediction, pool.name))
 
 
-@endpoint("powerai")
-async def dlapis_post(request: Request) -> Response:
+async def _from_upload(request: Request, model: str | None) -> Response:
     state: ServeState = request.app.state.serve
     images, fields = await read_images(request, state.options.max_upload_bytes)
-    return await _detect(request, request.path_params["model"], images, fields.get("confthre"))
+    return await _detect(request, model or fields.get("model"), images, fields.get("confthre"))
+
+
+async def _from_url(request: Request, model: str | None, parameter: str) -> Response:
+    url = request.query_params.get(parameter)
+    if not url:
+        raise HttpError(400, f"GET {request.url.path} needs ?{parameter}=")
+    image = await fetch_image(url, request.app.state.serve.options.url_fetch)
+    return await _detect(request, model, [image], request.query_params.get("confthre"))
+
+
+@endpoint("powerai")
+async def dlapis_post(request: Request) -> Response:
+    return await _from_upload(request, request.path_params["model"])
 
 
 @endpoint("powerai")
 async def dlapis_get(request: Request) -> Response:
-    url = request.query_params.get("imageUrl")
-    if not url:
-        raise HttpError(400, "GET /api/dlapis/{model} needs ?imageUrl=")
-    image = await fetch_image(url, request.app.state.serve.options.url_fetch)
-    return await _detect(request, request.path_params["model"], [image], request.query_params.get("confthre"))
+    return await _from_url(request, request.path_params["model"], "imageUrl")
 
 
 @endpoint("powerai")
 async def detect_upload(request: Request) -> Response:
-    state: ServeState = request.app.state.serve
-    images, fields = await read_images(request, state.options.max_upload_bytes)
-    return await _detect(request, fields.get("model"), images, fields.get("confthre"))
+    return await _from_upload(request, None)
 
 
 @endpoint("powerai")
 async def detect_url(request: Request) -> Response:
-    url = request.query_params.get("url")
-    if not url:
-        raise HttpError(400, "GET /detect_url needs ?url=")
-    image = await fetch_image(url, request.app.state.serve.options.url_fetch)
-    return await _detect(request, request.query_params.get("model"), [image], request.query_params.get("confthre"))
+    return await _from_url(request, request.query_params.get("model"), "url")
 
 
 async def test_page(request: Request) -> Response:
