@@ -51,7 +51,7 @@ class OnnxPredictor(YoloPredictor):
         task = task or {v: k for k, v in OUTPUT_NAMES.items()}.get(outputs[0].name) or model.config.task
         if task is None:
             raise ForkliftError(
-                f"{path}: unknown output layout; set \"task\" in forklift.json (detect: rows of "
+                f'{path}: unknown output layout; set "task" in forklift.json (detect: rows of '
                 "cx, cy, w, h, objectness, class probabilities; classify: class probabilities)"
             )
         if not all(isinstance(d, int) for d in shape[2:]):

@@ -50,9 +50,7 @@ class YoloPredictor(Predictor):
         if self.task == "classify":
             order = np.argsort(-output)[:TOP_CLASSES]
             return [ClassScore(labels[i], float(output[i])) for i in order]
-        boxes, scores, class_ids = select_detections(
-            output, self.conf, self.iou, self.input_width, self.input_height
-        )
+        boxes, scores, class_ids = select_detections(output, self.conf, self.iou, self.input_width, self.input_height)
         pixels = meta.to_original(boxes)
         return [
             Detection(*map(float, box), label=labels[c], score=float(s))
