@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import torch
 
 from forklift.formats.darknet_cfg import read_cfg
 from forklift.formats.model_dir import ModelDirectory
@@ -31,7 +32,8 @@ class OpenCVDarknetPredictor(YoloPredictor):
     runtime = "opencv"
 
     def __init__(self, model: ModelDirectory, options: PredictOptions) -> None:
-        shape = DarknetNet(read_cfg(model.files["cfg"]))
+        with torch.device("meta"):  # the layer shapes only: no memory for weights OpenCV loads itself
+            shape = DarknetNet(read_cfg(model.files["cfg"]))
         task = "detect" if shape.is_detector else "classify"
         super().__init__(model, options, (shape.input_width, shape.input_height), task, shape.classes)
         if options.threads:
