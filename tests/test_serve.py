@@ -318,11 +318,18 @@ def test_crashed_worker_fails_its_requests_then_restarts(models) -> None:
 
 
 def test_sigterm_drains_in_flight_requests(models) -> None:
-    server = Server(f"{models['tiny']}=tiny", "--instances", "1")
+    server = Server(f"{models['tiny']}=tiny", "--instances", "1", "--max-batch", "1")
 
     async def scenario() -> list[httpx.Response]:
         pending = asyncio.ensure_future(_burst(f"{server.url}/predict/tiny", 12))
-        await asyncio.sleep(0.3)  # the requests are in flight
+        async with httpx.AsyncClient() as client:  # wait until the server holds all 12: one running, 11 queued
+            for _ in range(200):
+                text = (await client.get(f"{server.url}/metrics")).text
+                depth = [float(x.split()[-1]) for x in text.splitlines() if x.startswith("forklift_queue_depth{")]
+                waiting = depth[0] if depth else 0.0
+                if waiting >= 11:
+                    break
+                await asyncio.sleep(0.05)
         server.process.send_signal(signal.SIGTERM)
         return await pending
 
