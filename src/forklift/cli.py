@@ -244,6 +244,15 @@ def cmd_pod(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_synth(args: argparse.Namespace) -> int:
+    from forklift.data.dataset import describe
+    from forklift.data.synth import synth_shapes
+
+    dataset = synth_shapes(args.out, args.n, args.size, seed=args.seed, task=args.task)
+    print(f"wrote {args.out}: {describe(dataset)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from forklift.demo import run_demo
 
@@ -457,6 +466,29 @@ def build_parser() -> argparse.ArgumentParser:
     pod.add_argument("--port", type=_positive, default=5000, help="NGINX's port; instances use the next ones")
     pod.add_argument("--cpus-per-instance", type=_positive, help="CPUs of each instance (default: from the plan)")
     pod.set_defaults(handler=cmd_pod)
+
+    data = _parser(
+        verbs,
+        "data",
+        "Make data sets in forklift's layout (DATA/dataset.json + DATA/images/).",
+        "forklift data synth shapes --n 200 --size 320 data/shapes",
+    )
+    data_verbs = data.add_subparsers(dest="data_verb", metavar="ACTION", required=True)
+    synth = _parser(
+        data_verbs,
+        "synth",
+        "Generate a synthetic data set: shapes on textured backgrounds, the same files for the same seed.",
+        "forklift data synth shapes --n 200 --size 320 --seed 1 --task detect data/shapes",
+    )
+    synth.add_argument("kind", choices=("shapes",), help="what to draw")
+    synth.add_argument("--n", type=_positive, required=True, help="how many images")
+    synth.add_argument("--size", type=_positive, required=True, help="width and height of each image, pixels (>= 64)")
+    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument(
+        "--task", choices=("detect", "classify"), default="detect", help="boxes of 1-4 shapes, or one shape's label"
+    )
+    synth.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder")
+    synth.set_defaults(handler=cmd_data_synth)
 
     demo = _parser(
         verbs,

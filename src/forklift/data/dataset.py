@@ -1,0 +1,207 @@
+"""forklift's own data-set layout: one folder a person can open, read and diff.
+
+```
+DATA/
+  dataset.json   {"format": "forklift-dataset", "version": 1, "task": "detect" | "classify",
+                  "classes": ["circle", ...],
+                  "images": [{"file": "images/000001.png", "width": W, "height": H, "split": "train"|"val"|"test",
+                              "boxes": [{"label": "circle", "x1": .., "y1": .., "x2": .., "y2": ..}],   # detect: pixels
+                              "label": "circle"}]}                                                      # classify
+  images/...     the image files, paths relative to DATA
+```
+
+Boxes are floats in pixels of their image, 0 <= x1 < x2 <= W and 0 <= y1 < y2 <= H. `load_dataset` checks all of
+this and says what is wrong in one line naming the file and the entry; `save_dataset` writes dataset.json only
+(whoever creates the images writes them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from forklift.errors import ForkliftError
+
+FORMAT = "forklift-dataset"
+VERSION = 1
+INDEX = "dataset.json"
+TASKS = ("detect", "classify")
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class Box:
+    """One object's bounds in pixels of its image, with its class name."""
+
+    label: str
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "x1": self.x1, "y1": self.y1, "x2": self.x2, "y2": self.y2}
+
+
+@dataclass
+class ImageRecord:
+    """One image of a data set: its file (relative to the data set's folder), size, split and labels."""
+
+    file: str
+    width: int
+    height: int
+    split: str
+    boxes: list[Box] = field(default_factory=list)
+    label: str | None = None
+
+    def to_json(self, task: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"file": self.file, "width": self.width, "height": self.height, "split": self.split}
+        if task == "detect":
+            entry["boxes"] = [box.to_json() for box in self.boxes]
+        else:
+            entry["label"] = self.label
+        return entry
+
+
+@dataclass
+class Dataset:
+    """A data set: what it is for, its class names in order, its images, and the folder they live in."""
+
+    task: str
+    classes: list[str]
+    images: list[ImageRecord]
+    root: Path
+
+    def path(self, image: ImageRecord) -> Path:
+        """Where an image's file is on disk."""
+        return self.root / image.file
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "task": self.task,
+            "classes": list(self.classes),
+            "images": [image.to_json(self.task) for image in self.images],
+        }
+
+
+def save_dataset(dataset: Dataset, path: Path) -> Path:
+    """Write DATA/dataset.json through a temporary file, so a reader never sees half of it; returns its path."""
+    index = Path(path) / INDEX
+    index.parent.mkdir(parents=True, exist_ok=True)
+    partial = index.with_name(INDEX + ".partial")
+    partial.write_text(json.dumps(dataset.to_json(), indent=1) + "\n", encoding="utf-8")
+    partial.replace(index)
+    return index
+
+
+def load_dataset(path: Path) -> Dataset:
+    """Read a data set from its folder (or its dataset.json), checking every entry against the layout."""
+    path = Path(path)
+    index = path / INDEX if path.is_dir() else path
+    document = _read_json(index)
+    where = str(index)
+    if not isinstance(document, dict):
+        raise ForkliftError(f"{where}: expected a JSON object with format {FORMAT!r}")
+    if document.get("format") != FORMAT:
+        raise ForkliftError(f"{where}: format is {document.get('format')!r}, expected {FORMAT!r}")
+    if document.get("version") != VERSION:
+        raise ForkliftError(f"{where}: version {document.get('version')!r} is not supported (forklift reads {VERSION})")
+    task = document.get("task")
+    if task not in TASKS:
+        raise ForkliftError(f"{where}: task is {task!r}, expected one of {', '.join(TASKS)}")
+    classes = _classes(document.get("classes"), where)
+    entries = document.get("images")
+    if not isinstance(entries, list):
+        raise ForkliftError(f"{where}: 'images' must be a list")
+    images = [_image(entry, task, classes, f"{where}: images[{i}]") for i, entry in enumerate(entries)]
+    return Dataset(task=task, classes=classes, images=images, root=index.parent)
+
+
+def describe(dataset: Dataset) -> str:
+    """One line a person reads after making or loading a data set: images per split, objects per class."""
+    splits = Counter(image.split for image in dataset.images)
+    split_text = ", ".join(f"{splits[split]} {split}" for split in SPLITS)
+    if dataset.task == "detect":
+        labels = Counter(box.label for image in dataset.images for box in image.boxes)
+        counted = f"{sum(labels.values())} boxes"
+    else:
+        labels = Counter(image.label for image in dataset.images)
+        counted = "labels"
+    class_text = ", ".join(f"{name} {labels[name]}" for name in dataset.classes)
+    return f"{len(dataset.images)} images ({split_text}); {counted}: {class_text}"
+
+
+def _read_json(index: Path) -> Any:
+    try:
+        return json.loads(index.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ForkliftError(f"{index}: no such file (a data set is a folder holding {INDEX})") from None
+    except json.JSONDecodeError as exc:
+        raise ForkliftError(f"{index}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except UnicodeDecodeError:
+        raise ForkliftError(f"{index}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ForkliftError(f"{index}: cannot read: {exc.strerror}") from None
+
+
+def _classes(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(name, str) and name for name in value):
+        raise ForkliftError(f"{where}: 'classes' must be a non-empty list of names")
+    repeated = sorted(name for name, count in Counter(value).items() if count > 1)
+    if repeated:
+        raise ForkliftError(f"{where}: class {repeated[0]!r} is listed twice")
+    return value
+
+
+def _field(entry: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """entry[key] if it is of the kind the layout says (never a bool standing in for a number)."""
+    value = entry.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ForkliftError(f"{where}: {key!r} must be {names}, found {value!r}")
+    return value
+
+
+def _label(entry: dict[str, Any], classes: list[str], where: str) -> str:
+    label = _field(entry, "label", str, where)
+    if label not in classes:
+        raise ForkliftError(f"{where}: label {label!r} is not one of the classes")
+    return label
+
+
+def _image(entry: Any, task: str, classes: list[str], where: str) -> ImageRecord:
+    if not isinstance(entry, dict):
+        raise ForkliftError(f"{where}: expected an object with file, width, height and split")
+    file = _field(entry, "file", str, where)
+    where = f"{where} ({file})"
+    relative = PurePosixPath(file)
+    if not file or relative.is_absolute() or ".." in relative.parts:
+        raise ForkliftError(f"{where}: the file must be a path inside the data set's folder")
+    width, height = _field(entry, "width", int, where), _field(entry, "height", int, where)
+    if width < 1 or height < 1:
+        raise ForkliftError(f"{where}: size {width}x{height} is not positive")
+    split = entry.get("split")
+    if split not in SPLITS:
+        raise ForkliftError(f"{where}: split is {split!r}, expected one of {', '.join(SPLITS)}")
+    record = ImageRecord(file=file, width=width, height=height, split=split)
+    if task == "classify":
+        record.label = _label(entry, classes, where)
+        return record
+    boxes = _field(entry, "boxes", list, where)
+    record.boxes = [_box(box, classes, width, height, f"{where} boxes[{j}]") for j, box in enumerate(boxes)]
+    return record
+
+
+def _box(entry: Any, classes: list[str], width: int, height: int, where: str) -> Box:
+    if not isinstance(entry, dict):
+        raise ForkliftError(f"{where}: expected an object with label, x1, y1, x2, y2")
+    label = _label(entry, classes, where)
+    x1, y1, x2, y2 = (float(_field(entry, key, (int, float), where)) for key in ("x1", "y1", "x2", "y2"))
+    if not (0 <= x1 < x2 <= width and 0 <= y1 < y2 <= height):
+        raise ForkliftError(f"{where}: ({x1}, {y1}, {x2}, {y2}) is not a box inside the {width}x{height} image")
+    return Box(label, x1, y1, x2, y2)
