@@ -244,6 +244,52 @@ def cmd_pod(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_import(args: argparse.Namespace) -> int:
+    from forklift.data.formats import import_dataset
+
+    print(import_dataset(args.source_format, args.source, args.out, images=args.images).line())
+    return 0
+
+
+def cmd_data_export(args: argparse.Namespace) -> int:
+    from forklift.data.formats import export_dataset
+
+    print(export_dataset(args.target_format, args.data, args.out).line())
+    return 0
+
+
+def cmd_data_check(args: argparse.Namespace) -> int:
+    from forklift.data.check import check_dataset, print_report
+
+    report = check_dataset(args.data)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print_report(report)
+    return 1 if report.findings else 0
+
+
+def cmd_data_stats(args: argparse.Namespace) -> int:
+    from forklift.data.dataset import load_dataset
+    from forklift.data.stats import dataset_stats, print_stats
+
+    stats = dataset_stats(load_dataset(args.data))
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        print_stats(stats)
+    return 0
+
+
+def cmd_data_split(args: argparse.Namespace) -> int:
+    from forklift.data.dataset import describe
+    from forklift.data.split import split_dataset
+
+    dataset = split_dataset(args.data, args.val, args.test, seed=args.seed, stratify=args.stratify)
+    print(f"wrote {dataset.root}: {describe(dataset)}")
+    return 0
+
+
 def cmd_data_synth(args: argparse.Namespace) -> int:
     from forklift.data.dataset import describe
     from forklift.data.synth import synth_shapes
@@ -489,6 +535,68 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synth.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder")
     synth.set_defaults(handler=cmd_data_synth)
+    check = _parser(
+        data_verbs,
+        "check",
+        "Report every problem of a data set: unreadable, missing or duplicate images, wrong sizes, bad boxes and "
+        "labels. Exit 0 when clean, 1 when problems were found (training skips those images), 2 for bad input.",
+        "forklift data check data/shapes --json",
+    )
+    check.add_argument("data", type=Path, metavar="DATA", help="a forklift data set folder")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(handler=cmd_data_check)
+    stats = _parser(
+        data_verbs,
+        "stats",
+        "Show images per split, objects per class and split, boxes per image, relative box sizes and image sizes.",
+        "forklift data stats data/shapes --json",
+    )
+    stats.add_argument("data", type=Path, metavar="DATA", help="a forklift data set folder")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(handler=cmd_data_stats)
+    split = _parser(
+        data_verbs,
+        "split",
+        "Reassign train/val/test at random by seed, optionally by each image's dominant class; rewrite dataset.json.",
+        "forklift data split data/shapes --val 0.1 --test 0.1 --seed 0 --stratify",
+    )
+    split.add_argument("data", type=Path, metavar="DATA", help="a forklift data set folder")
+    split.add_argument("--val", type=_threshold, required=True, help="fraction of the images for val")
+    split.add_argument("--test", type=_threshold, default=0.0, help="fraction of the images for test (default 0)")
+    split.add_argument("--seed", type=int, default=0)
+    split.add_argument("--stratify", action="store_true", help="keep each dominant class's share in every split")
+    split.set_defaults(handler=cmd_data_split)
+    formats = ("coco", "voc", "yolo", "powerai")
+    data_import = _parser(
+        data_verbs,
+        "import",
+        "Make a forklift data set from COCO JSON, a Pascal VOC folder, a YOLO data.yaml or a PowerAI Vision zip; "
+        "boxes outside their image are clipped, empty ones dropped, and both counted.",
+        "forklift data import --from coco instances_val2017.json --images val2017 data/coco-val",
+    )
+    data_import.add_argument("--from", dest="source_format", choices=formats, required=True)
+    data_import.add_argument(
+        "source", type=Path, metavar="SOURCE", help="COCO .json, VOC folder, YOLO data.yaml or PowerAI .zip"
+    )
+    data_import.add_argument(
+        "--images",
+        type=Path,
+        metavar="DIR",
+        help="coco: folder of the file names (default: the JSON's folder); "
+        "voc: the images (default: SOURCE/JPEGImages)",
+    )
+    data_import.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder")
+    data_import.set_defaults(handler=cmd_data_import)
+    data_export = _parser(
+        data_verbs,
+        "export",
+        "Write a forklift data set as COCO JSON, a Pascal VOC folder, a YOLO data.yaml + labels or a PowerAI zip.",
+        "forklift data export --to yolo data/shapes out/shapes-yolo",
+    )
+    data_export.add_argument("--to", dest="target_format", choices=formats, required=True)
+    data_export.add_argument("data", type=Path, metavar="DATA", help="a forklift data set folder")
+    data_export.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder (powerai: a new .zip)")
+    data_export.set_defaults(handler=cmd_data_export)
 
     demo = _parser(
         verbs,

@@ -31,6 +31,35 @@ INDEX = "dataset.json"
 TASKS = ("detect", "classify")
 SPLITS = ("train", "val", "test")
 
+# What a lenient load calls the problems of an entry (forklift.data.check adds those of the image files).
+BAD_ENTRY = "bad entry"
+UNKNOWN_LABEL = "unknown label"
+BOX_OUTSIDE = "box outside image"
+EMPTY_BOX = "empty box"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem of one entry, kept rather than raised so that a check can report every problem at once."""
+
+    problem: str
+    file: str
+    detail: str
+    image: int | None  # the entry's position in Dataset.images; None: the entry could not be read, so it is not there
+
+    def to_json(self) -> dict[str, Any]:
+        return {"problem": self.problem, "file": self.file, "detail": self.detail}
+
+
+class _EntryProblem(ForkliftError):
+    """A problem of one entry, said relative to it; the loader adds where the entry is."""
+
+    def __init__(self, problem: str, detail: str) -> None:
+        super().__init__(detail)
+        self.problem = problem
+        self.detail = detail
+        self.part = ""  # the box it is about, "boxes[j]", if any
+
 
 @dataclass(frozen=True)
 class Box:
@@ -101,7 +130,21 @@ def save_dataset(dataset: Dataset, path: Path) -> Path:
 
 def load_dataset(path: Path) -> Dataset:
     """Read a data set from its folder (or its dataset.json), checking every entry against the layout."""
-    path = Path(path)
+    return _load(Path(path), None)
+
+
+def load_dataset_leniently(path: Path) -> tuple[Dataset, list[Finding]]:
+    """Read a data set keeping what is usable and a Finding for each problem of an entry, so all are reported at once.
+
+    An entry whose fields cannot make an ImageRecord is left out (one finding); one with bad boxes is kept without
+    them (a finding each). Problems of the whole file (JSON, format, version, task, classes) still raise.
+    """
+    findings: list[Finding] = []
+    return _load(Path(path), findings), findings
+
+
+def _load(path: Path, findings: list[Finding] | None) -> Dataset:
+    """The loader of both modes: strict when findings is None, else problems of entries go into findings."""
     index = path / INDEX if path.is_dir() else path
     document = _read_json(index)
     where = str(index)
@@ -118,7 +161,7 @@ def load_dataset(path: Path) -> Dataset:
     entries = document.get("images")
     if not isinstance(entries, list):
         raise ForkliftError(f"{where}: 'images' must be a list")
-    images = [_image(entry, task, classes, f"{where}: images[{i}]") for i, entry in enumerate(entries)]
+    images = _images(entries, task, classes, where, findings)
     return Dataset(task=task, classes=classes, images=images, root=index.parent)
 
 
@@ -158,50 +201,91 @@ def _classes(value: Any, where: str) -> list[str]:
     return value
 
 
-def _field(entry: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def _field(entry: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     """entry[key] if it is of the kind the layout says (never a bool standing in for a number)."""
     value = entry.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
         names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
-        raise ForkliftError(f"{where}: {key!r} must be {names}, found {value!r}")
+        raise _EntryProblem(BAD_ENTRY, f"{key!r} must be {names}, found {value!r}")
     return value
 
 
-def _label(entry: dict[str, Any], classes: list[str], where: str) -> str:
-    label = _field(entry, "label", str, where)
+def _label(entry: dict[str, Any], classes: list[str]) -> str:
+    label = _field(entry, "label", str)
     if label not in classes:
-        raise ForkliftError(f"{where}: label {label!r} is not one of the classes")
+        raise _EntryProblem(UNKNOWN_LABEL, f"label {label!r} is not one of the classes")
     return label
 
 
-def _image(entry: Any, task: str, classes: list[str], where: str) -> ImageRecord:
+def _file_of(entry: Any) -> str:
+    """The entry's file as written, or "" where it has none, for messages."""
+    file = entry.get("file") if isinstance(entry, dict) else None
+    return file if isinstance(file, str) else ""
+
+
+def _images(
+    entries: list[Any], task: str, classes: list[str], where: str, findings: list[Finding] | None
+) -> list[ImageRecord]:
+    """The records of the entries; the first problem raises, unless findings collects them all."""
+    images: list[ImageRecord] = []
+    for i, entry in enumerate(entries):
+        problems: list[_EntryProblem] = []
+        try:
+            record: ImageRecord | None = _image(entry, task, classes, None if findings is None else problems)
+        except _EntryProblem as problem:
+            record = None
+            problems.append(problem)
+        if findings is None and problems:
+            raise ForkliftError(f"{where}: {_locate(i, _file_of(entry), problems[0])}: {problems[0].detail}")
+        position = len(images) if record is not None else None
+        for p in problems:
+            findings.append(Finding(p.problem, _file_of(entry), f"{_locate(i, '', p)}: {p.detail}", position))
+        if record is not None:
+            images.append(record)
+    return images
+
+
+def _locate(i: int, file: str, problem: _EntryProblem) -> str:
+    """Where in dataset.json a problem is: images[i], the file when given, the box if it is about one."""
+    return " ".join(part for part in (f"images[{i}]", f"({file})" if file else "", problem.part) if part)
+
+
+def _image(entry: Any, task: str, classes: list[str], problems: list[_EntryProblem] | None) -> ImageRecord:
+    """One entry's record; a bad box raises, or goes into problems (and out of the record) when given."""
     if not isinstance(entry, dict):
-        raise ForkliftError(f"{where}: expected an object with file, width, height and split")
-    file = _field(entry, "file", str, where)
-    where = f"{where} ({file})"
+        raise _EntryProblem(BAD_ENTRY, "expected an object with file, width, height and split")
+    file = _field(entry, "file", str)
     relative = PurePosixPath(file)
     if not file or relative.is_absolute() or ".." in relative.parts:
-        raise ForkliftError(f"{where}: the file must be a path inside the data set's folder")
-    width, height = _field(entry, "width", int, where), _field(entry, "height", int, where)
+        raise _EntryProblem(BAD_ENTRY, "the file must be a path inside the data set's folder")
+    width, height = _field(entry, "width", int), _field(entry, "height", int)
     if width < 1 or height < 1:
-        raise ForkliftError(f"{where}: size {width}x{height} is not positive")
+        raise _EntryProblem(BAD_ENTRY, f"size {width}x{height} is not positive")
     split = entry.get("split")
     if split not in SPLITS:
-        raise ForkliftError(f"{where}: split is {split!r}, expected one of {', '.join(SPLITS)}")
+        raise _EntryProblem(BAD_ENTRY, f"split is {split!r}, expected one of {', '.join(SPLITS)}")
     record = ImageRecord(file=file, width=width, height=height, split=split)
     if task == "classify":
-        record.label = _label(entry, classes, where)
+        record.label = _label(entry, classes)
         return record
-    boxes = _field(entry, "boxes", list, where)
-    record.boxes = [_box(box, classes, width, height, f"{where} boxes[{j}]") for j, box in enumerate(boxes)]
+    for j, box in enumerate(_field(entry, "boxes", list)):
+        try:
+            record.boxes.append(_box(box, classes, width, height))
+        except _EntryProblem as problem:
+            problem.part = f"boxes[{j}]"
+            if problems is None:
+                raise
+            problems.append(problem)
     return record
 
 
-def _box(entry: Any, classes: list[str], width: int, height: int, where: str) -> Box:
+def _box(entry: Any, classes: list[str], width: int, height: int) -> Box:
     if not isinstance(entry, dict):
-        raise ForkliftError(f"{where}: expected an object with label, x1, y1, x2, y2")
-    label = _label(entry, classes, where)
-    x1, y1, x2, y2 = (float(_field(entry, key, (int, float), where)) for key in ("x1", "y1", "x2", "y2"))
-    if not (0 <= x1 < x2 <= width and 0 <= y1 < y2 <= height):
-        raise ForkliftError(f"{where}: ({x1}, {y1}, {x2}, {y2}) is not a box inside the {width}x{height} image")
+        raise _EntryProblem(BAD_ENTRY, "expected an object with label, x1, y1, x2, y2")
+    label = _label(entry, classes)
+    x1, y1, x2, y2 = (float(_field(entry, key, (int, float))) for key in ("x1", "y1", "x2", "y2"))
+    if not (x1 < x2 and y1 < y2):
+        raise _EntryProblem(EMPTY_BOX, f"({x1}, {y1}, {x2}, {y2}) has no area")
+    if min(x1, y1) < 0 or x2 > width or y2 > height:
+        raise _EntryProblem(BOX_OUTSIDE, f"({x1}, {y1}, {x2}, {y2}) is not a box inside the {width}x{height} image")
     return Box(label, x1, y1, x2, y2)

@@ -1,0 +1,185 @@
+"""Import/export between forklift's data-set layout and COCO, VOC, YOLO and PowerAI Vision, checked by round trips
+and by independent readers of the foreign files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from forklift.data.dataset import Dataset, load_dataset
+from forklift.data.formats import export_dataset, import_dataset
+from forklift.data.synth import synth_shapes
+from forklift.errors import ForkliftError
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
+    return synth_shapes(tmp_path_factory.mktemp("formats") / "shapes", n=12, size=96, seed=1)
+
+
+def _boxes(dataset: Dataset) -> dict[str, list[tuple[str, float, float, float, float]]]:
+    return {Path(i.file).name: [(b.label, b.x1, b.y1, b.x2, b.y2) for b in i.boxes] for i in dataset.images}
+
+
+def _assert_same(original: Dataset, imported: Dataset, tolerance: float, splits: bool) -> None:
+    assert len(imported.images) == len(original.images)
+    expected, found = _boxes(original), _boxes(imported)
+    assert found.keys() == expected.keys()
+    for name, boxes in expected.items():
+        assert len(found[name]) == len(boxes), name
+        for want, got in zip(boxes, found[name], strict=True):
+            assert got[0] == want[0]
+            assert got[1:] == pytest.approx(want[1:], abs=tolerance, rel=0)
+    if splits:
+        assert {Path(i.file).name: i.split for i in imported.images} == {
+            Path(i.file).name: i.split for i in original.images
+        }
+
+
+def _source(format_name: str, exported: Path) -> Path:
+    return {"coco": exported / "annotations.json", "voc": exported, "yolo": exported / "data.yaml"}.get(
+        format_name, exported
+    )
+
+
+@pytest.mark.parametrize(
+    ("format_name", "tolerance", "splits", "ordered"),
+    [("coco", 1e-6, True, True), ("voc", 0.0, True, False), ("yolo", 1e-3, True, True), ("powerai", 0.0, False, True)],
+)
+def test_round_trip(
+    shapes: Dataset, tmp_path: Path, format_name: str, tolerance: float, splits: bool, ordered: bool
+) -> None:
+    exported = tmp_path / ("out.zip" if format_name == "powerai" else "out")
+    written = export_dataset(format_name, shapes.root, exported)
+    assert written.images == len(shapes.images)
+    summary = import_dataset(format_name, _source(format_name, exported), tmp_path / "back")
+    assert (summary.clipped, summary.dropped, summary.crowd, summary.renamed) == (0, 0, 0, 0)
+    imported = load_dataset(tmp_path / "back")
+    assert imported.classes == shapes.classes if ordered else sorted(imported.classes) == sorted(shapes.classes)
+    _assert_same(shapes, imported, tolerance, splits)
+    for image in imported.images:
+        assert imported.path(image).read_bytes() == (shapes.root / "images" / Path(image.file).name).read_bytes()
+
+
+def test_coco_loads_in_pycocotools(shapes: Dataset, tmp_path: Path) -> None:
+    coco_module = pytest.importorskip("pycocotools.coco")
+    export_dataset("coco", shapes.root, tmp_path / "out")
+    coco = coco_module.COCO(str(tmp_path / "out" / "annotations.json"))
+    assert [c["name"] for c in coco.loadCats(coco.getCatIds())] == shapes.classes
+    assert coco.getCatIds() == list(range(1, len(shapes.classes) + 1))
+    assert len(coco.getImgIds()) == len(shapes.images)
+    for number, image in enumerate(shapes.images, start=1):
+        annotations = coco.loadAnns(coco.getAnnIds(imgIds=[number]))
+        assert [a["area"] for a in annotations] == [(b.x2 - b.x1) * (b.y2 - b.y1) for b in image.boxes]
+        assert (tmp_path / "out" / coco.loadImgs([number])[0]["file_name"]).is_file()
+
+
+def test_voc_xml_is_one_based(shapes: Dataset, tmp_path: Path) -> None:
+    export_dataset("voc", shapes.root, tmp_path / "out")
+    image = shapes.images[0]
+    root = ET.parse(tmp_path / "out" / "Annotations" / f"{Path(image.file).stem}.xml").getroot()
+    assert (int(root.findtext("size/width")), int(root.findtext("size/height"))) == (image.width, image.height)
+    found = [
+        (o.findtext("name"), *(int(o.findtext(f"bndbox/{k}")) for k in ("xmin", "ymin", "xmax", "ymax")))
+        for o in root.iter("object")
+    ]
+    assert found == [(b.label, int(b.x1) + 1, int(b.y1) + 1, int(b.x2), int(b.y2)) for b in image.boxes]
+    listed = (tmp_path / "out" / "ImageSets" / "Main" / f"{image.split}.txt").read_text().split()
+    assert Path(image.file).stem in listed
+
+
+def test_voc_one_pixel_box_round_trips_exactly(tmp_path: Path) -> None:
+    """xmin = xmax = 1 in VOC is the first pixel: forklift's [0, 1)."""
+    voc = tmp_path / "voc"
+    (voc / "Annotations").mkdir(parents=True)
+    (voc / "JPEGImages").mkdir()
+    synth = synth_shapes(tmp_path / "s", n=1, size=64, seed=0)
+    (voc / "JPEGImages" / "a.png").write_bytes(synth.path(synth.images[0]).read_bytes())
+    (voc / "Annotations" / "a.xml").write_text(
+        "<annotation><filename>a.png</filename><size><width>64</width><height>64</height></size>"
+        "<object><name>dot</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>1</xmax><ymax>1</ymax></bndbox></object>"
+        "<object><name>dot</name><bndbox><xmin>5</xmin><ymin>6</ymin><xmax>64</xmax><ymax>64</ymax></bndbox></object>"
+        "</annotation>"
+    )
+    import_dataset("voc", voc, tmp_path / "back")
+    boxes = [(b.x1, b.y1, b.x2, b.y2) for b in load_dataset(tmp_path / "back").images[0].boxes]
+    assert boxes == [(0.0, 0.0, 1.0, 1.0), (4.0, 5.0, 64.0, 64.0)]
+    export_dataset("voc", tmp_path / "back", tmp_path / "again")
+    assert (tmp_path / "again" / "Annotations" / "a.xml").read_text().count("<xmin>1</xmin>") == 1
+    root = ET.parse(tmp_path / "again" / "Annotations" / "a.xml").getroot()
+    assert [o.findtext("bndbox/xmax") for o in root.iter("object")] == ["1", "64"]
+
+
+def test_yolo_labels_are_normalised(shapes: Dataset, tmp_path: Path) -> None:
+    export_dataset("yolo", shapes.root, tmp_path / "out")
+    config = yaml.safe_load((tmp_path / "out" / "data.yaml").read_text())
+    assert config["names"] == shapes.classes and config["train"] == "images/train"
+    lines = [line for path in (tmp_path / "out" / "labels").rglob("*.txt") for line in path.read_text().splitlines()]
+    assert len(lines) == sum(len(i.boxes) for i in shapes.images)
+    for line in lines:
+        index, *values = line.split()
+        assert 0 <= int(index) < len(shapes.classes)
+        assert len(values) == 4 and all(0.0 <= float(v) <= 1.0 for v in values)
+
+
+def test_coco_boxes_outside_and_empty_are_clipped_and_dropped(shapes: Dataset, tmp_path: Path) -> None:
+    image = shapes.images[0]
+    document = {
+        "images": [{"id": 7, "file_name": Path(image.file).name, "width": 96, "height": 96}],
+        "categories": [{"id": 40, "name": "cat"}, {"id": 3, "name": "dog"}],
+        "annotations": [
+            {"id": 1, "image_id": 7, "category_id": 40, "bbox": [80, -10, 30, 20]},
+            {"id": 2, "image_id": 7, "category_id": 3, "bbox": [10, 10, 0, 5]},
+            {"id": 3, "image_id": 7, "category_id": 3, "bbox": [200, 10, 5, 5]},
+            {"id": 4, "image_id": 7, "category_id": 3, "bbox": [1, 2, 3, 4], "iscrowd": 1},
+            {"id": 5, "image_id": 7, "category_id": 3, "bbox": [1.5, 2, 3, 4]},
+        ],
+    }
+    (tmp_path / "coco.json").write_text(json.dumps(document))
+    summary = import_dataset("coco", tmp_path / "coco.json", tmp_path / "back", images=shapes.root / "images")
+    assert (summary.clipped, summary.dropped, summary.crowd, summary.boxes) == (1, 2, 1, 2)
+    imported = load_dataset(tmp_path / "back")
+    assert imported.classes == ["dog", "cat"]  # ordered by category id
+    assert _boxes(imported)[Path(image.file).name] == [("cat", 80.0, 0.0, 96.0, 10.0), ("dog", 1.5, 2.0, 4.5, 6.0)]
+
+
+def test_zip_member_outside_is_refused(shapes: Dataset, tmp_path: Path) -> None:
+    with zipfile.ZipFile(tmp_path / "evil.zip", "w") as archive:
+        archive.writestr("../evil.xml", "<annotation/>")
+    with pytest.raises(ForkliftError, match=r"'\.\./evil\.xml'") as caught:
+        import_dataset("powerai", tmp_path / "evil.zip", tmp_path / "back")
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "back").exists()
+
+
+def test_xml_entities_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "voc" / "Annotations").mkdir(parents=True)
+    (tmp_path / "voc" / "Annotations" / "a.xml").write_text(
+        '<?xml version="1.0"?><!DOCTYPE a [<!ENTITY x SYSTEM "file:///etc/passwd">]><annotation>&x;</annotation>'
+    )
+    with pytest.raises(ForkliftError, match="DOCTYPE"):
+        import_dataset("voc", tmp_path / "voc", tmp_path / "back")
+
+
+def _cli(*args: object) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "forklift.cli", "data", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_cli_round_trip_and_bad_input(shapes: Dataset, tmp_path: Path) -> None:
+    exported = _cli("export", "--to", "powerai", shapes.root, tmp_path / "shapes.zip")
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.startswith("exported 12 images") and exported.stdout.count("\n") == 1
+    imported = _cli("import", "--from", "powerai", tmp_path / "shapes.zip", tmp_path / "back")
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith("imported 12 images") and "0 boxes clipped" in imported.stdout
+    _assert_same(shapes, load_dataset(tmp_path / "back"), 0.0, splits=False)
+    bad = _cli("import", "--from", "coco", tmp_path / "missing.json", tmp_path / "none")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.json" in bad.stderr
