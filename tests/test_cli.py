@@ -35,7 +35,10 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_help_has_examples() -> None:
-    for verb in (["predict"], ["models", "inspect"], ["models", "new-darknet"], ["models", "export"], ["demo"]):
+    verbs = (["predict"], ["models", "inspect"], ["models", "new-darknet"], ["models", "export"], ["demo"],
+             ["serve"], ["post"], ["sweep"], ["pod"], ["topology"], ["plan"], ["eval"], ["train"],
+             ["data", "synth", "shapes"], ["data", "check"], ["data", "import"])  # fmt: skip
+    for verb in verbs:
         text = forklift(*verb, "--help").stdout
         assert "example:" in text and "forklift " in text
 

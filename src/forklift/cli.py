@@ -299,6 +299,51 @@ def cmd_data_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from forklift.train.evaluate import DetectionMetrics, evaluate
+
+    out = args.out or Path("out/eval") / args.model_dir.resolve().name
+    result = evaluate(args.model_dir, args.data, args.split, args.conf, args.iou, args.threshold, args.runtime, out)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    print(f"{result.model} on {result.data} ({result.split}): {result.images} images, {result.skipped} skipped")
+    metrics = result.metrics
+    if isinstance(metrics, DetectionMetrics):
+
+        def number(value: float | None) -> str:
+            return "n/a" if value is None else f"{value:.4f}"
+
+        print(f"mAP@[.5:.95] {number(metrics.map)}  mAP@.5 {number(metrics.map50)}")
+        print(f"at score {metrics.threshold}: precision {metrics.precision:.4f}  recall {metrics.recall:.4f}")
+        for name, ap in metrics.ap50.items():
+            print(f"  AP@.5 {name:<20} {number(ap)}")
+    else:
+        print(f"top-1 {metrics.top1:.4f}  top-5 {metrics.top5:.4f}")
+    print("wrote " + ", ".join(str(path) for path in result.files))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from forklift.train.trainer import train
+
+    out = train(
+        args.data,
+        args.out,
+        cfg=args.cfg,
+        model=args.model,
+        epochs=args.epochs,
+        batch=args.batch,
+        img=args.img,
+        lr=args.lr,
+        device=args.device,
+        resume=args.resume,
+        seed=args.seed,
+    )
+    print(f"wrote {out}: a model directory (forklift predict {out} IMAGE); per-epoch figures in {out / 'metrics.csv'}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from forklift.demo import run_demo
 
@@ -597,6 +642,47 @@ def build_parser() -> argparse.ArgumentParser:
     data_export.add_argument("data", type=Path, metavar="DATA", help="a forklift data set folder")
     data_export.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder (powerai: a new .zip)")
     data_export.set_defaults(handler=cmd_data_export)
+
+    evaluation = _parser(
+        verbs,
+        "eval",
+        "Measure a model on a data set's split: COCO mAP, per-class AP, precision/recall at a threshold, "
+        "confusion matrix and PR curves (top-1/top-5 for classifiers); writes eval.json and PNGs.",
+        "forklift eval models/shapes --data data/shapes --split val --out out/eval/shapes",
+    )
+    evaluation.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    evaluation.add_argument("--data", type=Path, required=True, help="a forklift data set folder")
+    evaluation.add_argument("--split", choices=("train", "val", "test"), default="val")
+    evaluation.add_argument("--conf", type=_threshold, default=0.001, help="score threshold of detections for mAP")
+    evaluation.add_argument("--iou", type=_threshold, default=0.6, help="NMS overlap threshold (default 0.6)")
+    evaluation.add_argument(
+        "--threshold", type=_threshold, default=0.25, help="score of the operating point for precision/recall"
+    )
+    evaluation.add_argument("--runtime", choices=("onnx", "torch", "opencv"), help="engine (default: by model kind)")
+    evaluation.add_argument("--out", type=Path, help="folder for eval.json and the PNGs (default: out/eval/MODEL)")
+    evaluation.add_argument("--json", action="store_true", help="print eval.json instead of a summary")
+    evaluation.set_defaults(handler=cmd_eval)
+
+    train = _parser(
+        verbs,
+        "train",
+        "Train a Darknet YOLOv3-style detector on a data set, from a cfg (fresh weights) or a model directory "
+        "(fine-tuning); OUT becomes a model directory with checkpoints/, metrics.csv and the ONNX export.",
+        "forklift train --data data/shapes --cfg yolov3-tiny.cfg --epochs 30 --batch 16 --img 320 out/shapes-tiny",
+    )
+    train.add_argument("--data", type=Path, required=True, metavar="DATA", help="a forklift data set folder (detect)")
+    source = train.add_mutually_exclusive_group(required=True)
+    source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes and head filters are rewritten")
+    source.add_argument("--model", type=Path, metavar="MODEL_DIR", help="Darknet model directory to fine-tune")
+    train.add_argument("--epochs", type=_positive, default=30)
+    train.add_argument("--batch", type=_positive, default=16)
+    train.add_argument("--img", type=_positive, default=None, help="input width and height (default: the cfg's)")
+    train.add_argument("--lr", type=float, default=0.001, help="peak learning rate of AdamW (default 0.001)")
+    train.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    train.add_argument("--resume", action="store_true", help="continue OUT's run from its last checkpoint")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("out", type=Path, metavar="OUT_DIR", help="a new or empty folder (or the run to resume)")
+    train.set_defaults(handler=cmd_train)
 
     demo = _parser(
         verbs,

@@ -1,0 +1,1 @@
+"""Training: the loop, its loss, checkpoints and evaluation of what it makes."""

@@ -1,0 +1,116 @@
+"""Images of a data set as training batches: letterboxed like predict does it, augmented on train.
+
+Inputs are RGB in [0, 1], letterboxed to the network size with the runtime's own `letterbox`, so the net sees
+at training what it sees when served. Targets are rows (image in batch, class, cx, cy, w, h) in fractions of the
+input. Augmentation draws from a generator seeded by (seed, epoch, image), and the shuffle from (seed, epoch):
+an epoch's batches are the same whether or not the run was interrupted before it.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from forklift.data.dataset import Dataset, ImageRecord
+from forklift.vision.images import decode_image
+from forklift.vision.resize import LETTERBOX_FILL, letterbox
+
+SCALE_RANGE = (0.75, 1.25)
+TRANSLATE = 0.1  # of the input size, each way
+HSV_GAINS = (0.015, 0.5, 0.3)  # hue, saturation, value: gains drawn in 1 +- these
+MIN_KEPT = 0.3  # a box cut by the image edge is kept if this much of its area remains
+MIN_SIDE = 2.0  # pixels
+
+
+class DetectionImages(torch.utils.data.Dataset):
+    """(image [3, H, W] float, targets [n, 5] class, cx, cy, w, h) for each usable image of a split."""
+
+    def __init__(
+        self, dataset: Dataset, images: list[ImageRecord], size: tuple[int, int], augment: bool, seed: int = 0
+    ) -> None:
+        self.dataset, self.images = dataset, images
+        self.width, self.height = size
+        self.augment, self.seed, self.epoch = augment, seed, 0
+        self.class_index = {name: i for i, name in enumerate(dataset.classes)}
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        record = self.images[index]
+        pixels = decode_image(self.dataset.path(record).read_bytes(), record.file)
+        fitted, placement = letterbox(pixels, self.width, self.height)
+        boxes = np.array([[b.x1, b.y1, b.x2, b.y2] for b in record.boxes], dtype=np.float64).reshape(-1, 4)
+        boxes[:, 0::2] = boxes[:, 0::2] * placement.scale_x + placement.pad_x
+        boxes[:, 1::2] = boxes[:, 1::2] * placement.scale_y + placement.pad_y
+        classes = np.array([self.class_index[b.label] for b in record.boxes], dtype=np.int64)
+        if self.augment:
+            rng = np.random.default_rng([self.seed, self.epoch, index])
+            fitted, boxes, classes = self._augment(fitted, boxes, classes, rng)
+        image = torch.from_numpy(np.ascontiguousarray(fitted.transpose(2, 0, 1))).float() / 255.0
+        return image, self._targets(boxes, classes)
+
+    def _augment(
+        self, image: np.ndarray, boxes: np.ndarray, classes: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        image, boxes, classes = random_affine(image, boxes, classes, rng)
+        if rng.random() < 0.5:
+            image = image[:, ::-1]
+            boxes = boxes.copy()
+            boxes[:, [0, 2]] = image.shape[1] - boxes[:, [2, 0]]
+        return hsv_jitter(image, rng), boxes, classes
+
+    def _targets(self, boxes: np.ndarray, classes: np.ndarray) -> torch.Tensor:
+        size = np.array([self.width, self.height], dtype=np.float64)
+        centre = (boxes[:, 0:2] + boxes[:, 2:4]) / 2 / size
+        extent = (boxes[:, 2:4] - boxes[:, 0:2]) / size
+        rows = np.concatenate([classes[:, None].astype(np.float64), centre, extent], axis=1)
+        return torch.from_numpy(rows).float().reshape(-1, 5)
+
+
+def random_affine(
+    image: np.ndarray, boxes: np.ndarray, classes: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scale about the centre and shift; boxes follow, are clipped, and dropped when mostly cut off."""
+    h, w = image.shape[:2]
+    scale = rng.uniform(*SCALE_RANGE)
+    shift = rng.uniform(-TRANSLATE, TRANSLATE, 2) * (w, h)
+    matrix = np.array([[scale, 0, (1 - scale) * w / 2 + shift[0]], [0, scale, (1 - scale) * h / 2 + shift[1]]])
+    warped = cv2.warpAffine(image, matrix, (w, h), borderValue=(LETTERBOX_FILL,) * 3)
+    moved = boxes * scale + np.tile(matrix[:, 2], 2)
+    clipped = moved.copy()
+    clipped[:, 0::2] = clipped[:, 0::2].clip(0, w)
+    clipped[:, 1::2] = clipped[:, 1::2].clip(0, h)
+    sides = clipped[:, 2:4] - clipped[:, 0:2]
+    area = sides.prod(1)
+    keep = (sides.min(1) >= MIN_SIDE) & (area >= MIN_KEPT * (moved[:, 2:4] - moved[:, 0:2]).prod(1))
+    return warped, clipped[keep], classes[keep]
+
+
+def hsv_jitter(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Random hue, saturation and brightness gains (YOLOv5's ranges), on an RGB uint8 image."""
+    gains = 1 + rng.uniform(-1, 1, 3) * HSV_GAINS
+    hue, sat, val = cv2.split(cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV))
+    ramp = np.arange(256, dtype=np.float64)
+    hue = cv2.LUT(hue, ((ramp * gains[0]) % 180).astype(np.uint8))
+    sat = cv2.LUT(sat, (ramp * gains[1]).clip(0, 255).astype(np.uint8))
+    val = cv2.LUT(val, (ramp * gains[2]).clip(0, 255).astype(np.uint8))
+    return cv2.cvtColor(cv2.merge((hue, sat, val)), cv2.COLOR_HSV2RGB)
+
+
+def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack images; prefix each target row with its image's position in the batch -> [N, 6]."""
+    images = torch.stack([image for image, _ in batch])
+    rows = [torch.cat([torch.full((len(t), 1), float(i)), t], dim=1) for i, (_, t) in enumerate(batch)]
+    return images, torch.cat(rows) if rows else torch.zeros(0, 6)
+
+
+def epoch_loader(images: DetectionImages, batch: int, epoch: int, shuffle: bool, workers: int = 0) -> DataLoader:
+    """The batches of one epoch: shuffled by (seed, epoch), augmented by (seed, epoch, image)."""
+    images.epoch = epoch
+    generator = torch.Generator().manual_seed(images.seed * 100_003 + epoch)
+    return DataLoader(
+        images, batch_size=batch, shuffle=shuffle, collate_fn=collate, num_workers=workers, generator=generator
+    )
