@@ -226,6 +226,12 @@ def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, 
     assert (out / "tiny.weights").read_bytes() == (trained / "tiny.weights").read_bytes()
 
 
+def test_time_budget_stops_after_the_epoch_that_spends_it(work: Path) -> None:
+    out = train(work / "data", work / "budget", cfg=work / "tiny.cfg", time_budget_s=0.0, **SETTINGS)
+    assert [int(r["epoch"]) for r in _metrics(out)] == [1]
+    assert (out / "tiny.weights").is_file() and (out / "tiny.onnx").is_file()
+
+
 def test_fine_tuning_starts_from_the_model(work: Path, trained: Path) -> None:
     out = train(work / "data", work / "tuned", model=trained, epochs=1, batch=4, lr=0.001, seed=1)
     assert float(_metrics(out)[0]["loss"]) < 0.8 * float(_metrics(trained)[0]["loss"])

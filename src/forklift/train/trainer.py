@@ -58,8 +58,14 @@ def train(
     resume: bool = False,
     seed: int = 0,
     workers: int = 0,
+    time_budget_s: float | None = None,
 ) -> Path:
-    """Train from a cfg (fresh weights) or a model directory (fine-tuning); returns OUT, a model directory."""
+    """Train from a cfg (fresh weights) or a model directory (fine-tuning); returns OUT, a model directory.
+
+    With `time_budget_s`, training stops after the epoch during which that many seconds of this call have passed
+    (the schedule still spans `epochs`, so choose epochs that fit the budget for a full cosine).
+    """
+    budget_start = time.perf_counter()
     out = Path(out)
     _check_device(device)
     if img is not None and img % 32:
@@ -115,6 +121,9 @@ def train(
                     writer.add_scalar(f"train/{key}", value, epoch)
         _save_checkpoint(checkpoint_path, net, optimiser, schedule, epoch)
         print(f"epoch {epoch}/{epochs}: " + ", ".join(f"{k} {row[k]:.4f}" for k in METRIC_FIELDS[1:5]), flush=True)
+        if time_budget_s is not None and time.perf_counter() - budget_start >= time_budget_s:
+            print(f"time budget of {time_budget_s:g} s spent after epoch {epoch}/{epochs}", flush=True)
+            break
 
     if writer is not None:
         writer.close()
