@@ -2,8 +2,8 @@
 
 The training issue's figures: on `forklift data synth shapes` at 320x320, a tiny YOLO trained from scratch on
 this machine's CPU cores should reach mAP@.5 >= 0.90 within 15 minutes of training. This generates the set,
-writes a slimmer yolov3-tiny cfg (see `tiny_cfg`), picks the epochs that fit the budget from a short measured
-probe of the training step, trains with `forklift.train.trainer.train` (which also stops at the budget), and
+writes a slimmer yolov3-tiny cfg (`forklift.train.small_cfg`), picks the epochs that fit the budget from a short
+measured probe of the training step, trains with `forklift.train.trainer.train` (which also stops at the budget), and
 evaluates the model on val through the torch and the onnx runtimes (their mAPs must agree within 0.005).
 Writes bench/results/train/train.json and prints a table.
 
@@ -17,7 +17,6 @@ import json
 import math
 import os
 import platform
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -32,32 +31,15 @@ from forklift.nets.init import initialise
 from forklift.train.evaluate import evaluate
 from forklift.train.loader import DetectionImages, epoch_loader
 from forklift.train.loss import yolo_heads, yolo_loss
-from forklift.train.trainer import set_classes, train
+from forklift.train.small_cfg import slim_cfg
+from forklift.train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("FORKLIFT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 RESULTS = ROOT / "bench" / "results" / "train"
 SIZE = 320
 # yolov3-tiny's convolution widths -> this benchmark's (the heads' filters are set by set_classes for 5 classes).
-FILTERS = {128: 64, 256: 128, 512: 256, 1024: 256}
 TOLERANCE = 0.005  # torch vs onnx mAP
-
-
-def tiny_cfg(source: Path) -> tuple[str, list[str]]:
-    """yolov3-tiny.cfg with the wider convolutions slimmed (FILTERS), 320x320 input and 5 classes."""
-    changes = []
-
-    def slim(match: re.Match) -> str:
-        old = int(match.group(1))
-        new = FILTERS.get(old, old)
-        if new != old:
-            changes.append(f"filters {old}->{new}")
-        return f"filters={new}"
-
-    text = re.sub(r"^filters=(\d+)$", slim, source.read_text(encoding="utf-8"), flags=re.M)
-    text = set_classes(text, str(source), len(CLASSES), SIZE)
-    changes += [f"width/height 416->{SIZE}", f"[yolo] classes 80->{len(CLASSES)} (head filters 255->30)"]
-    return text, changes
 
 
 def probe_seconds_per_image(data: Path, cfg: Path, batch: int, steps: int = 6) -> float:
@@ -102,7 +84,7 @@ def main() -> None:
     started = time.perf_counter()
     synth_shapes(data, args.n, SIZE, seed=0)
     synth_seconds = time.perf_counter() - started
-    text, changes = tiny_cfg(SHARED / "darknet" / "yolov3-tiny.cfg")
+    text, changes = slim_cfg(SHARED / "darknet" / "yolov3-tiny.cfg", len(CLASSES), SIZE)
     cfg.write_text(text, encoding="utf-8")
     budget = args.minutes * 60
     train_count = sum(image.split == "train" for image in check_dataset(data).dataset.images)

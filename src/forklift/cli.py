@@ -687,7 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = _parser(
         verbs,
         "demo",
-        "Run what forklift does end to end on the sample photos: make a model, export it, predict.",
+        "The main job end to end: generate shapes, train a small YOLO for a few minutes, evaluate, serve, post.",
         "forklift demo --out out/demo",
     )
     demo.add_argument("--out", type=Path, default=Path("out/demo"))
