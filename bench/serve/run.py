@@ -38,11 +38,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 
-from forklift.bench.launch import free_port
+from forklift.bench.launch import free_port, wait_until_answering
 from forklift.bench.post import LoadResult, run_load
+from forklift.errors import ForkliftError
 from forklift.formats.model_dir import open_model_dir
 from forklift.nets.init import new_darknet_dir
 from forklift.runtime.base import PredictOptions
@@ -110,16 +110,12 @@ def start(command: list[str], health: str, log: Path, env: dict[str, str] | None
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, **(env or {})})  # fmt: skip
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{command[:3]} exited with {process.returncode}:\n{log.read_text()[-2000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(health, timeout=5).status_code == 200:
-                return process
-        time.sleep(0.5)
-    stop(process)
-    raise RuntimeError(f"{command[:3]} not healthy at {health} after 300 s:\n{log.read_text()[-2000:]}")
+    try:
+        wait_until_answering(health, process, log, timeout=300)
+    except ForkliftError:
+        stop(process)
+        raise
+    return process
 
 
 def stop(process: subprocess.Popen) -> None:

@@ -21,6 +21,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_answering(url: str, process: subprocess.Popen, log: Path, timeout: float = 180.0) -> httpx.Response:
+    """Poll `url` until it answers 200 and return that answer; an error with the process's output if it dies first
+    or does not answer within `timeout` (a server loading models takes seconds to bind its port)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ForkliftError(f"{url}: the process exited with {process.returncode}: {log.read_text()[-2000:]}")
+        try:
+            response = httpx.get(url, timeout=2)
+            if response.status_code == 200:
+                return response
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise ForkliftError(f"{url}: not answering after {timeout:.0f} s: {log.read_text()[-2000:]}")
+
+
 class ServerProcess:
     """A `forklift serve` child; `url` is its base address, its output goes to `log`."""
 
@@ -35,19 +52,11 @@ class ServerProcess:
 
     def wait_healthy(self, timeout: float = 180.0) -> dict:
         """The /healthz facts once it answers 200; an error with the server's output if it dies or hangs."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ForkliftError(f"forklift serve exited with {self.process.returncode}: {self.log.read_text()}")
-            try:
-                response = httpx.get(f"{self.url}/healthz", timeout=2)
-                if response.status_code == 200:
-                    return response.json()
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise ForkliftError(f"forklift serve was not healthy within {timeout:.0f} s: {self.log.read_text()}")
+        try:
+            return wait_until_answering(f"{self.url}/healthz", self.process, self.log, timeout).json()
+        except ForkliftError:
+            self.stop()
+            raise
 
     def stop(self) -> int:
         """SIGTERM (drain), then wait; the exit code."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from forklift.bench.launch import ServerProcess
 from forklift.bench.post import LoadResult, read_images, run_load
 from forklift.bench.recommendation import Recommendation, save_recommendation
 from forklift.formats.model_dir import open_model_dir
+from forklift.system.topology import available_cpus
 
 WARM_UP_REQUESTS = 8
 
@@ -50,7 +50,7 @@ class SweepRow:
 
 def layouts(instances: list[int], threads: list[int], batches: list[int]) -> tuple[list[Layout], list[Layout]]:
     """The layouts that fit this machine's CPUs (instances x threads), and those skipped."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cpus = available_cpus()
     every = [Layout(i, t, b) for i in instances for t in threads for b in batches]
     return [lay for lay in every if lay.instances * lay.threads <= cpus], [
         lay for lay in every if lay.instances * lay.threads > cpus

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +12,7 @@ from forklift.formats.model_dir import ModelDirectory
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.onnx_export import META_CLASSES, META_TASK, OUTPUT_NAMES, onnx_for_darknet
 from forklift.runtime.yolo import YoloPredictor
-
-
-def available_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+from forklift.system.topology import available_cpus
 
 
 def open_session(path: Path, threads: int | None, spin: bool = True) -> ort.InferenceSession:

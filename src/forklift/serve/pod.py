@@ -19,8 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
+from forklift.bench.launch import wait_until_answering
 from forklift.errors import ForkliftError
 from forklift.formats.model_dir import open_model_dir
 from forklift.system.placement import Plan, make_plan, nginx_conf
@@ -56,20 +55,6 @@ def _start_instance(model_dir: Path, port: int, cpus: tuple[int, ...], log: Path
                                 start_new_session=True)  # fmt: skip
 
 
-def _wait(url: str, process: subprocess.Popen, log: Path, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise ForkliftError(f"{url}: exited with {process.returncode}: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise ForkliftError(f"{url}: not answering after {timeout:.0f} s; see {log}")
-
-
 def start_pod(model_dir: Path, instances: int, port: int, cpus_per_instance: int | None = None) -> dict:
     """Start the instances and NGINX, wait until all answer, and record them; the state as a dict."""
     open_model_dir(model_dir)
@@ -89,7 +74,9 @@ def start_pod(model_dir: Path, instances: int, port: int, cpus_per_instance: int
             state["instances"].append({"pid": process.pid, "port": instance.port, "cpus": list(instance.cpus)})
             _save(folder, state)
         for instance, process in started:
-            _wait(f"http://127.0.0.1:{instance.port}/healthz", process, folder / f"instance-{instance.index}.log")
+            wait_until_answering(
+                f"http://127.0.0.1:{instance.port}/healthz", process, folder / f"instance-{instance.index}.log"
+            )
         config = folder / "nginx.conf"
         config.write_text(nginx_conf(plan, listen=port, runtime_dir=folder))
         log = folder / "nginx.log"
@@ -99,7 +86,7 @@ def start_pod(model_dir: Path, instances: int, port: int, cpus_per_instance: int
                                      start_new_session=True)  # fmt: skip
         state["nginx_pid"] = front.pid
         _save(folder, state)
-        _wait(f"http://127.0.0.1:{port}/healthz", front, log)
+        wait_until_answering(f"http://127.0.0.1:{port}/healthz", front, log)
     except BaseException:
         stop_pod(port)
         raise

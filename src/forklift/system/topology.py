@@ -282,6 +282,11 @@ def read_lscpu(path: Path) -> Topology:
     return parse_lscpu(_read(path), str(path))
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity, which containers and pinning narrow), not the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def current() -> Topology:
     """This machine as this process may use it: sysfs, narrowed to the CPU affinity (a container's cpuset)."""
     return read_sysfs(SYSFS, os.sched_getaffinity(0))
