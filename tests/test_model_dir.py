@@ -66,6 +66,9 @@ def test_config_file_read(model: Path) -> None:
     (model / "forklift.json").write_text('{"resize": "squash"}')
     with pytest.raises(ForkliftError, match="resize must be one of letterbox, stretch"):
         open_model_dir(model)
+    (model / "forklift.json").write_text('{"task": "segmentation"}')
+    with pytest.raises(ForkliftError, match="task must be one of detect, classify, segment, not 'segmentation'"):
+        open_model_dir(model)
 
 
 def test_new_darknet_refuses_wrong_names(tmp_path: Path) -> None:

@@ -22,12 +22,13 @@ from forklift.data.dataset import load_dataset
 from forklift.data.synth import synth_shapes
 from forklift.formats.darknet_cfg import parse_cfg
 from forklift.formats.model_dir import open_model_dir
-from forklift.nets.darknet import DarknetNet
+from forklift.nets.darknet import DarknetNet, load_weights
 from forklift.nets.init import initialise
 from forklift.train import trainer
+from forklift.train.detect import set_classes
 from forklift.train.loader import DetectionImages, collate
 from forklift.train.loss import build_targets, yolo_heads, yolo_loss
-from forklift.train.trainer import set_classes, train
+from forklift.train.trainer import train
 
 TINY_CFG = """\
 [net]
@@ -199,7 +200,19 @@ def test_loss_falls(trained: Path) -> None:
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
     first, last = float(rows[0]["loss"]), float(rows[-1]["loss"])
     assert last < 0.6 * first, (first, last)
-    assert rows[-1]["map50"] != ""  # evaluated on val at the end
+    assert all(row["map50"] != "" for row in rows)  # val measured each epoch
+    assert json.loads((trained / "eval" / "eval.json").read_text())["task"] == "detect"
+
+
+def test_model_directory_holds_the_best_validated_epoch(trained: Path) -> None:
+    scores = [float(row["map50"]) for row in _metrics(trained)]
+    best = torch.load(trained / "checkpoints" / "best.pt", weights_only=True)
+    assert best["epoch"] == 1 + scores.index(max(scores))
+    written = DarknetNet(parse_cfg((trained / "tiny.cfg").read_text()))
+    load_weights(written, trained / "tiny.weights")
+    for key, value in written.state_dict().items():
+        if not key.endswith("num_batches_tracked"):
+            assert torch.equal(value, best["model"][key]), key
 
 
 def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, monkeypatch) -> None:
@@ -226,9 +239,9 @@ def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, 
     assert (out / "tiny.weights").read_bytes() == (trained / "tiny.weights").read_bytes()
 
 
-def test_time_budget_stops_after_the_epoch_that_spends_it(work: Path) -> None:
+def test_time_budget_stops_before_an_epoch_that_would_overrun_it(work: Path) -> None:
     out = train(work / "data", work / "budget", cfg=work / "tiny.cfg", time_budget_s=0.0, **SETTINGS)
-    assert [int(r["epoch"]) for r in _metrics(out)] == [1]
+    assert [int(r["epoch"]) for r in _metrics(out)] == [1]  # the first epoch always runs
     assert (out / "tiny.weights").is_file() and (out / "tiny.onnx").is_file()
 
 
@@ -263,3 +276,26 @@ def test_cli_bad_input_is_one_line(work: Path, capsys) -> None:
     code = main(["train", "--data", str(work / "data"), "--cfg", str(work / "missing.cfg"), str(work / "x")])
     assert code == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_mosaic_tiles_four_images_with_their_boxes(work: Path) -> None:
+    dataset = load_dataset(work / "data")
+    plain = DetectionImages(dataset, dataset.images, (96, 96), augment=True, seed=3)
+    tiled = DetectionImages(dataset, dataset.images, (96, 96), augment=True, seed=3, mosaic=True)
+    counts = {"plain": 0, "tiled": 0}
+    for index in range(len(dataset.images)):
+        image, targets = tiled[index]
+        again, same_targets = tiled[index]
+        assert torch.equal(image, again) and torch.equal(targets, same_targets)  # drawn by (seed, epoch, image)
+        assert image.shape == (3, 96, 96)
+        corners = torch.cat([targets[:, 1:3] - targets[:, 3:5] / 2, targets[:, 1:3] + targets[:, 3:5] / 2], dim=1)
+        assert bool((corners >= -1e-6).all() and (corners <= 1 + 1e-6).all() and (targets[:, 3:5] > 0).all())
+        counts["tiled"] += len(targets)
+        counts["plain"] += len(plain[index][1])
+    assert counts["tiled"] > 1.3 * counts["plain"], counts
+
+
+def test_mixed_precision_on_the_cpu_trains(work: Path) -> None:
+    out = train(work / "data", work / "amp", cfg=work / "tiny.cfg", epochs=1, batch=4, lr=0.01, amp=True, mosaic=True)
+    assert np.isfinite(float(_metrics(out)[0]["loss"]))
+    assert open_model_dir(out).kind == "darknet"

@@ -247,7 +247,7 @@ def cmd_pod(args: argparse.Namespace) -> int:
 def cmd_data_import(args: argparse.Namespace) -> int:
     from forklift.data.formats import import_dataset
 
-    print(import_dataset(args.source_format, args.source, args.out, images=args.images).line())
+    print(import_dataset(args.source_format, args.source, args.out, images=args.images, task=args.task).line())
     return 0
 
 
@@ -300,7 +300,7 @@ def cmd_data_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from forklift.train.evaluate import DetectionMetrics, evaluate
+    from forklift.train.evaluate import DetectionMetrics, SegmentationMetrics, evaluate
 
     out = args.out or Path("out/eval") / args.model_dir.resolve().name
     result = evaluate(args.model_dir, args.data, args.split, args.conf, args.iou, args.threshold, args.runtime, out)
@@ -309,15 +309,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 0
     print(f"{result.model} on {result.data} ({result.split}): {result.images} images, {result.skipped} skipped")
     metrics = result.metrics
+
+    def number(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
     if isinstance(metrics, DetectionMetrics):
-
-        def number(value: float | None) -> str:
-            return "n/a" if value is None else f"{value:.4f}"
-
         print(f"mAP@[.5:.95] {number(metrics.map)}  mAP@.5 {number(metrics.map50)}")
         print(f"at score {metrics.threshold}: precision {metrics.precision:.4f}  recall {metrics.recall:.4f}")
         for name, ap in metrics.ap50.items():
             print(f"  AP@.5 {name:<20} {number(ap)}")
+    elif isinstance(metrics, SegmentationMetrics):
+        print(f"mIoU {number(metrics.miou)}  pixel accuracy {number(metrics.pixel_accuracy)}")
+        for name, iou in metrics.iou.items():
+            print(f"  IoU {name:<22} {number(iou)}")
     else:
         print(f"top-1 {metrics.top1:.4f}  top-5 {metrics.top5:.4f}")
     print("wrote " + ", ".join(str(path) for path in result.files))
@@ -339,6 +343,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         device=args.device,
         resume=args.resume,
         seed=args.seed,
+        workers=args.workers,
+        time_budget_s=None if args.minutes is None else args.minutes * 60,
+        val_every=args.val_every,
+        mosaic=args.mosaic,
+        amp=args.amp,
     )
     print(f"wrote {out}: a model directory (forklift predict {out} IMAGE); per-epoch figures in {out / 'metrics.csv'}")
     return 0
@@ -576,7 +585,10 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--size", type=_positive, required=True, help="width and height of each image, pixels (>= 64)")
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument(
-        "--task", choices=("detect", "classify"), default="detect", help="boxes of 1-4 shapes, or one shape's label"
+        "--task",
+        choices=("detect", "classify", "segment"),
+        default="detect",
+        help="boxes of 1-4 shapes, one shape's label, or PNG masks of 1-4 shapes (DATA/masks/)",
     )
     synth.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder")
     synth.set_defaults(handler=cmd_data_synth)
@@ -611,17 +623,24 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("--seed", type=int, default=0)
     split.add_argument("--stratify", action="store_true", help="keep each dominant class's share in every split")
     split.set_defaults(handler=cmd_data_split)
-    formats = ("coco", "voc", "yolo", "powerai")
+    formats = ("coco", "voc", "yolo", "powerai", "masks")
     data_import = _parser(
         data_verbs,
         "import",
-        "Make a forklift data set from COCO JSON, a Pascal VOC folder, a YOLO data.yaml or a PowerAI Vision zip; "
-        "boxes outside their image are clipped, empty ones dropped, and both counted.",
-        "forklift data import --from coco instances_val2017.json --images val2017 data/coco-val",
+        "Make a forklift data set from COCO JSON, a Pascal VOC folder, a YOLO data.yaml, a PowerAI Vision zip or a "
+        "folder of PNG masks (images/, masks/, classes.txt); boxes outside their image are clipped, empty ones "
+        "dropped, and both counted. COCO segmentations (polygons, RLE) become masks with --task segment.",
+        "forklift data import --from coco instances_val2017.json --images val2017 --task segment data/coco-val",
     )
     data_import.add_argument("--from", dest="source_format", choices=formats, required=True)
     data_import.add_argument(
-        "source", type=Path, metavar="SOURCE", help="COCO .json, VOC folder, YOLO data.yaml or PowerAI .zip"
+        "source",
+        type=Path,
+        metavar="SOURCE",
+        help="COCO .json, VOC folder, YOLO data.yaml, PowerAI .zip or masks folder",
+    )
+    data_import.add_argument(
+        "--task", choices=("detect", "segment"), help="coco: boxes (detect, default) or segmentations as masks"
     )
     data_import.add_argument(
         "--images",
@@ -635,7 +654,8 @@ def build_parser() -> argparse.ArgumentParser:
     data_export = _parser(
         data_verbs,
         "export",
-        "Write a forklift data set as COCO JSON, a Pascal VOC folder, a YOLO data.yaml + labels or a PowerAI zip.",
+        "Write a forklift data set as COCO JSON (segment: RLE masks), a Pascal VOC folder, a YOLO data.yaml + "
+        "labels, a PowerAI zip or a folder of PNG masks (segment).",
         "forklift data export --to yolo data/shapes out/shapes-yolo",
     )
     data_export.add_argument("--to", dest="target_format", choices=formats, required=True)
@@ -647,7 +667,8 @@ def build_parser() -> argparse.ArgumentParser:
         verbs,
         "eval",
         "Measure a model on a data set's split: COCO mAP, per-class AP, precision/recall at a threshold, "
-        "confusion matrix and PR curves (top-1/top-5 for classifiers); writes eval.json and PNGs.",
+        "confusion matrix and PR curves (top-1/top-5 for classifiers; mIoU, per-class IoU and pixel accuracy "
+        "for segmentation); writes eval.json and PNGs.",
         "forklift eval models/shapes --data data/shapes --split val --out out/eval/shapes",
     )
     evaluation.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
@@ -666,19 +687,31 @@ def build_parser() -> argparse.ArgumentParser:
     train = _parser(
         verbs,
         "train",
-        "Train a Darknet YOLOv3-style detector on a data set, from a cfg (fresh weights) or a model directory "
-        "(fine-tuning); OUT becomes a model directory with checkpoints/, metrics.csv and the ONNX export.",
+        "Train a model on a data set: a Darknet YOLO detector (detect sets) or a Darknet classifier (classify "
+        "sets), from a cfg (fresh weights) or a model directory (fine-tuning). Each epoch ends with a checkpoint, a "
+        "row of metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
+        "directory with the best measured epoch's weights, its ONNX export and eval/.",
         "forklift train --data data/shapes --cfg yolov3-tiny.cfg --epochs 30 --batch 16 --img 320 out/shapes-tiny",
     )
-    train.add_argument("--data", type=Path, required=True, metavar="DATA", help="a forklift data set folder (detect)")
+    train.add_argument("--data", type=Path, required=True, metavar="DATA", help="a forklift data set folder")
     source = train.add_mutually_exclusive_group(required=True)
-    source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes and head filters are rewritten")
+    source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes (and filters) are rewritten")
     source.add_argument("--model", type=Path, metavar="MODEL_DIR", help="Darknet model directory to fine-tune")
     train.add_argument("--epochs", type=_positive, default=30)
     train.add_argument("--batch", type=_positive, default=16)
     train.add_argument("--img", type=_positive, default=None, help="input width and height (default: the cfg's)")
     train.add_argument("--lr", type=float, default=0.001, help="peak learning rate of AdamW (default 0.001)")
     train.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    train.add_argument(
+        "--amp",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mixed precision: float16 on CUDA, bfloat16 on the CPU (default: on for CUDA only)",
+    )
+    train.add_argument("--mosaic", action="store_true", help="detection: tile four images into half the samples")
+    train.add_argument("--val-every", type=_positive, default=1, metavar="N", help="measure on val every N epochs")
+    train.add_argument("--minutes", type=float, default=None, help="stop before an epoch that would end past this")
+    train.add_argument("--workers", type=int, default=0, help="data-loading processes (default 0: in the loop)")
     train.add_argument("--resume", action="store_true", help="continue OUT's run from its last checkpoint")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("out", type=Path, metavar="OUT_DIR", help="a new or empty folder (or the run to resume)")

@@ -52,7 +52,7 @@ def predict_files(
 
 
 def print_table(prediction: Prediction) -> None:
-    """A readable table: one line per detection (or class), errors in place."""
+    """A readable table: one line per detection (or class, or segment with its pixels), errors in place."""
     print(f"{'file':<28} {'label':<16} {'score':>6}  box (x1, y1, x2, y2)")
     for result in prediction.results:
         name = Path(result.file).name
@@ -62,6 +62,12 @@ def print_table(prediction: Prediction) -> None:
         if result.classes is not None:
             for c in result.classes:
                 print(f"{name:<28} {c.label:<16} {c.score:>6.3f}")
+            continue
+        for segment in result.segments or []:
+            height, width = segment.mask["size"]
+            share = segment.pixels / (height * width)
+            print(f"{name:<28} {segment.label:<16} {segment.pixels:>8} pixels ({share:.1%})")
+        if result.segments is not None:
             continue
         if not result.detections:
             print(f"{name:<28} (nothing found)")

@@ -1,5 +1,7 @@
 """Find every problem of a data set at once, so a person can fix them all and training can skip what is broken.
 
+Each entry gets its first problem: of its image file, then (segment) of its mask (forklift.data.masks).
+
 `forklift data check` reports; `usable_images` is what training keeps, so both agree on what a problem is.
 """
 
@@ -14,6 +16,7 @@ from typing import Any
 from tqdm import tqdm
 
 from forklift.data.dataset import Dataset, Finding, ImageRecord, load_dataset_leniently
+from forklift.data.masks import MaskProblem, load_mask
 from forklift.errors import ForkliftError
 from forklift.vision.images import DEFAULT_MAX_PIXELS, decode_image
 
@@ -105,6 +108,11 @@ def _file_problem(
         return UNREADABLE, str(exc)
     if (width, height) != (image.width, image.height):
         return SIZE_MISMATCH, f"dataset.json says {image.width}x{image.height}, the file is {width}x{height}"
+    if dataset.task == "segment":
+        try:
+            load_mask(dataset, image)
+        except MaskProblem as exc:
+            return exc.problem, str(exc)
     return None
 
 

@@ -2,17 +2,21 @@
 
 ```
 DATA/
-  dataset.json   {"format": "forklift-dataset", "version": 1, "task": "detect" | "classify",
+  dataset.json   {"format": "forklift-dataset", "version": 1, "task": "detect" | "classify" | "segment",
                   "classes": ["circle", ...],
                   "images": [{"file": "images/000001.png", "width": W, "height": H, "split": "train"|"val"|"test",
                               "boxes": [{"label": "circle", "x1": .., "y1": .., "x2": .., "y2": ..}],   # detect: pixels
-                              "label": "circle"}]}                                                      # classify
+                              "label": "circle",                                                        # classify
+                              "mask": "masks/000001.png"}]}                                             # segment
   images/...     the image files, paths relative to DATA
+  masks/...      segment: one single-channel 8-bit PNG per image, its size; pixel 0 = background,
+                 i + 1 = classes[i], 255 = ignore (the classes do not list background)
 ```
 
 Boxes are floats in pixels of their image, 0 <= x1 < x2 <= W and 0 <= y1 < y2 <= H. `load_dataset` checks all of
 this and says what is wrong in one line naming the file and the entry; `save_dataset` writes dataset.json only
-(whoever creates the images writes them).
+(whoever creates the images and masks writes them). The files themselves are checked by forklift.data.check
+(masks through forklift.data.masks), since reading them all is slow.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from forklift.errors import ForkliftError
 FORMAT = "forklift-dataset"
 VERSION = 1
 INDEX = "dataset.json"
-TASKS = ("detect", "classify")
+TASKS = ("detect", "classify", "segment")
 SPLITS = ("train", "val", "test")
 
 # What a lenient load calls the problems of an entry (forklift.data.check adds those of the image files).
@@ -85,11 +89,14 @@ class ImageRecord:
     split: str
     boxes: list[Box] = field(default_factory=list)
     label: str | None = None
+    mask: str | None = None  # segment: the mask file, relative to the data set's folder
 
     def to_json(self, task: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"file": self.file, "width": self.width, "height": self.height, "split": self.split}
         if task == "detect":
             entry["boxes"] = [box.to_json() for box in self.boxes]
+        elif task == "segment":
+            entry["mask"] = self.mask
         else:
             entry["label"] = self.label
         return entry
@@ -169,6 +176,8 @@ def describe(dataset: Dataset) -> str:
     """One line a person reads after making or loading a data set: images per split, objects per class."""
     splits = Counter(image.split for image in dataset.images)
     split_text = ", ".join(f"{splits[split]} {split}" for split in SPLITS)
+    if dataset.task == "segment":  # what each mask holds takes reading it: forklift data stats does
+        return f"{len(dataset.images)} images ({split_text}); masks of {', '.join(dataset.classes)}"
     if dataset.task == "detect":
         labels = Counter(box.label for image in dataset.images for box in image.boxes)
         counted = f"{sum(labels.values())} boxes"
@@ -254,10 +263,7 @@ def _image(entry: Any, task: str, classes: list[str], problems: list[_EntryProbl
     """One entry's record; a bad box raises, or goes into problems (and out of the record) when given."""
     if not isinstance(entry, dict):
         raise _EntryProblem(BAD_ENTRY, "expected an object with file, width, height and split")
-    file = _field(entry, "file", str)
-    relative = PurePosixPath(file)
-    if not file or relative.is_absolute() or ".." in relative.parts:
-        raise _EntryProblem(BAD_ENTRY, "the file must be a path inside the data set's folder")
+    file = _inside(entry, "file")
     width, height = _field(entry, "width", int), _field(entry, "height", int)
     if width < 1 or height < 1:
         raise _EntryProblem(BAD_ENTRY, f"size {width}x{height} is not positive")
@@ -268,6 +274,9 @@ def _image(entry: Any, task: str, classes: list[str], problems: list[_EntryProbl
     if task == "classify":
         record.label = _label(entry, classes)
         return record
+    if task == "segment":
+        record.mask = _inside(entry, "mask")
+        return record
     for j, box in enumerate(_field(entry, "boxes", list)):
         try:
             record.boxes.append(_box(box, classes, width, height))
@@ -277,6 +286,15 @@ def _image(entry: Any, task: str, classes: list[str], problems: list[_EntryProbl
                 raise
             problems.append(problem)
     return record
+
+
+def _inside(entry: dict[str, Any], key: str) -> str:
+    """entry[key] as a relative path that stays inside the data set's folder."""
+    path = _field(entry, key, str)
+    relative = PurePosixPath(path)
+    if not path or relative.is_absolute() or ".." in relative.parts:
+        raise _EntryProblem(BAD_ENTRY, f"the {key} must be a path inside the data set's folder")
+    return path
 
 
 def _box(entry: Any, classes: list[str], width: int, height: int) -> Box:

@@ -8,11 +8,14 @@ from pathlib import Path
 import numpy as np
 
 from forklift.data.dataset import Dataset, ImageRecord, load_dataset, save_dataset
+from forklift.data.masks import load_mask
 from forklift.errors import ForkliftError
 
 
 def split_dataset(path: Path, val: float, test: float, seed: int = 0, stratify: bool = False) -> Dataset:
-    """Load a data set, reassign its splits and write dataset.json back (atomically, through save_dataset)."""
+    """Load a data set, reassign its splits and write dataset.json back (atomically, through save_dataset).
+
+    Only the splits change: image and mask files stay where they are, and so do their paths."""
     dataset = load_dataset(path)
     assign_splits(dataset, val, test, seed=seed, stratify=stratify)
     save_dataset(dataset, dataset.root)
@@ -51,9 +54,14 @@ def _groups(dataset: Dataset, stratify: bool) -> list[list[ImageRecord]]:
 
 
 def _dominant(dataset: Dataset, image: ImageRecord) -> str | None:
-    """The class with most boxes in the image (the first of the classes on a tie), or its label for classify."""
+    """The class with most boxes (segment: pixels) in the image, the first of the classes on a tie; its label for
+    classify."""
     if dataset.task == "classify":
         return image.label
+    if dataset.task == "segment":
+        counts = np.bincount(load_mask(dataset, image).ravel(), minlength=len(dataset.classes) + 1)
+        k = int(np.argmax(counts[1 : len(dataset.classes) + 1]))
+        return dataset.classes[k] if counts[k + 1] else None
     if not image.boxes:
         return None
     labels = Counter(box.label for box in image.boxes)

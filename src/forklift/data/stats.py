@@ -1,4 +1,7 @@
-"""What a data set holds, in numbers a person checks before training: is a class rare, are the boxes tiny?"""
+"""What a data set holds, in numbers a person checks before training: is a class rare, are the boxes tiny?
+
+For segment data sets the masks are read: images showing each class, and each class's share of the pixels.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +11,21 @@ from typing import Any
 import numpy as np
 
 from forklift.data.dataset import SPLITS, Dataset, ImageRecord
+from forklift.data.masks import load_mask
+from forklift.vision.masks import IGNORE
 
 PERCENTILES = (5, 25, 50, 75, 95)
 
 
 def dataset_stats(dataset: Dataset) -> dict[str, Any]:
-    """Images per split, objects (boxes, or labels for classify) per class and split, boxes per image, box sizes
-    relative to their image (percentiles of width / W and height / H), and image sizes."""
-    per_class = {split: _class_counts(dataset, [i for i in dataset.images if i.split == split]) for split in SPLITS}
-    per_class["all"] = _class_counts(dataset, dataset.images)
+    """Images per split, objects (boxes, labels for classify, images showing the class for segment) per class and
+    split, boxes per image, box sizes relative to their image (percentiles of width / W and height / H), the
+    pixel share of each class (segment) and image sizes."""
+    pixels = _pixel_counts(dataset) if dataset.task == "segment" else {}
+    per_class = {
+        split: _class_counts(dataset, [i for i in dataset.images if i.split == split], pixels) for split in SPLITS
+    }
+    per_class["all"] = _class_counts(dataset, dataset.images, pixels)
     stats: dict[str, Any] = {
         "task": dataset.task,
         "images": {split: sum(1 for i in dataset.images if i.split == split) for split in SPLITS},
@@ -24,6 +33,11 @@ def dataset_stats(dataset: Dataset) -> dict[str, Any]:
         "image_sizes": dict(Counter(f"{i.width}x{i.height}" for i in dataset.images).most_common()),
     }
     stats["images"]["all"] = len(dataset.images)
+    if pixels:
+        total = sum(pixels.values())
+        names = ["background", *dataset.classes]
+        share = {name: round(float(total[k] / max(total.sum(), 1)), 6) for k, name in enumerate(names)}
+        stats["pixel_share"] = {**share, "ignore": round(float(total[IGNORE] / max(total.sum(), 1)), 6)}
     if dataset.task == "detect":
         counts = np.array([len(i.boxes) for i in dataset.images])
         stats["boxes_per_image"] = (
@@ -38,7 +52,14 @@ def dataset_stats(dataset: Dataset) -> dict[str, Any]:
     return stats
 
 
-def _class_counts(dataset: Dataset, images: list[ImageRecord]) -> dict[str, int]:
+def _pixel_counts(dataset: Dataset) -> dict[str, np.ndarray]:
+    """Each image's count of every mask value (0..255), by file."""
+    return {i.file: np.bincount(load_mask(dataset, i).ravel(), minlength=IGNORE + 1) for i in dataset.images}
+
+
+def _class_counts(dataset: Dataset, images: list[ImageRecord], pixels: dict[str, np.ndarray]) -> dict[str, int]:
+    if dataset.task == "segment":
+        return {name: sum(int(pixels[i.file][k] > 0) for i in images) for k, name in enumerate(dataset.classes, 1)}
     labels = Counter(
         [b.label for i in images for b in i.boxes] if dataset.task == "detect" else [i.label for i in images]
     )
@@ -65,4 +86,6 @@ def print_stats(stats: dict[str, Any]) -> None:
         for axis, values in stats["box_size"].items():
             text = ", ".join(f"{p} {v:.3f}" for p, v in values.items())
             print(f"box {axis} / image {axis}: {text}")
+    if "pixel_share" in stats:
+        print("pixel share: " + ", ".join(f"{name} {share:.2%}" for name, share in stats["pixel_share"].items()))
     print("image sizes: " + ", ".join(f"{size} ({n})" for size, n in stats["image_sizes"].items()))

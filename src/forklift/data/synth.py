@@ -1,7 +1,9 @@
 """Synthetic data sets: shapes on textured backgrounds, reproducible by seed.
 
-They let training, evaluation and the web app be tried and tested without downloading anything: every image and
-box comes from a seed, so the same seed gives byte-identical files. Images are drawn with OpenCV in BGR order.
+They let training, evaluation and the web app be tried and tested without downloading anything: every image,
+box and mask comes from a seed, so the same seed gives byte-identical files. Images are drawn with OpenCV in BGR
+order. Detect and segment draw the same scenes for a seed; a segment mask holds exactly the visible pixels of each
+kept shape (later shapes cover earlier ones), the same pixels its detect box is tight around.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from forklift.data.dataset import Box, Dataset, ImageRecord, save_dataset
+from forklift.data.masks import write_mask
 from forklift.errors import ForkliftError
 
 MIN_SIZE = 64  # smaller images leave no room for shapes above MIN_SIDE
@@ -21,6 +24,7 @@ MIN_SIDE = 6  # shapes whose visible part is narrower or lower than this many pi
 MIN_VISIBLE = 0.5  # shapes less visible than this (hidden by later ones or outside the image) are dropped
 HELD_OUT = 0.1  # fraction of the images in each of val and test
 MAX_OBJECTS = 4
+TASKS = ("detect", "classify", "segment")
 
 
 def _polygon(corners: int, start_degrees: float, radii: tuple[float, ...] = (1.0,)) -> np.ndarray:
@@ -59,10 +63,11 @@ class _Shape:
 
 
 def synth_shapes(out: Path, n: int, size: int, seed: int = 0, task: str = "detect") -> Dataset:
-    """Write a data set of n size x size PNG images of shapes into the new or empty folder out."""
+    """Write a data set of n size x size PNG images of shapes (and for segment their PNG masks) into the new or
+    empty folder out."""
     out = Path(out)
-    if task not in ("detect", "classify"):
-        raise ForkliftError(f"task {task!r} is not one of detect, classify")
+    if task not in TASKS:
+        raise ForkliftError(f"task {task!r} is not one of {', '.join(TASKS)}")
     if size < MIN_SIZE:
         raise ForkliftError(f"size {size} is too small for shapes: use at least {MIN_SIZE} pixels")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -72,10 +77,13 @@ def synth_shapes(out: Path, n: int, size: int, seed: int = 0, task: str = "detec
     splits = _splits(n, np.random.default_rng(seeds[0]))
     records = []
     for i in tqdm(range(n), desc="synth", unit="image", disable=None, leave=False):
-        image, boxes = _scene(np.random.default_rng(seeds[i + 1]), size, task)
+        image, boxes, labels = _scene(np.random.default_rng(seeds[i + 1]), size, task)
         record = ImageRecord(file=f"images/{i + 1:06d}.png", width=size, height=size, split=splits[i])
         if task == "detect":
             record.boxes = boxes
+        elif task == "segment":
+            record.mask = f"masks/{i + 1:06d}.png"
+            write_mask(out / record.mask, labels)
         else:
             record.label = boxes[0].label
         png = cv2.imencode(".png", image, [cv2.IMWRITE_PNG_COMPRESSION, 3])[1]
@@ -98,11 +106,12 @@ def _splits(n: int, rng: np.random.Generator) -> list[str]:
     return splits
 
 
-def _scene(rng: np.random.Generator, size: int, task: str) -> tuple[np.ndarray, list[Box]]:
-    """One image and the boxes of its visible shapes: 1-4 for detect, exactly 1 (large, central) for classify."""
+def _scene(rng: np.random.Generator, size: int, task: str) -> tuple[np.ndarray, list[Box], np.ndarray]:
+    """One image, the boxes of its visible shapes and its label map (0: background, k: CLASSES[k - 1]):
+    1-4 shapes for detect and segment, exactly 1 (large, central) for classify."""
     while True:
         background = _background(rng, size)
-        if task == "detect":
+        if task != "classify":
             count = int(rng.integers(1, MAX_OBJECTS + 1))
             shapes = [
                 _shape(rng, background, rng.uniform(0.06, 0.2) * size, rng.uniform(0, size, 2)) for _ in range(count)
@@ -118,7 +127,11 @@ def _scene(rng: np.random.Generator, size: int, task: str) -> tuple[np.ndarray, 
     for i in kept:
         image[owner == i] = shapes[i].colour
     image += rng.standard_normal(image.shape, dtype=np.float32) * rng.uniform(3, 10)
-    return np.clip(image, 0, 255).astype(np.uint8), [_box(shapes[i].label, owner == i) for i in kept]
+    labels = np.zeros(owner.shape, np.uint8)
+    for i in kept:
+        labels[owner == i] = CLASSES.index(shapes[i].label) + 1
+    boxes = [_box(shapes[i].label, owner == i) for i in kept]
+    return np.clip(image, 0, 255).astype(np.uint8), boxes, labels
 
 
 def _background(rng: np.random.Generator, size: int) -> np.ndarray:

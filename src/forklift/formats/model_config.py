@@ -12,6 +12,7 @@ from forklift.errors import ForkliftError
 
 CONFIG_NAMES = ("forklift.json", "forklift.yaml", "forklift.yml")
 RESIZE_MODES = ("letterbox", "stretch")
+TASKS = ("detect", "classify", "segment")
 
 
 @dataclass
@@ -23,7 +24,7 @@ class ModelConfig:
     input_height: int | None = None
     resize: str | None = None  # letterbox | stretch
     mean: list[float] | None = None  # per channel, in the model's colour order, 0..255 scale
-    scale: float | None = None  # multiplies (pixel - mean)
+    scale: float | list[float] | None = None  # multiplies (pixel - mean): one for all channels, or one each
     color_order: str | None = None  # rgb | bgr
     conf: float | None = None
     iou: float | None = None
@@ -52,6 +53,8 @@ def load_config(directory: Path) -> tuple[ModelConfig, Path | None]:
     settings = {k: v for k, v in data.items() if k in known}
     extra = {k: v for k, v in data.items() if k not in known}
     config = ModelConfig(**settings, extra=extra)
+    if config.task is not None and config.task not in TASKS:
+        raise ForkliftError(f"{path}: task must be one of {', '.join(TASKS)}, not {config.task!r}")
     if config.resize is not None and config.resize not in RESIZE_MODES:
         raise ForkliftError(f"{path}: resize must be one of {', '.join(RESIZE_MODES)}, not {config.resize!r}")
     if config.color_order is not None and config.color_order not in ("rgb", "bgr"):

@@ -263,8 +263,9 @@ class DarknetNet(nn.Module):
     def is_detector(self) -> bool:
         return bool(self.head_indices)
 
-    def heads(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Raw outputs of the detection heads (or the classifier's output, alone in the list)."""
+    def heads(self, x: torch.Tensor, softmax: bool = True) -> list[torch.Tensor]:
+        """Raw outputs of the detection heads (or the classifier's output, alone in the list). `softmax=False`
+        passes [softmax] layers by, giving a classifier's logits (what a cross-entropy loss wants)."""
         outputs: dict[int, torch.Tensor] = {}
         raw: list[torch.Tensor] = []
         for index, layer in enumerate(self.layers):
@@ -277,7 +278,7 @@ class DarknetNet(nn.Module):
             elif kind == "shortcut":
                 x = x + sum(outputs[i] for i in sources)
                 x = activate(x, self.config.layers[index].activation())
-            else:
+            elif softmax or kind != "softmax":
                 x = layer(x)
             if index in self.keep:
                 outputs[index] = x

@@ -17,7 +17,7 @@ import numpy as np
 from forklift.errors import ForkliftError
 from forklift.formats.model_dir import ModelDirectory
 from forklift.vision.images import DEFAULT_MAX_PIXELS, decode_image
-from forklift.vision.results import ClassScore, Detection, ImageResult, Prediction, Timing
+from forklift.vision.results import ClassScore, Detection, ImageResult, Prediction, Segment, Timing
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class PredictOptions:
     spin: bool = True  # engine threads may busy-wait for work: fastest alone, wasteful in a busy server
 
 
-Answer = list[Detection] | list[ClassScore]
+Answer = list[Detection] | list[ClassScore] | list[Segment]
+ANSWER_FIELDS = {"detect": "detections", "classify": "classes", "segment": "segments"}  # ImageResult's, by task
 
 
 class Predictor(ABC):
@@ -86,22 +87,17 @@ class Predictor(ABC):
         timing.inference = time.perf_counter() - start
         start = time.perf_counter()
         for (index, _, meta), output in zip(prepared, outputs, strict=True):
-            answer = self.finish(output, meta)
-            if self.task == "classify":
-                prediction.results[index].classes = answer
-            else:
-                prediction.results[index].detections = answer
+            setattr(prediction.results[index], ANSWER_FIELDS[self.task], self.finish(output, meta))
         timing.postprocessing = time.perf_counter() - start
         return prediction
 
     def predict_image(self, name: str, image: np.ndarray) -> tuple[Answer, Timing]:
-        """Answer one decoded RGB image (tests and benchmarks): the detections or classes, and the timing."""
+        """Answer one decoded RGB image (tests and benchmarks): the detections, classes or segments, and the timing."""
         prediction = self.predict_images([(name, image)])
         (result,) = prediction.results
         if result.error is not None:
             raise ForkliftError(result.error)
-        answer = result.classes if result.classes is not None else result.detections
-        return answer or [], prediction.timing
+        return getattr(result, ANSWER_FIELDS[self.task]) or [], prediction.timing
 
     @abstractmethod
     def prepare(self, image: np.ndarray) -> tuple[Any, Any]:
@@ -113,4 +109,4 @@ class Predictor(ABC):
 
     @abstractmethod
     def finish(self, output: Any, meta: Any) -> Answer:
-        """Network output -> detections in pixels of the original image (or class scores)."""
+        """Network output -> detections in pixels of the original image (or class scores, or segments)."""

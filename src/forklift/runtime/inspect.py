@@ -73,9 +73,9 @@ def _caffe(model: ModelDirectory) -> dict:
 
 
 def _onnx(model: ModelDirectory) -> dict:
-    from forklift.runtime.onnx_runtime import OnnxPredictor
+    from forklift.runtime.load import load_predictor
 
-    predictor = OnnxPredictor(model, PredictOptions(threads=1))
+    predictor = load_predictor(model, "onnx", PredictOptions(threads=1))
     proto = onnx.load(str(model.files["onnx"]))
     return {
         "task": predictor.task,

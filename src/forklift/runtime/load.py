@@ -1,4 +1,4 @@
-"""Choosing and loading the engine for a model directory."""
+"""Choosing and loading the engine for a model directory (an ONNX segmentation model by its forklift.json task)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ def load_predictor(
         from forklift.runtime.opencv_caffe import CaffeFasterRCNNPredictor
 
         return CaffeFasterRCNNPredictor(model, options)
+    if model.kind == "onnx" and model.config.task == "segment":
+        from forklift.runtime.segment import SegmentPredictor
+
+        return SegmentPredictor(model, options)
     if runtime == "onnx":
         from forklift.runtime.onnx_runtime import OnnxPredictor
 

@@ -1,6 +1,6 @@
-"""Darknet -> ONNX (opset 17, dynamic batch), with the decode inside the graph and forklift's metadata.
+"""PyTorch -> ONNX (opset 17, dynamic batch) with forklift's metadata; Darknet nets with the decode in the graph.
 
-The graph's output is the decoded rows of `forklift.nets.darknet`, so ONNX Runtime needs no Python decode.
+A Darknet graph's output is the decoded rows of `forklift.nets.darknet`, so ONNX Runtime needs no Python decode.
 Metadata names the source files' digest, so a stale export beside changed weights is never used.
 """
 
@@ -19,7 +19,7 @@ from forklift.nets.darknet import build_darknet
 
 OPSET = 17
 INPUT_NAME = "images"
-OUTPUT_NAMES = {"detect": "detections", "classify": "probabilities"}
+OUTPUT_NAMES = {"detect": "detections", "classify": "probabilities", "segment": "masks"}
 META_SOURCE = "forklift.source_sha256"
 META_TASK = "forklift.task"
 META_CLASSES = "forklift.classes"
@@ -36,6 +36,12 @@ def export_darknet(model: ModelDirectory, out: Path) -> Path:
     net = build_darknet(model.files["cfg"], model.files["weights"])
     task = "detect" if net.is_detector else "classify"
     example = torch.zeros(1, net.config.channels, net.input_height, net.input_width)
+    return export_onnx(net, example, out, task, {META_SOURCE: source_digest(model), META_CLASSES: str(net.classes)})
+
+
+def export_onnx(net: torch.nn.Module, example: torch.Tensor, out: Path, task: str, facts: dict[str, str]) -> Path:
+    """Write net's graph for inputs shaped like example (any batch size) to out, atomically, with the task and
+    facts as metadata; the output is named by OUTPUT_NAMES[task]."""
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     with warnings.catch_warnings():
@@ -51,8 +57,7 @@ def export_darknet(model: ModelDirectory, out: Path) -> Path:
             dynamo=False,
         )
     proto = onnx.load(str(partial))
-    facts = {META_SOURCE: source_digest(model), META_TASK: task, META_CLASSES: str(net.classes)}
-    for key, value in facts.items():
+    for key, value in {**facts, META_TASK: task}.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
     onnx.save(proto, str(partial))

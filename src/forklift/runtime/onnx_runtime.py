@@ -31,6 +31,16 @@ def open_session(path: Path, threads: int | None, spin: bool = True) -> ort.Infe
         raise ForkliftError(f"{path}: ONNX Runtime cannot load it: {str(exc).splitlines()[0]}") from exc
 
 
+def input_size(model: ModelDirectory, path: Path, shape: list) -> tuple[int, int]:
+    """The network's input width and height: from the graph when fixed, else from forklift.json."""
+    if all(isinstance(d, int) for d in shape[2:]):
+        return shape[3], shape[2]
+    width, height = model.config.input_width, model.config.input_height
+    if not (width and height):
+        raise ForkliftError(f"{path}: the input size is dynamic; set input_width/input_height in forklift.json")
+    return width, height
+
+
 class OnnxPredictor(YoloPredictor):
     runtime = "onnx"
 
@@ -50,12 +60,9 @@ class OnnxPredictor(YoloPredictor):
                 f'{path}: unknown output layout; set "task" in forklift.json (detect: rows of '
                 "cx, cy, w, h, objectness, class probabilities; classify: class probabilities)"
             )
-        if not all(isinstance(d, int) for d in shape[2:]):
-            width, height = model.config.input_width, model.config.input_height
-            if not (width and height):
-                raise ForkliftError(f"{path}: the input size is dynamic; set input_width/input_height in forklift.json")
-        else:
-            height, width = shape[2], shape[3]
+        if task == "segment":  # load_predictor picks the segment engine by forklift.json's task
+            raise ForkliftError(f'{path}: a segmentation model; set "task": "segment" in its forklift.json')
+        width, height = input_size(model, path, shape)
         width_of_rows = out_shape[-1] if isinstance(out_shape[-1], int) else None
         if META_CLASSES in facts:
             classes = int(facts[META_CLASSES])

@@ -1,8 +1,10 @@
-"""How good a model is on a data set's split: COCO mAP through pycocotools for detectors, top-1/top-5 for classifiers.
+"""How good a model is on a data set's split: COCO mAP through pycocotools for detectors, top-1/top-5 for classifiers,
+IoU per class and mIoU for segmentation (forklift.train.segment_eval).
 
-`forklift eval` and training (on its best epoch) call `evaluate`; `detection_metrics` and `classification_metrics`
-take ground truth and answers directly, so they can be checked against pycocotools without a model. Everything is
-written as eval.json plus PNG pictures (confusion matrix, precision-recall curves) that a person can open.
+`forklift eval` and training (on its best epoch) call `evaluate`; `detection_metrics`, `classification_metrics` and
+`segmentation_metrics` take ground truth and answers directly, so they can be checked against pycocotools and
+torchmetrics without a model. Everything is written as eval.json plus PNG pictures (confusion matrix,
+precision-recall curves) that a person can open.
 """
 
 from __future__ import annotations
@@ -25,15 +27,17 @@ from tqdm import tqdm
 
 from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import Box, Dataset, ImageRecord
+from forklift.data.masks import load_mask
 from forklift.errors import ForkliftError
 from forklift.formats.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions, Predictor
 from forklift.runtime.load import load_predictor
-from forklift.vision.results import ClassScore, Detection
+from forklift.train.segment_eval import BACKGROUND, SegmentationMetrics, segmentation_metrics
+from forklift.vision.masks import labels_from_segments
+from forklift.vision.results import ClassScore, Detection, Segment
 
 MATCH_IOU = 0.5  # a detection finds a box at this overlap, for precision/recall and the confusion matrix
 BATCH = 8  # images per predict call: batched inference without holding the whole split in memory
-BACKGROUND = "background"
 
 
 @dataclass
@@ -71,7 +75,7 @@ class EvalResult:
     classes: list[str]
     images: int
     skipped: int  # images of the split that `forklift data check` rejects
-    metrics: DetectionMetrics | ClassificationMetrics
+    metrics: DetectionMetrics | ClassificationMetrics | SegmentationMetrics
     files: list[Path] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -107,11 +111,13 @@ def evaluate(
             f"{model_dir}: a {predictor.task} model cannot be evaluated on {data}, a {dataset.task} set"
         )
     answers = _predict(predictor, dataset, images)
-    metrics = (
-        detection_metrics(images, answers, dataset.classes, threshold)
-        if dataset.task == "detect"
-        else classification_metrics(images, answers, dataset.classes)
-    )
+    metrics: DetectionMetrics | ClassificationMetrics | SegmentationMetrics
+    if dataset.task == "detect":
+        metrics = detection_metrics(images, answers, dataset.classes, threshold)
+    elif dataset.task == "segment":
+        metrics = _segment_metrics(dataset, images, answers)
+    else:
+        metrics = classification_metrics(images, answers, dataset.classes)
     result = EvalResult(
         model.name, str(data), split, dataset.task, list(dataset.classes), len(images), skipped, metrics
     )
@@ -135,7 +141,7 @@ def _check_labels(labels: list[str], classes: list[str], model_dir: Path, data: 
 
 
 def _predict(predictor: Predictor, dataset: Dataset, images: list[ImageRecord]) -> list[list[Any]]:
-    """Each image's detections (or class scores), in the order of `images`."""
+    """Each image's detections (or class scores, or segments), in the order of `images`."""
     answers: list[list[Any]] = []
     with tqdm(total=len(images), desc="eval", unit="image", disable=None, leave=False) as progress:
         for start in range(0, len(images), BATCH):
@@ -144,9 +150,22 @@ def _predict(predictor: Predictor, dataset: Dataset, images: list[ImageRecord]) 
             for result in prediction.results:
                 if result.error is not None:
                     raise ForkliftError(result.error)
-                answers.append(result.detections or result.classes or [])
+                answers.append(result.detections or result.classes or result.segments or [])
             progress.update(len(batch))
     return answers
+
+
+def _segment_metrics(
+    dataset: Dataset, images: list[ImageRecord], answers: Sequence[Sequence[Segment]]
+) -> SegmentationMetrics:
+    """The segments' label maps against the masks, one image at a time."""
+    classes = dataset.classes
+    truth = (load_mask(dataset, image) for image in images)
+    predicted = (
+        labels_from_segments(list(found), classes, image.height, image.width)
+        for image, found in zip(images, answers, strict=True)
+    )
+    return segmentation_metrics(truth, predicted, classes)
 
 
 def detection_metrics(
@@ -300,11 +319,20 @@ def classification_metrics(
 
 
 def write_report(result: EvalResult, out: Path) -> list[Path]:
-    """eval.json, confusion.png and (for a detector) pr-curves.png in `out`; returns their paths."""
+    """eval.json, confusion.png and (for a detector) pr-curves.png in `out`; returns their paths.
+
+    A segmentation confusion counts pixels: it is drawn with each row divided by its sum (the share of the true
+    class's pixels predicted as each class), while eval.json keeps the counts."""
     out.mkdir(parents=True, exist_ok=True)
     metrics = result.metrics
-    names = [*result.classes, BACKGROUND] if isinstance(metrics, DetectionMetrics) else result.classes
-    written = [_plot_confusion(np.array(metrics.confusion), names, out / "confusion.png")]
+    confusion = np.array(metrics.confusion)
+    names = result.classes
+    if isinstance(metrics, DetectionMetrics):
+        names = [*result.classes, BACKGROUND]
+    elif isinstance(metrics, SegmentationMetrics):
+        names = [BACKGROUND, *result.classes]
+        confusion = np.round(confusion / np.maximum(confusion.sum(axis=1, keepdims=True), 1), 2)
+    written = [_plot_confusion(confusion, names, out / "confusion.png")]
     if isinstance(metrics, DetectionMetrics):
         written.append(_plot_pr_curves(metrics, out / "pr-curves.png"))
     report = out / "eval.json"

@@ -8,6 +8,9 @@ an epoch's batches are the same whether or not the run was interrupted before it
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import cv2
 import numpy as np
 import torch
@@ -22,23 +25,54 @@ TRANSLATE = 0.1  # of the input size, each way
 HSV_GAINS = (0.015, 0.5, 0.3)  # hue, saturation, value: gains drawn in 1 +- these
 MIN_KEPT = 0.3  # a box cut by the image edge is kept if this much of its area remains
 MIN_SIDE = 2.0  # pixels
+MOSAIC_SHARE = 0.5  # of augmented samples, with mosaic on
+MOSAIC_SCALE = (0.5, 1.0)  # the mosaic window, scaled to the input size by this
 
 
 class DetectionImages(torch.utils.data.Dataset):
-    """(image [3, H, W] float, targets [n, 5] class, cx, cy, w, h) for each usable image of a split."""
+    """(image [3, H, W] float, targets [n, 5] class, cx, cy, w, h) for each usable image of a split.
+
+    With `mosaic`, half of the augmented samples are four images (this one and three drawn at random) tiled
+    around a random centre and cut back to the input size: more objects per sample, more of them cut by an edge
+    and at more places in the frame, which helps small data sets.
+    """
 
     def __init__(
-        self, dataset: Dataset, images: list[ImageRecord], size: tuple[int, int], augment: bool, seed: int = 0
+        self,
+        dataset: Dataset,
+        images: list[ImageRecord],
+        size: tuple[int, int],
+        augment: bool,
+        seed: int = 0,
+        mosaic: bool = False,
     ) -> None:
         self.dataset, self.images = dataset, images
         self.width, self.height = size
-        self.augment, self.seed, self.epoch = augment, seed, 0
+        self.augment, self.seed, self.epoch, self.mosaic = augment, seed, 0, mosaic
         self.class_index = {name: i for i, name in enumerate(dataset.classes)}
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.augment:
+            fitted, boxes, classes = self._letterboxed(index)
+        else:
+            rng = np.random.default_rng([self.seed, self.epoch, index])
+            if self.mosaic and rng.random() < MOSAIC_SHARE:
+                fitted, boxes, classes = self._mosaic(index, rng)
+            else:
+                fitted, boxes, classes = random_affine(*self._letterboxed(index), rng)
+            if rng.random() < 0.5:
+                fitted = fitted[:, ::-1]
+                boxes = boxes.copy()
+                boxes[:, [0, 2]] = fitted.shape[1] - boxes[:, [2, 0]]
+            fitted = hsv_jitter(fitted, rng)
+        image = torch.from_numpy(np.ascontiguousarray(fitted.transpose(2, 0, 1))).float() / 255.0
+        return image, self._targets(boxes, classes)
+
+    def _letterboxed(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The image letterboxed to the input size as predict does it, its boxes (x1, y1, x2, y2) and classes."""
         record = self.images[index]
         pixels = decode_image(self.dataset.path(record).read_bytes(), record.file)
         fitted, placement = letterbox(pixels, self.width, self.height)
@@ -46,21 +80,28 @@ class DetectionImages(torch.utils.data.Dataset):
         boxes[:, 0::2] = boxes[:, 0::2] * placement.scale_x + placement.pad_x
         boxes[:, 1::2] = boxes[:, 1::2] * placement.scale_y + placement.pad_y
         classes = np.array([self.class_index[b.label] for b in record.boxes], dtype=np.int64)
-        if self.augment:
-            rng = np.random.default_rng([self.seed, self.epoch, index])
-            fitted, boxes, classes = self._augment(fitted, boxes, classes, rng)
-        image = torch.from_numpy(np.ascontiguousarray(fitted.transpose(2, 0, 1))).float() / 255.0
-        return image, self._targets(boxes, classes)
+        return fitted, boxes, classes
 
-    def _augment(
-        self, image: np.ndarray, boxes: np.ndarray, classes: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        image, boxes, classes = random_affine(image, boxes, classes, rng)
-        if rng.random() < 0.5:
-            image = image[:, ::-1]
-            boxes = boxes.copy()
-            boxes[:, [0, 2]] = image.shape[1] - boxes[:, [2, 0]]
-        return hsv_jitter(image, rng), boxes, classes
+    def _mosaic(self, index: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Four letterboxed images on a 2W x 2H canvas meeting at a random centre, then a window of the input size
+        around that centre, scaled by a random factor of MOSAIC_SCALE."""
+        w, h = self.width, self.height
+        canvas = np.full((2 * h, 2 * w, 3), LETTERBOX_FILL, dtype=np.uint8)
+        centre = rng.uniform(0.5, 1.5, 2) * (w, h)
+        cx, cy = int(centre[0]), int(centre[1])
+        picks = [index, *rng.integers(0, len(self.images), 3).tolist()]
+        corners = [(cx - w, cy - h), (cx, cy - h), (cx - w, cy), (cx, cy)]  # top-left of each tile on the canvas
+        all_boxes, all_classes = [], []
+        for pick, (x0, y0) in zip(picks, corners, strict=True):
+            tile, boxes, classes = self._letterboxed(pick)
+            left, top = max(x0, 0), max(y0, 0)
+            right, bottom = min(x0 + w, 2 * w), min(y0 + h, 2 * h)
+            canvas[top:bottom, left:right] = tile[top - y0 : bottom - y0, left - x0 : right - x0]
+            all_boxes.append(boxes + np.array([x0, y0, x0, y0], dtype=np.float64))
+            all_classes.append(classes)
+        scale = rng.uniform(*MOSAIC_SCALE)
+        matrix = np.array([[scale, 0, w / 2 - scale * cx], [0, scale, h / 2 - scale * cy]])
+        return warp(canvas, np.concatenate(all_boxes), np.concatenate(all_classes), matrix, (w, h))
 
     def _targets(self, boxes: np.ndarray, classes: np.ndarray) -> torch.Tensor:
         size = np.array([self.width, self.height], dtype=np.float64)
@@ -78,8 +119,17 @@ def random_affine(
     scale = rng.uniform(*SCALE_RANGE)
     shift = rng.uniform(-TRANSLATE, TRANSLATE, 2) * (w, h)
     matrix = np.array([[scale, 0, (1 - scale) * w / 2 + shift[0]], [0, scale, (1 - scale) * h / 2 + shift[1]]])
+    return warp(image, boxes, classes, matrix, (w, h))
+
+
+def warp(
+    image: np.ndarray, boxes: np.ndarray, classes: np.ndarray, matrix: np.ndarray, size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The image through a scale-and-shift `matrix` into `size`; boxes follow, are clipped to it, and are dropped
+    when thinner than MIN_SIDE or left with less than MIN_KEPT of their area."""
+    w, h = size
     warped = cv2.warpAffine(image, matrix, (w, h), borderValue=(LETTERBOX_FILL,) * 3)
-    moved = boxes * scale + np.tile(matrix[:, 2], 2)
+    moved = boxes * matrix[0, 0] + np.tile(matrix[:, 2], 2)
     clipped = moved.copy()
     clipped[:, 0::2] = clipped[:, 0::2].clip(0, w)
     clipped[:, 1::2] = clipped[:, 1::2].clip(0, h)
@@ -107,10 +157,17 @@ def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tenso
     return images, torch.cat(rows) if rows else torch.zeros(0, 6)
 
 
-def epoch_loader(images: DetectionImages, batch: int, epoch: int, shuffle: bool, workers: int = 0) -> DataLoader:
+def epoch_loader(
+    images: torch.utils.data.Dataset,
+    batch: int,
+    epoch: int,
+    shuffle: bool,
+    workers: int = 0,
+    collate_fn: Callable[[list[Any]], Any] = collate,
+) -> DataLoader:
     """The batches of one epoch: shuffled by (seed, epoch), augmented by (seed, epoch, image)."""
     images.epoch = epoch
     generator = torch.Generator().manual_seed(images.seed * 100_003 + epoch)
     return DataLoader(
-        images, batch_size=batch, shuffle=shuffle, collate_fn=collate, num_workers=workers, generator=generator
+        images, batch_size=batch, shuffle=shuffle, collate_fn=collate_fn, num_workers=workers, generator=generator
     )

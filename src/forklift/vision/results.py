@@ -1,4 +1,4 @@
-"""The result JSON of DESIGN.md: boxes in pixels of the original image, timing per stage."""
+"""The result JSON of DESIGN.md: boxes in pixels of the original image, class masks as RLE, timing per stage."""
 
 from __future__ import annotations
 
@@ -32,6 +32,18 @@ class ClassScore:
         return {"label": self.label, "score": round(self.score, 4)}
 
 
+@dataclass(frozen=True)
+class Segment:
+    """The pixels of one class in a segmentation of the original image: their count and COCO compressed RLE."""
+
+    label: str
+    pixels: int
+    mask: dict  # {"size": [h, w], "counts": str}, what pycocotools.mask.decode reads back
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "pixels": self.pixels, "mask": dict(self.mask)}
+
+
 @dataclass
 class ImageResult:
     """What a model found in one image, or why the image could not be used."""
@@ -39,6 +51,7 @@ class ImageResult:
     file: str
     detections: list[Detection] | None = None
     classes: list[ClassScore] | None = None
+    segments: list[Segment] | None = None
     error: str | None = None
 
     def to_json(self) -> dict:
@@ -49,6 +62,8 @@ class ImageResult:
             out["detections"] = [d.to_json() for d in self.detections]
         if self.classes is not None:
             out["classes"] = [c.to_json() for c in self.classes]
+        if self.segments is not None:
+            out["segments"] = [s.to_json() for s in self.segments]
         return out
 
 

@@ -1,4 +1,10 @@
-"""COCO detection JSON: `images`, `annotations` (bbox [x, y, w, h] in pixels) and `categories` with any ids.
+"""COCO JSON: `images`, `annotations` (bbox [x, y, w, h] in pixels, and `segmentation`) and `categories`.
+
+Detect reads and writes the boxes. Segment reads each annotation's `segmentation` (polygons, or RLE with list or
+compressed counts, decoded by pycocotools) and paints it into the image's mask in file order, later annotations
+over earlier ones, crowd regions as ignore (255). It writes one annotation per class present in a mask: its
+pixels as compressed RLE (exact, unlike polygons), with their bbox and area; ignore pixels have no COCO form and
+are left out, so they read back as background.
 
 An image's split is not part of COCO; forklift writes it as an extra `split` key that other readers ignore, and
 reads it back when present (else the image is "train").
@@ -9,26 +15,33 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path, PurePosixPath
+from typing import Any
 
-from forklift.data.dataset import Dataset
+import numpy as np
+from pycocotools import mask as coco_mask
+
+from forklift.data.dataset import Dataset, ImageRecord
 from forklift.data.formats.common import (
     DatasetBuilder,
     ExportSummary,
     RawBox,
-    detect_only,
     image_size,
     need,
     new_folder,
     place_image,
     read_json,
 )
+from forklift.data.masks import load_mask
 from forklift.errors import ForkliftError
+from forklift.vision.masks import IGNORE, decode_rle, encode_rle
 
 ANNOTATIONS = "annotations.json"
+Region = tuple[int, Any, str]  # segment: mask value, the annotation's segmentation, where it is in the file
 
 
 def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
-    """Import a COCO JSON whose `file_name`s are relative to images; crowd boxes are skipped and counted."""
+    """Import a COCO JSON whose `file_name`s are relative to images; crowd boxes are skipped and counted (segment:
+    crowd regions become ignore pixels)."""
     document = read_json(source)
     where = str(source)
     if not isinstance(document, dict):
@@ -42,15 +55,25 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
         names[ident] = name
     for ident in sorted(names):
         builder.add_class(names[ident])
+    segment = builder.task == "segment"
+    if segment and len(builder.classes) >= IGNORE:
+        raise ForkliftError(f"{where}: {len(builder.classes)} classes do not fit 8-bit masks (at most {IGNORE - 1})")
     boxes: dict[int, list[RawBox]] = defaultdict(list)
+    regions: dict[int, list[Region]] = defaultdict(list)
     for i, annotation in enumerate(_list(document, "annotations", where)):
         at = f"{where}: annotations[{i}]"
-        if isinstance(annotation, dict) and annotation.get("iscrowd"):
-            builder.summary.crowd += 1
+        crowd = isinstance(annotation, dict) and bool(annotation.get("iscrowd"))
+        builder.summary.crowd += crowd
+        if crowd and not segment:
             continue
         category = need(annotation, "category_id", int, at)
         if category not in names:
             raise ForkliftError(f"{at}: category_id {category} is not among the categories")
+        if segment:
+            value = IGNORE if crowd else builder.classes.index(names[category]) + 1
+            segmentation = need(annotation, "segmentation", (list, dict), at)
+            regions[need(annotation, "image_id", int, at)].append((value, segmentation, at))
+            continue
         bbox = need(annotation, "bbox", list, at)
         if len(bbox) != 4 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in bbox):
             raise ForkliftError(f"{at}: bbox must be four numbers [x, y, w, h], found {bbox!r}")
@@ -58,7 +81,7 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
         boxes[need(annotation, "image_id", int, at)].append((names[category], x, y, x + w, y + h))
     entries = _list(document, "images", where)
     known = {entry.get("id") for entry in entries if isinstance(entry, dict)}
-    orphans = sorted(set(boxes) - known)
+    orphans = sorted((set(boxes) | set(regions)) - known)
     if orphans:
         raise ForkliftError(f"{where}: annotations name image_id {orphans[0]}, which is not among the images")
     for i, entry in enumerate(entries):
@@ -68,12 +91,43 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
         width, height = entry.get("width"), entry.get("height")
         if not isinstance(width, int) or not isinstance(height, int):
             width, height = image_size(path, at)
-        builder.add_image(file_name, path, width, height, entry.get("split", "train"), boxes.get(ident, []), at)
+        mask = _paint(regions.get(ident, []), width, height) if segment else None
+        split = entry.get("split", "train")
+        builder.add_image(file_name, path, width, height, split, boxes.get(ident, []), at, mask=mask)
+
+
+def _paint(regions: list[Region], width: int, height: int) -> np.ndarray:
+    """An image's label map: its annotations' regions painted in order over background."""
+    labels = np.zeros((height, width), np.uint8)
+    for value, segmentation, at in regions:
+        labels[_region(segmentation, width, height, at)] = value
+    return labels
+
+
+def _region(segmentation: Any, width: int, height: int, at: str) -> np.ndarray:
+    """A COCO segmentation (polygons [[x, y, ...], ...] or RLE) as an HxW bool mask, as COCO.annToMask decodes it."""
+    if isinstance(segmentation, dict):
+        size = segmentation.get("size")
+        if size != [height, width] or not isinstance(segmentation.get("counts"), list | str):
+            raise ForkliftError(f"{at}: RLE needs size [{height}, {width}] (its image's) and counts, found {size!r}")
+        try:
+            return decode_rle(segmentation)
+        except (ValueError, TypeError, UnicodeError) as exc:
+            raise ForkliftError(f"{at}: RLE cannot be decoded: {exc}") from None
+    for polygon in segmentation:
+        numbers = isinstance(polygon, list) and all(isinstance(v, int | float) for v in polygon)
+        if not numbers or len(polygon) < 6 or len(polygon) % 2:
+            raise ForkliftError(f"{at}: a polygon is a list of at least 3 x, y pairs, found {str(polygon)[:60]}")
+    if not segmentation:
+        return np.zeros((height, width), bool)
+    rle = coco_mask.merge(coco_mask.frPyObjects(segmentation, height, width))
+    return coco_mask.decode(rle).astype(bool)
 
 
 def write(dataset: Dataset, out: Path) -> ExportSummary:
     """OUT/annotations.json with category ids 1..N in class order, and OUT/images/ (file_name "images/...")."""
-    detect_only(dataset, "COCO")
+    if dataset.task == "classify":
+        raise ForkliftError(f"{dataset.root}: a classify data set has no boxes or masks to export to COCO")
     folder = new_folder(out)
     (folder / "images").mkdir()
     ids = {name: i + 1 for i, name in enumerate(dataset.classes)}
@@ -85,18 +139,9 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
         images.append(
             {"id": number, "file_name": file_name, "width": image.width, "height": image.height, "split": image.split}
         )
-        for box in image.boxes:
-            w, h = box.x2 - box.x1, box.y2 - box.y1
-            annotations.append(
-                {
-                    "id": len(annotations) + 1,
-                    "image_id": number,
-                    "category_id": ids[box.label],
-                    "bbox": [box.x1, box.y1, w, h],
-                    "area": w * h,
-                    "iscrowd": 0,
-                }
-            )
+        found = _mask_annotations(dataset, image) if dataset.task == "segment" else _box_annotations(image, ids)
+        for annotation in found:
+            annotations.append({"id": len(annotations) + 1, "image_id": number, **annotation, "iscrowd": 0})
     document = {
         "info": {"description": f"{dataset.root.name}, exported by forklift"},
         "licenses": [],
@@ -105,7 +150,31 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
         "categories": [{"id": ids[name], "name": name, "supercategory": ""} for name in dataset.classes],
     }
     (folder / ANNOTATIONS).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    return ExportSummary(folder, "coco", len(images), len(annotations), len(ids))
+    return ExportSummary(folder, "coco", len(images), len(annotations), len(ids), task=dataset.task)
+
+
+def _box_annotations(image: ImageRecord, ids: dict[str, int]) -> list[dict[str, Any]]:
+    annotations = []
+    for box in image.boxes:
+        w, h = box.x2 - box.x1, box.y2 - box.y1
+        annotations.append({"category_id": ids[box.label], "bbox": [box.x1, box.y1, w, h], "area": w * h})
+    return annotations
+
+
+def _mask_annotations(dataset: Dataset, image: ImageRecord) -> list[dict[str, Any]]:
+    """One annotation per class in the image's mask: compressed RLE of its pixels, their bounds and count."""
+    labels = load_mask(dataset, image)
+    annotations = []
+    for k in range(1, len(dataset.classes) + 1):
+        inside = labels == k
+        if not inside.any():
+            continue
+        ys, xs = np.nonzero(inside)
+        bbox = [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)]
+        annotations.append(
+            {"category_id": k, "segmentation": encode_rle(inside), "bbox": bbox, "area": int(inside.sum())}
+        )
+    return annotations
 
 
 def _list(document: dict, key: str, where: str) -> list:

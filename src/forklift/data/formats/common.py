@@ -1,4 +1,5 @@
-"""What every foreign format shares: the import builder that clips boxes, unique file names, image sizes."""
+"""What every foreign format shares: the import builder that clips boxes (or writes masks), unique file names,
+image sizes."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from io import BytesIO
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from forklift.data.dataset import SPLITS, Box, Dataset, ImageRecord, save_dataset
+from forklift.data.masks import write_mask
 from forklift.errors import ForkliftError
+from forklift.vision.masks import IGNORE
 
 RawBox = tuple[str, float, float, float, float]  # label, x1, y1, x2, y2 in pixels, possibly outside the image
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif"})
@@ -26,6 +30,7 @@ class ImportSummary:
     """What an import did, including what it had to repair, so nothing is changed silently."""
 
     out: Path
+    task: str = "detect"
     images: int = 0
     boxes: int = 0
     classes: int = 0
@@ -35,6 +40,9 @@ class ImportSummary:
     renamed: int = 0
 
     def line(self) -> str:
+        head = f"imported {self.images} images, {self.classes} classes into {self.out}"
+        if self.task == "segment":
+            return f"{head} (masks; {self.crowd} crowd regions marked ignore, {self.renamed} files renamed)"
         return (
             f"imported {self.images} images, {self.boxes} boxes, {self.classes} classes into {self.out} "
             f"({self.clipped} boxes clipped to their image, {self.dropped} empty boxes dropped, "
@@ -49,11 +57,13 @@ class ExportSummary:
     out: Path
     format: str
     images: int
-    boxes: int
+    boxes: int  # boxes, or for a segment data set the annotations (COCO) or masks written
     classes: int
+    task: str = "detect"
 
     def line(self) -> str:
-        counts = f"{self.images} images, {self.boxes} boxes, {self.classes} classes"
+        objects = "masks" if self.task == "segment" else "boxes"
+        counts = f"{self.images} images, {self.boxes} {objects}, {self.classes} classes"
         return f"exported {counts} to {self.out} ({self.format})"
 
 
@@ -112,6 +122,11 @@ def detect_only(dataset: Dataset, format_name: str) -> None:
         raise ForkliftError(f"{dataset.root}: a {dataset.task} data set has no boxes to export to {format_name}")
 
 
+def segment_only(dataset: Dataset, format_name: str) -> None:
+    if dataset.task != "segment":
+        raise ForkliftError(f"{dataset.root}: a {dataset.task} data set has no masks to export to {format_name}")
+
+
 def place_image(dataset: Dataset, image: ImageRecord, folder: Path, taken: set[str]) -> str:
     """Copy a data set's image into a flat folder under a unique name; returns that name."""
     name = unique_name(PurePosixPath(image.file).name, taken)
@@ -120,14 +135,16 @@ def place_image(dataset: Dataset, image: ImageRecord, folder: Path, taken: set[s
 
 
 class DatasetBuilder:
-    """Collects a foreign layout's images and boxes into a forklift data set, clipping boxes to their image."""
+    """Collects a foreign layout's images and boxes (or masks, for task segment) into a forklift data set,
+    clipping boxes to their image."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, task: str = "detect") -> None:
         self.out = new_folder(out)
         (self.out / "images").mkdir()
+        self.task = task
         self.classes: list[str] = []
         self.images: list[ImageRecord] = []
-        self.summary = ImportSummary(out=self.out)
+        self.summary = ImportSummary(out=self.out, task=task)
         self._taken: set[str] = set()
 
     def add_class(self, name: str) -> None:
@@ -135,9 +152,18 @@ class DatasetBuilder:
             self.classes.append(name)
 
     def add_image(
-        self, name: str, content: Path | bytes, width: int, height: int, split: str, boxes: list[RawBox], where: str
+        self,
+        name: str,
+        content: Path | bytes,
+        width: int,
+        height: int,
+        split: str,
+        boxes: list[RawBox],
+        where: str,
+        mask: np.ndarray | None = None,
     ) -> None:
-        """Copy one image (a file or its bytes) into OUT/images/ under its own name, made unique if need be."""
+        """Copy one image (a file or its bytes) into OUT/images/ under its own name, made unique if need be; a
+        segment import gives its label map (values index the classes added so far), written to OUT/masks/."""
         if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
             raise ForkliftError(f"{where}: image size {width}x{height} is not positive")
         if split not in SPLITS:
@@ -153,7 +179,22 @@ class DatasetBuilder:
         else:
             raise ForkliftError(f"{content}: no such image (named by {where})")
         kept = [box for box in (self._clip(raw, width, height) for raw in boxes) if box is not None]
-        self.images.append(ImageRecord(f"images/{file}", width, height, split, kept))
+        record = ImageRecord(f"images/{file}", width, height, split, kept)
+        if self.task == "segment":
+            record.mask = f"masks/{PurePosixPath(file).stem}.png"
+            write_mask(self.out / record.mask, self._checked(mask, width, height, where))
+        self.images.append(record)
+
+    def _checked(self, mask: np.ndarray | None, width: int, height: int, where: str) -> np.ndarray:
+        """The label map if it fits the image and the classes; a one-line error naming the source if not."""
+        if mask is None or mask.shape != (height, width):
+            found = "none" if mask is None else f"{mask.shape[1]}x{mask.shape[0]}"
+            raise ForkliftError(f"{where}: the mask is {found}, its image {width}x{height}")
+        bad = mask[(mask > len(self.classes)) & (mask != IGNORE)]
+        if bad.size:
+            classes = len(self.classes)
+            raise ForkliftError(f"{where}: mask value {int(bad.max())} is neither a class (1-{classes}) nor {IGNORE}")
+        return mask.astype(np.uint8)
 
     def _clip(self, raw: RawBox, width: int, height: int) -> Box | None:
         label, *corners = raw
@@ -172,7 +213,7 @@ class DatasetBuilder:
         """Write dataset.json and say what was imported."""
         if not self.classes:
             raise ForkliftError("the source names no classes and has no boxes: nothing to import")
-        save_dataset(Dataset("detect", self.classes, self.images, self.out), self.out)
+        save_dataset(Dataset(self.task, self.classes, self.images, self.out), self.out)
         self.summary.images = len(self.images)
         self.summary.boxes = sum(len(image.boxes) for image in self.images)
         self.summary.classes = len(self.classes)

@@ -1,8 +1,9 @@
 """KServe / Triton v2 REST, with the binary tensor extension, so existing v2 clients work unchanged.
 
-A served model takes the network input `images` (FP32, [batch, 3, height, width], RGB in [0, 1]) and answers
-its raw output: `detections` ([batch, rows, 5 + classes]: cx, cy, w, h as fractions of the input,
-objectness, class probabilities) or `probabilities` ([batch, classes]).
+A served model takes the network input `images` (FP32, [batch, 3, height, width], RGB in [0, 1]; a segmentation
+model's normalisation is that of its forklift.json) and answers its raw output: `detections` ([batch, rows,
+5 + classes]: cx, cy, w, h as fractions of the input, objectness, class probabilities), `probabilities`
+([batch, classes]) or `masks` (logits [batch, 1 + classes, h, w], background first).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from forklift.serve.worker import TensorJob
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 INPUT_NAME = "images"
-OUTPUT_NAMES = {"detect": "detections", "classify": "probabilities"}
+OUTPUT_NAMES = {"detect": "detections", "classify": "probabilities", "segment": "masks"}
 DATATYPES = {"FP32": np.float32}
 
 
@@ -31,7 +32,11 @@ def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
     height, width = pool.facts["input"]
     task = pool.facts["task"]
     classes = len(pool.facts["labels"])
-    output_shape = [-1, -1, 5 + classes] if task == "detect" else [-1, classes]
+    output_shape = {
+        "detect": [-1, -1, 5 + classes],
+        "classify": [-1, classes],
+        "segment": [-1, 1 + classes, -1, -1],  # logits of background and each class, at the network's resolution
+    }[task]
     return [-1, 3, height, width], OUTPUT_NAMES[task], output_shape
 
 

@@ -30,6 +30,10 @@ def _classified(prediction: Prediction, model: str) -> dict:
     result = prediction.results[0]
     if result.error is not None:
         raise HttpError(400, result.error)
+    if result.segments is not None:  # the API has boxes and labels only; a mask would be silently dropped
+        raise HttpError(
+            400, f"model {model!r} segments images; PowerAI Vision's API has no masks (POST /predict/{model})"
+        )
     classified = [
         {"label": d.label, "confidence": round(d.score, 4),
          "xmin": round(d.x1), "ymin": round(d.y1), "xmax": round(d.x2), "ymax": round(d.y2)}

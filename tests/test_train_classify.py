@@ -1,0 +1,86 @@
+"""Classification training: a Darknet classifier cfg trained on generated shapes; its model directory answers with
+classes through every runtime, and OpenCV's Darknet reader agrees with it."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from forklift.cli import main
+from forklift.data.synth import synth_shapes
+from forklift.errors import ForkliftError
+from forklift.formats.model_dir import open_model_dir
+from forklift.runtime.base import PredictOptions
+from forklift.runtime.load import load_predictor
+from forklift.train.classify import set_classifier_classes
+from forklift.train.evaluate import evaluate
+from forklift.train.trainer import train
+from forklift.vision.images import decode_image
+
+CLASSIFIER = Path(__file__).parent / "cfgs" / "shapes-classifier.cfg"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("classify")
+    synth_shapes(root / "data", 200, 64, seed=0, task="classify")
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(work: Path) -> Path:
+    """25 short epochs: enough to fit the training images; 160 images are too few to generalise from scratch
+    (about 2,000 are needed here), so val is measured once, at the end, and not held to a floor."""
+    return train(work / "data", work / "run", cfg=CLASSIFIER, epochs=25, batch=16, lr=0.003, seed=0, val_every=25)
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    with (out / "metrics.csv").open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_rewrites_the_scoring_convolution() -> None:
+    text = set_classifier_classes(CLASSIFIER.read_text(), str(CLASSIFIER), 7, size=96)
+    assert "filters=7" in text and "width=96" in text and "height=96" in text
+    assert text.count("filters=32") == 1  # the other convolutions stay
+
+
+def test_loss_falls_and_the_training_images_are_learnt(work: Path, trained: Path) -> None:
+    rows = _rows(trained)
+    assert len(rows) == 25 and rows[-1]["top1"] != "" and rows[0]["top1"] == ""
+    assert float(rows[-1]["loss"]) < 0.85 * float(rows[0]["loss"])
+    assert json.loads((trained / "eval" / "eval.json").read_text())["task"] == "classify"
+    assert evaluate(trained, work / "data", split="train").metrics.top1 >= 0.4  # five classes: chance is 0.2
+
+
+def test_model_directory_answers_with_classes_everywhere(work: Path, trained: Path) -> None:
+    model = open_model_dir(trained)
+    assert json.loads((trained / "forklift.json").read_text())["task"] == "classify"
+    image_path = work / "data" / "images" / "000001.png"
+    image = decode_image(image_path.read_bytes(), image_path.name)
+    answers = {}
+    for runtime in ("onnx", "torch"):
+        predictor = load_predictor(model, runtime, PredictOptions())
+        answer, _ = predictor.predict_image(image_path.name, image)
+        answers[runtime] = {c.label: c.score for c in answer}
+    assert answers["onnx"].keys() == answers["torch"].keys()
+    for label, score in answers["torch"].items():
+        assert abs(answers["onnx"][label] - score) < 1e-4
+    net = cv2.dnn.readNetFromDarknet(str(model.files["cfg"]), str(model.files["weights"]))
+    net.setInput(cv2.dnn.blobFromImage(cv2.resize(image, (64, 64), interpolation=cv2.INTER_LINEAR), 1 / 255.0))
+    reference = net.forward().ravel()
+    best = model.labels[int(np.argmax(reference))]
+    assert max(answers["torch"], key=answers["torch"].get) == best
+
+
+def test_detection_cfg_on_a_classify_set_is_refused(work: Path, capsys) -> None:
+    detector = Path(__file__).parent / "cfgs" / "v3-spp-groups.cfg"
+    with pytest.raises(ForkliftError, match="not a classifier cfg"):
+        train(work / "data", work / "wrong", cfg=detector, epochs=1)
+    code = main(["train", "--data", str(work / "data"), "--cfg", str(detector), str(work / "wrong2")])
+    assert code == 2 and "not a classifier cfg" in capsys.readouterr().err
