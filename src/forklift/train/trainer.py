@@ -37,7 +37,7 @@ WARMUP_EPOCHS = 1.0  # linear warm-up over this many epochs' steps (at least WAR
 WARMUP_MIN_STEPS = 10
 FINAL_LR = 0.05  # of the peak, at the end of the cosine
 CLIP_NORM = 10.0
-STEP_FIELDS = ("lr", "images_per_s", "seconds")
+STEP_FIELDS = ("lr", "images_per_s", "seconds", "elapsed")  # seconds: training; elapsed: since train() began
 
 
 def train(
@@ -122,6 +122,7 @@ def train(
         if val_images and (epoch % val_every == 0 or epoch == epochs):
             row.update(task.validate(Path(data), checkpoints / "val-model"))
             best.consider(epoch, row[task.metric_names[0]], task, checkpoints / "best.pt")
+        row["elapsed"] = time.perf_counter() - budget_start
         _append_metrics(metrics, fields, row)
         if writer is not None:
             for key, value in row.items():
