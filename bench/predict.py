@@ -1,10 +1,14 @@
-"""Time per image of each runtime (onnx, torch, opencv) on yolov3-tiny and yolov3 at 416x416.
+"""Time per image of each runtime (onnx, openvino, torch, opencv) on yolov3-tiny and yolov3 at 416x416.
 
 Side by side in one run: the runtimes take turns image by image, so machine noise falls on all of them.
 Reports p50/p90/p99 of the whole predict (decode excluded: images are decoded once) and of inference alone,
 and each runtime's p50 as a ratio to ONNX Runtime's. Writes bench/results/predict.csv and .json.
 
     .venv/bin/python bench/predict.py [--iterations 30] [--threads 2] [--models yolov3-tiny,yolov3]
+        [--runtimes onnx,openvino] [--no-spin]
+
+ONNX Runtime's threads spin for work after each run unless --no-spin (as serve's workers run): with more than
+one thread they then take CPU from the next runtime's turn, which only --no-spin makes a fair comparison.
 """
 
 from __future__ import annotations
@@ -35,14 +39,13 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50_ms": round(float(p50), 2), "p90_ms": round(float(p90), 2), "p99_ms": round(float(p99), 2)}
 
 
-def bench_model(name: str, workdir: Path, iterations: int, threads: int) -> list[dict]:
+def bench_model(name: str, workdir: Path, iterations: int, options: PredictOptions, runtimes: list[str]) -> list[dict]:
     model_dir = new_darknet_dir(SHARED / "darknet" / f"{name}.cfg", SHARED / "darknet" / "coco.names", workdir / name)
     model = open_model_dir(model_dir)
-    options = PredictOptions(threads=threads)
-    predictors = {runtime: load_predictor(model, runtime, options) for runtime in RUNTIMES}
+    predictors = {runtime: load_predictor(model, runtime, options) for runtime in runtimes}
     photos = [decode_image(p.read_bytes(), p.name) for p in sorted((SHARED / "images").glob("*.jpg"))]
-    totals: dict[str, list[float]] = {r: [] for r in RUNTIMES}
-    inference: dict[str, list[float]] = {r: [] for r in RUNTIMES}
+    totals: dict[str, list[float]] = {r: [] for r in runtimes}
+    inference: dict[str, list[float]] = {r: [] for r in runtimes}
     for step in range(iterations + 3):
         photo = photos[step % len(photos)]
         for runtime, predictor in predictors.items():
@@ -53,8 +56,9 @@ def bench_model(name: str, workdir: Path, iterations: int, threads: int) -> list
                 inference[runtime].append(timing.inference)
     base = float(np.median(totals["onnx"]))
     rows = []
-    for runtime in RUNTIMES:
-        row = {"model": name, "runtime": runtime, "threads": threads, "iterations": iterations}
+    for runtime in runtimes:
+        row = {"model": name, "runtime": runtime, "threads": options.threads, "spin": options.spin}
+        row["iterations"] = iterations
         row.update({f"total_{k}": v for k, v in percentiles(totals[runtime]).items()})
         row.update({f"inference_{k}": v for k, v in percentiles(inference[runtime]).items()})
         row["p50_vs_onnx"] = round(float(np.median(totals[runtime])) / base, 2)
@@ -71,11 +75,17 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--models", default="yolov3-tiny,yolov3")
+    parser.add_argument("--runtimes", default=",".join(RUNTIMES), help="which to compare; onnx, the baseline, first")
+    parser.add_argument("--no-spin", action="store_true", help="idle engine threads sleep (as in forklift serve)")
     args = parser.parse_args()
+    options = PredictOptions(threads=args.threads, spin=not args.no_spin)
+    runtimes = args.runtimes.split(",")
+    if runtimes[0] != "onnx" or not set(runtimes) <= set(RUNTIMES):
+        parser.error(f"--runtimes: onnx first, then any of {', '.join(RUNTIMES[1:])}")
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.models.split(","):
-            rows += bench_model(name, Path(workdir), args.iterations, args.threads)
+            rows += bench_model(name, Path(workdir), args.iterations, options, runtimes)
     RESULTS.mkdir(exist_ok=True)
     with (RESULTS / "predict.csv").open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=list(rows[0]))

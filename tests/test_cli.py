@@ -43,7 +43,7 @@ def test_help_has_examples() -> None:
         assert "example:" in text and "forklift " in text
 
 
-@pytest.mark.parametrize("runtime", ["onnx", "torch", "opencv"])
+@pytest.mark.parametrize("runtime", ["onnx", "openvino", "torch", "opencv"])
 def test_predict_json_contract(tiny: Path, runtime: str) -> None:
     photos = [shared("images/dog.jpg"), shared("images/kite.jpg")]
     out = json.loads(forklift("predict", tiny, *photos, "--runtime", runtime, "--json").stdout)

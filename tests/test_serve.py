@@ -119,7 +119,7 @@ def test_healthz_and_pinning(server: Server) -> None:
     facts = httpx.get(f"{server.url}/healthz").json()
     assert facts["status"] == "OK" and set(facts["models"]) == {"tiny", "shapes"}
     tiny, shapes = facts["models"]["tiny"], facts["models"]["shapes"]
-    assert tiny["runtime"] == "onnx" and tiny["task"] == "detect"
+    assert tiny["runtime"] == "openvino" and tiny["task"] == "detect"  # the default engine for Darknet models
     for model in (tiny, shapes):
         for pid, cpus in zip(model["pids"], model["cpus"], strict=True):
             assert sorted(os.sched_getaffinity(pid)) == cpus  # each worker runs on its CPU set only

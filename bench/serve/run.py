@@ -5,8 +5,9 @@ yolov3-tiny at 416x416 (seeded random weights), the sample JPEGs of ../shared/da
   (a) ONNX Runtime in this process, forklift's predictor (decode + letterbox + infer + NMS), threads {1,2} x
       batch {1,2,4,8}: the best images/s is the ceiling; its "latency at concurrency c" is the time of one
       batch of c images at the best thread count;
-  (b) `forklift serve`: layouts (instances x threads x max-batch) measured at the highest concurrency, the
-      fastest whose p99 <= 1.5 x p50 is chosen (the fastest of all when none is);
+  (b) `forklift serve` with its default engine for Darknet models (OpenVINO, float32): layouts (instances x
+      threads x max-batch) measured at the highest concurrency, the fastest whose p99 <= 1.5 x p50 is chosen
+      (the fastest of all when none is);
   (c) the original design: Flask + waitress, PyTorch eager, 2 one-thread instances behind NGINX (least_conn);
   (d) LitServe with ONNX Runtime through the same predictor.
 
@@ -53,8 +54,8 @@ from forklift.system.placement import Instance, Plan, nginx_conf
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SHARED = Path(os.environ.get("FORKLIFT_SHARED_DATA", ROOT.parent / "shared" / "data"))
-PACKAGES = ("forklift", "onnxruntime", "torch", "numpy", "starlette", "uvicorn", "httpx", "python-multipart",
-            "flask", "waitress", "litserve", "fastapi", "matplotlib")  # fmt: skip
+PACKAGES = ("forklift", "onnxruntime", "openvino", "torch", "numpy", "starlette", "uvicorn", "httpx",
+            "python-multipart", "flask", "waitress", "litserve", "fastapi", "matplotlib")  # fmt: skip
 IN_PROCESS_IMAGES = 96  # per (threads, batch) of (a)
 LITSERVE = {"workers": 2, "threads": 1, "max-batch": 1, "batch-timeout-ms": 0, "api-servers": 1}
 Images = list[tuple[str, bytes]]

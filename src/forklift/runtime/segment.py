@@ -1,4 +1,4 @@
-"""Semantic segmentation with ONNX Runtime: a network whose output is logits [N, 1 + classes, h, w].
+"""Semantic segmentation with ONNX Runtime or OpenVINO: a network whose output is logits [N, 1 + classes, h, w].
 
 Each image is fitted to the network input (resize mode, then (pixel - mean) * scale in the model's colour order,
 all from forklift.json), the class of each output pixel is the argmax of its logits, and the label map is cut to
@@ -16,7 +16,7 @@ from forklift.errors import ForkliftError
 from forklift.formats.model_config import RESIZE_MODES
 from forklift.formats.model_dir import ModelDirectory
 from forklift.runtime.base import PredictOptions, Predictor
-from forklift.runtime.onnx_runtime import input_size, open_session
+from forklift.runtime.onnx_graph import Network, input_size
 from forklift.vision.masks import IGNORE, segments_from_labels
 from forklift.vision.resize import Placement, fit
 from forklift.vision.results import Segment
@@ -27,19 +27,15 @@ DEFAULT_SCALE = 1 / 255  # without mean and scale in forklift.json: RGB in [0, 1
 class SegmentPredictor(Predictor):
     """An ONNX segmentation model (forklift.json "task": "segment"), e.g. one `write_segment_model_dir` wrote."""
 
-    runtime = "onnx"
-
-    def __init__(self, model: ModelDirectory, options: PredictOptions) -> None:
+    def __init__(self, model: ModelDirectory, options: PredictOptions, network_type: type[Network]) -> None:
         super().__init__(model, options)
         path = model.files["onnx"]
         config = model.config
-        self.session = open_session(path, options.threads, spin=options.spin)
-        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
-        if len(inputs) != 1 or len(outputs) != 1:
-            raise ForkliftError(f"{path}: expected one input and one output, found {len(inputs)} and {len(outputs)}")
-        self.input_name = inputs[0].name
-        self.input_width, self.input_height = input_size(model, path, inputs[0].shape)
-        channels = outputs[0].shape[1] if len(outputs[0].shape) == 4 else None
+        self.network = network_type(path, options)
+        self.runtime = self.network.runtime
+        self.input_width, self.input_height = input_size(model, path, self.network.input_shape)
+        out_shape = self.network.output_shape
+        channels = out_shape[1] if len(out_shape) == 4 else None
         if isinstance(channels, int) and channels != len(model.labels) + 1:
             raise ForkliftError(
                 f"{model.files['labels']}: {len(model.labels)} labels, but the network gives {channels} channels "
@@ -68,8 +64,7 @@ class SegmentPredictor(Predictor):
         return np.ascontiguousarray(tensor.transpose(2, 0, 1)), placement
 
     def infer(self, tensors: list[np.ndarray]) -> list[np.ndarray]:
-        (out,) = self.session.run(None, {self.input_name: np.stack(tensors)})
-        return list(out)
+        return list(self.network.run(np.stack(tensors)))
 
     def finish(self, output: np.ndarray, meta: Placement) -> list[Segment]:
         if output.ndim != 3 or output.shape[0] != len(self.model.labels) + 1:
