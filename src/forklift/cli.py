@@ -13,6 +13,7 @@ from pathlib import Path
 
 from forklift import __version__
 from forklift.errors import ForkliftError
+from forklift.runtime.load import RUNTIMES
 
 EXIT_BAD_INPUT = 2
 
@@ -336,6 +337,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.out,
         cfg=args.cfg,
         model=args.model,
+        arch=args.arch,
         epochs=args.epochs,
         batch=args.batch,
         img=args.img,
@@ -348,6 +350,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         val_every=args.val_every,
         mosaic=args.mosaic,
         amp=args.amp,
+        lms={"min_bytes": round(args.lms_min_mib * 2**20), "spill_dir": args.lms_spill_dir} if args.lms else None,
     )
     print(f"wrote {out}: a model directory (forklift predict {out} IMAGE); per-epoch figures in {out / 'metrics.csv'}")
     return 0
@@ -378,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
     predict.add_argument("images", type=Path, nargs="+", metavar="IMAGE")
     predict.add_argument(
-        "--runtime", choices=("onnx", "torch", "opencv"), help="engine (default: onnx; opencv for Caffe)"
+        "--runtime", choices=RUNTIMES, help="engine (default: openvino for Darknet, onnx for ONNX, opencv for Caffe)"
     )
     predict.add_argument("--threads", type=_positive, help="CPU threads of the engine (default: all available)")
     predict.add_argument("--conf", type=_threshold, help="score threshold (default: the model's, else 0.25)")
@@ -445,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=_count_or_auto, default=None, metavar="T|auto", help="threads per worker (auto: its CPUs)"
     )
     serve.add_argument("--cpus-per-instance", type=_positive, help="CPUs pinned to each worker")
-    serve.add_argument("--runtime", choices=("onnx", "torch", "opencv"), help="engine (default: by model kind)")
+    serve.add_argument("--runtime", choices=RUNTIMES, help="engine (default: by model kind)")
     serve.add_argument("--max-batch", type=_positive, help="images per batch sent to a worker (default 8)")
     serve.add_argument(
         "--batch-timeout-ms",
@@ -551,7 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--concurrency", type=_positive_list, default=[1, 2, 4, 8], help="requests in flight")
     sweep.add_argument("--requests", type=_positive, default=240, help="requests per point")
     sweep.add_argument("--slo-ms", type=float, help="p99 latency the recommendation must meet")
-    sweep.add_argument("--runtime", choices=("onnx", "torch", "opencv"))
+    sweep.add_argument("--runtime", choices=RUNTIMES, help="engine (default: by model kind)")
     sweep.add_argument("--out", type=Path, default=Path("out/sweep"), help="folder for sweep.csv and the plots")
     sweep.set_defaults(handler=cmd_sweep)
 
@@ -679,7 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument(
         "--threshold", type=_threshold, default=0.25, help="score of the operating point for precision/recall"
     )
-    evaluation.add_argument("--runtime", choices=("onnx", "torch", "opencv"), help="engine (default: by model kind)")
+    evaluation.add_argument("--runtime", choices=RUNTIMES, help="engine (default: by model kind)")
     evaluation.add_argument("--out", type=Path, help="folder for eval.json and the PNGs (default: out/eval/MODEL)")
     evaluation.add_argument("--json", action="store_true", help="print eval.json instead of a summary")
     evaluation.set_defaults(handler=cmd_eval)
@@ -688,18 +691,25 @@ def build_parser() -> argparse.ArgumentParser:
         verbs,
         "train",
         "Train a model on a data set: a Darknet YOLO detector (detect sets) or a Darknet classifier (classify "
-        "sets), from a cfg (fresh weights) or a model directory (fine-tuning). Each epoch ends with a checkpoint, a "
-        "row of metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
+        "sets), from a cfg (fresh weights) or a model directory (fine-tuning); a torchvision segmentation "
+        "architecture (segment sets, --arch, fresh weights). Each epoch ends with a checkpoint, a row of "
+        "metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
         "directory with the best measured epoch's weights, its ONNX export and eval/.",
-        "forklift train --data data/shapes --cfg yolov3-tiny.cfg --epochs 30 --batch 16 --img 320 out/shapes-tiny",
+        "forklift train --data data/shapes --cfg yolov3-tiny.cfg --epochs 30 --batch 16 --img 320 out/shapes-tiny\n"
+        "  forklift train --data data/shapes-seg --arch deeplabv3_mobilenet_v3_large --img 256 out/seg",
     )
     train.add_argument("--data", type=Path, required=True, metavar="DATA", help="a forklift data set folder")
-    source = train.add_mutually_exclusive_group(required=True)
+    source = train.add_mutually_exclusive_group()  # which one a data set needs: its task says
     source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes (and filters) are rewritten")
     source.add_argument("--model", type=Path, metavar="MODEL_DIR", help="Darknet model directory to fine-tune")
+    source.add_argument(
+        "--arch", metavar="NAME", help="segment sets: torchvision architecture (default lraspp_mobilenet_v3_large)"
+    )
     train.add_argument("--epochs", type=_positive, default=30)
     train.add_argument("--batch", type=_positive, default=16)
-    train.add_argument("--img", type=_positive, default=None, help="input width and height (default: the cfg's)")
+    train.add_argument(
+        "--img", type=_positive, default=None, help="input width and height (default: the cfg's; 256 for --arch)"
+    )
     train.add_argument("--lr", type=float, default=0.001, help="peak learning rate of AdamW (default 0.001)")
     train.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     train.add_argument(
@@ -708,6 +718,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="mixed precision: float16 on CUDA, bfloat16 on the CPU (default: on for CUDA only)",
     )
+    train.add_argument(
+        "--lms",
+        action="store_true",
+        help="large model support: tensors saved for backward leave the GPU (pinned host memory) or, on the CPU, "
+        "RAM (spill files), so bigger batches and images fit",
+    )
+    train.add_argument(
+        "--lms-min-mib", type=float, default=1.0, metavar="MIB", help="with --lms: tensors under this stay in place"
+    )
+    train.add_argument("--lms-spill-dir", type=Path, metavar="DIR", help="with --lms on the CPU: where spill files go")
     train.add_argument("--mosaic", action="store_true", help="detection: tile four images into half the samples")
     train.add_argument("--val-every", type=_positive, default=1, metavar="N", help="measure on val every N epochs")
     train.add_argument("--minutes", type=float, default=None, help="stop before an epoch that would end past this")

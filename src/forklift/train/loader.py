@@ -116,10 +116,15 @@ def random_affine(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Scale about the centre and shift; boxes follow, are clipped, and dropped when mostly cut off."""
     h, w = image.shape[:2]
+    return warp(image, boxes, classes, random_scale_shift(w, h, rng), (w, h))
+
+
+def random_scale_shift(width: int, height: int, rng: np.random.Generator) -> np.ndarray:
+    """A 2x3 affine matrix that scales a width x height image about its centre by SCALE_RANGE and shifts it by
+    up to TRANSLATE of its size each way; shared so that a mask can follow its image through the same warp."""
     scale = rng.uniform(*SCALE_RANGE)
-    shift = rng.uniform(-TRANSLATE, TRANSLATE, 2) * (w, h)
-    matrix = np.array([[scale, 0, (1 - scale) * w / 2 + shift[0]], [0, scale, (1 - scale) * h / 2 + shift[1]]])
-    return warp(image, boxes, classes, matrix, (w, h))
+    shift = rng.uniform(-TRANSLATE, TRANSLATE, 2) * (width, height)
+    return np.array([[scale, 0, (1 - scale) * width / 2 + shift[0]], [0, scale, (1 - scale) * height / 2 + shift[1]]])
 
 
 def warp(

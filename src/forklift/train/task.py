@@ -135,6 +135,10 @@ def make_task(dataset: Dataset, source: NetworkSource, seed: int, mosaic: bool =
         from forklift.train.classify import ClassificationTask
 
         return ClassificationTask(dataset, source, seed)
+    if dataset.task == "segment":
+        from forklift.train.segment import SegmentationTask
+
+        return SegmentationTask(dataset, source, seed)
     raise ForkliftError(f"{dataset.root}: training for {dataset.task} data sets is not available")
 
 

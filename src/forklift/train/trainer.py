@@ -33,6 +33,8 @@ from forklift.train.task import NetworkSource, TrainingTask, make_task
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
+    from forklift.lms import Settings, Stats
+
 WARMUP_EPOCHS = 1.0  # linear warm-up over this many epochs' steps (at least WARMUP_MIN_STEPS)
 WARMUP_MIN_STEPS = 10
 FINAL_LR = 0.05  # of the peak, at the end of the cosine
@@ -58,6 +60,7 @@ def train(
     val_every: int = 1,
     mosaic: bool = False,
     amp: bool | None = None,
+    lms: Settings | None = None,
 ) -> Path:
     """Train from a cfg or architecture (fresh weights) or a model directory (fine-tuning); returns OUT.
 
@@ -66,6 +69,7 @@ def train(
     budget, judged by the one before it (the first always runs); the schedule still spans `epochs`, so choose
     epochs that fit.
     `amp`: mixed precision (float16 with loss scaling on CUDA, bfloat16 on the CPU); None: on for CUDA only.
+    `lms`: large model support around each epoch's steps, with these settings (`forklift.lms.Options`).
     """
     budget_start = time.perf_counter()
     out = Path(out)
@@ -105,17 +109,20 @@ def train(
         totals, seen = dict.fromkeys(task.loss_terms, 0.0), 0
         loader = epoch_loader(images, batch, epoch, shuffle=True, workers=workers, collate_fn=task.collate)
         bar = tqdm(loader, desc=f"epoch {epoch}/{epochs}", unit="batch", disable=None, leave=False)
-        for inputs, targets in bar:
-            inputs, targets = inputs.to(device), _to(targets, device)
-            with precision.autocast():
-                terms = task.loss(inputs, targets)
-            optimiser.zero_grad(set_to_none=True)
-            precision.step(terms["loss"], net, optimiser)
-            schedule.step()
-            for key, value in terms.items():
-                totals[key] += float(value.detach()) * len(inputs)
-            seen += len(inputs)
-            bar.set_postfix({k: f"{v / seen:.3f}" for k, v in totals.items()})
+        with _swapping(lms) as swapped:
+            for inputs, targets in bar:
+                inputs, targets = inputs.to(device), _to(targets, device)
+                with precision.autocast():
+                    terms = task.loss(inputs, targets)
+                optimiser.zero_grad(set_to_none=True)
+                precision.step(terms["loss"], net, optimiser)
+                schedule.step()
+                for key, value in terms.items():
+                    totals[key] += float(value.detach()) * len(inputs)
+                seen += len(inputs)
+                bar.set_postfix({k: f"{v / seen:.3f}" for k, v in totals.items()})
+        if swapped is not None:
+            print(f"epoch {epoch}/{epochs}: {swapped.summary()}", flush=True)
         seconds = time.perf_counter() - started
         row: dict = {"epoch": epoch, **{k: v / max(seen, 1) for k, v in totals.items()}}
         row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
@@ -141,6 +148,15 @@ def train(
     if val_images:
         _evaluate(out, Path(data), best_epoch)
     return out
+
+
+def _swapping(lms: Settings | None) -> contextlib.AbstractContextManager[Stats | None]:
+    """`forklift.lms.swapping` with the settings, or nothing when large model support is off."""
+    if lms is None:
+        return contextlib.nullcontext()
+    from forklift.lms import swapping
+
+    return swapping(**lms)
 
 
 class _Precision:
