@@ -23,7 +23,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
-	$(BIN)/python bench/predict.py
+	$(BIN)/python bench/predict.py --no-spin
 	$(BIN)/python bench/serve/run.py
 
 clean:
