@@ -9,8 +9,6 @@ and `serve` answer with `classes`.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -91,9 +89,6 @@ class ClassificationTask(DarknetTask):
     def model_config(self) -> ModelConfig:
         size = {"input_width": self.net.input_width, "input_height": self.net.input_height}
         return ModelConfig(task="classify", **size, resize=RESIZE)
-
-    def metrics(self, result: Any) -> dict[str, float | None]:
-        return {"top1": result.metrics.top1, "top5": result.metrics.top5}
 
 
 def set_classifier_classes(text: str, source: str, classes: int, size: int | None = None) -> str:

@@ -8,8 +8,6 @@ and the ONNX export.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from forklift.data.dataset import Dataset, ImageRecord
@@ -57,9 +55,6 @@ class DetectionTask(DarknetTask):
     def model_config(self) -> ModelConfig:
         size = {"input_width": self.net.input_width, "input_height": self.net.input_height}
         return ModelConfig(task="detect", **size, resize="letterbox", conf=CONF, iou=IOU)
-
-    def metrics(self, result: Any) -> dict[str, float | None]:
-        return {"map50": result.metrics.map50, "map": result.metrics.map}
 
 
 def set_classes(text: str, source: str, classes: int, size: int | None = None) -> str:

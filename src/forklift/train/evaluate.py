@@ -29,7 +29,7 @@ from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import Box, Dataset, ImageRecord
 from forklift.data.masks import load_mask
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
+from forklift.formats.model_dir import ModelDirectory, open_model_dir
 from forklift.runtime.base import PredictOptions, Predictor
 from forklift.runtime.load import load_predictor
 from forklift.train.segment_eval import BACKGROUND, SegmentationMetrics, segmentation_metrics
@@ -105,25 +105,37 @@ def evaluate(
     skipped = sum(image.split == split for image in dataset.images) - len(images)
     if not images:
         raise ForkliftError(f"{data}: no usable images in split {split!r} ({skipped} skipped by 'forklift data check')")
-    predictor = load_predictor(model, runtime, PredictOptions(conf=conf, iou=iou))
-    if predictor.task != dataset.task:
-        raise ForkliftError(
-            f"{model_dir}: a {predictor.task} model cannot be evaluated on {data}, a {dataset.task} set"
-        )
-    answers = _predict(predictor, dataset, images)
-    metrics: DetectionMetrics | ClassificationMetrics | SegmentationMetrics
-    if dataset.task == "detect":
-        metrics = detection_metrics(images, answers, dataset.classes, threshold)
-    elif dataset.task == "segment":
-        metrics = _segment_metrics(dataset, images, answers)
-    else:
-        metrics = classification_metrics(images, answers, dataset.classes)
+    metrics = measure(model, dataset, images, conf, iou, threshold, runtime)
     result = EvalResult(
         model.name, str(data), split, dataset.task, list(dataset.classes), len(images), skipped, metrics
     )
     if out is not None:
         result.files = write_report(result, Path(out))
     return result
+
+
+def measure(
+    model: ModelDirectory,
+    dataset: Dataset,
+    images: list[ImageRecord],
+    conf: float = 0.001,
+    iou: float = 0.6,
+    threshold: float = 0.25,
+    runtime: str | None = None,
+) -> DetectionMetrics | ClassificationMetrics | SegmentationMetrics:
+    """The model's metrics on images of the data set that are already checked (training validates on the val
+    images it checked once, rather than checking the whole set again each time)."""
+    predictor = load_predictor(model, runtime, PredictOptions(conf=conf, iou=iou))
+    if predictor.task != dataset.task:
+        raise ForkliftError(
+            f"{model.path}: a {predictor.task} model cannot be evaluated on {dataset.root}, a {dataset.task} set"
+        )
+    answers = _predict(predictor, dataset, images)
+    if dataset.task == "detect":
+        return detection_metrics(images, answers, dataset.classes, threshold)
+    if dataset.task == "segment":
+        return _segment_metrics(dataset, images, answers)
+    return classification_metrics(images, answers, dataset.classes)
 
 
 def _check_labels(labels: list[str], classes: list[str], model_dir: Path, data: Path) -> None:

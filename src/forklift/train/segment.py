@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -21,7 +20,6 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.models import segmentation
 
-from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.data.masks import load_mask
 from forklift.errors import ForkliftError
@@ -110,7 +108,6 @@ class SegmentationTask(TrainingTask):
             self.net = ARCHITECTURES[self.name](
                 weights=None, weights_backbone=None, num_classes=1 + len(dataset.classes)
             )
-        self._val: tuple[Path, list[ImageRecord]] | None = None
 
     def images(self, records: list[ImageRecord], augment: bool) -> SegmentationImages:
         return SegmentationImages(self.dataset, records, (self.size, self.size), augment, self.seed)
@@ -131,28 +128,18 @@ class SegmentationTask(TrainingTask):
         (validation during training does not write one: see `validate`)."""
         write_segment_model_dir(self.net, out, self.classes, (self.size, self.size), name=self.name)
 
-    def metrics(self, result: Any) -> dict[str, float | None]:
-        return {"miou": result.metrics.miou, "pixel_accuracy": result.metrics.pixel_accuracy}
-
-    def validate(self, data: Path, scratch: Path) -> dict[str, float | None]:
-        """mIoU and pixel accuracy on the usable val images, computed in memory with the predictor's steps
+    def validate(self, records: list[ImageRecord], scratch: Path) -> dict[str, float | None]:
+        """mIoU and pixel accuracy on the (checked) val records, computed in memory with the predictor's steps
         (stretch, normalise, argmax, back to the mask's size by nearest neighbour): no export each epoch."""
         training = self.net.training
         self.net.eval()
         confusion = np.zeros((len(self.classes) + 1,) * 2, np.int64)
         try:
-            for record, labels in self._predicted(self._val_images(data)):
+            for record, labels in self._predicted(records):
                 confusion += confusion_matrix(load_mask(self.dataset, record), labels, len(self.classes))
         finally:
             self.net.train(training)
-        found = metrics_from_confusion(confusion, self.classes)
-        return {"miou": found.miou, "pixel_accuracy": found.pixel_accuracy}
-
-    def _val_images(self, data: Path) -> list[ImageRecord]:
-        """The val images `forklift eval` measures (those `forklift data check` accepts), found once per run."""
-        if self._val is None or self._val[0] != data:
-            self._val = data, [image for image in usable_images(check_dataset(data)) if image.split == "val"]
-        return self._val[1]
+        return self.metrics(metrics_from_confusion(confusion, self.classes))
 
     def _predicted(self, records: list[ImageRecord]) -> Iterator[tuple[ImageRecord, np.ndarray]]:
         """Each record with the net's label map over its original image."""

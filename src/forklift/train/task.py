@@ -72,10 +72,6 @@ class TrainingTask(ABC):
         """OUT as a model directory `forklift predict` and `serve` use; the ONNX export only when asked, since
         validation during training reads the files with the torch runtime."""
 
-    @abstractmethod
-    def metrics(self, result: Any) -> dict[str, float | None]:
-        """`metric_names` out of an `evaluate` result."""
-
     def parameter_groups(self) -> list[dict]:
         """Weight decay on the weights of convolutions and linear layers only, not on biases or norm parameters."""
         decay, other = [], []
@@ -85,10 +81,14 @@ class TrainingTask(ABC):
                 (decay if wanted else other).append(parameter)
         return [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": other, "weight_decay": 0.0}]
 
-    def validate(self, data: Path, scratch: Path) -> dict[str, float | None]:
-        """The metrics of the network as it is now, on the val split: written to `scratch` without ONNX and
-        evaluated with the torch runtime, so that what is measured is what a user gets from the files."""
-        from forklift.train.evaluate import evaluate
+    def metrics(self, measured: Any) -> dict[str, float | None]:
+        """`metric_names` out of what `forklift.train.evaluate` measured."""
+        return {name: getattr(measured, name) for name in self.metric_names}
+
+    def validate(self, records: list[ImageRecord], scratch: Path) -> dict[str, float | None]:
+        """The metrics of the network as it is now on the (checked) val records: written to `scratch` without ONNX
+        and measured with the torch runtime, so that what is measured is what a user gets from the files."""
+        from forklift.train.evaluate import measure
 
         if scratch.exists():
             shutil.rmtree(scratch)
@@ -96,7 +96,7 @@ class TrainingTask(ABC):
         training = self.net.training
         self.write_model_dir(scratch, onnx=False)
         try:
-            return self.metrics(evaluate(scratch, data, split="val", runtime="torch"))
+            return self.metrics(measure(open_model_dir(scratch), self.dataset, records, runtime="torch"))
         finally:
             self.net.train(training)
 

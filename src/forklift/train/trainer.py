@@ -127,7 +127,7 @@ def train(
         row: dict = {"epoch": epoch, **{k: v / max(seen, 1) for k, v in totals.items()}}
         row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
         if val_images and (epoch % val_every == 0 or epoch == epochs):
-            row.update(task.validate(Path(data), checkpoints / "val-model"))
+            row.update(task.validate(val_images, checkpoints / "val-model"))
             best.consider(epoch, row[task.metric_names[0]], task, checkpoints / "best.pt")
         row["elapsed"] = time.perf_counter() - budget_start
         _append_metrics(metrics, fields, row)
