@@ -3,9 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SHARED := ../shared/data
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +16,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/forklift demo
 
-test: $(STAMP)
-	$(BIN)/ruff check src tests bench
+# Everything: lint, types, every test. What CI runs.
+test: lint
 	$(BIN)/pytest -q
+
+# The inner loop: lint, types and the tests not marked slow (under 2 minutes on 2 cores).
+test-fast: lint
+	$(BIN)/pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -24,13 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-from forklift.formats.model_dir import open_model_dir
-from forklift.nets.init import new_darknet_dir
+from forklift.model_files.model_dir import open_model_dir
+from forklift.nets.fresh_weights import new_darknet_dir
 from forklift.runtime.base import PredictOptions
-from forklift.runtime.load import RUNTIMES, load_predictor
+from forklift.runtime.load import load_predictor
+from forklift.shared_data import shared_data_root
 from forklift.vision.images import decode_image
+from forklift.vocabulary import Runtime, words
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = shared_data_root()
+RUNTIMES = words(Runtime)  # onnx, the baseline, first
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

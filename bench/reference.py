@@ -15,19 +15,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from forklift.formats.darknet_cfg import read_cfg
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.darknet_cfg import read_cfg
+from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import build_darknet
-from forklift.nets.init import new_darknet_dir
+from forklift.nets.fresh_weights import new_darknet_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.onnx_export import export_darknet
 from forklift.runtime.onnx_runtime import open_session
 from forklift.runtime.opencv_darknet import OpenCVDarknetPredictor, opencv_rows, read_opencv_darknet
 from forklift.runtime.torch_runtime import TorchPredictor
+from forklift.shared_data import shared_data_root
 from forklift.vision.images import decode_image
 from forklift.vision.resize import fit
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = shared_data_root()
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "cfgs"
 CASES = {
     "yolov3-tiny": (SHARED / "darknet/yolov3-tiny.cfg", SHARED / "darknet/coco.names"),

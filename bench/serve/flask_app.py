@@ -16,7 +16,7 @@ import torch
 from flask import Flask, jsonify, request
 from waitress import serve
 
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import litserve as ls
 
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.vision.results import Prediction

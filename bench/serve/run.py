@@ -12,7 +12,7 @@ yolov3-tiny at 416x416 (seeded random weights), the sample JPEGs of ../shared/da
   (d) LitServe with ONNX Runtime through the same predictor.
 
 (b), (c) and (d) run at the same time (idle while another is measured) and take turns per concurrency
-point, with the same client (forklift.bench.post.run_load) and a short warm-up before each point. Writes
+point, with the same client (forklift.loadtest.post.run_load) and a short warm-up before each point. Writes
 results.csv, results.json and serve.png to --out.
 
     .venv/bin/python bench/serve/run.py [--requests 240] [--concurrency 1,4,16] [--out bench/results/serve]
@@ -41,19 +41,20 @@ from typing import Any
 
 import numpy as np
 
-from forklift.bench.launch import free_port, wait_until_answering
-from forklift.bench.post import LoadResult, run_load
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
-from forklift.nets.init import new_darknet_dir
+from forklift.loadtest.post import LoadResult, run_load
+from forklift.model_files.model_dir import open_model_dir
+from forklift.nets.fresh_weights import new_darknet_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.runtime.onnx_export import export_darknet
+from forklift.serve.process import free_port, wait_until_answering
+from forklift.shared_data import shared_data_root
 from forklift.system.placement import Instance, Plan, nginx_conf
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-SHARED = Path(os.environ.get("FORKLIFT_SHARED_DATA", ROOT.parent / "shared" / "data"))
+SHARED = shared_data_root()
 PACKAGES = ("forklift", "onnxruntime", "openvino", "torch", "numpy", "starlette", "uvicorn", "httpx",
             "python-multipart", "flask", "waitress", "litserve", "fastapi", "matplotlib")  # fmt: skip
 IN_PROCESS_IMAGES = 96  # per (threads, batch) of (a)

@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 
 from forklift.data.check import check_dataset, usable_images
-from forklift.formats.darknet_cfg import parse_cfg
+from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.nets.darknet import DarknetNet
-from forklift.nets.init import initialise
+from forklift.nets.fresh_weights import initialise
 from forklift.train.loader import DetectionImages, epoch_loader
 from forklift.train.loss import yolo_heads, yolo_loss
 

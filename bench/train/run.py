@@ -26,12 +26,13 @@ from plain_loop import plain_images_per_s
 
 from forklift.data.check import check_dataset
 from forklift.data.synth import CLASSES, synth_shapes
-from forklift.train.evaluate import evaluate
+from forklift.evaluation.evaluate import evaluate
+from forklift.shared_data import shared_data_root
 from forklift.train.small_cfg import slim_cfg
 from forklift.train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("FORKLIFT_SHARED_DATA", ROOT.parent / "shared" / "data"))
+SHARED = shared_data_root()
 RESULTS = ROOT / "bench" / "results" / "train"
 SIZE = 320
 # yolov3-tiny's convolution widths -> this benchmark's (the heads' filters are set by set_classes for 5 classes).

@@ -7,22 +7,21 @@ run reuses the data set and the trained model.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
 
-from forklift.bench.launch import ServerProcess
 from forklift.data.dataset import load_dataset
 from forklift.data.synth import CLASSES, synth_shapes
-from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
-from forklift.train.evaluate import evaluate
+from forklift.evaluation.detection import DetectionMetrics
+from forklift.evaluation.evaluate import evaluate
+from forklift.model_files.model_dir import open_model_dir
+from forklift.serve.process import ServerProcess
+from forklift.shared_data import shared_data_path
 from forklift.train.small_cfg import slim_cfg
 from forklift.train.trainer import train
 
 DEMO_PORT = 5000
-SHARED_DATA = Path(os.environ.get("FORKLIFT_SHARED_DATA", "../shared/data"))
 IMAGES, SIZE = 400, 320
 EPOCHS, MINUTES = 12, 4.0  # about 4 minutes of training on 2 CPU cores
 POSTED = 6
@@ -30,9 +29,7 @@ POSTED = 6
 
 def run_demo(out: Path) -> int:
     data, model_dir = out / "shapes", out / "shapes-tiny"
-    source_cfg = SHARED_DATA / "darknet" / "yolov3-tiny.cfg"
-    if not source_cfg.is_file():
-        raise ForkliftError(f"{source_cfg}: not found; set FORKLIFT_SHARED_DATA to the shared/data folder")
+    source_cfg = shared_data_path("darknet/yolov3-tiny.cfg")
     if (data / "dataset.json").is_file():
         print(f"[1/4] reusing the data set {data}")
     else:
@@ -49,6 +46,7 @@ def run_demo(out: Path) -> int:
               time_budget_s=MINUTES * 60)  # fmt: skip
     result = evaluate(model_dir, data, split="val", out=out / "eval")
     metrics = result.metrics
+    assert isinstance(metrics, DetectionMetrics)  # the shapes set is a detection set
     print(f"[3/4] val mAP@.5 {metrics.map50:.3f}, mAP@[.5:.95] {metrics.map:.3f} on {result.images} images "
           f"(plots in {out / 'eval'})")  # fmt: skip
     serve_and_post(model_dir, data)

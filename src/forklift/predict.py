@@ -7,10 +7,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.vision.results import ImageResult, Prediction
+from forklift.vocabulary import ResizeMode, Runtime
 
 
 def _read(path: Path) -> bytes | str:
@@ -29,11 +30,11 @@ def predict_files(
     model_dir: Path,
     images: Sequence[Path],
     *,
-    runtime: str | None = None,
+    runtime: Runtime | None = None,
     threads: int | None = None,
     conf: float | None = None,
     iou: float | None = None,
-    resize: str | None = None,
+    resize: ResizeMode | None = None,
     max_pixels: int = 100_000_000,
 ) -> Prediction:
     model = open_model_dir(model_dir)

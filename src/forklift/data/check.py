@@ -19,6 +19,7 @@ from forklift.data.dataset import Dataset, Finding, ImageRecord, load_dataset_le
 from forklift.data.masks import MaskProblem, load_mask
 from forklift.errors import ForkliftError
 from forklift.vision.images import DEFAULT_MAX_PIXELS, decode_image
+from forklift.vocabulary import Task
 
 MISSING_FILE = "missing file"
 UNREADABLE = "unreadable image"
@@ -108,7 +109,7 @@ def _file_problem(
         return UNREADABLE, str(exc)
     if (width, height) != (image.width, image.height):
         return SIZE_MISMATCH, f"dataset.json says {image.width}x{image.height}, the file is {width}x{height}"
-    if dataset.task == "segment":
+    if dataset.task == Task.SEGMENT:
         try:
             load_mask(dataset, image)
         except MaskProblem as exc:

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from forklift.atomic import write_text_atomically
 from forklift.errors import ForkliftError
+from forklift.vocabulary import Task, word
 
 FORMAT = "forklift-dataset"
 VERSION = 1
 INDEX = "dataset.json"
-TASKS = ("detect", "classify", "segment")
 SPLITS = ("train", "val", "test")
 
 # What a lenient load calls the problems of an entry (forklift.data.check adds those of the image files).
@@ -91,11 +92,11 @@ class ImageRecord:
     label: str | None = None
     mask: str | None = None  # segment: the mask file, relative to the data set's folder
 
-    def to_json(self, task: str) -> dict[str, Any]:
+    def to_json(self, task: Task) -> dict[str, Any]:
         entry: dict[str, Any] = {"file": self.file, "width": self.width, "height": self.height, "split": self.split}
-        if task == "detect":
+        if task == Task.DETECT:
             entry["boxes"] = [box.to_json() for box in self.boxes]
-        elif task == "segment":
+        elif task == Task.SEGMENT:
             entry["mask"] = self.mask
         else:
             entry["label"] = self.label
@@ -106,7 +107,7 @@ class ImageRecord:
 class Dataset:
     """A data set: what it is for, its class names in order, its images, and the folder they live in."""
 
-    task: str
+    task: Task
     classes: list[str]
     images: list[ImageRecord]
     root: Path
@@ -127,12 +128,7 @@ class Dataset:
 
 def save_dataset(dataset: Dataset, path: Path) -> Path:
     """Write DATA/dataset.json through a temporary file, so a reader never sees half of it; returns its path."""
-    index = Path(path) / INDEX
-    index.parent.mkdir(parents=True, exist_ok=True)
-    partial = index.with_name(INDEX + ".partial")
-    partial.write_text(json.dumps(dataset.to_json(), indent=1) + "\n", encoding="utf-8")
-    partial.replace(index)
-    return index
+    return write_text_atomically(Path(path) / INDEX, json.dumps(dataset.to_json(), indent=1) + "\n")
 
 
 def load_dataset(path: Path) -> Dataset:
@@ -161,9 +157,7 @@ def _load(path: Path, findings: list[Finding] | None) -> Dataset:
         raise ForkliftError(f"{where}: format is {document.get('format')!r}, expected {FORMAT!r}")
     if document.get("version") != VERSION:
         raise ForkliftError(f"{where}: version {document.get('version')!r} is not supported (forklift reads {VERSION})")
-    task = document.get("task")
-    if task not in TASKS:
-        raise ForkliftError(f"{where}: task is {task!r}, expected one of {', '.join(TASKS)}")
+    task = word(Task, document.get("task"), where=f"{where}: task")
     classes = _classes(document.get("classes"), where)
     entries = document.get("images")
     if not isinstance(entries, list):
@@ -176,13 +170,13 @@ def describe(dataset: Dataset) -> str:
     """One line a person reads after making or loading a data set: images per split, objects per class."""
     splits = Counter(image.split for image in dataset.images)
     split_text = ", ".join(f"{splits[split]} {split}" for split in SPLITS)
-    if dataset.task == "segment":  # what each mask holds takes reading it: forklift data stats does
+    if dataset.task == Task.SEGMENT:  # what each mask holds takes reading it: forklift data stats does
         return f"{len(dataset.images)} images ({split_text}); masks of {', '.join(dataset.classes)}"
-    if dataset.task == "detect":
+    if dataset.task == Task.DETECT:
         labels = Counter(box.label for image in dataset.images for box in image.boxes)
         counted = f"{sum(labels.values())} boxes"
     else:
-        labels = Counter(image.label for image in dataset.images)
+        labels = Counter(image.label for image in dataset.images if image.label is not None)
         counted = "labels"
     class_text = ", ".join(f"{name} {labels[name]}" for name in dataset.classes)
     return f"{len(dataset.images)} images ({split_text}); {counted}: {class_text}"
@@ -233,7 +227,7 @@ def _file_of(entry: Any) -> str:
 
 
 def _images(
-    entries: list[Any], task: str, classes: list[str], where: str, findings: list[Finding] | None
+    entries: list[Any], task: Task, classes: list[str], where: str, findings: list[Finding] | None
 ) -> list[ImageRecord]:
     """The records of the entries; the first problem raises, unless findings collects them all."""
     images: list[ImageRecord] = []
@@ -244,11 +238,13 @@ def _images(
         except _EntryProblem as problem:
             record = None
             problems.append(problem)
-        if findings is None and problems:
-            raise ForkliftError(f"{where}: {_locate(i, _file_of(entry), problems[0])}: {problems[0].detail}")
-        position = len(images) if record is not None else None
-        for p in problems:
-            findings.append(Finding(p.problem, _file_of(entry), f"{_locate(i, '', p)}: {p.detail}", position))
+        if findings is None:
+            if problems:
+                raise ForkliftError(f"{where}: {_locate(i, _file_of(entry), problems[0])}: {problems[0].detail}")
+        else:
+            position = len(images) if record is not None else None
+            for p in problems:
+                findings.append(Finding(p.problem, _file_of(entry), f"{_locate(i, '', p)}: {p.detail}", position))
         if record is not None:
             images.append(record)
     return images
@@ -259,7 +255,7 @@ def _locate(i: int, file: str, problem: _EntryProblem) -> str:
     return " ".join(part for part in (f"images[{i}]", f"({file})" if file else "", problem.part) if part)
 
 
-def _image(entry: Any, task: str, classes: list[str], problems: list[_EntryProblem] | None) -> ImageRecord:
+def _image(entry: Any, task: Task, classes: list[str], problems: list[_EntryProblem] | None) -> ImageRecord:
     """One entry's record; a bad box raises, or goes into problems (and out of the record) when given."""
     if not isinstance(entry, dict):
         raise _EntryProblem(BAD_ENTRY, "expected an object with file, width, height and split")
@@ -271,10 +267,10 @@ def _image(entry: Any, task: str, classes: list[str], problems: list[_EntryProbl
     if split not in SPLITS:
         raise _EntryProblem(BAD_ENTRY, f"split is {split!r}, expected one of {', '.join(SPLITS)}")
     record = ImageRecord(file=file, width=width, height=height, split=split)
-    if task == "classify":
+    if task == Task.CLASSIFY:
         record.label = _label(entry, classes)
         return record
-    if task == "segment":
+    if task == Task.SEGMENT:
         record.mask = _inside(entry, "mask")
         return record
     for j, box in enumerate(_field(entry, "boxes", list)):

@@ -10,9 +10,10 @@ import numpy as np
 from forklift.data.dataset import Dataset, ImageRecord, load_dataset, save_dataset
 from forklift.data.masks import load_mask
 from forklift.errors import ForkliftError
+from forklift.vocabulary import Task
 
 
-def split_dataset(path: Path, val: float, test: float, seed: int = 0, stratify: bool = False) -> Dataset:
+def split_dataset(path: Path, *, val: float, test: float, seed: int = 0, stratify: bool = False) -> Dataset:
     """Load a data set, reassign its splits and write dataset.json back (atomically, through save_dataset).
 
     Only the splits change: image and mask files stay where they are, and so do their paths."""
@@ -56,9 +57,9 @@ def _groups(dataset: Dataset, stratify: bool) -> list[list[ImageRecord]]:
 def _dominant(dataset: Dataset, image: ImageRecord) -> str | None:
     """The class with most boxes (segment: pixels) in the image, the first of the classes on a tie; its label for
     classify."""
-    if dataset.task == "classify":
+    if dataset.task == Task.CLASSIFY:
         return image.label
-    if dataset.task == "segment":
+    if dataset.task == Task.SEGMENT:
         counts = np.bincount(load_mask(dataset, image).ravel(), minlength=len(dataset.classes) + 1)
         k = int(np.argmax(counts[1 : len(dataset.classes) + 1]))
         return dataset.classes[k] if counts[k + 1] else None

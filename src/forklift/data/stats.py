@@ -13,6 +13,7 @@ import numpy as np
 from forklift.data.dataset import SPLITS, Dataset, ImageRecord
 from forklift.data.masks import load_mask
 from forklift.vision.masks import IGNORE
+from forklift.vocabulary import Task
 
 PERCENTILES = (5, 25, 50, 75, 95)
 
@@ -21,7 +22,7 @@ def dataset_stats(dataset: Dataset) -> dict[str, Any]:
     """Images per split, objects (boxes, labels for classify, images showing the class for segment) per class and
     split, boxes per image, box sizes relative to their image (percentiles of width / W and height / H), the
     pixel share of each class (segment) and image sizes."""
-    pixels = _pixel_counts(dataset) if dataset.task == "segment" else {}
+    pixels = _pixel_counts(dataset) if dataset.task == Task.SEGMENT else {}
     per_class = {
         split: _class_counts(dataset, [i for i in dataset.images if i.split == split], pixels) for split in SPLITS
     }
@@ -34,11 +35,11 @@ def dataset_stats(dataset: Dataset) -> dict[str, Any]:
     }
     stats["images"]["all"] = len(dataset.images)
     if pixels:
-        total = sum(pixels.values())
+        total = np.sum(list(pixels.values()), axis=0)
         names = ["background", *dataset.classes]
         share = {name: round(float(total[k] / max(total.sum(), 1)), 6) for k, name in enumerate(names)}
         stats["pixel_share"] = {**share, "ignore": round(float(total[IGNORE] / max(total.sum(), 1)), 6)}
-    if dataset.task == "detect":
+    if dataset.task == Task.DETECT:
         counts = np.array([len(i.boxes) for i in dataset.images])
         stats["boxes_per_image"] = (
             {"min": int(counts.min()), "mean": round(float(counts.mean()), 3), "max": int(counts.max())}
@@ -58,10 +59,10 @@ def _pixel_counts(dataset: Dataset) -> dict[str, np.ndarray]:
 
 
 def _class_counts(dataset: Dataset, images: list[ImageRecord], pixels: dict[str, np.ndarray]) -> dict[str, int]:
-    if dataset.task == "segment":
+    if dataset.task == Task.SEGMENT:
         return {name: sum(int(pixels[i.file][k] > 0) for i in images) for k, name in enumerate(dataset.classes, 1)}
     labels = Counter(
-        [b.label for i in images for b in i.boxes] if dataset.task == "detect" else [i.label for i in images]
+        [b.label for i in images for b in i.boxes] if dataset.task == Task.DETECT else [i.label for i in images]
     )
     return {name: labels[name] for name in dataset.classes}
 
@@ -80,7 +81,7 @@ def print_stats(stats: dict[str, Any]) -> None:
     print(f"{'images':<14}" + "".join(f"{stats['images'][c]:>8}" for c in columns))
     for name in stats["objects_per_class"]["all"]:
         print(f"{name:<14}" + "".join(f"{stats['objects_per_class'][c][name]:>8}" for c in columns))
-    if stats["task"] == "detect" and stats["boxes_per_image"]:
+    if stats["task"] == Task.DETECT and stats["boxes_per_image"]:
         per_image = stats["boxes_per_image"]
         print(f"boxes per image: min {per_image['min']}, mean {per_image['mean']}, max {per_image['max']}")
         for axis, values in stats["box_size"].items():

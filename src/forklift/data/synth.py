@@ -18,13 +18,13 @@ from tqdm import tqdm
 from forklift.data.dataset import Box, Dataset, ImageRecord, save_dataset
 from forklift.data.masks import write_mask
 from forklift.errors import ForkliftError
+from forklift.vocabulary import Task, word
 
 MIN_SIZE = 64  # smaller images leave no room for shapes above MIN_SIDE
 MIN_SIDE = 6  # shapes whose visible part is narrower or lower than this many pixels are dropped
 MIN_VISIBLE = 0.5  # shapes less visible than this (hidden by later ones or outside the image) are dropped
 HELD_OUT = 0.1  # fraction of the images in each of val and test
 MAX_OBJECTS = 4
-TASKS = ("detect", "classify", "segment")
 
 
 def _polygon(corners: int, start_degrees: float, radii: tuple[float, ...] = (1.0,)) -> np.ndarray:
@@ -62,12 +62,11 @@ class _Shape:
     area: float
 
 
-def synth_shapes(out: Path, n: int, size: int, seed: int = 0, task: str = "detect") -> Dataset:
+def synth_shapes(out: Path, n: int, size: int, *, seed: int = 0, task: Task | str = Task.DETECT) -> Dataset:
     """Write a data set of n size x size PNG images of shapes (and for segment their PNG masks) into the new or
     empty folder out."""
     out = Path(out)
-    if task not in TASKS:
-        raise ForkliftError(f"task {task!r} is not one of {', '.join(TASKS)}")
+    task = word(Task, task, where="task")
     if size < MIN_SIZE:
         raise ForkliftError(f"size {size} is too small for shapes: use at least {MIN_SIZE} pixels")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -79,9 +78,9 @@ def synth_shapes(out: Path, n: int, size: int, seed: int = 0, task: str = "detec
     for i in tqdm(range(n), desc="synth", unit="image", disable=None, leave=False):
         image, boxes, labels = _scene(np.random.default_rng(seeds[i + 1]), size, task)
         record = ImageRecord(file=f"images/{i + 1:06d}.png", width=size, height=size, split=splits[i])
-        if task == "detect":
+        if task == Task.DETECT:
             record.boxes = boxes
-        elif task == "segment":
+        elif task == Task.SEGMENT:
             record.mask = f"masks/{i + 1:06d}.png"
             write_mask(out / record.mask, labels)
         else:
@@ -106,12 +105,12 @@ def _splits(n: int, rng: np.random.Generator) -> list[str]:
     return splits
 
 
-def _scene(rng: np.random.Generator, size: int, task: str) -> tuple[np.ndarray, list[Box], np.ndarray]:
+def _scene(rng: np.random.Generator, size: int, task: Task) -> tuple[np.ndarray, list[Box], np.ndarray]:
     """One image, the boxes of its visible shapes and its label map (0: background, k: CLASSES[k - 1]):
     1-4 shapes for detect and segment, exactly 1 (large, central) for classify."""
     while True:
         background = _background(rng, size)
-        if task != "classify":
+        if task != Task.CLASSIFY:
             count = int(rng.integers(1, MAX_OBJECTS + 1))
             shapes = [
                 _shape(rng, background, rng.uniform(0.06, 0.2) * size, rng.uniform(0, size, 2)) for _ in range(count)

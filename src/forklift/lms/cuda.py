@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from forklift.lms.layout import Layout, flat_bytes, restore
 from forklift.lms.pinned_pool import PinnedPool
 from forklift.lms.stats import Stats
+from forklift.lms.tensor_bytes import TensorMeta, flat_bytes, restore
 
 COLLECT_EVERY = 256  # timing events kept before the finished ones are read
 
@@ -25,7 +25,7 @@ class CudaSlot:
     """One swapped tensor: its pinned buffer, the event of the buffer's last copy, and a copy back in flight."""
 
     buffer: torch.Tensor
-    layout: Layout
+    meta: TensorMeta
     last_copy: torch.cuda.Event
     incoming: tuple[torch.Tensor, torch.cuda.Event] | None = None  # the device tensor and its copy's start event
 
@@ -71,8 +71,8 @@ class CudaTier:
 
     def put(self, tensor: torch.Tensor) -> CudaSlot | None:
         """Start copying the tensor out, or None when the pinned pool is at its limit."""
-        flat, layout = flat_bytes(tensor)
-        got = self._pool.acquire(layout.nbytes, self._limit)
+        flat, meta = flat_bytes(tensor)
+        got = self._pool.acquire(meta.nbytes, self._limit)
         if got is None:
             return None
         buffer, previous = got
@@ -80,30 +80,33 @@ class CudaTier:
         side.wait_stream(torch.cuda.current_stream(tensor.device))
         if previous is not None:
             side.wait_event(previous)  # its last copy ran on another stream: an earlier block's, another device's
-        start, end = self._copy(side, buffer[: layout.nbytes], flat)
+        start, end = self._copy(side, buffer[: meta.nbytes], flat)
         flat.record_stream(side)
         self._timing(start, end, overlapped=True)  # compute never waits for a swap-out
-        return CudaSlot(buffer, layout, end)
+        return CudaSlot(buffer, meta, end)
 
     def prefetch(self, slot: CudaSlot) -> None:
         """Start the copy back to the device unless it is already under way."""
-        if slot.incoming is not None:
-            return
-        side = self._side(slot.layout.device)
-        with torch.cuda.stream(side):
-            incoming = torch.empty(slot.layout.nbytes, dtype=torch.uint8, device=slot.layout.device)
-        start, slot.last_copy = self._copy(side, incoming, slot.buffer[: slot.layout.nbytes])
-        slot.incoming = (incoming, start)
+        self._incoming(slot)
+
+    def _incoming(self, slot: CudaSlot) -> tuple[torch.Tensor, torch.cuda.Event]:
+        """The copy back to the device (its tensor and start event), started here unless already under way."""
+        if slot.incoming is None:
+            side = self._side(slot.meta.device)
+            with torch.cuda.stream(side):
+                incoming = torch.empty(slot.meta.nbytes, dtype=torch.uint8, device=slot.meta.device)
+            start, slot.last_copy = self._copy(side, incoming, slot.buffer[: slot.meta.nbytes])
+            slot.incoming = (incoming, start)
+        return slot.incoming
 
     def get(self, slot: CudaSlot) -> torch.Tensor:
         """The tensor back on its device; the compute stream, not the host, waits for its copy."""
-        self.prefetch(slot)
-        (incoming, start), slot.incoming = slot.incoming, None
+        (incoming, start), slot.incoming = self._incoming(slot), None
         self._timing(start, slot.last_copy, overlapped=slot.last_copy.query())
-        compute = torch.cuda.current_stream(slot.layout.device)
+        compute = torch.cuda.current_stream(slot.meta.device)
         compute.wait_event(slot.last_copy)
         incoming.record_stream(compute)
-        return restore(incoming, slot.layout)
+        return restore(incoming, slot.meta)
 
     def free(self, slot: CudaSlot) -> None:
         self._pool.release(slot.buffer, slot.last_copy)

@@ -31,8 +31,8 @@ from pathlib import Path
 import torch
 
 from forklift.errors import ForkliftError
-from forklift.lms.layout import Layout, flat_bytes, restore
 from forklift.lms.stats import Stats
+from forklift.lms.tensor_bytes import TensorMeta, flat_bytes, restore
 
 PREFIX = "forklift-lms-"
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
@@ -58,7 +58,7 @@ class DiskSlot:
     """One spilled tensor: its file and how to rebuild it."""
 
     path: Path
-    layout: Layout
+    meta: TensorMeta
 
 
 def _process_gone(pid: int) -> bool:
@@ -90,8 +90,8 @@ class DiskTier:
 
     name = "disk"
 
-    def __init__(self, spill_dir: Path | None, spill_limit: int | None, min_bytes: int, stats: Stats) -> None:
-        base = spill_dir or Path(tempfile.gettempdir())
+    def __init__(self, spill_dir: Path | str | None, spill_limit: int | None, min_bytes: int, stats: Stats) -> None:
+        base = Path(spill_dir) if spill_dir is not None else Path(tempfile.gettempdir())
         remove_stale_dirs(base)
         try:
             self.root = Path(tempfile.mkdtemp(prefix=_dir_prefix(), dir=base))
@@ -112,11 +112,11 @@ class DiskTier:
 
     def put(self, tensor: torch.Tensor) -> DiskSlot | None:
         """Write the tensor's bytes to a new file, or None when that would pass the spill limit or fails."""
-        flat, layout = flat_bytes(tensor)
+        flat, meta = flat_bytes(tensor)
         with self._lock:
-            if self._limit is not None and self._held + layout.nbytes > self._limit:
+            if self._limit is not None and self._held + meta.nbytes > self._limit:
                 return None
-            self._held += layout.nbytes
+            self._held += meta.nbytes
             self._live += 1
             path = self.root / f"{next(self._names)}.bin"
         start = time.perf_counter()
@@ -126,11 +126,11 @@ class DiskTier:
         except OSError:  # the disk is full: the tensor stays in memory, as at the spill limit
             path.unlink(missing_ok=True)
             with self._lock:
-                self._held -= layout.nbytes
+                self._held -= meta.nbytes
                 self._live -= 1
             return None
         self._stats.copy_s += time.perf_counter() - start
-        return DiskSlot(path, layout)
+        return DiskSlot(path, meta)
 
     def prefetch(self, slot: DiskSlot) -> None:
         """Ask the kernel to read the file ahead, so the mapping in `get` finds its pages in memory."""
@@ -147,22 +147,22 @@ class DiskTier:
         """The tensor again, mapped from its file (copied to its device when it came from a GPU)."""
         start = time.perf_counter()
         try:
-            data = torch.from_file(str(slot.path), shared=False, size=slot.layout.nbytes, dtype=torch.uint8)
+            data = torch.from_file(str(slot.path), shared=False, size=slot.meta.nbytes, dtype=torch.uint8)
         except RuntimeError as exc:
             raise ForkliftError(
                 f"lms: spill file {slot.path} is gone: its swapping() block ended with an error or the spill "
                 "directory was removed; run backward inside the block"
             ) from exc
-        tensor = restore(data, slot.layout)
-        if slot.layout.device.type != "cpu":
-            tensor = tensor.to(slot.layout.device)
+        tensor = restore(data, slot.meta)
+        if slot.meta.device.type != "cpu":
+            tensor = tensor.to(slot.meta.device)
         self._stats.copy_s += time.perf_counter() - start
         return tensor
 
     def free(self, slot: DiskSlot) -> None:
         slot.path.unlink(missing_ok=True)
         with self._lock:
-            self._held -= slot.layout.nbytes
+            self._held -= slot.meta.nbytes
             self._live -= 1
             if self._closed and self._live == 0:
                 self._remove_root()

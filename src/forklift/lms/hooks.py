@@ -21,9 +21,9 @@ from typing import Any, Protocol
 import torch
 
 from forklift.errors import ForkliftError
-from forklift.lms.layout import swappable
 from forklift.lms.options import Options
 from forklift.lms.stats import Stats
+from forklift.lms.tensor_bytes import swappable
 
 
 class Tier(Protocol):
@@ -150,7 +150,7 @@ class Swapper:
                     f"expected version {packed.version} instead (checked by forklift.lms: autograd does not check "
                     "when saved tensors hooks are in use)"
                 )
-            if packed.slot is None:
+            if packed.tensor is not None:  # kept in place, never swapped
                 return packed.tensor
             tensor = self.tier.get(packed.slot)
             self.stats.swapped_in_count += 1

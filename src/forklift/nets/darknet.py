@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from forklift.errors import ForkliftError
-from forklift.formats.darknet_cfg import DarknetConfig, Section, read_cfg
-from forklift.formats.darknet_weights import DarknetWeights, WeightsHeader, read_weights, write_weights
+from forklift.model_files.darknet_cfg import DarknetConfig, Section, read_cfg
+from forklift.model_files.darknet_weights import DarknetWeights, WeightsHeader, read_weights, write_weights
 
 BN_EPS = 1e-6  # what OpenCV's Darknet importer uses; Darknet adds 1e-6 to the square root
 
@@ -64,7 +64,9 @@ class Convolutional(nn.Module):
         """Tensors in the order Darknet stores them."""
         if self.bn is not None:
             bn = self.bn
+            assert bn.running_mean is not None and bn.running_var is not None
             return [bn.bias, bn.weight, bn.running_mean, bn.running_var, self.conv.weight]
+        assert self.conv.bias is not None
         return [self.conv.bias, self.conv.weight]
 
 
@@ -135,6 +137,8 @@ CHANNEL_KEEPING: dict[str, Callable[[Section], nn.Module]] = {
 
 class DetectionHead(nn.Module):
     """[yolo] (anchors in input pixels, logistic classes) or [region] (YOLOv2: anchors in grid cells, softmax)."""
+
+    anchors: torch.Tensor  # [A, 2] width, height; a buffer, so it follows the module's device
 
     def __init__(self, section: Section, in_channels: int) -> None:
         super().__init__()
@@ -263,6 +267,11 @@ class DarknetNet(nn.Module):
     def is_detector(self) -> bool:
         return bool(self.head_indices)
 
+    @property
+    def detection_heads(self) -> list[DetectionHead]:
+        """The [yolo] or [region] layers, those at `head_indices`, in order."""
+        return [layer for layer in self.layers if isinstance(layer, DetectionHead)]
+
     def heads(self, x: torch.Tensor, softmax: bool = True) -> list[torch.Tensor]:
         """Raw outputs of the detection heads (or the classifier's output, alone in the list). `softmax=False`
         passes [softmax] layers by, giving a classifier's logits (what a cross-entropy loss wants)."""
@@ -287,7 +296,7 @@ class DarknetNet(nn.Module):
         return raw if self.is_detector else [x.flatten(1)]
 
     def decode(self, raw: list[torch.Tensor], input_height: int, input_width: int) -> torch.Tensor:
-        heads = [self.layers[i] for i in self.head_indices]
+        heads = self.detection_heads
         return torch.cat([h.decode(r, input_height, input_width) for h, r in zip(heads, raw, strict=True)], dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

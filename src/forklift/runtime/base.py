@@ -10,14 +10,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import ModelDirectory
+from forklift.model_files.model_dir import ModelDirectory
 from forklift.vision.images import DEFAULT_MAX_PIXELS, decode_image
 from forklift.vision.results import ClassScore, Detection, ImageResult, Prediction, Segment, Timing
+from forklift.vocabulary import ResizeMode, Runtime, Task
 
 
 @dataclass(frozen=True)
@@ -26,20 +27,33 @@ class PredictOptions:
 
     conf: float | None = None
     iou: float | None = None
-    resize: str | None = None
+    resize: ResizeMode | None = None
     threads: int | None = None
     max_pixels: int = DEFAULT_MAX_PIXELS
     spin: bool = True  # engine threads may busy-wait for work: fastest alone, wasteful in a busy server
 
 
 Answer = list[Detection] | list[ClassScore] | list[Segment]
-ANSWER_FIELDS = {"detect": "detections", "classify": "classes", "segment": "segments"}  # ImageResult's, by task
+ANSWER_FIELDS = {
+    Task.DETECT: "detections",
+    Task.CLASSIFY: "classes",
+    Task.SEGMENT: "segments",
+}  # ImageResult's, by task
+
+
+@runtime_checkable
+class FixedInput(Protocol):
+    """A predictor whose network takes every image at one size (Darknet-style and segmentation engines; Faster
+    R-CNN sizes each image its own way), so a caller may hand it ready tensors of that size."""
+
+    input_width: int
+    input_height: int
 
 
 class Predictor(ABC):
     """A loaded model that answers images. Subclasses implement prepare / infer / finish."""
 
-    runtime: str = ""
+    runtime: Runtime | None = None  # which engine runs it; set by each engine class
 
     def __init__(self, model: ModelDirectory, options: PredictOptions) -> None:
         self.model = model
@@ -48,8 +62,8 @@ class Predictor(ABC):
         self.iou = options.iou if options.iou is not None else (model.config.iou or 0.45)
 
     @property
-    def task(self) -> str:
-        return self.model.config.task or "detect"
+    def task(self) -> Task:
+        return self.model.config.task or Task.DETECT
 
     def predict(self, inputs: Sequence[tuple[str, bytes]]) -> Prediction:
         """Answer every (name, encoded image) pair; a bad one becomes an error entry, the rest go on."""

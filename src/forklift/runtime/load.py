@@ -1,7 +1,7 @@
 """Choosing and loading the engine for a model directory (an ONNX segmentation model by its forklift.json task).
 
-Engines are imported only when chosen, and this module imports none of them, so that the CLI can offer RUNTIMES
-without loading numpy or an engine.
+Engines are imported only when chosen, and this module imports none of them, so that choosing costs nothing
+until a model is loaded.
 """
 
 from __future__ import annotations
@@ -9,24 +9,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from forklift.errors import ForkliftError
+from forklift.vocabulary import Runtime, Task, word
 
 if TYPE_CHECKING:
-    from forklift.formats.model_dir import ModelDirectory
+    from forklift.model_files.model_dir import ModelDirectory
     from forklift.runtime.base import PredictOptions, Predictor
     from forklift.runtime.onnx_graph import GraphPredictor
 
-RUNTIMES = ("onnx", "openvino", "torch", "opencv")
-DEFAULT_RUNTIME = {"darknet": "openvino", "onnx": "onnx", "caffe": "opencv"}  # fastest measured (bench/predict.py)
-SUPPORTED = {"darknet": ("onnx", "openvino", "torch", "opencv"), "onnx": ("onnx", "openvino"), "caffe": ("opencv",)}
+DEFAULT_RUNTIME = {"darknet": Runtime.OPENVINO, "onnx": Runtime.ONNX, "caffe": Runtime.OPENCV}  # fastest measured
+SUPPORTED = {
+    "darknet": (Runtime.ONNX, Runtime.OPENVINO, Runtime.TORCH, Runtime.OPENCV),
+    "onnx": (Runtime.ONNX, Runtime.OPENVINO),
+    "caffe": (Runtime.OPENCV,),
+}
 
 
 def load_predictor(
-    model: ModelDirectory, runtime: str | None = None, options: PredictOptions | None = None
+    model: ModelDirectory, runtime: Runtime | str | None = None, options: PredictOptions | None = None
 ) -> Predictor:
+    """The engine for the model: `runtime` when given (it must run this kind of model), else the fastest measured
+    for its kind (bench/predict.py)."""
     from forklift.runtime.base import PredictOptions
 
     options = options or PredictOptions()
-    runtime = runtime or DEFAULT_RUNTIME[model.kind]
+    runtime = word(Runtime, runtime, where="--runtime") if runtime else DEFAULT_RUNTIME[model.kind]
     if runtime not in SUPPORTED[model.kind]:
         raise ForkliftError(
             f"{model.path}: a {model.kind} model runs with --runtime "
@@ -36,14 +42,14 @@ def load_predictor(
         from forklift.runtime.opencv_caffe import CaffeFasterRCNNPredictor
 
         return CaffeFasterRCNNPredictor(model, options)
-    if runtime in ("onnx", "openvino"):
+    if runtime in (Runtime.ONNX, Runtime.OPENVINO):
         graph_predictor = _graph_predictor(runtime)
-        if model.kind == "onnx" and model.config.task == "segment":
+        if model.kind == "onnx" and model.config.task == Task.SEGMENT:
             from forklift.runtime.segment import SegmentPredictor
 
             return SegmentPredictor(model, options, graph_predictor.network_type)
         return graph_predictor(model, options)
-    if runtime == "torch":
+    if runtime == Runtime.TORCH:
         from forklift.runtime.torch_runtime import TorchPredictor
 
         return TorchPredictor(model, options)
@@ -52,9 +58,9 @@ def load_predictor(
     return OpenCVDarknetPredictor(model, options)
 
 
-def _graph_predictor(runtime: str) -> type[GraphPredictor]:
+def _graph_predictor(runtime: Runtime) -> type[GraphPredictor]:
     """The class that runs an ONNX graph (a model's own or a Darknet export) on ONNX Runtime or OpenVINO."""
-    if runtime == "openvino":
+    if runtime == Runtime.OPENVINO:
         from forklift.runtime.openvino_runtime import OpenVinoPredictor
 
         return OpenVinoPredictor

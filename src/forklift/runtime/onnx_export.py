@@ -14,12 +14,14 @@ from pathlib import Path
 import onnx
 import torch
 
-from forklift.formats.model_dir import ModelDirectory
+from forklift.atomic import written_atomically
+from forklift.model_files.model_dir import ModelDirectory
 from forklift.nets.darknet import build_darknet
+from forklift.vocabulary import Task
 
 OPSET = 17
 INPUT_NAME = "images"
-OUTPUT_NAMES = {"detect": "detections", "classify": "probabilities", "segment": "masks"}
+OUTPUT_NAMES = {Task.DETECT: "detections", Task.CLASSIFY: "probabilities", Task.SEGMENT: "masks"}
 META_SOURCE = "forklift.source_sha256"
 META_TASK = "forklift.task"
 META_CLASSES = "forklift.classes"
@@ -34,35 +36,37 @@ def source_digest(model: ModelDirectory) -> str:
 
 def export_darknet(model: ModelDirectory, out: Path) -> Path:
     net = build_darknet(model.files["cfg"], model.files["weights"])
-    task = "detect" if net.is_detector else "classify"
+    task = Task.DETECT if net.is_detector else Task.CLASSIFY
     example = torch.zeros(1, net.config.channels, net.input_height, net.input_width)
     return export_onnx(net, example, out, task, {META_SOURCE: source_digest(model), META_CLASSES: str(net.classes)})
 
 
-def export_onnx(net: torch.nn.Module, example: torch.Tensor, out: Path, task: str, facts: dict[str, str]) -> Path:
+def export_onnx(net: torch.nn.Module, example: torch.Tensor, out: Path, task: Task, facts: dict[str, str]) -> Path:
     """Write net's graph for inputs shaped like example (any batch size) to out, atomically, with the task and
     facts as metadata; the output is named by OUTPUT_NAMES[task]."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
+    with written_atomically(out) as partial:
+        _write_graph(net, example, partial, task, facts)
+    return out
+
+
+def _write_graph(net: torch.nn.Module, example: torch.Tensor, path: Path, task: Task, facts: dict[str, str]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's notes on constant folding and deprecation
         torch.onnx.export(
             net,
             (example,),
-            str(partial),
+            str(path),
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAMES[task]],
             opset_version=OPSET,
             dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAMES[task]: {0: "batch"}},
             dynamo=False,
         )
-    proto = onnx.load(str(partial))
+    proto = onnx.load(str(path))
     for key, value in {**facts, META_TASK: task}.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
-    onnx.save(proto, str(partial))
-    partial.replace(out)
-    return out
+    onnx.save(proto, str(path))
 
 
 def metadata(path: Path) -> dict[str, str]:

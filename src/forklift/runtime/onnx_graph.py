@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import ModelDirectory
+from forklift.model_files.model_dir import ModelDirectory
 from forklift.runtime.base import PredictOptions
+from forklift.runtime.darknet_predictor import DarknetPredictor
 from forklift.runtime.onnx_export import META_CLASSES, META_TASK, OUTPUT_NAMES, onnx_for_darknet
-from forklift.runtime.yolo import YoloPredictor
+from forklift.vocabulary import Runtime, Task, word
 
 Shape = list[int | None]
 
@@ -24,7 +25,7 @@ class Network(ABC):
     """An ONNX graph loaded by one engine (with the options' threads and spinning): what it declares, and a
     batched forward pass. Subclasses load in `__init__(path, options)` and call `declare`."""
 
-    runtime: str = ""
+    runtime: Runtime | None = None
 
     @abstractmethod
     def __init__(self, path: Path, options: PredictOptions) -> None: ...
@@ -48,37 +49,39 @@ def graph_path(model: ModelDirectory) -> Path:
 
 def input_size(model: ModelDirectory, path: Path, shape: Shape) -> tuple[int, int]:
     """The network's input width and height: from the graph when fixed, else from forklift.json."""
-    if all(isinstance(d, int) for d in shape[2:]):
-        return shape[3], shape[2]
+    fixed = [d for d in shape[2:] if d is not None]
+    if len(fixed) == len(shape[2:]):
+        return fixed[1], fixed[0]
     width, height = model.config.input_width, model.config.input_height
     if not (width and height):
         raise ForkliftError(f"{path}: the input size is dynamic; set input_width/input_height in forklift.json")
     return width, height
 
 
-def yolo_facts(model: ModelDirectory, network: Network) -> tuple[tuple[int, int], str, int]:
+def yolo_facts(model: ModelDirectory, network: Network) -> tuple[tuple[int, int], Task, int]:
     """(input size, task, classes) of a detector or classifier graph: metadata first, then names and shapes."""
     path, facts, out_shape = network.path, network.metadata, network.output_shape
-    task = facts.get(META_TASK)
-    task = task or {v: k for k, v in OUTPUT_NAMES.items()}.get(network.output_name) or model.config.task
-    if task is None:
+    found = facts.get(META_TASK)
+    found = found or {v: k for k, v in OUTPUT_NAMES.items()}.get(network.output_name) or model.config.task
+    if found is None:
         raise ForkliftError(
-            f'{path}: unknown output layout; set "task" in forklift.json (detect: rows of '
+            f'{path}: unknown kind of output; set "task" in forklift.json (detect: rows of '
             "cx, cy, w, h, objectness, class probabilities; classify: class probabilities)"
         )
-    if task == "segment":  # load_predictor picks the segment engine by forklift.json's task
+    task = word(Task, found, where=f"{path}: the task in its metadata")
+    if task == Task.SEGMENT:  # load_predictor picks the segment engine by forklift.json's task
         raise ForkliftError(f'{path}: a segmentation model; set "task": "segment" in its forklift.json')
     width_of_rows = out_shape[-1] if isinstance(out_shape[-1], int) else None
     if META_CLASSES in facts:
         classes = int(facts[META_CLASSES])
     elif width_of_rows is not None:
-        classes = width_of_rows - 5 if task == "detect" else width_of_rows
+        classes = width_of_rows - 5 if task == Task.DETECT else width_of_rows
     else:
         raise ForkliftError(f"{path}: the number of classes is not in the output shape {out_shape}")
     return input_size(model, path, network.input_shape), task, classes
 
 
-class GraphPredictor(YoloPredictor):
+class GraphPredictor(DarknetPredictor):
     """A Darknet-style detector or classifier as an ONNX graph; subclasses say which engine opens it."""
 
     network_type: type[Network]

@@ -11,6 +11,7 @@ from forklift.errors import ForkliftError
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.onnx_graph import GraphPredictor, Network
 from forklift.system.topology import available_cpus
+from forklift.vocabulary import Runtime
 
 
 def open_session(path: Path, threads: int | None, spin: bool = True) -> ort.InferenceSession:
@@ -35,7 +36,7 @@ def _sizes(shape: list) -> list[int | None]:
 
 
 class OnnxRuntimeNetwork(Network):
-    runtime = "onnx"
+    runtime = Runtime.ONNX
 
     def __init__(self, path: Path, options: PredictOptions) -> None:
         self.session = open_session(path, options.threads, spin=options.spin)
@@ -50,5 +51,5 @@ class OnnxRuntimeNetwork(Network):
 
 
 class OnnxPredictor(GraphPredictor):
-    runtime = "onnx"
+    runtime = Runtime.ONNX
     network_type = OnnxRuntimeNetwork

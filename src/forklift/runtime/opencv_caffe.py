@@ -16,11 +16,12 @@ import torch
 from torchvision.ops import batched_nms
 
 from forklift.errors import ForkliftError
-from forklift.formats.caffe import class_names, load_caffe_net, num_classes, output_layer
-from forklift.formats.model_dir import ModelDirectory
-from forklift.formats.prototxt import read_prototxt
+from forklift.model_files.caffe import class_names, load_caffe_net, num_classes, output_layer
+from forklift.model_files.model_dir import ModelDirectory
+from forklift.model_files.prototxt import read_prototxt
 from forklift.runtime.base import PredictOptions, Predictor
 from forklift.vision.results import Detection
+from forklift.vocabulary import Runtime
 
 PIXEL_MEANS_BGR = (102.9801, 115.9465, 122.7717)  # py-faster-rcnn cfg.PIXEL_MEANS
 TARGET_SIZE, MAX_SIZE = 600, 1000  # cfg.TEST.SCALES, cfg.TEST.MAX_SIZE
@@ -61,7 +62,7 @@ def _clipped(boxes: np.ndarray, width: int, height: int) -> np.ndarray:
 class CaffeFasterRCNNPredictor(Predictor):
     """py-faster-rcnn models (`*.prototxt` with the Python proposal layer or OpenCV's, `*.caffemodel`)."""
 
-    runtime = "opencv"
+    runtime = Runtime.OPENCV
 
     def __init__(self, model: ModelDirectory, options: PredictOptions) -> None:
         super().__init__(model, options)
@@ -93,7 +94,7 @@ class CaffeFasterRCNNPredictor(Predictor):
         height, width = image.shape[:2]
         pixels = (image[..., ::-1] if self.bgr else image).astype(np.float32) - self.mean
         if self.scale is not None:
-            pixels *= np.float32(self.scale)
+            pixels *= np.asarray(self.scale, dtype=np.float32)
         scale = self._input_scale(height, width)
         resized = cv2.resize(pixels, None, fx=scale, fy=scale, interpolation=cv2.INTER_LINEAR)
         blob = np.ascontiguousarray(resized.transpose(2, 0, 1)[None])
@@ -123,6 +124,5 @@ class CaffeFasterRCNNPredictor(Predictor):
             torch.from_numpy(candidates), torch.from_numpy(confidences), torch.from_numpy(classes), self.iou
         ).numpy()
         return [
-            Detection(*(float(v) for v in candidates[i]), self.class_names[classes[i]], float(confidences[i]))
-            for i in kept
+            Detection.from_corners(candidates[i], self.class_names[classes[i]], float(confidences[i])) for i in kept
         ]

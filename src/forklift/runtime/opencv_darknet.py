@@ -6,11 +6,12 @@ import cv2
 import numpy as np
 import torch
 
-from forklift.formats.darknet_cfg import read_cfg
-from forklift.formats.model_dir import ModelDirectory
+from forklift.model_files.darknet_cfg import read_cfg
+from forklift.model_files.model_dir import ModelDirectory
 from forklift.nets.darknet import DarknetNet
 from forklift.runtime.base import PredictOptions
-from forklift.runtime.yolo import YoloPredictor
+from forklift.runtime.darknet_predictor import DarknetPredictor
+from forklift.vocabulary import Runtime, Task
 
 
 def read_opencv_darknet(model: ModelDirectory, exact: bool = False) -> cv2.dnn.Net:
@@ -28,13 +29,13 @@ def opencv_rows(net: cv2.dnn.Net, batch: np.ndarray) -> np.ndarray:
     return rows
 
 
-class OpenCVDarknetPredictor(YoloPredictor):
-    runtime = "opencv"
+class OpenCVDarknetPredictor(DarknetPredictor):
+    runtime = Runtime.OPENCV
 
     def __init__(self, model: ModelDirectory, options: PredictOptions) -> None:
         with torch.device("meta"):  # the layer shapes only: no memory for weights OpenCV loads itself
             shape = DarknetNet(read_cfg(model.files["cfg"]))
-        task = "detect" if shape.is_detector else "classify"
+        task = Task.DETECT if shape.is_detector else Task.CLASSIFY
         super().__init__(model, options, (shape.input_width, shape.input_height), task, shape.classes)
         if options.threads:
             cv2.setNumThreads(options.threads)
@@ -42,7 +43,7 @@ class OpenCVDarknetPredictor(YoloPredictor):
 
     def infer(self, tensors: list[np.ndarray]) -> list[np.ndarray]:
         batch = np.stack(tensors)
-        if self.task == "classify":
+        if self.task == Task.CLASSIFY:
             self.net.setInput(batch)
             return list(self.net.forward().reshape(batch.shape[0], -1))
         rows = opencv_rows(self.net, batch)

@@ -16,6 +16,7 @@ from forklift.runtime.base import PredictOptions
 from forklift.runtime.onnx_export import metadata
 from forklift.runtime.onnx_graph import GraphPredictor, Network, Shape
 from forklift.system.topology import available_cpus
+from forklift.vocabulary import Runtime
 
 
 def compile_config(threads: int | None) -> dict[str, object]:
@@ -42,7 +43,7 @@ def _reason(exc: RuntimeError) -> str:
 
 
 class OpenVinoNetwork(Network):
-    runtime = "openvino"
+    runtime = Runtime.OPENVINO
 
     def __init__(self, path: Path, options: PredictOptions) -> None:
         core = ov.Core()
@@ -60,5 +61,5 @@ class OpenVinoNetwork(Network):
 
 
 class OpenVinoPredictor(GraphPredictor):
-    runtime = "openvino"
+    runtime = Runtime.OPENVINO
     network_type = OpenVinoNetwork

@@ -13,13 +13,13 @@ import cv2
 import numpy as np
 
 from forklift.errors import ForkliftError
-from forklift.formats.model_config import RESIZE_MODES
-from forklift.formats.model_dir import ModelDirectory
+from forklift.model_files.model_dir import ModelDirectory
 from forklift.runtime.base import PredictOptions, Predictor
 from forklift.runtime.onnx_graph import Network, input_size
 from forklift.vision.masks import IGNORE, segments_from_labels
 from forklift.vision.resize import Placement, fit
 from forklift.vision.results import Segment
+from forklift.vocabulary import ResizeMode, Task, word
 
 DEFAULT_SCALE = 1 / 255  # without mean and scale in forklift.json: RGB in [0, 1], as the detectors take it
 
@@ -43,9 +43,7 @@ class SegmentPredictor(Predictor):
             )
         if len(model.labels) >= IGNORE:
             raise ForkliftError(f"{model.files['labels']}: {len(model.labels)} labels; masks hold at most {IGNORE - 1}")
-        self.resize = options.resize or config.resize or "stretch"
-        if self.resize not in RESIZE_MODES:
-            raise ForkliftError(f"--resize: {self.resize!r} is not one of {', '.join(RESIZE_MODES)}")
+        self.resize = word(ResizeMode, options.resize or config.resize or ResizeMode.STRETCH, where="--resize")
         where = model.files.get("config", model.path)
         self.mean = np.array(config.mean or [0.0, 0.0, 0.0], np.float32)
         self.scale = np.array(DEFAULT_SCALE if config.scale is None else config.scale, np.float32)
@@ -54,8 +52,8 @@ class SegmentPredictor(Predictor):
         self.bgr = config.color_order == "bgr"
 
     @property
-    def task(self) -> str:
-        return "segment"
+    def task(self) -> Task:
+        return Task.SEGMENT
 
     def prepare(self, image: np.ndarray) -> tuple[np.ndarray, Placement]:
         fitted, placement = fit(image, self.input_width, self.input_height, self.resize)

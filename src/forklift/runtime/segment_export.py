@@ -14,10 +14,11 @@ import torch
 from torch import nn
 
 from forklift.errors import ForkliftError
-from forklift.formats.labels import write_labels
-from forklift.formats.model_config import ModelConfig, save_config
+from forklift.model_files.labels import write_labels
+from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.runtime.onnx_export import META_CLASSES, export_onnx
 from forklift.vision.masks import IGNORE
+from forklift.vocabulary import ResizeMode, Task
 
 # torchvision's ImageNet normalisation as forklift.json says it: RGB on the 0..255 scale, scale = 1 / (255 * std)
 IMAGENET_MEAN = [123.675, 116.28, 103.53]
@@ -63,14 +64,14 @@ def write_segment_model_dir(
     if channels != len(classes) + 1:
         raise ForkliftError(f"{out}: the net gives {channels} channels, but background + {len(classes)} classes")
     out.mkdir(parents=True, exist_ok=True)
-    export_onnx(wrapped, example, out / f"{name}.onnx", "segment", {META_CLASSES: str(len(classes))})
+    export_onnx(wrapped, example, out / f"{name}.onnx", Task.SEGMENT, {META_CLASSES: str(len(classes))})
     write_labels(out / f"{name}.names", list(classes))
     scale_value = float(scale) if isinstance(scale, int | float) else [float(v) for v in scale]
     config = ModelConfig(
-        task="segment",
+        task=Task.SEGMENT,
         input_width=width,
         input_height=height,
-        resize="stretch",
+        resize=ResizeMode.STRETCH,
         mean=[float(v) for v in mean],
         scale=scale_value,
         color_order=color_order,

@@ -5,18 +5,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from forklift.formats.model_dir import ModelDirectory
+from forklift.model_files.model_dir import ModelDirectory
 from forklift.nets.darknet import build_darknet
 from forklift.runtime.base import PredictOptions
-from forklift.runtime.yolo import YoloPredictor
+from forklift.runtime.darknet_predictor import DarknetPredictor
+from forklift.vocabulary import Runtime, Task
 
 
-class TorchPredictor(YoloPredictor):
-    runtime = "torch"
+class TorchPredictor(DarknetPredictor):
+    runtime = Runtime.TORCH
 
     def __init__(self, model: ModelDirectory, options: PredictOptions, device: str = "cpu") -> None:
         self.net = build_darknet(model.files["cfg"], model.files["weights"]).to(device)
-        task = "detect" if self.net.is_detector else "classify"
+        task = Task.DETECT if self.net.is_detector else Task.CLASSIFY
         size = (self.net.input_width, self.net.input_height)
         super().__init__(model, options, size, task, self.net.classes)
         self.device = device

@@ -27,7 +27,7 @@ async def healthz(request: Request) -> Response:
             "ready": pool.ready,
             "workers": len(pool.workers),
             "pids": [w.facts.get("pid") for w in pool.workers],
-            "cpus": [list(w.spec.cpus) for w in pool.workers],
+            "cpus": [list(w.spec.place.cpus) for w in pool.workers],
             **{k: v for k, v in pool.facts.items() if k not in ("labels", "pid")},
         }
         for name, pool in state.pools.items()

@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from forklift.bench.launch import wait_until_answering
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
+from forklift.serve.process import wait_until_answering
 from forklift.system.placement import Plan, make_plan, nginx_conf
 from forklift.system.topology import current
 
@@ -55,14 +55,14 @@ def _start_instance(model_dir: Path, port: int, cpus: tuple[int, ...], log: Path
                                 start_new_session=True)  # fmt: skip
 
 
-def start_pod(model_dir: Path, instances: int, port: int, cpus_per_instance: int | None = None) -> dict:
+def start_pod(model_dir: Path, *, instances: int, port: int, cpus_per_instance: int | None = None) -> dict:
     """Start the instances and NGINX, wait until all answer, and record them; the state as a dict."""
     open_model_dir(model_dir)
     nginx = find_nginx()
     folder = state_dir(port)
     if (folder / "pod.json").exists():
         raise ForkliftError(f"a pod already runs on port {port} (state in {folder}); 'forklift pod stop --port {port}'")
-    plan: Plan = make_plan(current(), instances, cpus_per_instance, base_port=port + 1)
+    plan: Plan = make_plan(current(), instances=instances, cpus_per_instance=cpus_per_instance, base_port=port + 1)
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)
     state: dict = {"port": port, "model": str(model_dir), "instances": [], "nginx_pid": None}

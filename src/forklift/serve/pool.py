@@ -107,6 +107,7 @@ class ModelPool:
         name: str,
         specs: list[WorkerSpec],
         metrics: Metrics,
+        *,
         max_batch: int = 8,
         batch_timeout_s: float = 0.0,
         queue_size: int = 64,
@@ -223,10 +224,15 @@ class ModelPool:
 
 
 def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
+    """The one job of a batch from `_next_batch`: a tensor job goes alone, image jobs with one threshold merge."""
     first = requests[0].job
     if isinstance(first, TensorJob):
         return first
-    return ImagesJob([image for r in requests for image in r.job.images], first.conf)
+    images: list[tuple[str, bytes]] = []
+    for request in requests:
+        assert isinstance(request.job, ImagesJob), "_next_batch never batches a tensor job with image jobs"
+        images.extend(request.job.images)
+    return ImagesJob(images, first.conf)
 
 
 def _fail(requests: list[Request], error: Exception) -> None:

@@ -12,23 +12,24 @@ from types import FrameType
 import uvicorn
 
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
 from forklift.serve.app import build_app
 from forklift.serve.config import ServeOptions
 from forklift.serve.metrics import Metrics
 from forklift.serve.pool import ModelPool
 from forklift.serve.state import ServeState
-from forklift.serve.worker import WorkerSpec
+from forklift.serve.worker import WorkerPlace, WorkerSpec
+from forklift.vocabulary import Runtime
 
 
 @dataclass(frozen=True)
 class ServedModel:
-    """One `MODEL_DIR[=NAME]` argument and the CPU sets of its workers."""
+    """One `MODEL_DIR[=NAME]` argument and where each of its workers runs."""
 
     name: str
     model_dir: str
-    runtime: str | None
-    cpu_sets: list[tuple[tuple[int, ...], int | None, int]]  # (CPUs, memory node, threads) per worker
+    runtime: Runtime | None
+    places: list[WorkerPlace]
 
 
 def parse_model_argument(text: str) -> tuple[str, str]:
@@ -45,12 +46,14 @@ def build_state(models: list[ServedModel], options: ServeOptions) -> ServeState:
         raise ForkliftError(f"two served models have the same name ({', '.join(names)}); name them with DIR=NAME")
     pools = {}
     for model in models:
-        specs = [
-            WorkerSpec(model.model_dir, model.runtime, cpus, node, threads, options.max_pixels)
-            for cpus, node, threads in model.cpu_sets
-        ]
+        specs = [WorkerSpec(model.model_dir, model.runtime, place, options.max_pixels) for place in model.places]
         pools[model.name] = ModelPool(
-            model.name, specs, metrics, options.max_batch, options.batch_timeout_ms / 1000.0, options.queue_size
+            model.name,
+            specs,
+            metrics,
+            max_batch=options.max_batch,
+            batch_timeout_s=options.batch_timeout_ms / 1000.0,
+            queue_size=options.queue_size,
         )
     return ServeState(pools, options, metrics)
 

@@ -13,18 +13,28 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from forklift.vocabulary import Runtime
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 @dataclass(frozen=True)
+class WorkerPlace:
+    """Where one worker runs: its CPUs (empty: not pinned), the memory node to bind (None: leave it to the
+    kernel, as on a single-node machine) and its thread count."""
+
+    cpus: tuple[int, ...]
+    node: int | None
+    threads: int
+
+
+@dataclass(frozen=True)
 class WorkerSpec:
-    """What a worker needs to start: the model, its engine, and where and how wide it runs."""
+    """What a worker needs to start: the model, its engine, where and how wide it runs, its image-size limit."""
 
     model_dir: str
-    runtime: str | None
-    cpus: tuple[int, ...]  # empty: not pinned
-    memory_node: int | None
-    threads: int
+    runtime: Runtime | None
+    place: WorkerPlace
     max_pixels: int
 
 
@@ -45,12 +55,12 @@ class TensorJob:
 
 def _pin(spec: WorkerSpec) -> None:
     """CPU affinity first (so every thread the engine starts inherits it), and threads = CPUs."""
-    if spec.cpus and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, spec.cpus)
+    if spec.place.cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, spec.place.cpus)
     for name in THREAD_VARIABLES:
-        os.environ[name] = str(spec.threads)
-    if spec.memory_node is not None:
-        _bind_memory(spec.memory_node)
+        os.environ[name] = str(spec.place.threads)
+    if spec.place.node is not None:
+        _bind_memory(spec.place.node)
 
 
 def _bind_memory(node: int) -> None:
@@ -70,13 +80,13 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
     """Entry point of the worker process: load, say ready (with the model's facts), then answer jobs."""
     _pin(spec)
     from forklift.errors import ForkliftError
-    from forklift.formats.model_dir import open_model_dir
-    from forklift.runtime.base import PredictOptions
+    from forklift.model_files.model_dir import open_model_dir
+    from forklift.runtime.base import FixedInput, PredictOptions
     from forklift.runtime.load import load_predictor
 
     try:
         model = open_model_dir(spec.model_dir)
-        options = PredictOptions(threads=spec.threads, max_pixels=spec.max_pixels, spin=False)
+        options = PredictOptions(threads=spec.place.threads, max_pixels=spec.max_pixels, spin=False)
         predictor = load_predictor(model, spec.runtime, options)
     except ForkliftError as exc:
         connection.send(("failed", str(exc)))
@@ -86,7 +96,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
         "runtime": predictor.runtime,
         "task": predictor.task,
         "labels": model.labels,
-        "input": getattr(predictor, "input_width", None) and [predictor.input_height, predictor.input_width],
+        "input": [predictor.input_height, predictor.input_width] if isinstance(predictor, FixedInput) else None,
         "pid": os.getpid(),
     }
     connection.send(("ready", facts))
@@ -97,7 +107,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
             return
         try:
             if isinstance(job, TensorJob):
-                if not hasattr(predictor, "input_width"):
+                if not isinstance(predictor, FixedInput):
                     raise ForkliftError(f"{model.kind} models take images, not tensors")
                 outputs = predictor.infer(list(job.tensor))
                 connection.send(("ok", np.stack(outputs)))

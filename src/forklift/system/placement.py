@@ -81,6 +81,7 @@ def fit_per_node(topology: Topology, cpus_per_instance: int) -> dict[int, int]:
 
 def make_plan(
     topology: Topology,
+    *,
     instances: int | None = None,
     cpus_per_instance: int | None = None,
     base_port: int = BASE_PORT,
@@ -98,7 +99,7 @@ def make_plan(
     Instances go to nodes in proportion to the nodes' online CPUs, and on each node whole cores come before SMT
     siblings (see `_fill_node`). Instance i listens on base_port + i and runs one thread per CPU.
     """
-    count, size = _layout(topology, instances, cpus_per_instance)
+    count, size = _count_and_size(topology, instances, cpus_per_instance)
     _check_ports(base_port, count)
     sets = [(node, cpus) for node, n in _spread(topology, count, size).items()
             for cpus in _fill_node(topology.node_cores(node), n, size)]  # fmt: skip
@@ -111,16 +112,17 @@ def make_plan(
     return Plan(placed, size, tuple(cpu for cpu in topology.online_cpus if cpu not in used), topology.source)
 
 
-def _layout(topology: Topology, instances: int | None, size: int | None) -> tuple[int, int]:
+def _count_and_size(topology: Topology, instances: int | None, size: int | None) -> tuple[int, int]:
     """(instances, CPUs each) from what was asked, by the rules of make_plan."""
     if (instances is not None and instances < 1) or (size is not None and size < 1):
         raise ForkliftError(f"instances ({instances}) and CPUs per instance ({size}) must be positive")
     largest = max(len(cpus) for cpus in topology.nodes.values())
-    if size is None and instances is None:
-        size = min(CORES_PER_INSTANCE * topology.threads_per_core, largest)
-    elif size is None:
-        fitting = (k for k in range(largest, 0, -1) if sum(fit_per_node(topology, k).values()) >= instances)
-        size = next(fitting, 1)  # none fits even at 1 CPU: the error below says so
+    if size is None:
+        if instances is None:
+            size = min(CORES_PER_INSTANCE * topology.threads_per_core, largest)
+        else:
+            fitting = (k for k in range(largest, 0, -1) if sum(fit_per_node(topology, k).values()) >= instances)
+            size = next(fitting, 1)  # none fits even at 1 CPU: the error below says so
     fit = fit_per_node(topology, size)
     count = sum(fit.values()) if instances is None else instances
     if count > sum(fit.values()) or count == 0:

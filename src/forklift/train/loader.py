@@ -8,6 +8,7 @@ an epoch's batches are the same whether or not the run was interrupted before it
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,41 @@ MOSAIC_SHARE = 0.5  # of augmented samples, with mosaic on
 MOSAIC_SCALE = (0.5, 1.0)  # the mosaic window, scaled to the input size by this
 
 
-class DetectionImages(torch.utils.data.Dataset):
+class AugmentedImages(torch.utils.data.Dataset, ABC):
+    """The records of one split as (input, target) pairs at the input size, the skeleton every task's training
+    images share. With `augment`, each sample is drawn from a generator seeded by (seed, epoch, index), so an
+    epoch's samples are the same whether or not the run was interrupted; the trainer sets `epoch`."""
+
+    def __init__(
+        self, dataset: Dataset, records: list[ImageRecord], size: tuple[int, int], *, augment: bool, seed: int = 0
+    ) -> None:
+        self.dataset, self.records = dataset, records
+        self.width, self.height = size
+        self.augment, self.seed, self.epoch = augment, seed, 0
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, Any]:
+        rng = np.random.default_rng([self.seed, self.epoch, index]) if self.augment else None
+        return self.sample(index, rng)
+
+    @abstractmethod
+    def sample(self, index: int, rng: np.random.Generator | None) -> tuple[torch.Tensor, Any]:
+        """Record `index` as (input, target); augmented with `rng` when one is given."""
+
+    def decoded(self, index: int) -> np.ndarray:
+        """Record `index`'s image as RGB uint8, upright."""
+        record = self.records[index]
+        return decode_image(self.dataset.path(record).read_bytes(), record.file)
+
+
+def as_input(fitted: np.ndarray) -> torch.Tensor:
+    """An RGB uint8 HxWx3 image -> [3, H, W] float in [0, 1], as the Darknet runtimes feed the network."""
+    return torch.from_numpy(np.ascontiguousarray(fitted.transpose(2, 0, 1))).float() / 255.0
+
+
+class DetectionImages(AugmentedImages):
     """(image [3, H, W] float, targets [n, 5] class, cx, cy, w, h) for each usable image of a split.
 
     With `mosaic`, half of the augmented samples are four images (this one and three drawn at random) tiled
@@ -40,25 +75,21 @@ class DetectionImages(torch.utils.data.Dataset):
     def __init__(
         self,
         dataset: Dataset,
-        images: list[ImageRecord],
+        records: list[ImageRecord],
         size: tuple[int, int],
+        *,
         augment: bool,
         seed: int = 0,
         mosaic: bool = False,
     ) -> None:
-        self.dataset, self.images = dataset, images
-        self.width, self.height = size
-        self.augment, self.seed, self.epoch, self.mosaic = augment, seed, 0, mosaic
+        super().__init__(dataset, records, size, augment=augment, seed=seed)
+        self.mosaic = mosaic
         self.class_index = {name: i for i, name in enumerate(dataset.classes)}
 
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.augment:
+    def sample(self, index: int, rng: np.random.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if rng is None:
             fitted, boxes, classes = self._letterboxed(index)
         else:
-            rng = np.random.default_rng([self.seed, self.epoch, index])
             if self.mosaic and rng.random() < MOSAIC_SHARE:
                 fitted, boxes, classes = self._mosaic(index, rng)
             else:
@@ -68,14 +99,12 @@ class DetectionImages(torch.utils.data.Dataset):
                 boxes = boxes.copy()
                 boxes[:, [0, 2]] = fitted.shape[1] - boxes[:, [2, 0]]
             fitted = hsv_jitter(fitted, rng)
-        image = torch.from_numpy(np.ascontiguousarray(fitted.transpose(2, 0, 1))).float() / 255.0
-        return image, self._targets(boxes, classes)
+        return as_input(fitted), self._targets(boxes, classes)
 
     def _letterboxed(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The image letterboxed to the input size as predict does it, its boxes (x1, y1, x2, y2) and classes."""
-        record = self.images[index]
-        pixels = decode_image(self.dataset.path(record).read_bytes(), record.file)
-        fitted, placement = letterbox(pixels, self.width, self.height)
+        record = self.records[index]
+        fitted, placement = letterbox(self.decoded(index), self.width, self.height)
         boxes = np.array([[b.x1, b.y1, b.x2, b.y2] for b in record.boxes], dtype=np.float64).reshape(-1, 4)
         boxes[:, 0::2] = boxes[:, 0::2] * placement.scale_x + placement.pad_x
         boxes[:, 1::2] = boxes[:, 1::2] * placement.scale_y + placement.pad_y
@@ -89,7 +118,7 @@ class DetectionImages(torch.utils.data.Dataset):
         canvas = np.full((2 * h, 2 * w, 3), LETTERBOX_FILL, dtype=np.uint8)
         centre = rng.uniform(0.5, 1.5, 2) * (w, h)
         cx, cy = int(centre[0]), int(centre[1])
-        picks = [index, *rng.integers(0, len(self.images), 3).tolist()]
+        picks = [index, *rng.integers(0, len(self.records), 3).tolist()]
         corners = [(cx - w, cy - h), (cx, cy - h), (cx - w, cy), (cx, cy)]  # top-left of each tile on the canvas
         all_boxes, all_classes = [], []
         for pick, (x0, y0) in zip(picks, corners, strict=True):
@@ -163,7 +192,7 @@ def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tenso
 
 
 def epoch_loader(
-    images: torch.utils.data.Dataset,
+    images: AugmentedImages,
     batch: int,
     epoch: int,
     shuffle: bool,

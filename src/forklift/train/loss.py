@@ -48,7 +48,7 @@ class LossTerms:
 
 
 def yolo_heads(net: DarknetNet) -> list[DetectionHead]:
-    heads = [net.layers[i] for i in net.head_indices]
+    heads = net.detection_heads
     if not heads or any(h.kind != "yolo" for h in heads):
         raise ForkliftError(f"{net.config.source}: training needs a detector with [yolo] heads (not [region])")
     return heads
@@ -106,7 +106,7 @@ def yolo_loss(net: DarknetNet, raw: list[torch.Tensor], targets: torch.Tensor) -
     """The loss of the raw head maps `net.heads(images)` against targets [N, 6] (image, class, cx, cy, w, h)."""
     heads = yolo_heads(net)
     input_size = (net.input_height, net.input_width)
-    shapes = [tuple(r.shape[2:]) for r in raw]
+    shapes = [(r.shape[2], r.shape[3]) for r in raw]
     batch = raw[0].shape[0]
     zero = raw[0].sum() * 0.0
     box, obj, cls = zero, zero, zero

@@ -1,7 +1,7 @@
 """Train a model on a forklift data set; the result is a model directory.
 
 Read top to bottom, like nanoGPT's loop: the data, the task (its network, inputs, loss and model directory:
-`forklift.train.task`), the optimiser and schedule, the epochs (each ending in metrics, a validation that keeps
+`forklift.train.tasks.base`), the optimiser and schedule, the epochs (each ending in metrics, a validation that keeps
 the best weights, and an atomic checkpoint), then the model directory that `forklift predict` and `serve` use,
 made from the best epoch and evaluated. An interrupted run continues with `resume=True` from its last epoch.
 """
@@ -12,11 +12,12 @@ import contextlib
 import csv
 import importlib.util
 import math
+import pickle
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -24,11 +25,13 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
+from forklift.atomic import written_atomically
 from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
 from forklift.train.loader import epoch_loader
-from forklift.train.task import NetworkSource, TrainingTask, make_task
+from forklift.train.settings import TrainSettings, new_settings, resumed_settings
+from forklift.train.tasks import NetworkSource, TrainingTask, make_task
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -43,56 +46,66 @@ STEP_FIELDS = ("lr", "images_per_s", "seconds", "elapsed")  # seconds: training;
 
 
 def train(
-    data: Path,
+    data: Path | None,
     out: Path,
+    *,
     cfg: Path | None = None,
     model: Path | None = None,
     arch: str | None = None,
-    epochs: int = 30,
-    batch: int = 16,
+    epochs: int | None = None,
+    batch: int | None = None,
     img: int | None = None,
-    lr: float = 0.001,
+    lr: float | None = None,
+    seed: int | None = None,
+    val_every: int | None = None,
+    mosaic: bool | None = None,
+    amp: bool | None = None,
     device: str = "cpu",
     resume: bool = False,
-    seed: int = 0,
     workers: int = 0,
     time_budget_s: float | None = None,
-    val_every: int = 1,
-    mosaic: bool = False,
-    amp: bool | None = None,
     lms: Settings | None = None,
 ) -> Path:
     """Train from a cfg or architecture (fresh weights) or a model directory (fine-tuning); returns OUT.
 
-    The val split is measured every `val_every` epochs and at the last one; the model directory gets the weights
-    of the best measured epoch. With `time_budget_s`, training ends before an epoch that would finish past the
-    budget, judged by the one before it (the first always runs); the schedule still spans `epochs`, so choose
-    epochs that fit.
+    The options from `data` to `amp` are the run's settings (`forklift.train.settings`): None means not given,
+    so the default (`TrainSettings`) applies, or with `resume` the checkpoint's; one given that contradicts the
+    checkpoint is refused. The val split is measured every `val_every` epochs and at the last one; the model
+    directory gets the weights of the best measured epoch. With `time_budget_s`, training ends before an epoch
+    that would finish past the budget, judged by the one before it (the first always runs); the schedule still
+    spans `epochs`, so choose epochs that fit.
     `amp`: mixed precision (float16 with loss scaling on CUDA, bfloat16 on the CPU); None: on for CUDA only.
     `lms`: large model support around each epoch's steps, with these settings (`forklift.lms.Options`).
     """
     budget_start = time.perf_counter()
     out = Path(out)
     _check_device(device)
-    if img is not None and img % 32:
-        raise ForkliftError(f"--img {img}: must be a multiple of 32 (the networks' largest stride)")
-    if val_every < 1:
-        raise ForkliftError(f"--val-every {val_every}: must be at least 1")
-    dataset, train_images, val_images = _data(Path(data))
     checkpoints = out / "checkpoints"
     _check_out(out, checkpoints / "last.pt", resume)
-    task = make_task(dataset, NetworkSource(cfg=cfg, model=model, arch=arch, img=img), seed, mosaic=mosaic)
+    given = {"data": data, "cfg": cfg, "model": model, "arch": arch, "epochs": epochs, "batch": batch, "img": img,
+             "lr": lr, "seed": seed, "val_every": val_every, "mosaic": mosaic, "amp": amp}  # fmt: skip
+    checkpoint = _read_checkpoint(checkpoints / "last.pt", device) if resume else None
+    settings = _settings(given, checkpoint, checkpoints / "last.pt")
+    if settings.img is not None and settings.img % 32:
+        raise ForkliftError(f"--img {settings.img}: must be a multiple of 32 (the networks' largest stride)")
+    if settings.val_every < 1:
+        raise ForkliftError(f"--val-every {settings.val_every}: must be at least 1")
+    assert settings.data is not None  # _settings refuses a run without data
+    dataset, train_images, val_images = _data(settings.data)
+    source = NetworkSource(cfg=settings.cfg, model=settings.model, arch=settings.arch, img=settings.img)
+    task = make_task(dataset, source, seed=settings.seed, mosaic=settings.mosaic)
     net = task.net.to(device)
-    precision = _Precision(device, amp)
+    precision = _Precision(device, settings.amp)
+    epochs, batch = settings.epochs, settings.batch
 
     images = task.images(train_images, augment=True)
     steps_per_epoch = math.ceil(len(images) / batch)
-    optimiser = torch.optim.AdamW(task.parameter_groups(), lr=lr)
+    optimiser = torch.optim.AdamW(task.parameter_groups(), lr=settings.lr)
     schedule = LambdaLR(optimiser, _lr_factor(steps_per_epoch, epochs))
     fields = ("epoch", *task.loss_terms, *STEP_FIELDS, *task.metric_names)
     best = _Best()
-    run = _Run(task, optimiser, schedule, precision, best)
-    first_epoch = run.load(checkpoints / "last.pt", device) + 1 if resume else 1
+    run = _Run(settings, task, optimiser, schedule, precision, best)
+    first_epoch = run.restore(checkpoint, checkpoints / "last.pt") + 1 if checkpoint is not None else 1
     out.mkdir(parents=True, exist_ok=True)
     metrics = out / "metrics.csv"
     _keep_metric_rows(metrics, fields, first_epoch - 1)
@@ -126,7 +139,7 @@ def train(
         seconds = time.perf_counter() - started
         row: dict = {"epoch": epoch, **{k: v / max(seen, 1) for k, v in totals.items()}}
         row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
-        if val_images and (epoch % val_every == 0 or epoch == epochs):
+        if val_images and (epoch % settings.val_every == 0 or epoch == epochs):
             row.update(task.validate(val_images, checkpoints / "val-model"))
             best.consider(epoch, row[task.metric_names[0]], task, checkpoints / "best.pt")
         row["elapsed"] = time.perf_counter() - budget_start
@@ -146,7 +159,7 @@ def train(
     net.cpu()
     task.write_model_dir(out)
     if val_images:
-        _evaluate(out, Path(data), best_epoch)
+        _evaluate(out, settings.data, best_epoch)
     return out
 
 
@@ -230,6 +243,18 @@ def _check_device(device: str) -> None:
         raise ForkliftError(f"--device {device}: no CUDA device on this machine")
 
 
+def _settings(given: dict[str, Any], checkpoint: dict[str, Any] | None, path: Path) -> TrainSettings:
+    """The run's settings: new ones from what was given, or the checkpoint's (checked against what was given).
+    A checkpoint written before settings were recorded resumes with what is given, as it always did."""
+    if checkpoint is not None and "settings" in checkpoint:
+        settings = resumed_settings(TrainSettings.from_json(checkpoint["settings"]), given, path)
+    else:
+        settings = new_settings(given)
+    if settings.data is None:
+        raise ForkliftError("--data DATA: needed to start a run (a resumed run takes its checkpoint's)")
+    return settings
+
+
 def _check_out(out: Path, checkpoint: Path, resume: bool) -> None:
     if resume and not checkpoint.is_file():
         raise ForkliftError(f"{out}: nothing to resume (no {checkpoint.relative_to(out)})")
@@ -256,6 +281,7 @@ class _Run:
     """What a checkpoint holds besides the RNG states: everything a resumed run needs to continue exactly as if
     it had not stopped."""
 
+    settings: TrainSettings
     task: TrainingTask
     optimiser: Optimizer
     schedule: LambdaLR
@@ -265,6 +291,7 @@ class _Run:
     def save(self, path: Path, epoch: int) -> None:
         state = {
             "epoch": epoch,
+            "settings": self.settings.to_json(),
             "model": self.task.net.state_dict(),
             "optimiser": self.optimiser.state_dict(),
             "schedule": self.schedule.state_dict(),
@@ -275,10 +302,9 @@ class _Run:
         }
         _atomic_save(state, path)
 
-    def load(self, path: Path, device: str) -> int:
-        """Restore the checkpoint at `path`; returns the epoch it ended."""
+    def restore(self, state: dict[str, Any], path: Path) -> int:
+        """Continue from the checkpoint `state` read from `path`; returns the epoch it ended."""
         try:
-            state = torch.load(path, map_location=device, weights_only=False)
             self.task.net.load_state_dict(state["model"])
             self.optimiser.load_state_dict(state["optimiser"])
             self.schedule.load_state_dict(state["schedule"])
@@ -291,12 +317,19 @@ class _Run:
         return int(state["epoch"])
 
 
+def _read_checkpoint(path: Path, device: str) -> dict[str, Any]:
+    """A checkpoint's contents, or one line saying why it cannot be read."""
+    try:
+        state: dict[str, Any] = torch.load(path, map_location=device, weights_only=False)
+    except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as exc:
+        raise ForkliftError(f"{path}: not a readable checkpoint: {str(exc).splitlines()[0]}") from exc
+    return state
+
+
 def _atomic_save(state: dict, path: Path) -> None:
     """Written to a side file and renamed, so that a crash never leaves half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    torch.save(state, partial)
-    partial.replace(path)
+    with written_atomically(path) as partial:
+        torch.save(state, partial)
 
 
 def _keep_metric_rows(path: Path, fields: tuple[str, ...], last_epoch: int) -> None:
@@ -331,7 +364,7 @@ def _tensorboard(out: Path) -> SummaryWriter | None:
 
 def _evaluate(out: Path, data: Path, best_epoch: int | None) -> None:
     """The written model directory (its default runtime) on val: OUT/eval/eval.json and the pictures."""
-    from forklift.train.evaluate import evaluate
+    from forklift.evaluation.evaluate import evaluate
 
     result = evaluate(out, data, split="val", out=out / "eval")
     summary = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.__dict__.items() if isinstance(v, float))

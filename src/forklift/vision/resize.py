@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from forklift.vocabulary import ResizeMode
+
 LETTERBOX_FILL = 127  # Darknet pads with 0.5 gray
 
 
@@ -50,8 +52,8 @@ def letterbox(image: np.ndarray, width: int, height: int) -> tuple[np.ndarray, P
     return canvas, Placement(new_w / w, new_h / h, float(pad_x), float(pad_y), w, h)
 
 
-RESIZERS = {"letterbox": letterbox, "stretch": stretch}
+RESIZERS = {ResizeMode.LETTERBOX: letterbox, ResizeMode.STRETCH: stretch}
 
 
-def fit(image: np.ndarray, width: int, height: int, mode: str) -> tuple[np.ndarray, Placement]:
+def fit(image: np.ndarray, width: int, height: int, mode: ResizeMode) -> tuple[np.ndarray, Placement]:
     return RESIZERS[mode](image, width, height)

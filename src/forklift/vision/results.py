@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import SupportsFloat
 
 
 @dataclass(frozen=True)
@@ -15,6 +17,12 @@ class Detection:
     y2: float
     label: str
     score: float
+
+    @classmethod
+    def from_corners(cls, corners: Iterable[SupportsFloat], label: str, score: float) -> Detection:
+        """From x1, y1, x2, y2 as an engine gives them (a row of a numpy array), as Python floats."""
+        x1, y1, x2, y2 = (float(v) for v in corners)
+        return cls(x1, y1, x2, y2, label, score)
 
     def to_json(self) -> dict:
         box = {"x1": round(self.x1), "y1": round(self.y1), "x2": round(self.x2), "y2": round(self.y2)}

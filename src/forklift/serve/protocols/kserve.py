@@ -9,6 +9,7 @@ model's normalisation is that of its forklift.json) and answers its raw output: 
 from __future__ import annotations
 
 import json
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 from starlette.requests import Request
@@ -21,11 +22,31 @@ from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState, endpoint
 from forklift.serve.uploads import read_body
 from forklift.serve.worker import TensorJob
+from forklift.vocabulary import Task
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 INPUT_NAME = "images"
-OUTPUT_NAMES = {"detect": "detections", "classify": "probabilities", "segment": "masks"}
+OUTPUT_NAMES = {Task.DETECT: "detections", Task.CLASSIFY: "probabilities", Task.SEGMENT: "masks"}
 DATATYPES = {"FP32": np.float32}
+
+
+class OutputTensor(TypedDict):
+    """One output of an infer answer: its values inline (`data`) or after the JSON (`parameters`)."""
+
+    name: str
+    datatype: str
+    shape: list[int]
+    data: NotRequired[list[float]]
+    parameters: NotRequired[dict[str, int]]
+
+
+class InferAnswer(TypedDict):
+    """The JSON of an infer answer; `id` echoes the request's when it has one."""
+
+    model_name: str
+    model_version: str
+    outputs: list[OutputTensor]
+    id: NotRequired[Any]
 
 
 def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
@@ -33,9 +54,9 @@ def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
     task = pool.facts["task"]
     classes = len(pool.facts["labels"])
     output_shape = {
-        "detect": [-1, -1, 5 + classes],
-        "classify": [-1, classes],
-        "segment": [-1, 1 + classes, -1, -1],  # logits of background and each class, at the network's resolution
+        Task.DETECT: [-1, -1, 5 + classes],
+        Task.CLASSIFY: [-1, classes],
+        Task.SEGMENT: [-1, 1 + classes, -1, -1],  # logits of background and each class, at the network's resolution
     }[task]
     return [-1, 3, height, width], OUTPUT_NAMES[task], output_shape
 
@@ -143,10 +164,10 @@ async def infer(request: Request) -> Response:
         raise HttpError(400, f"this model takes one input ({INPUT_NAME!r}), not {len(inputs)}")
     tensor = _input_tensor(inputs[0], binary, input_shape)
     output = np.ascontiguousarray(await state.run(pool, TensorJob(tensor)), dtype=np.float32)
-    answer = {"model_name": pool.name, "model_version": "1", "outputs": []}
+    answer: InferAnswer = {"model_name": pool.name, "model_version": "1", "outputs": []}
     if "id" in request_json:
         answer["id"] = request_json["id"]
-    described = {"name": output_name, "datatype": "FP32", "shape": list(output.shape)}
+    described: OutputTensor = {"name": output_name, "datatype": "FP32", "shape": list(output.shape)}
     if not _wants_binary(request_json, output_name):
         described["data"] = output.ravel().tolist()
         answer["outputs"].append(described)

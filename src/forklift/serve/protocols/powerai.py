@@ -7,6 +7,7 @@ Fetching by URL is off unless hosts are allowed (`--url-allow-host`), bounded in
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import urlsplit
 
 import httpx
@@ -43,7 +44,11 @@ def _classified(prediction: Prediction, model: str) -> dict:
 
 
 async def fetch_image(url: str, settings: UrlFetch) -> tuple[str, bytes]:
-    """Download an image from an allowed host, refusing redirects, big bodies and slow servers."""
+    """Download an image from an allowed host, refusing redirects, big bodies and slow servers.
+
+    `settings.timeout_s` bounds the whole fetch (connect, headers and body), not only each read: httpx's timeout
+    restarts on every chunk, so a host dripping a byte a second would otherwise hold the fetch open far beyond it.
+    """
     if not settings.enabled:
         raise HttpError(403, "fetching images by URL is off on this server (start it with --url-allow-host HOST)")
     parts = urlsplit(url)
@@ -53,6 +58,7 @@ async def fetch_image(url: str, settings: UrlFetch) -> tuple[str, bytes]:
         raise HttpError(403, f"host {parts.hostname!r} is not on this server's URL allow-list")
     try:
         async with (
+            asyncio.timeout(settings.timeout_s),  # the whole fetch; httpx's timeout below bounds each step
             httpx.AsyncClient(timeout=settings.timeout_s, follow_redirects=False) as client,
             client.stream("GET", url) as response,
         ):
@@ -64,7 +70,7 @@ async def fetch_image(url: str, settings: UrlFetch) -> tuple[str, bytes]:
                 if size > settings.max_bytes:
                     raise HttpError(413, f"{url}: over the URL size limit of {settings.max_bytes} bytes")
                 chunks.append(chunk)
-    except httpx.TimeoutException as exc:
+    except (TimeoutError, httpx.TimeoutException) as exc:
         raise HttpError(504, f"{url}: no answer within {settings.timeout_s:g} s") from exc
     except httpx.HTTPError as exc:
         raise HttpError(502, f"{url}: cannot fetch: {exc}") from exc

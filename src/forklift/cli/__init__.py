@@ -1,0 +1,47 @@
+"""The `forklift` command: one module per verb group, each verb's options beside the handler that uses them.
+
+A bad input ends with one line naming the input and the problem, exit code 2, never a traceback. Verb modules
+import their stage inside the handler, so start-up and `--help` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from forklift import __version__
+from forklift.cli import data, models, serving, training
+from forklift.cli.common import EXIT_BAD_INPUT, Handler, HelpFormatter
+from forklift.errors import ForkliftError
+
+GROUPS = (models, serving, data, training)  # in the order `forklift --help` lists their verbs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="forklift",
+        description="forklift: train big, serve fast. An open deep-learning platform for computer vision.",
+        formatter_class=HelpFormatter,
+        epilog="Run 'forklift VERB --help' for a verb's options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"forklift {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for group in GROUPS:
+        group.register(verbs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except ForkliftError as exc:
+        print(f"forklift: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error of ours
+        sys.stderr.close()
+        return 0

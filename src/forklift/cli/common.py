@@ -1,0 +1,96 @@
+"""What every verb group of the `forklift` command shares: the parser of one verb with its example, the value
+types of options, and the options that repeat across verbs (`--json`, `--runtime`, `--seed`).
+
+Nothing here imports a stage: `forklift --help` and a bad option answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from forklift.vocabulary import Runtime, Word, words
+
+EXIT_BAD_INPUT = 2
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples in descriptions as written."""
+
+
+def verb_parser(verbs: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:
+    """A verb's parser whose description is its summary followed by an example command."""
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        name, help=summary, description=f"{summary}\n\nexample:\n  {example}", formatter_class=HelpFormatter
+    )
+    return parser
+
+
+def threshold(text: str) -> float:
+    """A fraction from 0 to 1 (score and overlap thresholds, split shares)."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+def positive(text: str) -> int:
+    """A whole number of at least 1 (counts, ports, sizes)."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
+    return value
+
+
+def count_or_auto(text: str) -> int | None:
+    """`auto` (None: let forklift choose) or a positive whole number."""
+    return None if text == "auto" else positive(text)
+
+
+def positive_list(text: str) -> list[int]:
+    """A comma-separated list of positive whole numbers, such as `1,2,4`."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from exc
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} needs positive whole numbers")
+    return values
+
+
+def optional(kind: type[Word], value: str | None) -> Word | None:
+    """An option's word (already one of argparse's choices) as its typed name, or None when it was not given."""
+    return None if value is None else kind(value)
+
+
+def add_json(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, help: str | None = None) -> None:
+    """`--json`: machine-readable output instead of the table or summary a person reads."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_runtime(parser: argparse.ArgumentParser, help: str = "engine (default: by model kind)") -> None:
+    """`--runtime`: which engine runs the model."""
+    parser.add_argument("--runtime", choices=words(Runtime), help=help)
+
+
+def add_seed(parser: argparse.ArgumentParser) -> None:
+    """`--seed`: the same files or weights for the same seed."""
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def add_data(parser: argparse.ArgumentParser, *, flag: bool = False) -> None:
+    """A forklift data set folder, as the positional DATA or as `--data DATA`."""
+    if flag:
+        parser.add_argument("--data", type=Path, required=True, metavar="DATA", help="a forklift data set folder")
+    else:
+        parser.add_argument("data", type=Path, metavar="DATA", help="a forklift data set folder")

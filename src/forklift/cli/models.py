@@ -1,0 +1,163 @@
+"""Verbs on model directories: `predict` runs one on images; `models inspect`, `models new-darknet` and
+`models export` look inside, make and convert them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from forklift.cli.common import (
+    EXIT_BAD_INPUT,
+    add_json,
+    add_runtime,
+    add_seed,
+    optional,
+    positive,
+    threshold,
+    verb_parser,
+)
+from forklift.errors import ForkliftError
+from forklift.vocabulary import ResizeMode, Runtime, words
+
+
+def register(verbs: Any) -> None:
+    add_predict(verbs)
+    models = verb_parser(
+        verbs, "models", "Inspect, create and export model directories.", "forklift models inspect models/yolov3"
+    )
+    actions = models.add_subparsers(dest="models_verb", metavar="ACTION", required=True)
+    add_inspect(actions)
+    add_new_darknet(actions)
+    add_export(actions)
+
+
+def add_predict(verbs: Any) -> None:
+    predict = verb_parser(
+        verbs,
+        "predict",
+        "Run a model directory on images and print the detections (pixel boxes on the original image).",
+        "forklift predict models/yolov3-tiny dog.jpg horses.jpg --json",
+    )
+    predict.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    predict.add_argument("images", type=Path, nargs="+", metavar="IMAGE")
+    add_runtime(predict, "engine (default: openvino for Darknet, onnx for ONNX, opencv for Caffe)")
+    predict.add_argument("--threads", type=positive, help="CPU threads of the engine (default: all available)")
+    predict.add_argument("--conf", type=threshold, help="score threshold (default: the model's, else 0.25)")
+    predict.add_argument("--iou", type=threshold, help="NMS overlap threshold (default: the model's, else 0.45)")
+    predict.add_argument("--resize", choices=words(ResizeMode), help="fit to the input (default: the model's)")
+    predict.add_argument("--max-pixels", type=positive, default=100_000_000, help="refuse larger images (bombs)")
+    add_json(predict, "print the result JSON instead of a table")
+    predict.set_defaults(handler=run_predict)
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from forklift.predict import predict_files, print_table
+
+    prediction = predict_files(
+        args.model_dir,
+        args.images,
+        runtime=optional(Runtime, args.runtime),
+        threads=args.threads,
+        conf=args.conf,
+        iou=args.iou,
+        resize=optional(ResizeMode, args.resize),
+        max_pixels=args.max_pixels,
+    )
+    if args.json:
+        print(json.dumps(prediction.to_json(), indent=2))
+    else:
+        print_table(prediction)
+    failures = [r for r in prediction.results if r.error is not None]
+    for failure in failures:
+        print(f"forklift: error: {failure.error}", file=sys.stderr)
+    return EXIT_BAD_INPUT if failures else 0
+
+
+def add_inspect(actions: Any) -> None:
+    inspect = verb_parser(
+        actions,
+        "inspect",
+        "Show a model's format, task, classes, input size, parameter count and FLOPs.",
+        "forklift models inspect models/yolov3-tiny --json",
+    )
+    inspect.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    add_json(inspect)
+    inspect.set_defaults(handler=run_inspect)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    from forklift.model_files.model_dir import open_model_dir
+    from forklift.runtime.summary import summarise
+
+    summary = summarise(open_model_dir(args.model_dir))
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+        return 0
+    labels = ", ".join(summary.labels[:8]) + (f", ... ({summary.classes} in all)" if summary.classes > 8 else "")
+    size = f"{summary.input_width}x{summary.input_height}" if summary.input_width else "any"
+    rows = [
+        ("name", summary.name),
+        ("format", summary.format),
+        ("task", summary.task),
+        ("classes", f"{summary.classes}: {labels}"),
+        ("input", size),
+        ("parameters", f"{summary.parameters:,}" if summary.parameters is not None else "unknown"),
+        ("FLOPs", f"{summary.flops / 1e9:.2f} G" if summary.flops is not None else "unknown"),
+        *((f"file ({role})", path) for role, path in summary.files.items()),
+    ]
+    for key, value in rows:
+        print(f"{key:<18} {value}")
+    return 0
+
+
+def add_new_darknet(actions: Any) -> None:
+    new = verb_parser(
+        actions,
+        "new-darknet",
+        "Make a Darknet model directory with freshly initialised weights, reproducible by seed.",
+        "forklift models new-darknet --cfg yolov3-tiny.cfg --names coco.names --seed 1 models/yolov3-tiny",
+    )
+    new.add_argument("--cfg", type=Path, required=True)
+    new.add_argument("--names", type=Path, required=True)
+    add_seed(new)
+    new.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    new.set_defaults(handler=run_new_darknet)
+
+
+def run_new_darknet(args: argparse.Namespace) -> int:
+    from forklift.nets.fresh_weights import new_darknet_dir
+
+    out = new_darknet_dir(args.cfg, args.names, args.out_dir, seed=args.seed)
+    print(f"wrote {out} (seed {args.seed})")
+    return 0
+
+
+def add_export(actions: Any) -> None:
+    export = verb_parser(
+        actions,
+        "export",
+        "Export a Darknet model to ONNX (opset 17, dynamic batch, decode included).",
+        "forklift models export models/yolov3-tiny --to onnx",
+    )
+    export.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    export.add_argument("--to", choices=("onnx",), required=True)
+    export.add_argument("out", type=Path, nargs="?", metavar="OUT", help="file or folder (default: in MODEL_DIR)")
+    export.set_defaults(handler=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from forklift.model_files.model_dir import open_model_dir
+    from forklift.runtime.onnx_export import export_darknet
+
+    model = open_model_dir(args.model_dir)
+    if model.kind != "darknet":
+        raise ForkliftError(f"{args.model_dir}: only Darknet models export to ONNX (this one is {model.kind})")
+    out = args.out or model.path / f"{model.files['cfg'].stem}.onnx"
+    if out.is_dir():
+        out = out / f"{model.files['cfg'].stem}.onnx"
+    export_darknet(model, out)
+    print(f"wrote {out}")
+    return 0

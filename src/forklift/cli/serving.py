@@ -1,0 +1,316 @@
+"""Verbs that serve models and measure serving: `serve`, `pod`, the load tools `post` and `sweep`, and the
+placement verbs `topology` and `plan` that say which CPUs each serving instance gets."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from forklift.cli.common import add_json, add_runtime, count_or_auto, optional, positive, positive_list, verb_parser
+from forklift.errors import ForkliftError
+from forklift.vocabulary import Runtime
+
+
+def register(verbs: Any) -> None:
+    add_serve(verbs)
+    add_post(verbs)
+    add_topology_and_plan(verbs)
+    add_sweep(verbs)
+    add_pod(verbs)
+
+
+def add_serve(verbs: Any) -> None:
+    serve = verb_parser(
+        verbs,
+        "serve",
+        "Serve model directories over REST (native, PowerAI Vision, KServe v2) with pinned, batching workers.",
+        "forklift serve models/yolov3-tiny=yolo --port 5000 --instances 2 --threads 1",
+    )
+    serve.add_argument("models", nargs="+", metavar="MODEL_DIR[=NAME]", help="model directories, each with a name")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    serve.add_argument("--port", type=positive, default=5000)
+    serve.add_argument(
+        "--instances",
+        type=count_or_auto,
+        default=None,
+        metavar="N|auto",
+        help="worker processes per model (auto: a saved sweep recommendation, else from the topology)",
+    )
+    serve.add_argument(
+        "--threads", type=count_or_auto, default=None, metavar="T|auto", help="threads per worker (auto: its CPUs)"
+    )
+    serve.add_argument("--cpus-per-instance", type=positive, help="CPUs pinned to each worker")
+    add_runtime(serve)
+    serve.add_argument("--max-batch", type=positive, help="images per batch sent to a worker (default 8)")
+    serve.add_argument(
+        "--batch-timeout-ms",
+        type=float,
+        default=0.0,
+        help="how long a worker waits for more requests to fill a batch (0: take what is queued)",
+    )
+    serve.add_argument("--queue-size", type=positive, default=64, help="waiting requests per model before 503")
+    serve.add_argument("--max-upload-mb", type=float, default=20.0, help="largest image upload (request body)")
+    serve.add_argument("--max-tensor-mb", type=float, default=64.0, help="largest v2 inference request body")
+    serve.add_argument("--max-pixels", type=positive, default=100_000_000, help="refuse larger images (bombs)")
+    serve.add_argument(
+        "--url-allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="allow fetching images by URL from HOST (repeatable; off when none)",
+    )
+    serve.add_argument("--url-timeout", type=float, default=10.0, help="seconds allowed for a URL fetch")
+    serve.set_defaults(handler=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from forklift.serve.config import ServeOptions, UrlFetch
+    from forklift.serve.server import serve
+    from forklift.serve.worker_placement import served_models
+
+    models, advice = served_models(
+        args.models,
+        runtime=optional(Runtime, args.runtime),
+        instances=args.instances,
+        cpus_per_instance=args.cpus_per_instance,
+        threads=args.threads,
+    )
+    if advice is not None:
+        print(
+            f"layout from the saved sweep: {advice.instances} instances x {advice.threads} threads, "
+            f"batch {advice.max_batch} ({advice.throughput:.1f} requests/s, p99 {advice.p99_ms:.0f} ms measured)"
+        )
+    upload_bytes = int(args.max_upload_mb * 1024 * 1024)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        max_batch=args.max_batch or (advice.max_batch if advice else 8),
+        batch_timeout_ms=args.batch_timeout_ms,
+        queue_size=args.queue_size,
+        max_upload_bytes=upload_bytes,
+        max_tensor_bytes=int(args.max_tensor_mb * 1024 * 1024),
+        max_pixels=args.max_pixels,
+        url_fetch=UrlFetch(frozenset(args.url_allow_host), upload_bytes, args.url_timeout),
+    )
+    for model in models:
+        sets = "; ".join(",".join(map(str, place.cpus)) for place in model.places)
+        print(f"serving {model.name} from {model.model_dir}: {len(model.places)} workers on CPUs {sets}")
+    print(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)", flush=True)
+    serve(models, options)
+    return 0
+
+
+def add_post(verbs: Any) -> None:
+    post = verb_parser(
+        verbs,
+        "post",
+        "Send an image COUNT times to a server, C at a time; print latency percentiles and throughput.",
+        "forklift post dog.jpg 240 --url http://127.0.0.1:5000/predict/yolo --concurrency 8",
+    )
+    post.add_argument(
+        "image",
+        type=lambda text: [Path(p) for p in text.split(",")],
+        metavar="IMAGE[,IMAGE...]",
+        help="image(s) to post, in turn",
+    )
+    post.add_argument("count", type=positive, nargs="?", default=100, metavar="COUNT")
+    post.add_argument("--url", default="http://127.0.0.1:5000/", help="where to POST (multipart 'files')")
+    post.add_argument("--concurrency", type=positive, help="requests in flight (default: the server's workers)")
+    add_json(post)
+    post.set_defaults(handler=run_post)
+
+
+def run_post(args: argparse.Namespace) -> int:
+    from forklift.loadtest.post import post
+
+    result = post(args.image, args.count, url=args.url, concurrency=args.concurrency, show_progress=not args.json)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0 if result.errors == 0 else 1
+    print(
+        f"{result.requests} requests, {result.concurrency} in flight, {result.seconds:.2f} s: "
+        f"{result.throughput:.1f} requests/s"
+    )
+    print(
+        f"latency p50 {result.p50_ms:.1f} ms  p90 {result.p90_ms:.1f}  p99 {result.p99_ms:.1f}  "
+        f"max {result.max_ms:.1f}  mean {result.mean_ms:.1f}"
+    )
+    print(f"errors: {result.errors}" + (f" {result.error_codes}" if result.errors else ""))
+    return 0 if result.errors == 0 else 1
+
+
+PLAN_EPILOG = (
+    "A plan says which CPUs and which NUMA memory node each serving instance gets, and why:\n"
+    "- each instance is pinned to CPUs of one NUMA node and uses that node's memory, so its memory stays\n"
+    "  local and its caches warm (a set straddling nodes would fetch part of its memory across the link);\n"
+    "- whole cores come before SMT siblings, because siblings share a core's execution units: an instance\n"
+    "  of K CPUs gets K separate cores' first threads while its node has cores enough, siblings only after;\n"
+    "- instances are spread over the nodes in proportion to their size;\n"
+    "- threads = CPUs: each instance runs one thread per CPU, so nothing is oversubscribed.\n"
+    "--instances auto with no --cpus-per-instance: instances of one whole core each (all its SMT threads),\n"
+    "as many as each node holds. Instance i listens on BASE_PORT + i; NGINX on port 5000 balances them\n"
+    "(--emit nginx, and inside the podman and docker scripts)."
+)
+
+
+def add_topology_and_plan(verbs: Any) -> None:
+    """`topology` and `plan`, which read the same topology sources."""
+    from forklift.system.placement import BASE_PORT, EMITTERS
+
+    topology = verb_parser(
+        verbs,
+        "topology",
+        "Show the CPU topology placement works with: sockets, NUMA nodes and their CPUs, cores, SMT threads.",
+        "forklift topology --lscpu lscpu-p.txt --json",
+    )
+    plan = verb_parser(
+        verbs,
+        "plan",
+        "Plan serving instances: CPUs and NUMA memory node of each, as a table, JSON or podman/docker/k8s files.",
+        "forklift plan --cpus-per-instance 4 --model models/yolov3-tiny --emit podman > serve.sh",
+    )
+    plan.epilog = PLAN_EPILOG
+    for verb in (topology, plan):
+        source = verb.add_mutually_exclusive_group()
+        source.add_argument(
+            "--lscpu", type=Path, metavar="FILE", help="`lscpu -p` output or `lscpu | grep NUMA` text to read"
+        )
+        source.add_argument("--sysfs", type=Path, metavar="ROOT", help="a sysfs tree to read, like /sys")
+    add_json(topology)
+    topology.set_defaults(handler=run_topology)
+    plan.add_argument(
+        "--instances", type=count_or_auto, default="auto", metavar="N|auto", help="how many (default: auto)"
+    )
+    plan.add_argument("--cpus-per-instance", type=positive, metavar="K", help="CPUs each (default: derived)")
+    plan.add_argument(
+        "--base-port", type=positive, default=BASE_PORT, metavar="PORT", help="instance 0's port (%(default)s)"
+    )
+    plan.add_argument("--model", type=Path, metavar="MODEL_DIR", help="the model directory the emitted files serve")
+    output = plan.add_mutually_exclusive_group()
+    add_json(output)
+    output.add_argument("--emit", choices=EMITTERS, help="print the files that run the plan instead")
+    plan.set_defaults(handler=run_plan)
+
+
+def run_topology(args: argparse.Namespace) -> int:
+    from forklift.system.topology import describe_topology, load_topology
+
+    topology = load_topology(args.lscpu, args.sysfs)
+    print(json.dumps(topology.to_json(), indent=2) if args.json else describe_topology(topology))
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from forklift.system.placement import MODEL_PLACEHOLDER, describe_plan, emit, make_plan
+    from forklift.system.topology import load_topology
+
+    plan = make_plan(
+        load_topology(args.lscpu, args.sysfs),
+        instances=args.instances,
+        cpus_per_instance=args.cpus_per_instance,
+        base_port=args.base_port,
+    )
+    if args.emit:
+        print(emit(plan, args.emit, str(args.model.resolve()) if args.model else MODEL_PLACEHOLDER), end="")
+    else:
+        print(json.dumps(plan.to_json(), indent=2) if args.json else describe_plan(plan))
+    return 0
+
+
+def add_sweep(verbs: Any) -> None:
+    sweep = verb_parser(
+        verbs,
+        "sweep",
+        "Serve a model in each layout, load it at each concurrency, plot, and save the best layout.",
+        "forklift sweep models/yolov3-tiny --instances 1,2 --threads 1,2 --concurrency 1,2,4,8 --requests 240",
+    )
+    sweep.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    sweep.add_argument(
+        "--image",
+        type=Path,
+        action="append",
+        help="image to post (repeatable; default: dog.jpg of ../shared/data/images)",
+    )
+    sweep.add_argument("--instances", type=positive_list, default=[1, 2], help="worker counts to try")
+    sweep.add_argument("--threads", type=positive_list, default=[1, 2], help="threads (= CPUs) per worker")
+    sweep.add_argument("--max-batch", type=positive_list, default=[8], help="batch limits to try")
+    sweep.add_argument("--concurrency", type=positive_list, default=[1, 2, 4, 8], help="requests in flight")
+    sweep.add_argument("--requests", type=positive, default=240, help="requests per point")
+    sweep.add_argument("--slo-ms", type=float, help="p99 latency the recommendation must meet")
+    add_runtime(sweep)
+    sweep.add_argument("--out", type=Path, default=Path("out/sweep"), help="folder for sweep.csv and the plots")
+    sweep.set_defaults(handler=run_sweep)
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from forklift.loadtest.sweep import keep, layouts, recommend, run_sweep, write_results
+    from forklift.shared_data import shared_data_path
+
+    images = args.image or [shared_data_path("images/dog.jpg")]
+    candidates, skipped = layouts(args.instances, args.threads, args.max_batch)
+    for unfit in skipped:
+        print(f"skipping {unfit}: needs more CPUs than this machine gives", file=sys.stderr)
+    if not candidates:
+        raise ForkliftError("no layout fits this machine's CPUs: lower --instances or --threads")
+    rows = run_sweep(
+        args.model_dir,
+        images,
+        candidates,
+        concurrency=args.concurrency,
+        requests=args.requests,
+        runtime=optional(Runtime, args.runtime),
+    )
+    written = write_results(rows, args.out)
+    print(f"{'layout':<28} {'in flight':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
+    for r in rows:
+        layout = f"{r.instances} x {r.threads} threads, batch {r.max_batch}"
+        print(f"{layout:<28} {r.concurrency:>9} {r.throughput:>8.1f} {r.p50_ms:>8.1f} {r.p99_ms:>8.1f} {r.errors:>6}")
+    print("wrote " + ", ".join(str(p) for p in written))
+    best = recommend(rows, args.slo_ms)
+    if best is None:
+        print(f"no layout met the SLO of p99 <= {args.slo_ms} ms without errors; nothing saved")
+        return 1
+    saved = keep(args.model_dir, best)
+    print(
+        f"recommended: {best.instances} instances x {best.threads} threads, batch {best.max_batch}: "
+        f"{best.throughput:.1f} requests/s at {best.concurrency} in flight, p99 {best.p99_ms:.0f} ms "
+        f"(saved in {saved} for 'forklift serve --instances auto')"
+    )
+    return 0
+
+
+def add_pod(verbs: Any) -> None:
+    pod = verb_parser(
+        verbs,
+        "pod",
+        "Run N single-model instances, each on its own port and CPU set, behind NGINX (least connections).",
+        "forklift pod models/yolov3-tiny -n 2 --port 5000   # later: forklift pod stop --port 5000",
+    )
+    pod.add_argument("model_dir", type=Path, metavar="MODEL_DIR|stop")
+    pod.add_argument("-n", "--instances", type=positive, help="instances to start")
+    pod.add_argument("--port", type=positive, default=5000, help="NGINX's port; instances use the next ones")
+    pod.add_argument("--cpus-per-instance", type=positive, help="CPUs of each instance (default: from the plan)")
+    pod.set_defaults(handler=run_pod)
+
+
+def run_pod(args: argparse.Namespace) -> int:
+    from forklift.serve.pod import start_pod, stop_pod
+
+    if args.model_dir == Path("stop"):
+        stopped = stop_pod(args.port)
+        print(f"stopped the pod on port {args.port} ({len(stopped)} processes)")
+        return 0
+    if args.instances is None:
+        raise ForkliftError("forklift pod MODEL_DIR needs -n/--instances N")
+    state = start_pod(
+        args.model_dir, instances=args.instances, port=args.port, cpus_per_instance=args.cpus_per_instance
+    )
+    print(f"pod of {len(state['instances'])} instances of {args.model_dir} behind NGINX on port {args.port}")
+    for instance in state["instances"]:
+        cpus = ",".join(map(str, instance["cpus"]))
+        print(f"  instance on port {instance['port']}, CPUs {cpus}, pid {instance['pid']}")
+    print(f"post to http://127.0.0.1:{args.port}/ ; stop with 'forklift pod stop --port {args.port}'")
+    return 0

@@ -1,0 +1,174 @@
+"""Verbs that make and measure models: `train`, `eval`, and `demo`, the main job end to end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from forklift.cli.common import add_data, add_json, add_runtime, optional, positive, threshold, verb_parser
+from forklift.vocabulary import Runtime
+
+
+def register(verbs: Any) -> None:
+    add_eval(verbs)
+    add_train(verbs)
+    add_demo(verbs)
+
+
+def add_eval(verbs: Any) -> None:
+    evaluation = verb_parser(
+        verbs,
+        "eval",
+        "Measure a model on a data set's split: COCO mAP, per-class AP, precision/recall at a threshold, "
+        "confusion matrix and PR curves (top-1/top-5 for classifiers; mIoU, per-class IoU and pixel accuracy "
+        "for segmentation); writes eval.json and PNGs.",
+        "forklift eval models/shapes --data data/shapes --split val --out out/eval/shapes",
+    )
+    evaluation.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    add_data(evaluation, flag=True)
+    evaluation.add_argument("--split", choices=("train", "val", "test"), default="val")
+    evaluation.add_argument("--conf", type=threshold, default=0.001, help="score threshold of detections for mAP")
+    evaluation.add_argument("--iou", type=threshold, default=0.6, help="NMS overlap threshold (default 0.6)")
+    evaluation.add_argument(
+        "--threshold", type=threshold, default=0.25, help="score of the operating point for precision/recall"
+    )
+    add_runtime(evaluation)
+    evaluation.add_argument("--out", type=Path, help="folder for eval.json and the PNGs (default: out/eval/MODEL)")
+    add_json(evaluation, "print eval.json instead of a summary")
+    evaluation.set_defaults(handler=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from forklift.evaluation.detection import DetectionMetrics
+    from forklift.evaluation.evaluate import evaluate
+    from forklift.evaluation.segmentation import SegmentationMetrics
+
+    out = args.out or Path("out/eval") / args.model_dir.resolve().name
+    result = evaluate(
+        args.model_dir,
+        args.data,
+        split=args.split,
+        conf=args.conf,
+        iou=args.iou,
+        threshold=args.threshold,
+        runtime=optional(Runtime, args.runtime),
+        out=out,
+    )
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    print(f"{result.model} on {result.data} ({result.split}): {result.images} images, {result.skipped} skipped")
+    metrics = result.metrics
+
+    def number(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
+    if isinstance(metrics, DetectionMetrics):
+        print(f"mAP@[.5:.95] {number(metrics.map)}  mAP@.5 {number(metrics.map50)}")
+        print(f"at score {metrics.threshold}: precision {metrics.precision:.4f}  recall {metrics.recall:.4f}")
+        for name, ap in metrics.ap50.items():
+            print(f"  AP@.5 {name:<20} {number(ap)}")
+    elif isinstance(metrics, SegmentationMetrics):
+        print(f"mIoU {number(metrics.miou)}  pixel accuracy {number(metrics.pixel_accuracy)}")
+        for name, iou in metrics.iou.items():
+            print(f"  IoU {name:<22} {number(iou)}")
+    else:
+        print(f"top-1 {metrics.top1:.4f}  top-5 {metrics.top5:.4f}")
+    print("wrote " + ", ".join(str(path) for path in result.files))
+    return 0
+
+
+def add_train(verbs: Any) -> None:
+    """Options that shape the model default to None here: the trainer fills them in from its defaults, or on
+    --resume from the checkpoint, and refuses one given that contradicts the checkpoint."""
+    train = verb_parser(
+        verbs,
+        "train",
+        "Train a model on a data set: a Darknet YOLO detector (detect sets) or a Darknet classifier (classify "
+        "sets), from a cfg (fresh weights) or a model directory (fine-tuning); a torchvision segmentation "
+        "architecture (segment sets, --arch, fresh weights). Each epoch ends with a checkpoint, a row of "
+        "metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
+        "directory with the best measured epoch's weights, its ONNX export and eval/. --resume continues with "
+        "the settings saved in the checkpoint.",
+        "forklift train --data data/shapes --cfg yolov3-tiny.cfg --epochs 30 --batch 16 --img 320 out/shapes-tiny\n"
+        "  forklift train --data data/shapes-seg --arch deeplabv3_mobilenet_v3_large --img 256 out/seg\n"
+        "  forklift train --resume out/shapes-tiny",
+    )
+    train.add_argument(
+        "--data", type=Path, metavar="DATA", help="a forklift data set folder (with --resume: the checkpoint's)"
+    )
+    source = train.add_mutually_exclusive_group()  # which one a data set needs: its task says
+    source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes (and filters) are rewritten")
+    source.add_argument("--model", type=Path, metavar="MODEL_DIR", help="Darknet model directory to fine-tune")
+    source.add_argument(
+        "--arch", metavar="NAME", help="segment sets: torchvision architecture (default lraspp_mobilenet_v3_large)"
+    )
+    train.add_argument("--epochs", type=positive, help="(default 30)")
+    train.add_argument("--batch", type=positive, help="(default 16)")
+    train.add_argument("--img", type=positive, help="input width and height (default: the cfg's; 256 for --arch)")
+    train.add_argument("--lr", type=float, help="peak learning rate of AdamW (default 0.001)")
+    train.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    train.add_argument(
+        "--amp",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mixed precision: float16 on CUDA, bfloat16 on the CPU (default: on for CUDA only)",
+    )
+    train.add_argument(
+        "--lms",
+        action="store_true",
+        help="large model support: tensors saved for backward leave the GPU (pinned host memory) or, on the CPU, "
+        "RAM (spill files), so bigger batches and images fit",
+    )
+    train.add_argument(
+        "--lms-min-mib", type=float, default=1.0, metavar="MIB", help="with --lms: tensors under this stay in place"
+    )
+    train.add_argument("--lms-spill-dir", type=Path, metavar="DIR", help="with --lms on the CPU: where spill files go")
+    train.add_argument(
+        "--mosaic", action="store_true", default=None, help="detection: tile four images into half the samples"
+    )
+    train.add_argument("--val-every", type=positive, metavar="N", help="measure on val every N epochs (default 1)")
+    train.add_argument("--minutes", type=float, default=None, help="stop before an epoch that would end past this")
+    train.add_argument("--workers", type=int, default=0, help="data-loading processes (default 0: in the loop)")
+    train.add_argument("--resume", action="store_true", help="continue OUT's run from its last checkpoint")
+    train.add_argument("--seed", type=int, help="(default 0)")
+    train.add_argument("out", type=Path, metavar="OUT_DIR", help="a new or empty folder (or the run to resume)")
+    train.set_defaults(handler=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from forklift.train.settings import TrainSettings
+    from forklift.train.trainer import train
+
+    given = {name: getattr(args, name) for name in TrainSettings.option_names() if getattr(args, name) is not None}
+    out = train(
+        given.pop("data", None),
+        args.out,
+        **given,
+        device=args.device,
+        resume=args.resume,
+        workers=args.workers,
+        time_budget_s=None if args.minutes is None else args.minutes * 60,
+        lms={"min_bytes": round(args.lms_min_mib * 2**20), "spill_dir": args.lms_spill_dir} if args.lms else None,
+    )
+    print(f"wrote {out}: a model directory (forklift predict {out} IMAGE); per-epoch figures in {out / 'metrics.csv'}")
+    return 0
+
+
+def add_demo(verbs: Any) -> None:
+    demo = verb_parser(
+        verbs,
+        "demo",
+        "The main job end to end: generate shapes, train a small YOLO for a few minutes, evaluate, serve, post.",
+        "forklift demo --out out/demo",
+    )
+    demo.add_argument("--out", type=Path, default=Path("out/demo"))
+    demo.set_defaults(handler=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from forklift.demo import run_demo
+
+    return run_demo(args.out)

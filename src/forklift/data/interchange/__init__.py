@@ -1,0 +1,90 @@
+"""Import and export between forklift's data-set format and other tools' ones: COCO, Pascal VOC, YOLO, PowerAI Vision,
+and a folder of PNG masks.
+
+One module per format, each with `read` (into a DatasetBuilder, which copies images, clips boxes and writes masks)
+and `write`. COCO carries either task; masks is segment only; the others are detect only.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from forklift.data.dataset import Dataset, load_dataset
+from forklift.data.interchange import coco, png_masks, powerai, voc, yolo
+from forklift.data.interchange.common import DatasetBuilder, ExportSummary, ImportSummary
+from forklift.errors import ForkliftError
+from forklift.vocabulary import DataFormat, Task, word
+
+
+@dataclass(frozen=True)
+class Interchange:
+    """One format: how it is read into a DatasetBuilder, how it is written, the tasks an import of it can make (the
+    first is the default) and, for the formats whose files name images elsewhere (--images), where those are by
+    default."""
+
+    read: Callable[[Path, DatasetBuilder, Path], None]  # (source, builder, images folder)
+    write: Callable[[Dataset, Path], ExportSummary]
+    tasks: tuple[Task, ...] = (Task.DETECT,)
+    default_images: Callable[[Path], Path] | None = None  # None: the format holds or names its own images
+
+
+def _own_images(read: Callable[[Path, DatasetBuilder], None]) -> Callable[[Path, DatasetBuilder, Path], None]:
+    """A reader of a format that carries its images, in the shape of the others (the images folder goes unused)."""
+    return lambda source, builder, _images: read(source, builder)
+
+
+FORMATS: dict[DataFormat, Interchange] = {
+    DataFormat.COCO: Interchange(coco.read, coco.write, (Task.DETECT, Task.SEGMENT), lambda source: source.parent),
+    DataFormat.VOC: Interchange(voc.read, voc.write, default_images=lambda source: source / "JPEGImages"),
+    DataFormat.YOLO: Interchange(_own_images(yolo.read), yolo.write),
+    DataFormat.POWERAI: Interchange(_own_images(powerai.read), powerai.write),
+    DataFormat.MASKS: Interchange(_own_images(png_masks.read), png_masks.write, (Task.SEGMENT,)),
+}
+
+__all__ = ["FORMATS", "ExportSummary", "ImportSummary", "export_dataset", "import_dataset"]
+
+
+def import_dataset(
+    format_name: DataFormat | str,
+    source: Path,
+    out: Path,
+    *,
+    images: Path | None = None,
+    task: Task | str | None = None,
+) -> ImportSummary:
+    """Make the forklift data set OUT from SOURCE (COCO JSON, VOC folder, YOLO data.yaml, PowerAI zip or masks
+    folder). task is what to read from COCO: its boxes (detect, the default) or its segmentations (segment).
+
+    images is where COCO's file names and VOC's images are found (default: the JSON's folder, SOURCE/JPEGImages).
+    Real exports have a few bad items (an image missing, an annotation naming an unknown id): those are skipped and
+    reported by kind in summary.lines(), and summary.skipped counts them. A source that is unusable as a whole (not
+    the format, no image importable) is a ForkliftError, and OUT is removed again so nothing half-made is left.
+    """
+    source, out = Path(source), Path(out)
+    kind = _format(format_name)
+    interchange = FORMATS[kind]
+    if images is not None and interchange.default_images is None:
+        raise ForkliftError(f"--images applies to coco and voc only: {kind} names its own images")
+    chosen = task or interchange.tasks[0]
+    if chosen not in interchange.tasks:
+        raise ForkliftError(f"--task {chosen}: {kind} imports {' or '.join(interchange.tasks)} data sets")
+    builder = DatasetBuilder(out, Task(chosen))
+    try:
+        folder = images or (interchange.default_images(source) if interchange.default_images else source)
+        interchange.read(source, builder, folder)
+        return builder.finish()
+    except ForkliftError:
+        shutil.rmtree(out)  # it was new or empty: nothing of the user's is lost
+        raise
+
+
+def export_dataset(format_name: DataFormat | str, data: Path, out: Path) -> ExportSummary:
+    """Write the forklift data set DATA in another tool's format at OUT (a new folder; for powerai a new .zip)."""
+    return FORMATS[_format(format_name)].write(load_dataset(Path(data)), Path(out))
+
+
+def _format(name: DataFormat | str) -> DataFormat:
+    return word(DataFormat, name, where="format")

@@ -1,0 +1,297 @@
+"""What every foreign format shares: the import builder that clips boxes (or writes masks), the record of items an
+import had to skip, unique file names, image sizes."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path, PurePosixPath
+from typing import Any, NamedTuple
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from forklift.data.dataset import SPLITS, Box, Dataset, ImageRecord, save_dataset
+from forklift.data.masks import write_mask
+from forklift.errors import ForkliftError
+from forklift.vision.masks import IGNORE
+from forklift.vocabulary import Task
+
+RawBox = tuple[str, float, float, float, float]  # label, x1, y1, x2, y2 in pixels, possibly outside the image
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif"})
+ROUNDING = 0.01  # pixels a box may stick out (normalised formats round) before its clipping is worth reporting
+_TRANSPOSED = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
+EXAMPLES = 3  # skipped items named per kind: enough to find the pattern, short for any count
+
+
+class SkipKind(NamedTuple):
+    """A kind of item an import leaves out, as the report names one and many of them."""
+
+    one: str
+    many: str
+
+
+MISSING_IMAGE = SkipKind("image missing on disk", "images missing on disk")
+UNREADABLE_IMAGE = SkipKind("unreadable image", "unreadable images")
+ORPHAN_ANNOTATION = SkipKind("annotation file whose image is missing", "annotation files whose image is missing")
+MALFORMED_ANNOTATION = SkipKind("malformed annotation file", "malformed annotation files")
+
+
+@dataclass
+class SkippedItems:
+    """What an import left out, counted by kind with the first few named: real exports have a few bad items, and
+    one of them should neither sink the import nor vanish unreported."""
+
+    counts: dict[SkipKind, int] = field(default_factory=dict)
+    examples: dict[SkipKind, list[str]] = field(default_factory=dict)
+
+    def add(self, kind: SkipKind, example: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        named = self.examples.setdefault(kind, [])
+        if len(named) < EXAMPLES:
+            named.append(example)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def lines(self) -> list[str]:
+        """One line per kind, in the order they were first met."""
+        return [self._line(kind, count) for kind, count in self.counts.items()]
+
+    def _line(self, kind: SkipKind, count: int) -> str:
+        named = ", ".join(self.examples[kind]) + (", ..." if count > EXAMPLES else "")
+        if count == 1:
+            return f"skipped 1 {kind.one} ({named})"
+        return f"skipped {count} {kind.many} (first: {named})"
+
+
+@dataclass
+class ImportSummary:
+    """What an import did, including what it had to repair, so nothing is changed silently."""
+
+    out: Path
+    task: Task = Task.DETECT
+    images: int = 0
+    boxes: int = 0
+    classes: int = 0
+    clipped: int = 0
+    dropped: int = 0
+    crowd: int = 0
+    renamed: int = 0
+    skipped_items: SkippedItems = field(default_factory=SkippedItems)
+
+    @property
+    def skipped(self) -> int:
+        """How many items were left out: non-zero makes the CLI exit 1, as `data check` does on findings."""
+        return self.skipped_items.total
+
+    def lines(self) -> list[str]:
+        """The summary line, then one line per kind of skipped item."""
+        return [self.line(), *self.skipped_items.lines()]
+
+    def line(self) -> str:
+        head = f"imported {self.images} images, {self.classes} classes into {self.out}"
+        if self.task == Task.SEGMENT:
+            return f"{head} (masks; {self.crowd} crowd regions marked ignore, {self.renamed} files renamed)"
+        return (
+            f"imported {self.images} images, {self.boxes} boxes, {self.classes} classes into {self.out} "
+            f"({self.clipped} boxes clipped to their image, {self.dropped} empty boxes dropped, "
+            f"{self.crowd} crowd boxes skipped, {self.renamed} files renamed)"
+        )
+
+
+@dataclass
+class ExportSummary:
+    """What an export wrote."""
+
+    out: Path
+    format: str
+    images: int
+    boxes: int  # boxes, or for a segment data set the annotations (COCO) or masks written
+    classes: int
+    task: Task = Task.DETECT
+
+    def line(self) -> str:
+        objects = "masks" if self.task == Task.SEGMENT else "boxes"
+        counts = f"{self.images} images, {self.boxes} {objects}, {self.classes} classes"
+        return f"exported {counts} to {self.out} ({self.format})"
+
+
+def new_folder(out: Path) -> Path:
+    """out as a new or empty folder: an import or export never mixes its files with someone else's."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ForkliftError(f"{out}: already exists and is not an empty folder; choose a new one")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """name, or name_2, name_3 ... so no two files share a stem (their label or XML files would clash)."""
+    path = PurePosixPath(name)
+    stem, count = path.stem, 1
+    while (stem if count == 1 else f"{stem}_{count}").lower() in taken:
+        count += 1
+    stem = stem if count == 1 else f"{stem}_{count}"
+    taken.add(stem.lower())
+    return stem + path.suffix
+
+
+def image_size(content: Path | bytes, where: str) -> tuple[int, int]:
+    """Width and height as forklift sees the image (upright per EXIF), from the header only."""
+    try:
+        with Image.open(BytesIO(content) if isinstance(content, bytes) else content) as image:
+            width, height = image.size
+            orientation = image.getexif().get(0x0112)
+    except FileNotFoundError:
+        raise ForkliftError(f"{where}: no such image") from None
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ForkliftError(f"{where}: not a readable image: {exc}") from None
+    return (height, width) if orientation in _TRANSPOSED else (width, height)
+
+
+def checked_size(
+    content: Path | bytes, builder: DatasetBuilder, name: str, *, width: int = 0, height: int = 0
+) -> tuple[int, int] | None:
+    """The image's size: as the source gives it (0: unknown), else from its header. None when the image is missing
+    or unreadable: it is then recorded as skipped under name, so one bad image does not sink the import."""
+    if isinstance(content, Path) and not content.is_file():
+        builder.skip(MISSING_IMAGE, name)
+        return None
+    if width and height:
+        return width, height
+    try:
+        return image_size(content, name)
+    except ForkliftError:
+        builder.skip(UNREADABLE_IMAGE, name)
+        return None
+
+
+def need(entry: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """entry[key] if it is of the expected kind (never a bool standing in for a number), else a one-line error."""
+    value = entry.get(key) if isinstance(entry, dict) else None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ForkliftError(f"{where}: {key!r} is missing or not of the expected kind (found {value!r})")
+    return value
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ForkliftError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ForkliftError(f"{path}: not valid JSON: {exc}") from None
+
+
+def detect_only(dataset: Dataset, format_name: str) -> None:
+    if dataset.task != Task.DETECT:
+        raise ForkliftError(f"{dataset.root}: a {dataset.task} data set has no boxes to export to {format_name}")
+
+
+def segment_only(dataset: Dataset, format_name: str) -> None:
+    if dataset.task != Task.SEGMENT:
+        raise ForkliftError(f"{dataset.root}: a {dataset.task} data set has no masks to export to {format_name}")
+
+
+def place_image(dataset: Dataset, image: ImageRecord, folder: Path, taken: set[str]) -> str:
+    """Copy a data set's image into a flat folder under a unique name; returns that name."""
+    name = unique_name(PurePosixPath(image.file).name, taken)
+    shutil.copyfile(dataset.path(image), folder / name)
+    return name
+
+
+class DatasetBuilder:
+    """Collects a foreign layout's images and boxes (or masks, for task segment) into a forklift data set,
+    clipping boxes to their image."""
+
+    def __init__(self, out: Path, task: Task = Task.DETECT) -> None:
+        self.out = new_folder(out)
+        (self.out / "images").mkdir()
+        self.task = task
+        self.classes: list[str] = []
+        self.images: list[ImageRecord] = []
+        self.summary = ImportSummary(out=self.out, task=task)
+        self._taken: set[str] = set()
+
+    def skip(self, kind: SkipKind, example: str) -> None:
+        """Leave one item out of the import and record it for the report."""
+        self.summary.skipped_items.add(kind, example)
+
+    def add_class(self, name: str) -> None:
+        if name not in self.classes:
+            self.classes.append(name)
+
+    def add_image(
+        self,
+        name: str,
+        content: Path | bytes,
+        width: int,
+        height: int,
+        split: str,
+        boxes: list[RawBox],
+        where: str,
+        mask: np.ndarray | None = None,
+    ) -> None:
+        """Copy one image (a file or its bytes) into OUT/images/ under its own name, made unique if need be; a
+        segment import gives its label map (values index the classes added so far), written to OUT/masks/."""
+        if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
+            raise ForkliftError(f"{where}: image size {width}x{height} is not positive")
+        if split not in SPLITS:
+            raise ForkliftError(f"{where}: split {split!r} is not one of {', '.join(SPLITS)}")
+        base = PurePosixPath(name.replace("\\", "/")).name
+        file = unique_name(base, self._taken)
+        self.summary.renamed += file != base
+        target = self.out / "images" / file
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        elif content.is_file():
+            shutil.copyfile(content, target)
+        else:
+            raise ForkliftError(f"{content}: no such image (named by {where})")
+        kept = [box for box in (self._clip(raw, width, height) for raw in boxes) if box is not None]
+        record = ImageRecord(f"images/{file}", width, height, split, kept)
+        if self.task == Task.SEGMENT:
+            record.mask = f"masks/{PurePosixPath(file).stem}.png"
+            write_mask(self.out / record.mask, self._checked(mask, width, height, where))
+        self.images.append(record)
+
+    def _checked(self, mask: np.ndarray | None, width: int, height: int, where: str) -> np.ndarray:
+        """The label map if it fits the image and the classes; a one-line error naming the source if not."""
+        if mask is None or mask.shape != (height, width):
+            found = "none" if mask is None else f"{mask.shape[1]}x{mask.shape[0]}"
+            raise ForkliftError(f"{where}: the mask is {found}, its image {width}x{height}")
+        bad = mask[(mask > len(self.classes)) & (mask != IGNORE)]
+        if bad.size:
+            classes = len(self.classes)
+            raise ForkliftError(f"{where}: mask value {int(bad.max())} is neither a class (1-{classes}) nor {IGNORE}")
+        return mask.astype(np.uint8)
+
+    def _clip(self, raw: RawBox, width: int, height: int) -> Box | None:
+        label, *corners = raw
+        if not all(math.isfinite(v) for v in corners):
+            self.summary.dropped += 1
+            return None
+        clipped = tuple(min(max(v, 0.0), limit) for v, limit in zip(corners, (width, height) * 2, strict=True))
+        if clipped[2] <= clipped[0] or clipped[3] <= clipped[1]:
+            self.summary.dropped += 1
+            return None
+        self.summary.clipped += max(abs(a - b) for a, b in zip(clipped, corners, strict=True)) > ROUNDING
+        self.add_class(label)
+        return Box(label, *(float(v) for v in clipped))
+
+    def finish(self) -> ImportSummary:
+        """Write dataset.json and say what was imported; if everything was skipped there is no data set to write."""
+        if not self.images and self.summary.skipped:
+            raise ForkliftError(f"nothing could be imported: {'; '.join(self.summary.skipped_items.lines())}")
+        if not self.classes:
+            raise ForkliftError("the source names no classes and has no boxes: nothing to import")
+        save_dataset(Dataset(self.task, self.classes, self.images, self.out), self.out)
+        self.summary.images = len(self.images)
+        self.summary.boxes = sum(len(image.boxes) for image in self.images)
+        self.summary.classes = len(self.classes)
+        return self.summary

@@ -1,0 +1,169 @@
+"""YOLO (Darknet / Ultralytics) txt labels: data.yaml names the classes and each split's image folder; beside
+images/.../a.png lies labels/.../a.txt with one `class cx cy w h` line per box, normalised to [0, 1].
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from forklift.data.dataset import SPLITS, Dataset
+from forklift.data.interchange.common import (
+    IMAGE_SUFFIXES,
+    ORPHAN_ANNOTATION,
+    DatasetBuilder,
+    ExportSummary,
+    RawBox,
+    SkipKind,
+    checked_size,
+    detect_only,
+    new_folder,
+    place_image,
+)
+from forklift.errors import ForkliftError
+
+CLASSES_TXT = "classes.txt"  # LabelImg writes the class names beside the labels: not a label file
+MISSING_SPLIT = SkipKind("split folder missing", "split folders missing")
+UNREADABLE_LABELS = SkipKind("unreadable label file", "unreadable label files")
+MALFORMED_LINE = SkipKind("label line that is not 'class cx cy w h'", "label lines that are not 'class cx cy w h'")
+UNKNOWN_CLASS = SkipKind("label line with a class index out of range", "label lines with a class index out of range")
+
+
+def read(source: Path, builder: DatasetBuilder) -> None:
+    """Import from a data.yaml; sizes come from the image files' headers since the labels are normalised. A split
+    folder that is not there, an image that cannot be read, a label file without its image and a label line that
+    is malformed or names no class are skipped and reported."""
+    config = _config(source)
+    names = _names(config.get("names"), str(source))
+    for name in names:
+        builder.add_class(name)
+    root = source.parent / str(config.get("path") or "")
+    for split in SPLITS:
+        folders = config.get(split) or []
+        for folder in [folders] if isinstance(folders, str) else folders:
+            directory = root / str(folder)
+            if directory.is_dir():
+                _read_folder(directory, split, names, builder, root=root)
+            elif directory.exists():
+                raise ForkliftError(f"{source}: {split} folder {directory} is not a folder (lists are not supported)")
+            else:
+                builder.skip(MISSING_SPLIT, f"{split}: {folder}")
+
+
+def _read_folder(directory: Path, split: str, names: list[str], builder: DatasetBuilder, *, root: Path) -> None:
+    """One split folder's images with their labels, then the label files no image there owns."""
+    images = sorted(p for p in directory.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    for image in images:
+        size = checked_size(image, builder, _shown(image, root))
+        if size is None:
+            continue
+        boxes = _labels(_label_path(image), names, size, builder, root=root)
+        if boxes is not None:
+            builder.add_image(image.name, image, *size, split, boxes, str(image))
+    owned = {_label_path(image) for image in images}
+    for label in sorted(_as_labels(directory).rglob("*.txt")):
+        if label not in owned and label.name != CLASSES_TXT:
+            builder.skip(ORPHAN_ANNOTATION, _shown(label, root))
+
+
+def write(dataset: Dataset, out: Path) -> ExportSummary:
+    """OUT/data.yaml, OUT/images/{split}/ and OUT/labels/{split}/ (an empty .txt for an image without boxes)."""
+    detect_only(dataset, "YOLO")
+    folder = new_folder(out)
+    for split in SPLITS:
+        (folder / "images" / split).mkdir(parents=True)
+        (folder / "labels" / split).mkdir(parents=True)
+    index = {name: i for i, name in enumerate(dataset.classes)}
+    taken: set[str] = set()
+    for image in dataset.images:
+        name = place_image(dataset, image, folder / "images" / image.split, taken)
+        lines = [
+            f"{index[b.label]} {(b.x1 + b.x2) / 2 / image.width:.6f} {(b.y1 + b.y2) / 2 / image.height:.6f} "
+            f"{(b.x2 - b.x1) / image.width:.6f} {(b.y2 - b.y1) / image.height:.6f}\n"
+            for b in image.boxes
+        ]
+        (folder / "labels" / image.split / f"{Path(name).stem}.txt").write_text("".join(lines))
+    config = {split: f"images/{split}" for split in SPLITS} | {"nc": len(index), "names": list(dataset.classes)}
+    (folder / "data.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    boxes = sum(len(image.boxes) for image in dataset.images)
+    return ExportSummary(folder, "yolo", len(dataset.images), boxes, len(index))
+
+
+def _config(source: Path) -> dict:
+    try:
+        config = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ForkliftError(f"{source}: no such file") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ForkliftError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(config, dict):
+        raise ForkliftError(f"{source}: expected a mapping with names and train/val/test folders")
+    return config
+
+
+def _names(value: object, where: str) -> list[str]:
+    """names as a list, or as a mapping from 0..N-1 (Ultralytics writes both)."""
+    if isinstance(value, dict) and sorted(value) == list(range(len(value))):
+        value = [value[i] for i in range(len(value))]
+    if not isinstance(value, list) or not value or not all(isinstance(name, str) and name for name in value):
+        raise ForkliftError(f"{where}: 'names' must be a non-empty list of class names (or a mapping from 0)")
+    return value
+
+
+def _label_path(image: Path) -> Path:
+    """Ultralytics' rule: the last images/ folder of the path becomes labels/, the suffix .txt."""
+    return _as_labels(image).with_suffix(".txt")
+
+
+def _as_labels(path: Path) -> Path:
+    """path with its last images/ part made labels/ (unchanged without one: labels lie beside the images)."""
+    parts = list(path.parts)
+    if "images" in parts:
+        parts[len(parts) - 1 - parts[::-1].index("images")] = "labels"
+    return Path(*parts)
+
+
+def _shown(path: Path, root: Path) -> str:
+    """path as a report names it: relative to the data set's root where it lies inside it."""
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _labels(
+    path: Path, names: list[str], size: tuple[int, int], builder: DatasetBuilder, *, root: Path
+) -> list[RawBox] | None:
+    """An image's boxes in pixels (no label file means no boxes); lines that are malformed or name no class are
+    skipped. None when the file cannot be read at all: its image is skipped rather than imported without boxes."""
+    if not path.is_file():
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        builder.skip(UNREADABLE_LABELS, _shown(path, root))
+        return None
+    width, height = size
+    boxes: list[RawBox] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        at = f"{_shown(path, root)}:{number}"
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            index, cx, cy, w, h = _numbers(fields)
+        except ValueError:
+            builder.skip(MALFORMED_LINE, f"{at} {line.strip()[:40]!r}")
+            continue
+        if not 0 <= index < len(names):
+            builder.skip(UNKNOWN_CLASS, f"{at} class {index}")
+            continue
+        boxes.append(
+            (names[index], (cx - w / 2) * width, (cy - h / 2) * height, (cx + w / 2) * width, (cy + h / 2) * height)
+        )
+    return boxes
+
+
+def _numbers(fields: list[str]) -> tuple[int, float, float, float, float]:
+    """A label line's `class cx cy w h`; ValueError when it is not that."""
+    if len(fields) != 5:
+        raise ValueError(f"{len(fields)} fields")
+    return int(fields[0]), float(fields[1]), float(fields[2]), float(fields[3]), float(fields[4])

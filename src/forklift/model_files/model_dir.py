@@ -1,0 +1,76 @@
+"""A model directory: one model, recognised by its files (DESIGN.md, "Model directory")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from forklift.errors import ForkliftError
+from forklift.model_files.labels import read_labels
+from forklift.model_files.model_config import ModelConfig, load_config
+
+# kind -> (role, file suffixes) in the order they are looked for; the first role decides the kind.
+KINDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "darknet": (("cfg", (".cfg",)), ("weights", (".weights",)), ("labels", (".names",))),
+    "caffe": (("prototxt", (".prototxt",)), ("caffemodel", (".caffemodel",)), ("labels", (".labels",))),
+    "onnx": (("onnx", (".onnx",)), ("labels", (".names", ".labels", ".txt"))),
+}
+
+
+@dataclass(frozen=True)
+class ModelDirectory:
+    """The files of one model, by role, with its labels and settings."""
+
+    path: Path
+    kind: str
+    files: dict[str, Path]
+    labels: list[str]
+    config: ModelConfig
+
+    @property
+    def name(self) -> str:
+        return self.path.resolve().name
+
+
+def _pick_one(directory: Path, role: str, suffixes: tuple[str, ...]) -> Path | None:
+    candidates = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix.lower() in suffixes)
+    if len(candidates) > 1:
+        names = ", ".join(p.name for p in candidates)
+        raise ForkliftError(f"{directory}: two candidates for the {role} file ({names}); keep one")
+    return candidates[0] if candidates else None
+
+
+def find_kind(directory: Path) -> str:
+    """Darknet if there is a .cfg, Caffe if a .prototxt, ONNX if only an .onnx (a Darknet export may sit beside)."""
+    for kind, roles in KINDS.items():
+        first_suffixes = roles[0][1]
+        if any(p.suffix.lower() in first_suffixes for p in directory.iterdir() if p.is_file()):
+            return kind
+    raise ForkliftError(
+        f"{directory}: not a model directory (no .cfg, .prototxt or .onnx file; see the README, 'Model directory')"
+    )
+
+
+def open_model_dir(path: str | Path) -> ModelDirectory:
+    """Recognise the model in `path`; every missing or ambiguous file is a one-line error naming it."""
+    directory = Path(path)
+    if not directory.exists():
+        raise ForkliftError(f"{directory}: no such model directory")
+    if not directory.is_dir():
+        raise ForkliftError(f"{directory}: a model is a directory of files, not a single file")
+    kind = find_kind(directory)
+    files: dict[str, Path] = {}
+    for role, suffixes in KINDS[kind]:
+        found = _pick_one(directory, role, suffixes)
+        if found is None:
+            wanted = " or ".join(suffixes)
+            raise ForkliftError(f"{directory}: missing the {role} file ({wanted}) of this {kind} model")
+        files[role] = found
+    if kind == "darknet":
+        exported = _pick_one(directory, "onnx", (".onnx",))
+        if exported is not None:
+            files["onnx"] = exported
+    config, config_path = load_config(directory)
+    if config_path is not None:
+        files["config"] = config_path
+    return ModelDirectory(directory, kind, files, read_labels(files["labels"]), config)

@@ -1,0 +1,51 @@
+"""Where each served model's workers run: CPU sets from the placement plan of this machine's topology.
+
+`--instances auto` takes the layout a `forklift sweep` measured and saved for this model on this machine;
+without one, the plan's own default (one whole core per instance, never straddling a NUMA node).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from forklift.errors import ForkliftError
+from forklift.serve.recommendation import Recommendation, load_recommendation
+from forklift.serve.server import ServedModel, parse_model_argument
+from forklift.serve.worker import WorkerPlace
+from forklift.system.placement import make_plan
+from forklift.system.topology import current
+from forklift.vocabulary import Runtime
+
+
+def served_models(
+    arguments: list[str],
+    *,
+    runtime: Runtime | None,
+    instances: int | None,
+    cpus_per_instance: int | None,
+    threads: int | None,
+) -> tuple[list[ServedModel], Recommendation | None]:
+    """Each `MODEL_DIR[=NAME]` with its workers' CPU sets (models never share CPUs), and the sweep's advice used."""
+    parsed = [parse_model_argument(argument) for argument in arguments]
+    advice = None
+    if instances is None and cpus_per_instance is None and threads is None and len(parsed) == 1:
+        advice = load_recommendation(Path(parsed[0][0]))
+        if advice is not None:
+            instances, cpus_per_instance, threads = advice.instances, advice.threads, advice.threads
+    topology = current()
+    size = cpus_per_instance or threads
+    plan = make_plan(topology, instances=None if instances is None else instances * len(parsed), cpus_per_instance=size)
+    per_model = len(plan.instances) // len(parsed)
+    if per_model == 0:
+        raise ForkliftError(
+            f"{len(parsed)} models need at least one instance each; this machine's plan has {len(plan.instances)}"
+        )
+    if threads is not None and threads > plan.cpus_per_instance:
+        raise ForkliftError(f"--threads {threads} is more than the {plan.cpus_per_instance} CPUs of each instance")
+    several_nodes = len(topology.nodes) > 1
+    models = []
+    for index, (directory, name) in enumerate(parsed):
+        placed = plan.instances[index * per_model : (index + 1) * per_model]
+        sets = [WorkerPlace(p.cpus, p.node if several_nodes else None, threads or p.threads) for p in placed]
+        models.append(ServedModel(name, directory, runtime, sets))
+    return models, advice

@@ -1,0 +1,87 @@
+"""What a training run is trained with, saved in every checkpoint so that `--resume` continues with exactly it.
+
+A new run takes each setting given and the default for the rest. A resumed run takes the checkpoint's settings;
+a setting given again must agree with them, or the run is refused with one line naming the option and both
+values (typing `--img 416` on a run started at `--img 320` would otherwise silently train on at another size).
+The device, data-loading workers, time budget and large model support are how a run is executed, not what it
+trains, so they are chosen anew at each start and are not recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from forklift.errors import ForkliftError
+
+PATH_SETTINGS = ("data", "cfg", "model")  # saved resolved and compared resolved: a resume from elsewhere agrees
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """The options that decide what a run trains; None where the source decides (the cfg's input size)."""
+
+    data: Path | None = None
+    cfg: Path | None = None
+    model: Path | None = None
+    arch: str | None = None
+    epochs: int = 30
+    batch: int = 16
+    img: int | None = None
+    lr: float = 0.001
+    seed: int = 0
+    val_every: int = 1
+    mosaic: bool = False
+    amp: bool | None = None  # None: on for CUDA only
+
+    @staticmethod
+    def option_names() -> tuple[str, ...]:
+        return tuple(f.name for f in fields(TrainSettings))
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: str(value.resolve()) if isinstance(value, Path) else value for key, value in asdict(self).items()}
+
+    @staticmethod
+    def from_json(saved: dict[str, Any]) -> TrainSettings:
+        known = {key: value for key, value in saved.items() if key in TrainSettings.option_names()}
+        for key in PATH_SETTINGS:
+            if known.get(key) is not None:
+                known[key] = Path(known[key])
+        return TrainSettings(**known)
+
+
+def new_settings(given: dict[str, Any]) -> TrainSettings:
+    """A fresh run's settings: the given options (None: not given) over the defaults."""
+    return replace(TrainSettings(), **_given(given))
+
+
+def resumed_settings(saved: TrainSettings, given: dict[str, Any], checkpoint: Path) -> TrainSettings:
+    """The checkpoint's settings; an option given that says otherwise is refused, naming both values."""
+    for key, value in _given(given).items():
+        recorded = getattr(saved, key)
+        if _comparable(value) != _comparable(recorded):
+            option = "--" + key.replace("_", "-")
+            raise ForkliftError(
+                f"{option} {_shown(value)}: {checkpoint} was trained with {option} {_shown(recorded)}; "
+                f"drop the option to resume with the checkpoint's, or train into a new directory"
+            )
+    return saved
+
+
+def _given(given: dict[str, Any]) -> dict[str, Any]:
+    """The options that were given (not None), paths as typed (errors name them so)."""
+    unknown = set(given) - set(TrainSettings.option_names())
+    if unknown:
+        raise TypeError(f"not training settings: {', '.join(sorted(unknown))}")
+    return {key: Path(value) if key in PATH_SETTINGS else value for key, value in given.items() if value is not None}
+
+
+def _comparable(value: object) -> object:
+    return value.resolve() if isinstance(value, Path) else value
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "(not given)" if value is None else str(value)

@@ -1,0 +1,168 @@
+"""The base of the training tasks: what differs between detection, classification and segmentation training;
+`trainer.train` runs the rest. The plug-ins (`detect`, `classify`, `segment` beside this module) subclass it, and
+`forklift.train.tasks.make_task` picks one by the data set's task.
+
+A task owns its network and knows its data (how a record becomes an input and a target), its loss, the model
+directory it writes and the metric that picks the best epoch. The loop, optimiser, schedule, checkpoints,
+metrics.csv, TensorBoard and the time budget are the same for all and live in `trainer.py`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from forklift.data.dataset import Dataset, ImageRecord
+from forklift.errors import ForkliftError
+from forklift.model_files.labels import write_labels
+from forklift.model_files.model_config import ModelConfig, save_config
+from forklift.model_files.model_dir import open_model_dir
+from forklift.nets.darknet import DarknetNet, build_darknet, save_weights
+from forklift.train.loader import AugmentedImages
+from forklift.vocabulary import Runtime
+
+WEIGHT_DECAY = 5e-4
+
+
+@dataclass(frozen=True)
+class NetworkSource:
+    """Where the network comes from: a Darknet cfg (fresh weights), a model directory to fine-tune, or the name
+    of a torchvision architecture; and the input size to train at (None: the source's own)."""
+
+    cfg: Path | None = None
+    model: Path | None = None
+    arch: str | None = None
+    img: int | None = None
+
+
+class TrainingTask(ABC):
+    """One kind of model being trained. Subclasses set the class attributes and implement the methods."""
+
+    kind: str  # the data set's task: detect | classify | segment
+    loss_terms: tuple[str, ...]  # what `loss` returns, "loss" (the total, minimised) first
+    metric_names: tuple[str, ...]  # what `validate` returns, the best-epoch criterion (higher is better) first
+    name: str  # the stem of the model files
+    net: nn.Module
+
+    def __init__(self, dataset: Dataset, *, seed: int) -> None:
+        self.dataset, self.seed = dataset, seed
+
+    @property
+    def classes(self) -> list[str]:
+        return self.dataset.classes
+
+    @abstractmethod
+    def images(self, records: list[ImageRecord], augment: bool) -> AugmentedImages:
+        """The records as (input, target) pairs; with `augment`, drawn anew by (seed, epoch, image) each epoch.
+        The trainer sets the returned set's `epoch` before each epoch."""
+
+    @abstractmethod
+    def collate(self, batch: list[tuple[torch.Tensor, Any]]) -> tuple[torch.Tensor, Any]:
+        """A list of pairs -> (inputs, targets) of one batch."""
+
+    @abstractmethod
+    def loss(self, inputs: torch.Tensor, targets: Any) -> dict[str, torch.Tensor]:
+        """The loss terms named by `loss_terms` for one batch (network in training mode)."""
+
+    @abstractmethod
+    def write_model_dir(self, out: Path, onnx: bool = True) -> None:
+        """OUT as a model directory `forklift predict` and `serve` use; the ONNX export only when asked, since
+        validation during training reads the files with the torch runtime."""
+
+    def parameter_groups(self) -> list[dict]:
+        """Weight decay on the weights of convolutions and linear layers only, not on biases or norm parameters."""
+        decay: list[nn.Parameter] = []
+        other: list[nn.Parameter] = []
+        for module in self.net.modules():
+            for name, parameter in module.named_parameters(recurse=False):
+                wanted = name == "weight" and isinstance(module, nn.Conv2d | nn.Linear)
+                (decay if wanted else other).append(parameter)
+        return [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": other, "weight_decay": 0.0}]
+
+    def metrics(self, measured: Any) -> dict[str, float | None]:
+        """`metric_names` out of what `forklift.evaluation.evaluate` measured."""
+        return {name: getattr(measured, name) for name in self.metric_names}
+
+    def validate(self, records: list[ImageRecord], scratch: Path) -> dict[str, float | None]:
+        """The metrics of the network as it is now on the (checked) val records: written to `scratch` without ONNX
+        and measured with the torch runtime, so that what is measured is what a user gets from the files."""
+        from forklift.evaluation.evaluate import measure
+
+        if scratch.exists():
+            shutil.rmtree(scratch)
+        scratch.mkdir(parents=True)
+        training = self.net.training
+        self.write_model_dir(scratch, onnx=False)
+        try:
+            return self.metrics(measure(open_model_dir(scratch), self.dataset, records, runtime=Runtime.TORCH))
+        finally:
+            self.net.train(training)
+
+
+class DarknetTask(TrainingTask):
+    """A task whose network is a Darknet cfg: the model directory is the cfg, weights, names, forklift.json
+    (`model_config`) and the ONNX export."""
+
+    cfg_text: str
+    net: DarknetNet
+
+    @abstractmethod
+    def model_config(self) -> ModelConfig:
+        """What forklift.json says about the model: its task, input size, resize mode, thresholds."""
+
+    def write_model_dir(self, out: Path, onnx: bool = True) -> None:
+        from forklift.runtime.onnx_export import export_darknet
+
+        (out / f"{self.name}.cfg").write_text(self.cfg_text, encoding="utf-8")
+        save_weights(self.net, out / f"{self.name}.weights")
+        write_labels(out / f"{self.name}.names", self.classes)
+        save_config(out, self.model_config())
+        if onnx:
+            export_darknet(open_model_dir(out), out / f"{self.name}.onnx")
+
+
+def copy_matching_weights(start: nn.Module, net: nn.Module, skip: tuple[str, ...] = ()) -> None:
+    """Copy the starting net's tensors into `net` where name and shape agree, except names starting with `skip`."""
+    target = net.state_dict()
+    fitting = {
+        k: v
+        for k, v in start.state_dict().items()
+        if k in target and target[k].shape == v.shape and not k.startswith(skip)
+    }
+    net.load_state_dict({**target, **fitting})
+
+
+CfgRewrite = Callable[[str, str, int, int | None], str]  # (text, source, classes, size) -> text
+
+
+def darknet_source(
+    source: NetworkSource, classes: list[str], rewrite: CfgRewrite, detector: bool
+) -> tuple[str, str, DarknetNet | None, list[str]]:
+    """(name, the cfg text rewritten for this data set, net whose weights to start from or None, its labels),
+    from a cfg or from a Darknet model directory of the wanted kind (detector or classifier)."""
+    wanted = "a detector" if detector else "a classifier"
+    if source.arch is not None:
+        raise ForkliftError(f"--arch {source.arch}: this task trains Darknet cfgs; give --cfg or --model")
+    if source.cfg is not None and source.model is None:
+        cfg = Path(source.cfg)
+        if not cfg.is_file():
+            raise ForkliftError(f"{cfg}: no such cfg file")
+        return cfg.stem, rewrite(cfg.read_text(encoding="utf-8"), str(cfg), len(classes), source.img), None, []
+    if source.model is None or source.cfg is not None:
+        raise ForkliftError("give exactly one of --cfg CFG (train from scratch) or --model MODEL_DIR (fine-tune)")
+    directory = open_model_dir(source.model)
+    if directory.kind != "darknet":
+        raise ForkliftError(f"{source.model}: fine-tuning needs a Darknet model directory, not {directory.kind}")
+    cfg = directory.files["cfg"]
+    start = build_darknet(cfg, directory.files["weights"])
+    if start.is_detector != detector:
+        raise ForkliftError(f"{source.model}: not {wanted}, which this data set needs to start from")
+    text = rewrite(cfg.read_text(encoding="utf-8"), str(cfg), len(classes), source.img)
+    return cfg.stem, text, start, directory.labels

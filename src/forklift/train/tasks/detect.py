@@ -1,0 +1,90 @@
+"""Detection training: a Darknet-cfg YOLO (v3, v3-tiny, v4-tiny...) with the YOLOv3 loss of its [yolo] heads.
+
+The cfg is rewritten for the data set's classes (each head's `classes=` and the filters of the convolution before
+it) and, on request, a new input size; fine-tuning copies a model directory's weights in, all but the head
+convolutions when the classes differ. The model directory written holds the cfg, weights, names, forklift.json
+and the ONNX export.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from forklift.data.dataset import Dataset, ImageRecord
+from forklift.errors import ForkliftError
+from forklift.model_files.cfg_edit import apply_edits, set_net_size, set_option
+from forklift.model_files.darknet_cfg import parse_cfg
+from forklift.model_files.model_config import ModelConfig
+from forklift.nets.darknet import DarknetNet
+from forklift.nets.fresh_weights import initialise
+from forklift.train.loader import DetectionImages, collate
+from forklift.train.loss import yolo_heads, yolo_loss
+from forklift.train.tasks.base import DarknetTask, NetworkSource, copy_matching_weights, darknet_source
+from forklift.vocabulary import ResizeMode, Task
+
+CONF, IOU = 0.25, 0.45  # the thresholds written to forklift.json
+
+
+class DetectionTask(DarknetTask):
+    kind = Task.DETECT
+    loss_terms = ("loss", "box", "obj", "cls")
+    metric_names = ("map50", "map")
+
+    def __init__(self, dataset: Dataset, source: NetworkSource, *, seed: int, mosaic: bool = False) -> None:
+        super().__init__(dataset, seed=seed)
+        self.mosaic = mosaic
+        self.name, self.cfg_text, start, start_labels = darknet_source(
+            source, dataset.classes, set_classes, detector=True
+        )
+        self.net = DarknetNet(parse_cfg(self.cfg_text, f"{self.name}.cfg"))
+        yolo_heads(self.net)
+        initialise(self.net, seed)
+        if start is not None:
+            _transfer(start, self.net, keep_heads=start_labels == dataset.classes)
+
+    def images(self, records: list[ImageRecord], augment: bool) -> DetectionImages:
+        size = (self.net.input_width, self.net.input_height)
+        return DetectionImages(self.dataset, records, size, augment=augment, seed=self.seed, mosaic=self.mosaic)
+
+    def collate(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+        return collate(batch)
+
+    def loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
+        terms = yolo_loss(self.net, self.net.heads(inputs), targets)
+        return {"loss": terms.total, "box": terms.box, "obj": terms.obj, "cls": terms.cls}
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            task=Task.DETECT,
+            input_width=self.net.input_width,
+            input_height=self.net.input_height,
+            resize=ResizeMode.LETTERBOX,
+            conf=CONF,
+            iou=IOU,
+        )
+
+
+def set_classes(text: str, source: str, classes: int, size: int | None = None) -> str:
+    """The cfg with `classes=` of each [yolo], `filters=` of the convolution before it, and [net] width and
+    height (when a size is given) rewritten; everything else, comments included, stays as written."""
+    config = parse_cfg(text, source)
+    edits: dict[int, str] = {}  # 0-based line -> new text
+    inserts: dict[int, list[str]] = {}  # insert after the section header at this 0-based line
+    if size is not None:
+        set_net_size(config.net, size, edits, inserts)
+    for index, section in enumerate(config.layers):
+        if section.kind != "yolo":
+            continue
+        before = config.layers[index - 1] if index else None
+        if before is None or before.kind != "convolutional":
+            raise ForkliftError(f"{section.where()}: [yolo] must follow a [convolutional] whose filters it sets")
+        anchors = len(section.ints("mask", list(range(len(section.floats("anchors")) // 2))))
+        set_option(section, "classes", str(classes), edits, inserts)
+        set_option(before, "filters", str(anchors * (5 + classes)), edits, inserts)
+    return apply_edits(text, edits, inserts)
+
+
+def _transfer(start: DarknetNet, net: DarknetNet, keep_heads: bool) -> None:
+    """Start from the model's weights; the convolutions before the heads only when the classes are the same
+    ones, since for other classes their outputs mean something else."""
+    copy_matching_weights(start, net, skip=() if keep_heads else tuple(f"layers.{i - 1}." for i in net.head_indices))

@@ -1,0 +1,65 @@
+"""The words every stage shares, each defined once as a typed name: what a model does (`Task`), which engine runs
+it (`Runtime`), how an image is fitted to the network's input (`ResizeMode`) and the data-set formats forklift
+reads and writes (`DataFormat`).
+
+They are `StrEnum`s: a member is its string (`Task.DETECT == "detect"`), so JSON files, forklift.json and
+command-line options keep their plain words, while the code names a value that a type checker can follow.
+This module imports nothing heavy, so the CLI can offer the choices without loading a stage.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TypeVar
+
+from forklift.errors import ForkliftError
+
+
+class Task(StrEnum):
+    """What a model answers and what a data set holds."""
+
+    DETECT = "detect"  # boxes with labels
+    CLASSIFY = "classify"  # one label per image
+    SEGMENT = "segment"  # a label per pixel
+
+
+class Runtime(StrEnum):
+    """The inference engines behind `forklift.runtime.base.Predictor`."""
+
+    ONNX = "onnx"  # ONNX Runtime
+    OPENVINO = "openvino"  # OpenVINO, float32
+    TORCH = "torch"  # PyTorch, the network built from the Darknet cfg
+    OPENCV = "opencv"  # OpenCV's DNN module (Caffe, and the Darknet reference)
+
+
+class ResizeMode(StrEnum):
+    """How an image is fitted to the network's input size."""
+
+    LETTERBOX = "letterbox"  # keep the aspect ratio, pad with gray
+    STRETCH = "stretch"  # resize each side to the input, as Darknet's own `detect` does
+
+
+class DataFormat(StrEnum):
+    """Data-set formats of other tools that `forklift data import` reads and `export` writes."""
+
+    COCO = "coco"
+    VOC = "voc"
+    YOLO = "yolo"
+    POWERAI = "powerai"
+    MASKS = "masks"  # a folder of images/, masks/ (PNG) and classes.txt
+
+
+Word = TypeVar("Word", Task, Runtime, ResizeMode, DataFormat)
+
+
+def words(kind: type[StrEnum]) -> tuple[str, ...]:
+    """The plain strings of an enum, in definition order: the choices a command-line option offers."""
+    return tuple(member.value for member in kind)
+
+
+def word(kind: type[Word], value: object, *, where: str) -> Word:
+    """`value` (a string from a file, an option or a caller) as a member of `kind`, or one line naming where it
+    came from, the value and the words allowed."""
+    if value not in words(kind):
+        raise ForkliftError(f"{where} must be one of {', '.join(words(kind))}, not {value!r}")
+    return kind(value)
