@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 
 from forklift.errors import ForkliftError
-from forklift.formats.caffe import class_names, num_classes, rewrite_python_proposal
-from forklift.formats.caffemodel import read_caffemodel, write_random_caffemodel
-from forklift.formats.model_dir import open_model_dir
-from forklift.formats.prototxt import Symbol, format_prototxt, parse_prototxt, read_prototxt
+from forklift.model_files.caffe import class_names, num_classes, rewrite_python_proposal
+from forklift.model_files.caffemodel import read_caffemodel, write_random_caffemodel
+from forklift.model_files.model_dir import open_model_dir
+from forklift.model_files.prototxt import Symbol, format_prototxt, parse_prototxt, read_prototxt
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.opencv_caffe import CaffeFasterRCNNPredictor
+from forklift.shared_data import shared_data_root
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = shared_data_root()
 PROTOTXT = SHARED / "caffe" / "zf_faster_rcnn_end2end_test.prototxt"
 VOC_NAMES = SHARED / "darknet" / "voc.names"
 DOG = SHARED / "images" / "dog.jpg"
@@ -200,6 +201,7 @@ def run_net(prototxt: Path, caffemodel: Path, image: np.ndarray) -> list[np.ndar
     return list(net.forward(["proposal", "cls_prob", "bbox_pred"]))
 
 
+@pytest.mark.slow
 def test_rewritten_net_matches_a_hand_written_opencv_net(dog_caffemodel: Path, tmp_path: Path) -> None:
     text = PROTOTXT.read_text(encoding="utf-8")
     hand_written = re.sub(r"layer \{\n  name: 'proposal'.*?\n\}\n", HAND_WRITTEN_PROPOSAL, text, flags=re.DOTALL)
@@ -216,6 +218,7 @@ def test_rewritten_net_matches_a_hand_written_opencv_net(dog_caffemodel: Path, t
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.slow
 def test_predicts_dogs_on_a_photo(dog_caffemodel: Path, tmp_path: Path) -> None:
     need(DOG)
     model = open_model_dir(make_model_dir(tmp_path / "zf", voc_labels(), dog_caffemodel))

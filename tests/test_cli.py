@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
 import pytest
-from conftest import CFGS, shared
+from helpers import CFGS, forklift, shared
 
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import build_darknet
-
-
-def forklift(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "forklift.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"forklift {args} failed ({result.returncode}): {result.stderr}")
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +32,7 @@ def test_help_has_examples() -> None:
         assert "example:" in text and "forklift " in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["onnx", "openvino", "torch", "opencv"])
 def test_predict_json_contract(tiny: Path, runtime: str) -> None:
     photos = [shared("images/dog.jpg"), shared("images/kite.jpg")]
@@ -61,11 +51,13 @@ def test_predict_json_contract(tiny: Path, runtime: str) -> None:
             assert 0.25 <= d["score"] <= 1
 
 
+@pytest.mark.slow
 def test_predict_table(tiny: Path) -> None:
     text = forklift("predict", tiny, shared("images/dog.jpg"), "--conf", "0.5").stdout
     assert text.splitlines()[0].startswith("file") and "timing:" in text
 
 
+@pytest.mark.slow
 def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> None:
     dog = shared("images/dog.jpg")
     truncated = tmp_path / "truncated.jpg"
@@ -114,6 +106,7 @@ def test_wrong_runtime_for_caffe_is_clear(tmp_path: Path) -> None:
     assert "a caffe model runs with --runtime opencv, not onnx" in result.stderr
 
 
+@pytest.mark.slow
 def test_inspect_counts_against_opencv(tiny: Path) -> None:
     """Parameters: the weights file's values less batch norm's running statistics; FLOPs: OpenCV's own count."""
     facts = json.loads(forklift("models", "inspect", tiny, "--json").stdout)
@@ -131,6 +124,7 @@ def test_inspect_counts_against_opencv(tiny: Path) -> None:
     assert "FLOPs" in forklift("models", "inspect", tiny).stdout
 
 
+@pytest.mark.slow
 def test_new_darknet_reproducible_and_export(tmp_path: Path) -> None:
     cfg, names = CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names"
     for name in ("a", "b"):

@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import CFGS, shared
+from helpers import CFGS, shared
 
 from forklift.errors import ForkliftError
-from forklift.formats.darknet_cfg import parse_cfg, read_cfg
-from forklift.formats.darknet_weights import DarknetWeights, WeightsHeader, read_weights, write_weights
+from forklift.model_files.darknet_cfg import parse_cfg, read_cfg
+from forklift.model_files.darknet_weights import DarknetWeights, WeightsHeader, read_weights, write_weights
 from forklift.nets.darknet import DarknetNet, build_darknet, load_weights, save_weights
-from forklift.nets.init import initialise
+from forklift.nets.fresh_weights import initialise
 
 TINY_CFG = CFGS / "v3-spp-groups.cfg"
 

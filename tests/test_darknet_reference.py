@@ -19,16 +19,18 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from conftest import CFGS, SHARED, shared
+from helpers import CFGS, SHARED, shared
 
-from forklift.formats.darknet_cfg import read_cfg
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.darknet_cfg import read_cfg
+from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import build_darknet
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.opencv_darknet import OpenCVDarknetPredictor, opencv_rows, read_opencv_darknet
 from forklift.runtime.torch_runtime import TorchPredictor
 from forklift.vision.images import decode_image
 from forklift.vision.resize import fit
+
+pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
 
 RTOL, ATOL = 1e-4, 1e-6
 OPENCV_DEFAULT_THRESH = 0.2  # OpenCV zeroes class scores under the head's `thresh` (this when the cfg has none)

@@ -4,17 +4,19 @@ and by independent readers of the foreign files."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 import zipfile
+from functools import partial
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import forklift
+from PIL import Image
 
 from forklift.data.dataset import Dataset, load_dataset
-from forklift.data.formats import export_dataset, import_dataset
+from forklift.data.interchange import export_dataset, import_dataset
+from forklift.data.masks import load_mask
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 
@@ -28,15 +30,18 @@ def _boxes(dataset: Dataset) -> dict[str, list[tuple[str, float, float, float, f
     return {Path(i.file).name: [(b.label, b.x1, b.y1, b.x2, b.y2) for b in i.boxes] for i in dataset.images}
 
 
-def _assert_same(original: Dataset, imported: Dataset, tolerance: float, splits: bool) -> None:
-    assert len(imported.images) == len(original.images)
-    expected, found = _boxes(original), _boxes(imported)
+def _assert_boxes(expected: dict[str, list], found: dict[str, list], tolerance: float) -> None:
     assert found.keys() == expected.keys()
     for name, boxes in expected.items():
         assert len(found[name]) == len(boxes), name
         for want, got in zip(boxes, found[name], strict=True):
             assert got[0] == want[0]
             assert got[1:] == pytest.approx(want[1:], abs=tolerance, rel=0)
+
+
+def _assert_same(original: Dataset, imported: Dataset, tolerance: float, splits: bool) -> None:
+    assert len(imported.images) == len(original.images)
+    _assert_boxes(_boxes(original), _boxes(imported), tolerance)
     if splits:
         assert {Path(i.file).name: i.split for i in imported.images} == {
             Path(i.file).name: i.split for i in original.images
@@ -168,18 +173,167 @@ def test_xml_entities_are_refused(tmp_path: Path) -> None:
         import_dataset("voc", tmp_path / "voc", tmp_path / "back")
 
 
-def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "forklift.cli", "data", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+forklift_data = partial(forklift, "data", check=False)
 
 
 def test_cli_round_trip_and_bad_input(shapes: Dataset, tmp_path: Path) -> None:
-    exported = _cli("export", "--to", "powerai", shapes.root, tmp_path / "shapes.zip")
+    exported = forklift_data("export", "--to", "powerai", shapes.root, tmp_path / "shapes.zip")
     assert exported.returncode == 0, exported.stderr
     assert exported.stdout.startswith("exported 12 images") and exported.stdout.count("\n") == 1
-    imported = _cli("import", "--from", "powerai", tmp_path / "shapes.zip", tmp_path / "back")
+    imported = forklift_data("import", "--from", "powerai", tmp_path / "shapes.zip", tmp_path / "back")
     assert imported.returncode == 0, imported.stderr
     assert imported.stdout.startswith("imported 12 images") and "0 boxes clipped" in imported.stdout
     _assert_same(shapes, load_dataset(tmp_path / "back"), 0.0, splits=False)
-    bad = _cli("import", "--from", "coco", tmp_path / "missing.json", tmp_path / "none")
+    bad = forklift_data("import", "--from", "coco", tmp_path / "missing.json", tmp_path / "none")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.json" in bad.stderr
+
+
+# ---- defective sources: import what can be imported, report the rest -----------------------------------------------
+
+
+def _assert_kept(original: Dataset, out: Path, tolerance: float, *, gone: set[str]) -> Dataset:
+    """The data set at out holds every image of original except those named in gone, each with all its boxes."""
+    imported = load_dataset(out)
+    expected = {name: boxes for name, boxes in _boxes(original).items() if name not in gone}
+    _assert_boxes(expected, _boxes(imported), tolerance)
+    return imported
+
+
+def test_coco_skips_unknown_ids_and_missing_images(shapes: Dataset, tmp_path: Path) -> None:
+    export_dataset("coco", shapes.root, tmp_path / "coco")
+    path = tmp_path / "coco" / "annotations.json"
+    document = json.loads(path.read_text())
+    first = document["annotations"][0]
+    strays = [(901, 999, first["category_id"]), (902, 999, 1), (903, 1000, 1), (904, 1001, 1), (905, 1, 77)]
+    document["annotations"] += [
+        {**first, "id": ident, "image_id": image, "category_id": category} for ident, image, category in strays
+    ]
+    path.write_text(json.dumps(document))
+    for name in ("000003.png", "000005.png"):
+        (tmp_path / "coco" / "images" / name).unlink()
+    summary = import_dataset("coco", path, tmp_path / "back")
+    assert summary.lines() == [
+        summary.line(),
+        "skipped 4 annotations naming unknown image ids "
+        "(first: id 901 -> image 999, id 902 -> image 999, id 903 -> image 1000, ...)",
+        "skipped 1 annotation naming an unknown category id (id 905 -> category 77)",
+        "skipped 2 images missing on disk (first: images/000003.png, images/000005.png)",
+    ]
+    assert summary.skipped == 7 and summary.images == 10
+    imported = _assert_kept(shapes, tmp_path / "back", 1e-6, gone={"000003.png", "000005.png"})
+    assert summary.boxes == sum(len(image.boxes) for image in imported.images) == 28
+    assert _boxes(imported)["000001.png"][0] == _boxes(shapes)["000001.png"][0]
+
+
+def test_coco_with_no_image_importable_is_one_line(shapes: Dataset, tmp_path: Path) -> None:
+    export_dataset("coco", shapes.root, tmp_path / "coco")
+    for image in (tmp_path / "coco" / "images").iterdir():
+        image.unlink()
+    with pytest.raises(ForkliftError, match=r"^nothing could be imported: skipped 12 images missing on disk") as caught:
+        import_dataset("coco", tmp_path / "coco" / "annotations.json", tmp_path / "back")
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "back").exists()
+
+
+def test_voc_skips_unreadable_xml_and_missing_images(shapes: Dataset, tmp_path: Path) -> None:
+    voc = tmp_path / "voc"
+    export_dataset("voc", shapes.root, voc)
+    (voc / "JPEGImages" / "000004.png").unlink()
+    (voc / "Annotations" / "000006.xml").write_text("<annotation><object>")  # cut off
+    bad = voc / "Annotations" / "000008.xml"
+    bad.write_text(bad.read_text().replace("<xmin>", "<xmin>x", 1))
+    tagged = voc / "Annotations" / "000001.xml"  # CVAT's extra fields are ignored, not a defect
+    extra = "<occluded>0</occluded><attributes><attribute><name>colour</name></attribute></attributes>"
+    tagged.write_text(tagged.read_text().replace("<pose>", f"{extra}<pose>"))
+    summary = import_dataset("voc", voc, tmp_path / "back")
+    assert summary.skipped == 3 and summary.images == 9 and len(summary.lines()) == 3
+    assert summary.lines()[1] == "skipped 1 annotation file whose image is missing (000004.xml -> 000004.png)"
+    assert summary.lines()[2].startswith("skipped 2 malformed annotation files (first: 000006.xml (not valid XML: ")
+    assert "000008.xml (object 1 <xmin>: 'x" in summary.lines()[2]
+    gone = {"000004.png", "000006.png", "000008.png"}
+    imported = _assert_kept(shapes, tmp_path / "back", 0.0, gone=gone)
+    assert len(_boxes(imported)["000001.png"]) == 2
+
+
+def test_yolo_skips_bad_lines_orphan_labels_and_unreadable_images(shapes: Dataset, tmp_path: Path) -> None:
+    yolo = tmp_path / "yolo"
+    export_dataset("yolo", shapes.root, yolo)
+    (yolo / "images" / "train" / "000003.png").unlink()
+    (yolo / "images" / "train" / "000005.png").write_bytes(b"not an image")
+    with (yolo / "labels" / "train" / "000001.txt").open("a") as labels:
+        labels.write("7 0.5 0.5 0.1 0.1\n0 0.5 0.5\n")
+    config = yaml.safe_load((yolo / "data.yaml").read_text())
+    config["val"] = ["images/val", "images/extra"]
+    (yolo / "data.yaml").write_text(yaml.safe_dump(config))
+    summary = import_dataset("yolo", yolo / "data.yaml", tmp_path / "back")
+    assert summary.lines()[1:] == [
+        "skipped 1 label line with a class index out of range (labels/train/000001.txt:3 class 7)",
+        "skipped 1 label line that is not 'class cx cy w h' (labels/train/000001.txt:4 '0 0.5 0.5')",
+        "skipped 1 unreadable image (images/train/000005.png)",
+        "skipped 1 annotation file whose image is missing (labels/train/000003.txt)",
+        "skipped 1 split folder missing (val: images/extra)",
+    ]
+    assert summary.skipped == 5 and summary.images == 10
+    imported = _assert_kept(shapes, tmp_path / "back", 1e-3, gone={"000003.png", "000005.png"})
+    assert len(_boxes(imported)["000001.png"]) == 2  # its good lines, without the two bad ones
+
+
+def _damage(archive: Path, member: str) -> None:
+    """Flip one byte of a stored member's data, so reading it fails its CRC check."""
+    with zipfile.ZipFile(archive) as opened:
+        offset = opened.getinfo(member).header_offset
+    data = bytearray(archive.read_bytes())
+    name_length, extra_length = (int.from_bytes(data[offset + i : offset + i + 2], "little") for i in (26, 28))
+    data[offset + 30 + name_length + extra_length + 100] ^= 0xFF
+    archive.write_bytes(bytes(data))
+
+
+def test_powerai_skips_missing_damaged_and_malformed_members(shapes: Dataset, tmp_path: Path) -> None:
+    export_dataset("powerai", shapes.root, tmp_path / "clean.zip")
+    with zipfile.ZipFile(tmp_path / "clean.zip") as clean, zipfile.ZipFile(tmp_path / "bad.zip", "w") as bad:
+        for name in clean.namelist():
+            if name != "000002.png":
+                bad.writestr(name, clean.read(name))
+        bad.writestr("broken.xml", "<annotation><object><name>x</name>")
+    _damage(tmp_path / "bad.zip", "000009.png")
+    summary = import_dataset("powerai", tmp_path / "bad.zip", tmp_path / "back")
+    assert summary.skipped == 3 and summary.images == 10 and len(summary.lines()) == 4
+    assert summary.lines()[1] == "skipped 1 annotation file whose image is missing (000002.xml -> 000002.png)"
+    assert summary.lines()[2].startswith("skipped 1 malformed annotation file (broken.xml (not valid XML: ")
+    assert summary.lines()[3].startswith("skipped 1 unreadable image (000009.png (damaged in the zip: Bad CRC-32")
+    _assert_kept(shapes, tmp_path / "back", 0.0, gone={"000002.png", "000009.png"})
+
+
+def test_masks_skip_missing_orphan_and_misfit_masks(tmp_path: Path) -> None:
+    segment = synth_shapes(tmp_path / "segment", n=5, size=64, seed=2, task="segment")
+    source = tmp_path / "png"
+    export_dataset("masks", segment.root, source)
+    (source / "masks" / "000002.png").unlink()
+    (source / "masks" / "extra.png").write_bytes((source / "masks" / "000001.png").read_bytes())
+    with Image.open(source / "masks" / "000004.png") as mask:
+        mask.resize((32, 32), Image.NEAREST).save(source / "masks" / "000004.png")
+    summary = import_dataset("masks", source, tmp_path / "back")
+    assert summary.lines()[1:] == [
+        "skipped 1 image without a mask (000002.png)",
+        "skipped 1 mask of another size than its image (000004.png (the mask is 32x32, its image 64x64))",
+        "skipped 1 mask without an image (extra.png)",
+    ]
+    assert summary.skipped == 3 and summary.images == 3
+    imported = load_dataset(tmp_path / "back")
+    kept = {Path(image.file).name: load_mask(imported, image) for image in imported.images}
+    assert sorted(kept) == ["000001.png", "000003.png", "000005.png"]
+    for image in segment.images:
+        if Path(image.file).name in kept:
+            assert (kept[Path(image.file).name] == load_mask(segment, image)).all()
+
+
+def test_cli_exits_1_when_anything_was_skipped(shapes: Dataset, tmp_path: Path) -> None:
+    export_dataset("coco", shapes.root, tmp_path / "coco")
+    source = tmp_path / "coco" / "annotations.json"
+    clean = forklift_data("import", "--from", "coco", source, tmp_path / "clean")
+    assert clean.returncode == 0 and clean.stdout.count("\n") == 1, clean.stderr
+    (tmp_path / "coco" / "images" / "000007.png").unlink()
+    skipped = forklift_data("import", "--from", "coco", source, tmp_path / "skipped")
+    assert skipped.returncode == 1, skipped.stderr
+    assert skipped.stdout.splitlines()[0].startswith("imported 11 images")
+    assert skipped.stdout.splitlines()[1:] == ["skipped 1 image missing on disk (images/000007.png)"]

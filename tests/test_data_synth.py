@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from helpers import forklift
 
 from forklift.data.dataset import Dataset, load_dataset, save_dataset
 from forklift.data.synth import CLASSES, synth_shapes
@@ -138,18 +138,16 @@ def test_load_errors_name_the_file_and_entry(tmp_path: Path) -> None:
     assert "not a box inside the 64x64 image" in broken(tmp_path, json.dumps(outside))
 
 
-def forklift(*args: str | Path) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "forklift.cli", "data", "synth", "shapes", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+forklift_synth = partial(forklift, "data", "synth", "shapes", check=False)
 
 
 def test_cli_writes_the_data_set_and_refuses_a_non_empty_folder(tmp_path: Path) -> None:
     out = tmp_path / "shapes"
-    made = forklift("--n", "10", "--size", "64", "--seed", "2", out)
+    made = forklift_synth("--n", "10", "--size", "64", "--seed", "2", out)
     assert made.returncode == 0, made.stderr
     assert "10 images (8 train, 1 val, 1 test)" in made.stdout and "boxes: circle" in made.stdout
     assert len(load_dataset(out).images) == 10
-    refused = forklift("--n", "10", "--size", "64", out)
+    refused = forklift_synth("--n", "10", "--size", "64", out)
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and "not an empty folder" in refused.stderr
-    assert "example:\n  forklift data synth shapes" in forklift("--help").stdout
+    assert "example:\n  forklift data synth shapes" in forklift_synth("--help").stdout

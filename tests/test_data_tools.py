@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import forklift
 
 from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import load_dataset
@@ -34,9 +34,7 @@ def data(pristine: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(pristine, tmp_path / "shapes"))
 
 
-def forklift(*args: str | Path) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "forklift.cli", "data", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+forklift_data = partial(forklift, "data", check=False)
 
 
 def index(data: Path) -> dict[str, Any]:
@@ -77,7 +75,7 @@ def test_a_clean_data_set_checks_clean(data: Path) -> None:
     report = check_dataset(data)
     assert report.findings == [] and report.skipped == 0
     assert usable_images(report) == load_dataset(data).images
-    checked = forklift("check", data)
+    checked = forklift_data("check", data)
     assert checked.returncode == 0, checked.stderr
     assert "clean: 20 images" in checked.stdout
 
@@ -93,11 +91,11 @@ def test_every_planted_problem_is_reported_once_and_skipped(data: Path) -> None:
     with pytest.raises(ForkliftError):
         load_dataset(data)  # still strict by default
 
-    checked = forklift("check", data)
+    checked = forklift_data("check", data)
     assert checked.returncode == 1, checked.stderr
     assert "training would skip 9 of 23 images" in checked.stdout
     assert "images/copy.png" in checked.stdout and "same bytes as images/000006.png" in checked.stdout
-    as_json = forklift("check", data, "--json")
+    as_json = forklift_data("check", data, "--json")
     assert as_json.returncode == 1
     answer = json.loads(as_json.stdout)
     assert answer["status"] == "problems" and answer["usable"] == 14 and answer["skipped"] == 9
@@ -106,10 +104,10 @@ def test_every_planted_problem_is_reported_once_and_skipped(data: Path) -> None:
 
 
 def test_check_refuses_what_is_not_a_data_set(tmp_path: Path) -> None:
-    missing = forklift("check", tmp_path / "nowhere")
+    missing = forklift_data("check", tmp_path / "nowhere")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such file" in missing.stderr
     (tmp_path / "dataset.json").write_text("{")
-    garbled = forklift("check", tmp_path, "--json")
+    garbled = forklift_data("check", tmp_path, "--json")
     assert garbled.returncode == 2 and "not valid JSON" in garbled.stderr
 
 
@@ -125,9 +123,9 @@ def test_stats_match_a_recount_of_dataset_json(data: Path) -> None:
     widths = [(b["x2"] - b["x1"]) / e["width"] for e in entries for b in e["boxes"]]
     assert stats["box_size"]["width"]["p50"] == pytest.approx(float(np.median(widths)), abs=1e-4)
     assert stats["image_sizes"] == {"96x96": 20}
-    shown = forklift("stats", data, "--json")
+    shown = forklift_data("stats", data, "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout) == stats
-    assert "boxes per image" in forklift("stats", data).stdout
+    assert "boxes per image" in forklift_data("stats", data).stdout
 
 
 def dominant(entry: dict[str, Any], classes: list[str]) -> str:
@@ -164,10 +162,10 @@ def test_stratified_split_keeps_every_class_in_val(data: Path) -> None:
 
 
 def test_split_cli_prints_the_new_counts_and_refuses_bad_fractions(data: Path) -> None:
-    made = forklift("split", data, "--val", "0.1", "--test", "0.1", "--seed", "3", "--stratify")
+    made = forklift_data("split", data, "--val", "0.1", "--test", "0.1", "--seed", "3", "--stratify")
     assert made.returncode == 0, made.stderr
     assert "20 images (16 train, 2 val, 2 test)" in made.stdout
-    refused = forklift("split", data, "--val", "0.6", "--test", "0.5")
+    refused = forklift_data("split", data, "--val", "0.6", "--test", "0.5")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
-    assert "example:\n  forklift data split" in forklift("split", "--help").stdout
-    assert "example:\n  forklift data check" in forklift("check", "--help").stdout
+    assert "example:\n  forklift data split" in forklift_data("split", "--help").stdout
+    assert "example:\n  forklift data check" in forklift_data("check", "--help").stdout

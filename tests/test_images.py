@@ -13,7 +13,6 @@ import sys
 import textwrap
 import time
 import zlib
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -21,9 +20,10 @@ import pytest
 from PIL import Image, ImageFile
 
 from forklift.errors import ForkliftError
+from forklift.shared_data import shared_data_root
 from forklift.vision.images import ALPHA_BACKGROUND, DEFAULT_MAX_PIXELS, decode_image
 
-PHOTOS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "images"
+PHOTOS = shared_data_root() / "images"
 GRAY = ALPHA_BACKGROUND[0]
 RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)
 

@@ -23,9 +23,9 @@ from torch.utils.checkpoint import checkpoint
 import forklift.lms
 from forklift.errors import ForkliftError
 from forklift.lms.disk import DiskTier, remove_stale_dirs
-from forklift.lms.layout import flat_bytes, restore, swappable
 from forklift.lms.pinned_pool import PinnedPool, size_class
 from forklift.lms.stats import Stats
+from forklift.lms.tensor_bytes import flat_bytes, restore, swappable
 
 SMALL = 4096  # min_bytes for the tests: the nets below are small, so this makes most activations swap
 

@@ -6,11 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import CFGS
+from helpers import CFGS
 
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
-from forklift.nets.init import new_darknet_dir
+from forklift.model_files.model_dir import open_model_dir
+from forklift.nets.fresh_weights import new_darknet_dir
 from forklift.runtime.load import load_predictor
 
 CFG, NAMES = CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names"

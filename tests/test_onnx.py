@@ -13,9 +13,9 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from conftest import CFGS, shared
+from helpers import CFGS, shared
 
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import build_darknet
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.onnx_export import META_SOURCE, export_darknet, metadata, onnx_for_darknet

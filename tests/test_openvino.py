@@ -9,11 +9,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from conftest import CFGS, SHARED, shared
-from serving import Server
+from helpers import CFGS, SHARED, Server, shared
 
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.runtime.onnx_graph import graph_path
@@ -41,6 +40,7 @@ def test_outputs_match_onnx_runtime(model_dir: Path) -> None:
         np.testing.assert_allclose(network.run(batch[:size]), reference.run(batch[:size]), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_answers_match_onnx_runtime_on_photos(model_dir: Path) -> None:
     model = open_model_dir(model_dir)
     photos = [(p.name, p.read_bytes()) for p in sorted((SHARED / "images").glob("*.jpg"))]
@@ -90,6 +90,7 @@ def test_unreadable_model_is_a_clear_error(tmp_path: Path) -> None:
         OpenVinoNetwork(tmp_path / "model.onnx", OPTIONS)
 
 
+@pytest.mark.slow
 def test_serve_answers_as_onnx_runtime(darknet_models) -> None:
     tiny = darknet_models(shared("darknet/yolov3-tiny.cfg"), shared("darknet/coco.names"))
     dog = shared("images/dog.jpg").read_bytes()

@@ -12,19 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import CFGS, shared
-from serving import Server, free_port
+from helpers import CFGS, Server, forklift, free_port, shared
 
-from forklift.bench.recommendation import load_recommendation
+from forklift.serve.recommendation import load_recommendation
 
-
-def forklift(*args: str | Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "forklift.cli", *map(str, args)], capture_output=True, text=True, timeout=600, env=env
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"forklift {args} failed ({result.returncode}): {result.stdout}\n{result.stderr}")
-    return result
+pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
 
 
 @pytest.fixture(scope="module")

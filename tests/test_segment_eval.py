@@ -15,8 +15,8 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
+from helpers import Server
 from PIL import Image
-from serving import Server
 from torch import nn
 from torchmetrics.classification import MulticlassAccuracy, MulticlassJaccardIndex
 
@@ -24,12 +24,14 @@ from forklift.data.dataset import Dataset
 from forklift.data.masks import load_mask
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
+from forklift.evaluation.segmentation import segmentation_metrics
+from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.runtime.segment_export import write_segment_model_dir
-from forklift.train.segment_eval import segmentation_metrics
 from forklift.vision.masks import decode_rle, labels_from_segments
+
+pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
 
 CLASSES = ["circle", "square", "triangle", "star", "cross"]
 MEAN, SCALE = [120.0, 110.0, 100.0], [1 / 60.0, 1 / 55.0, 1 / 50.0]

@@ -23,14 +23,15 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.http as triton
-from conftest import CFGS, shared
+from helpers import CFGS, Server, free_port, shared
 from PIL import Image
-from serving import Server, free_port
 from tritonclient.utils import InferenceServerException
 
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.torch_runtime import TorchPredictor
+
+pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
 
 UPLOAD_LIMIT_MB = 2
 

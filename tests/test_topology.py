@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import shared
+from helpers import forklift, sandbox, shared
 
 from forklift.errors import ForkliftError
 from forklift.system.topology import (
@@ -29,17 +27,6 @@ from forklift.system.topology import (
 
 # node -> CPUs of the sandbox at SMT=8, from power10-sandbox-numa.txt
 SANDBOX_NODES = {0: "72-79,96-103,120-127", 1: "0-47,56-63,80-87,104-111", 2: "48-55,64-71,88-95,112-119"}
-
-
-def sandbox(smt: int) -> Topology:
-    """The Power10 sandbox LPAR as `lscpu -p` printed it at SMT=2 or SMT=8."""
-    return read_lscpu(shared(f"topology/power10-sandbox-smt{smt}.lscpu-p"))
-
-
-def forklift_cli(*args: str | Path) -> subprocess.CompletedProcess:
-    """The `forklift` command as a user runs it."""
-    command = [sys.executable, "-m", "forklift.cli", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60)
 
 
 def core_sets(topology: Topology) -> set[frozenset[int]]:
@@ -179,23 +166,23 @@ def test_current_machine_respects_affinity() -> None:
 
 def test_cli_topology() -> None:
     path = shared("topology/power10-sandbox-smt2.lscpu-p")
-    text = forklift_cli("topology", "--lscpu", path)
+    text = forklift("topology", "--lscpu", path, check=False)
     assert text.returncode == 0, text.stderr
     assert "cores              16" in text.stdout and "threads per core   2" in text.stdout
     assert "node0            6 CPUs: 72-73,96-97,120-121" in text.stdout
-    result = forklift_cli("topology", "--lscpu", path, "--json")
+    result = forklift("topology", "--lscpu", path, "--json", check=False)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["cores"] == 16 and data["threads_per_core"] == 2 and data["sockets"] == [0]
     assert data["nodes"]["0"] == [72, 73, 96, 97, 120, 121] and len(data["online"]) == 32
-    assert forklift_cli("topology", "--json").returncode == 0  # this machine
+    assert forklift("topology", "--json", check=False).returncode == 0  # this machine
 
 
 def test_cli_topology_numa_text(tmp_path: Path) -> None:
     lines = shared("topology/power10-sandbox-numa.txt").read_text().splitlines()
     one = tmp_path / "smt2.txt"
     one.write_text("\n".join(lines[:6]) + "\n")  # the header comments and the SMT=2 listing
-    result = forklift_cli("topology", "--lscpu", one, "--json")
+    result = forklift("topology", "--lscpu", one, "--json", check=False)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["threads_per_core"] == 2
 
@@ -205,7 +192,7 @@ def test_cli_topology_bad_file(tmp_path: Path, content: str | None) -> None:
     path = tmp_path / "bad.txt"
     if content is not None:
         path.write_text(content)
-    result = forklift_cli("topology", "--lscpu", path)
+    result = forklift("topology", "--lscpu", path, check=False)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"forklift: error: {path}")
     assert "Traceback" not in result.stderr

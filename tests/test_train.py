@@ -16,18 +16,18 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from conftest import assert_resume_is_exact
+from helpers import assert_resume_is_exact
 
 from forklift.cli import main
 from forklift.data.dataset import load_dataset
 from forklift.data.synth import synth_shapes
-from forklift.formats.darknet_cfg import parse_cfg
-from forklift.formats.model_dir import open_model_dir
+from forklift.model_files.darknet_cfg import parse_cfg
+from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import DarknetNet, load_weights
-from forklift.nets.init import initialise
-from forklift.train.detect import set_classes
+from forklift.nets.fresh_weights import initialise
 from forklift.train.loader import DetectionImages, collate
 from forklift.train.loss import build_targets, yolo_heads, yolo_loss
+from forklift.train.tasks.detect import set_classes
 from forklift.train.trainer import train
 
 TINY_CFG = """\
@@ -221,6 +221,25 @@ def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, 
     assert (out / "tiny.weights").read_bytes() == (trained / "tiny.weights").read_bytes()
 
 
+def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys) -> None:
+    """`train --resume OUT` alone continues with the options the run started with; an option that contradicts
+    them is refused with one line naming it and both values, and the run is left as it was."""
+    out = train(work / "data", work / "partial", cfg=work / "tiny.cfg", time_budget_s=0.0, **SETTINGS)
+    checkpoint = out / "checkpoints" / "last.pt"
+    assert torch.load(checkpoint, weights_only=False)["epoch"] == 1
+    capsys.readouterr()
+    assert main(["train", "--resume", "--batch", "8", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--batch 8:" in err and "--batch 4" in err and err.count("\n") == 1, err
+    assert torch.load(checkpoint, weights_only=False)["epoch"] == 1
+    assert main(["train", "--resume", "--lr", "0.01", str(out)]) == 0  # agreeing with the checkpoint is fine
+    resumed = torch.load(checkpoint, weights_only=False)
+    expected = torch.load(trained / "checkpoints" / "last.pt", weights_only=False)
+    assert resumed["epoch"] == 3 and resumed["settings"]["batch"] == 4
+    for key, value in expected["model"].items():
+        assert torch.equal(resumed["model"][key], value), key
+
+
 def test_time_budget_stops_before_an_epoch_that_would_overrun_it(work: Path) -> None:
     out = train(work / "data", work / "budget", cfg=work / "tiny.cfg", time_budget_s=0.0, **SETTINGS)
     assert [int(r["epoch"]) for r in _metrics(out)] == [1]  # the first epoch always runs
@@ -233,6 +252,7 @@ def test_fine_tuning_starts_from_the_model(work: Path, trained: Path) -> None:
     assert open_model_dir(out).labels == open_model_dir(trained).labels
 
 
+@pytest.mark.slow
 def test_model_directory_predicts_everywhere(work: Path, trained: Path) -> None:
     model = open_model_dir(trained)
     assert model.kind == "darknet" and model.labels == load_dataset(work / "data").classes
@@ -283,6 +303,7 @@ def test_mixed_precision_on_the_cpu_trains(work: Path) -> None:
     assert open_model_dir(out).kind == "darknet"
 
 
+@pytest.mark.slow
 def test_large_model_support_trains_to_the_same_weights(work: Path, trained: Path) -> None:
     """`--lms` on the CPU spills saved tensors to files; the run (in its own process, since the disk tier tunes
     malloc for the rest of the process) must end with the weights of the same run without it."""
@@ -299,6 +320,7 @@ def test_large_model_support_trains_to_the_same_weights(work: Path, trained: Pat
     assert list(spill.iterdir()) == []  # spill files and the run's directory are gone
 
 
+@pytest.mark.slow
 def test_a_short_run_beats_a_map_floor(tmp_path: Path) -> None:
     """15 short epochs on 240 generated images at 96x96 (about 10 s here) reach mAP@.5 0.28 on val; an untrained
     net scores about 0.0001. The floor leaves room for other CPUs' arithmetic."""

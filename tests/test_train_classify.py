@@ -14,13 +14,15 @@ import pytest
 from forklift.cli import main
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
-from forklift.formats.model_dir import open_model_dir
+from forklift.evaluation.evaluate import evaluate
+from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
-from forklift.train.classify import set_classifier_classes
-from forklift.train.evaluate import evaluate
+from forklift.train.tasks.classify import set_classifier_classes
 from forklift.train.trainer import train
 from forklift.vision.images import decode_image
+
+pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
 
 CLASSIFIER = Path(__file__).parent / "cfgs" / "shapes-classifier.cfg"
 

@@ -12,22 +12,24 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from conftest import assert_resume_is_exact
+from helpers import assert_resume_is_exact
 from pycocotools import mask as coco_mask
 
 from forklift.cli import main
 from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import load_dataset
 from forklift.data.synth import synth_shapes
-from forklift.formats.model_dir import open_model_dir
+from forklift.evaluation.evaluate import evaluate
+from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.load import load_predictor
-from forklift.train.evaluate import evaluate
-from forklift.train.segment import SegmentationTask, normalise
-from forklift.train.task import NetworkSource
+from forklift.train.tasks.base import NetworkSource
+from forklift.train.tasks.segment import SegmentationTask, normalise
 from forklift.train.trainer import train
 from forklift.vision.images import decode_image
 from forklift.vision.masks import IGNORE
 from forklift.vision.resize import stretch
+
+pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
 
 ARCH = "lraspp_mobilenet_v3_large"
 SETTINGS = {"arch": ARCH, "epochs": 3, "batch": 8, "img": 64, "lr": 0.01, "seed": 0}

@@ -1,0 +1,82 @@
+"""What many tests use, imported by name (`from helpers import ...`): the reference data and the test cfgs, the
+`forklift` command run as a user runs it, real `forklift serve` processes, and the exact-resume check of training.
+
+Fixtures live in conftest.py; plain functions and constants live here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from forklift.serve.process import ServerProcess as Server
+from forklift.serve.process import free_port
+from forklift.shared_data import shared_data_root
+from forklift.system.topology import Topology, read_lscpu
+
+__all__ = ["CFGS", "SHARED", "Server", "assert_resume_is_exact", "forklift", "free_port", "sandbox", "shared"]
+
+SHARED = shared_data_root()
+CFGS = Path(__file__).resolve().parent / "cfgs"
+
+
+def shared(relative: str) -> Path:
+    """A file of the reference data, or a skip that says it is missing."""
+    path = SHARED / relative
+    if not path.exists():
+        pytest.skip(f"reference data {path} is missing (see ../shared/data/README.md)")
+    return path
+
+
+def sandbox(smt: int) -> Topology:
+    """The Power10 sandbox LPAR of the reference data as `lscpu -p` printed it at SMT=2 or SMT=8."""
+    return read_lscpu(shared(f"topology/power10-sandbox-smt{smt}.lscpu-p"))
+
+
+def forklift(
+    *args: str | Path, check: bool = True, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`forklift ARGS...` in a real subprocess, its output captured; with `check`, a non-zero exit fails the test
+    with what the command printed."""
+    result = subprocess.run(
+        [sys.executable, "-m", "forklift.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"forklift {args} failed ({result.returncode}): {result.stdout}\n{result.stderr}")
+    return result
+
+
+def assert_resume_is_exact(monkeypatch: pytest.MonkeyPatch, whole: Path, out: Path, **settings: Any) -> None:
+    """Train into `out` with `settings` (3 epochs), crash at the start of epoch 3, resume: the last checkpoint must
+    hold exactly the weights of the uninterrupted run `whole`, and metrics.csv one row per epoch."""
+    from forklift.train import trainer
+
+    real_loader = trainer.epoch_loader
+
+    def crash_in_epoch_3(images, batch, epoch, **kwargs):
+        if epoch == 3:
+            raise KeyboardInterrupt
+        return real_loader(images, batch, epoch, **kwargs)
+
+    monkeypatch.setattr(trainer, "epoch_loader", crash_in_epoch_3)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(out=out, **settings)
+    assert torch.load(out / "checkpoints" / "last.pt", weights_only=False)["epoch"] == 2
+    monkeypatch.setattr(trainer, "epoch_loader", real_loader)
+    trainer.train(out=out, resume=True, **settings)
+    resumed = torch.load(out / "checkpoints" / "last.pt", weights_only=False)
+    expected = torch.load(whole / "checkpoints" / "last.pt", weights_only=False)
+    assert resumed["epoch"] == 3
+    assert [line.split(",")[0] for line in (out / "metrics.csv").read_text().splitlines()[1:]] == ["1", "2", "3"]
+    for key, value in expected["model"].items():
+        assert torch.equal(resumed["model"][key], value), key
