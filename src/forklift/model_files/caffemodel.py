@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -27,21 +27,32 @@ from forklift.model_files.prototxt import Message, Value, read_prototxt
 _PACKAGE = "forklift.caffemodel"
 _F = descriptor_pb2.FieldDescriptorProto
 
-# message -> (field name, number, type, label, message type or "")
-_SCHEMA: dict[str, tuple[tuple[str, int, int, int, str], ...]] = {
-    "BlobShape": (("dim", 1, _F.TYPE_INT64, _F.LABEL_REPEATED, ""),),
+
+class _Field(NamedTuple):
+    """One field of caffe.proto that the writer needs: its name, number, type, label and message type (or "")."""
+
+    name: str
+    number: int
+    kind: int
+    label: int
+    message: str = ""
+
+
+# message -> its fields
+_SCHEMA: dict[str, tuple[_Field, ...]] = {
+    "BlobShape": (_Field("dim", 1, _F.TYPE_INT64, _F.LABEL_REPEATED),),
     "BlobProto": (
-        ("data", 5, _F.TYPE_BYTES, _F.LABEL_OPTIONAL, ""),
-        ("shape", 7, _F.TYPE_MESSAGE, _F.LABEL_OPTIONAL, "BlobShape"),
+        _Field("data", 5, _F.TYPE_BYTES, _F.LABEL_OPTIONAL),
+        _Field("shape", 7, _F.TYPE_MESSAGE, _F.LABEL_OPTIONAL, "BlobShape"),
     ),
     "LayerParameter": (
-        ("name", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
-        ("type", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
-        ("blobs", 7, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "BlobProto"),
+        _Field("name", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL),
+        _Field("type", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL),
+        _Field("blobs", 7, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "BlobProto"),
     ),
     "NetParameter": (
-        ("name", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
-        ("layer", 100, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "LayerParameter"),
+        _Field("name", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL),
+        _Field("layer", 100, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "LayerParameter"),
     ),
 }
 
@@ -61,11 +72,11 @@ def _net_parameter_class() -> type[Any]:
     file = descriptor_pb2.FileDescriptorProto(name="forklift_caffemodel.proto", package=_PACKAGE)
     for message_name, fields in _SCHEMA.items():
         message = file.message_type.add(name=message_name)
-        for name, number, kind, label, type_name in fields:
-            entry = message.field.add(name=name, number=number, type=kind, label=label)
-            if type_name:
-                entry.type_name = f".{_PACKAGE}.{type_name}"
-            if kind == _F.TYPE_INT64:
+        for field in fields:
+            entry = message.field.add(name=field.name, number=field.number, type=field.kind, label=field.label)
+            if field.message:
+                entry.type_name = f".{_PACKAGE}.{field.message}"
+            if field.kind == _F.TYPE_INT64:
                 entry.options.packed = True
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)

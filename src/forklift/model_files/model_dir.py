@@ -4,16 +4,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from forklift.errors import ForkliftError
 from forklift.model_files.labels import read_labels
 from forklift.model_files.model_config import ModelConfig, load_config
 
-# kind -> (role, file suffixes) in the order they are looked for; the first role decides the kind.
-KINDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "darknet": (("cfg", (".cfg",)), ("weights", (".weights",)), ("labels", (".names",))),
-    "caffe": (("prototxt", (".prototxt",)), ("caffemodel", (".caffemodel",)), ("labels", (".labels",))),
-    "onnx": (("onnx", (".onnx",)), ("labels", (".names", ".labels", ".txt"))),
+
+class FileRole(NamedTuple):
+    """One file a kind of model needs: its role (the key in `ModelDirectory.files`) and the suffixes it may have."""
+
+    role: str
+    suffixes: tuple[str, ...]
+
+
+# kind -> its files in the order they are looked for; the first one's presence decides the kind.
+KINDS: dict[str, tuple[FileRole, ...]] = {
+    "darknet": (FileRole("cfg", (".cfg",)), FileRole("weights", (".weights",)), FileRole("labels", (".names",))),
+    "caffe": (
+        FileRole("prototxt", (".prototxt",)),
+        FileRole("caffemodel", (".caffemodel",)),
+        FileRole("labels", (".labels",)),
+    ),
+    "onnx": (FileRole("onnx", (".onnx",)), FileRole("labels", (".names", ".labels", ".txt"))),
 }
 
 
@@ -43,7 +56,7 @@ def _pick_one(directory: Path, role: str, suffixes: tuple[str, ...]) -> Path | N
 def find_kind(directory: Path) -> str:
     """Darknet if there is a .cfg, Caffe if a .prototxt, ONNX if only an .onnx (a Darknet export may sit beside)."""
     for kind, roles in KINDS.items():
-        first_suffixes = roles[0][1]
+        first_suffixes = roles[0].suffixes
         if any(p.suffix.lower() in first_suffixes for p in directory.iterdir() if p.is_file()):
             return kind
     raise ForkliftError(

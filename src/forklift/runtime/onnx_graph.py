@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,7 +59,15 @@ def input_size(model: ModelDirectory, path: Path, shape: Shape) -> tuple[int, in
     return width, height
 
 
-def yolo_facts(model: ModelDirectory, network: Network) -> tuple[tuple[int, int], Task, int]:
+class GraphFacts(NamedTuple):
+    """What a Darknet-style graph's predictor needs to know about it."""
+
+    input_size: tuple[int, int]  # width, height
+    task: Task
+    classes: int
+
+
+def yolo_facts(model: ModelDirectory, network: Network) -> GraphFacts:
     """(input size, task, classes) of a detector or classifier graph: metadata first, then names and shapes."""
     path, facts, out_shape = network.path, network.metadata, network.output_shape
     found = facts.get(META_TASK)
@@ -78,7 +87,7 @@ def yolo_facts(model: ModelDirectory, network: Network) -> tuple[tuple[int, int]
         classes = width_of_rows - 5 if task == Task.DETECT else width_of_rows
     else:
         raise ForkliftError(f"{path}: the number of classes is not in the output shape {out_shape}")
-    return input_size(model, path, network.input_shape), task, classes
+    return GraphFacts(input_size(model, path, network.input_shape), task, classes)
 
 
 class GraphPredictor(DarknetPredictor):
