@@ -62,6 +62,7 @@ def test_perfect_detections_score_one() -> None:
     metrics = detection_metrics(TRUTH, found(), NAMES)
     assert metrics.map == pytest.approx(1.0) and metrics.map50 == pytest.approx(1.0)
     assert metrics.ap50 == {"circle": pytest.approx(1.0), "square": pytest.approx(1.0)}
+    assert metrics.map50_small == pytest.approx(1.0)  # the 30 px circle is COCO-small (under 32 x 32)
     assert (metrics.precision, metrics.recall) == (1.0, 1.0)
     assert metrics.confusion == [[2, 0, 0], [0, 1, 0], [0, 0, 0]]
 
@@ -75,6 +76,7 @@ def test_shifted_boxes_match_pycocotools() -> None:
     assert metrics.map50 < 1.0 and metrics.map < metrics.map50
     assert metrics.ap50["circle"] == pytest.approx(direct.eval["precision"][0, :, 0, 0, -1].mean())
     assert metrics.ap50["square"] == pytest.approx(1.0)
+    assert metrics.map50_small == 0.0  # the only small object is the circle missed at IoU .5
     assert (metrics.precision, metrics.recall) == (pytest.approx(2 / 3), pytest.approx(2 / 3))
 
 
@@ -85,6 +87,19 @@ def test_missing_detection_lowers_recall() -> None:
     assert metrics.recall == pytest.approx(2 / 3) and metrics.precision == 1.0
     assert metrics.ap50["square"] == 0.0 and metrics.map50 == pytest.approx(direct_cocoeval(detections).stats[1])
     assert metrics.confusion[1] == [0, 0, 1]  # the square: missed, as background
+
+
+def test_small_objects_measured_apart() -> None:
+    """Finding only the 40 px objects: mAP@.5 is high, mAP@.5 on the small ones (the 30 px circle) is 0, as
+    pycocotools' own small-area precision says; without any small object the figure is None, not 0."""
+    detections = found()
+    detections[0].pop(0)  # the 30 px circle of a.png is not found
+    metrics = detection_metrics(TRUTH, detections, NAMES)
+    direct = direct_cocoeval(detections).eval["precision"][0, :, :, 1, -1]
+    assert metrics.map50 is not None and metrics.map50 > 0.5
+    assert metrics.map50_small == pytest.approx(direct[direct > -1].mean()) == 0.0
+    large_only = [ImageRecord("b.png", 100, 100, "val", [Box("circle", 20, 20, 60, 60)])]
+    assert detection_metrics(large_only, [[]], NAMES).map50_small is None
 
 
 def test_operating_point_counts_by_hand() -> None:

@@ -66,7 +66,10 @@ def run_eval(args: argparse.Namespace) -> int:
         return "n/a" if value is None else f"{value:.4f}"
 
     if isinstance(metrics, DetectionMetrics):
-        print(f"mAP@[.5:.95] {number(metrics.map)}  mAP@.5 {number(metrics.map50)}")
+        print(
+            f"mAP@[.5:.95] {number(metrics.map)}  mAP@.5 {number(metrics.map50)}  "
+            f"mAP@.5 on objects under 32x32 px {number(metrics.map50_small)}"
+        )
         print(f"at score {metrics.threshold}: precision {metrics.precision:.4f}  recall {metrics.recall:.4f}")
         for name, ap in metrics.ap50.items():
             print(f"  AP@.5 {name:<20} {number(ap)}")

@@ -28,6 +28,7 @@ class DetectionMetrics:
 
     map: float | None  # mAP@[.5:.95]; None when the split has no boxes
     map50: float | None
+    map50_small: float | None  # mAP@.5 over objects under 32 x 32 px (COCO's "small" area); None: there are none
     ap50: dict[str, float | None]  # per class; None for a class without boxes in the split
     threshold: float
     precision: float
@@ -50,12 +51,15 @@ def detection_metrics(
         cocoeval.evaluate()
         cocoeval.accumulate()
         cocoeval.summarize()
-    # precision[T, R, K, A, M]: IoU .5 is T=0, area "all" is A=0, 100 detections per image is M=-1; -1 = no boxes
+    # precision[T, R, K, A, M]: IoU .5 is T=0, area "all" is A=0 and "small" A=1, 100 detections per image is
+    # M=-1; -1 = no boxes (of that class and area)
     curves = cocoeval.eval["precision"][0, :, :, 0, -1]
+    small = cocoeval.eval["precision"][0, :, :, 1, -1]
     precision, recall, confusion = _operating_point(images, detections, classes, threshold)
     return DetectionMetrics(
         map=_defined(cocoeval.stats[0]),
         map50=_defined(cocoeval.stats[1]),
+        map50_small=float(small[small > -1].mean()) if (small > -1).any() else None,
         ap50={name: _defined(curves[:, k].mean()) for k, name in enumerate(classes)},
         threshold=threshold,
         precision=precision,
