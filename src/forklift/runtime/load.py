@@ -1,4 +1,5 @@
-"""Choosing and loading the engine for a model directory (an ONNX segmentation model by its forklift.json task).
+"""Choosing and loading the engine for a model directory (an ONNX segmentation model by its forklift.json task, a
+torchvision detector by its "two_stage" settings).
 
 Engines are imported only when chosen, and this module imports none of them, so that choosing costs nothing
 until a model is loaded.
@@ -48,6 +49,10 @@ def load_predictor(
             from forklift.runtime.segment import SegmentPredictor
 
             return SegmentPredictor(model, options, graph_predictor.network_type)
+        if model.kind == "onnx" and "two_stage" in model.config.extra:
+            from forklift.runtime.two_stage import TwoStagePredictor
+
+            return TwoStagePredictor(model, options, graph_predictor.network_type)
         return graph_predictor(model, options)
     if runtime == Runtime.TORCH:
         from forklift.runtime.torch_runtime import TorchPredictor

@@ -88,8 +88,27 @@ def _onnx(model: ModelDirectory) -> dict:
     }
 
 
+def _two_stage(model: ModelDirectory) -> dict:
+    """A torchvision detector's directory: counted on the PyTorch net its .pt rebuilds, on one letterboxed input."""
+    from forklift.nets.two_stage import load_two_stage
+
+    net, settings, _ = load_two_stage(model.path)
+    example = torch.zeros(3, settings.image_size, settings.image_size)
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        net([example])
+    return {
+        "task": Task.DETECT,
+        "classes": settings.classes,
+        "input_width": settings.image_size,
+        "input_height": settings.image_size,
+        "parameters": sum(p.numel() for p in net.parameters()),
+        "flops": int(counter.get_total_flops()),
+    }
+
+
 def summarise(model: ModelDirectory) -> ModelSummary:
-    facts = {"darknet": _darknet, "caffe": _caffe, "onnx": _onnx}[model.kind](model)
+    kind = "two_stage" if model.kind == "onnx" and "two_stage" in model.config.extra else model.kind
+    facts = {"darknet": _darknet, "caffe": _caffe, "onnx": _onnx, "two_stage": _two_stage}[kind](model)
     files = {role: str(path) for role, path in model.files.items()}
     facts.setdefault("labels", model.labels)
     return ModelSummary(name=model.name, format=model.kind, files=files, **facts)

@@ -1,0 +1,177 @@
+"""torchvision's detectors "optimized for accuracy" (Faster R-CNN and its one-stage kin) with forklift's settings.
+
+Weights are never downloaded: a net starts from seeded fresh weights, or from a file torchvision would have
+downloaded (a whole detector's state dict or a backbone's), handed over by path. Inputs are letterboxed squares of
+`image_size`, so the model's own transform is told min_size = max_size = image_size and never resizes again; it
+still normalises with ImageNet's mean and std inside the net, so callers give RGB in [0, 1].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torchvision.models import detection
+from torchvision.models.detection.anchor_utils import AnchorGenerator
+from torchvision.models.detection.rpn import RPNHead
+
+from forklift.errors import ForkliftError
+
+ARCHITECTURES: dict[str, Callable[..., nn.Module]] = {
+    "fasterrcnn_mobilenet_v3_large_fpn": detection.fasterrcnn_mobilenet_v3_large_fpn,
+    "fasterrcnn_mobilenet_v3_large_320_fpn": detection.fasterrcnn_mobilenet_v3_large_320_fpn,
+    "fasterrcnn_resnet50_fpn": detection.fasterrcnn_resnet50_fpn,
+    "fasterrcnn_resnet50_fpn_v2": detection.fasterrcnn_resnet50_fpn_v2,
+    "retinanet_resnet50_fpn": detection.retinanet_resnet50_fpn,
+    "fcos_resnet50_fpn": detection.fcos_resnet50_fpn,
+}
+OCTAVES = (1.0, 2 ** (1 / 3), 2 ** (2 / 3))  # RetinaNet's three anchor scales per level, kept around a given size
+
+
+@dataclass(frozen=True)
+class TwoStageSettings:
+    """What rebuilds the same net: the architecture and the settings that shape its layers or its answers."""
+
+    arch: str
+    classes: int  # the data set's classes, background not counted
+    image_size: int  # inputs are letterboxed squares of this side
+    anchor_sizes: tuple[int, ...] | None = None  # one size per FPN level (None: torchvision's)
+    proposals: int | None = None  # RPN proposals kept after NMS at test time (None: torchvision's)
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHITECTURES:
+            raise ForkliftError(f"unknown architecture {self.arch!r}; one of {', '.join(ARCHITECTURES)}")
+        if self.classes < 1 or self.image_size < 32:
+            raise ForkliftError(
+                f"{self.arch}: needs at least 1 class and 32 px, not {self.classes} and {self.image_size}"
+            )
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["anchor_sizes"] = list(self.anchor_sizes) if self.anchor_sizes is not None else None
+        return data
+
+    @staticmethod
+    def from_json(data: dict) -> TwoStageSettings:
+        try:
+            anchors = data.get("anchor_sizes")
+            return TwoStageSettings(
+                arch=str(data["arch"]),
+                classes=int(data["classes"]),
+                image_size=int(data["image_size"]),
+                anchor_sizes=tuple(int(s) for s in anchors) if anchors is not None else None,
+                proposals=int(data["proposals"]) if data.get("proposals") is not None else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ForkliftError(f"two_stage settings {data!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _builder_options(settings: TwoStageSettings) -> dict[str, Any]:
+    """torchvision's keyword arguments for the settings: no download, no second resize, the proposal count."""
+    options: dict[str, Any] = {
+        "weights": None,
+        "weights_backbone": None,
+        "num_classes": settings.classes + 1,  # label 0 is the background, as torchvision's detectors count
+        "min_size": settings.image_size,
+        "max_size": settings.image_size,
+    }
+    if settings.proposals is not None:
+        if settings.arch.startswith("fasterrcnn"):
+            options["rpn_post_nms_top_n_test"] = settings.proposals
+            options["rpn_pre_nms_top_n_test"] = max(settings.proposals, 1000)
+        else:  # one-stage nets have no proposals; their nearest knob is the candidates kept per level
+            options["topk_candidates"] = settings.proposals
+    return options
+
+
+def _set_anchor_sizes(net: nn.Module, settings: TwoStageSettings, sizes: tuple[int, ...]) -> None:
+    """One anchor size per FPN level (smaller for small objects); a new RPN head where the anchor count changes."""
+    owner = net.rpn if isinstance(net, detection.FasterRCNN) else net
+    old: AnchorGenerator = owner.anchor_generator
+    if len(sizes) != len(old.sizes):
+        raise ForkliftError(f"{settings.arch}: anchor_sizes needs {len(old.sizes)} sizes (one per level), not {sizes}")
+    if isinstance(net, detection.RetinaNet):
+        per_level = tuple(tuple(round(s * octave) for octave in OCTAVES) for s in sizes)
+    else:
+        per_level = tuple((s,) for s in sizes)
+    new = AnchorGenerator(per_level, old.aspect_ratios)
+    owner.anchor_generator = new
+    if isinstance(net, detection.FasterRCNN) and new.num_anchors_per_location() != old.num_anchors_per_location():
+        depth = len(net.rpn.head.conv)
+        net.rpn.head = RPNHead(net.backbone.out_channels, new.num_anchors_per_location()[0], conv_depth=depth)
+
+
+def build_two_stage(settings: TwoStageSettings, *, seed: int, weights: Path | None = None) -> nn.Module:
+    """The net with seeded fresh weights (the global RNG left as it was), then what `weights` holds that fits.
+
+    `weights`: a whole detector's state dict (heads of another class count are skipped: only tensors that match
+    by name and shape load) or a backbone's (its names are placed under the detector's backbone).
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = ARCHITECTURES[settings.arch](**_builder_options(settings))
+        if settings.anchor_sizes is not None:
+            _set_anchor_sizes(net, settings, settings.anchor_sizes)
+    if weights is not None:
+        load_matching(net, weights, settings.arch)
+    return net
+
+
+BACKBONE_PREFIXES = ("", "backbone.body.")  # a detector's names, or a classifier's placed under the backbone
+
+
+def load_matching(net: nn.Module, path: Path, arch: str) -> int:
+    """Load the tensors of the file at `path` that match the net by name and shape; how many did."""
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises pickle, zip and OS errors alike for a file it cannot read
+        raise ForkliftError(f"{path}: cannot read it as a state dict: {str(exc).splitlines()[0]}") from exc
+    if isinstance(loaded, dict) and isinstance(loaded.get("model"), dict):
+        loaded = loaded["model"]  # a training checkpoint
+    if not isinstance(loaded, dict):
+        raise ForkliftError(f"{path}: not a state dict (found {type(loaded).__name__})")
+    own = net.state_dict()
+    best: dict[str, torch.Tensor] = {}
+    for prefix in BACKBONE_PREFIXES:
+        for strip in ("", "features."):  # MobileNet's features are the body itself
+            renamed = {prefix + k.removeprefix(strip): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+            fits = {k: v for k, v in renamed.items() if k in own and own[k].shape == v.shape}
+            best = fits if len(fits) > len(best) else best
+    if not best:
+        raise ForkliftError(f"{path}: no tensor matches {arch} by name and shape; is it a weights file for it?")
+    net.load_state_dict(best, strict=False)
+    return len(best)
+
+
+def load_two_stage(model_dir: Path) -> tuple[nn.Module, TwoStageSettings, list[str]]:
+    """A model directory `write_two_stage_model_dir` wrote -> the PyTorch net (eval mode), its settings, its labels."""
+    from forklift.model_files.model_dir import open_model_dir
+
+    model = open_model_dir(model_dir)
+    settings = two_stage_settings(model.config.extra, model.files.get("config", model.path))
+    weights = Path(model_dir) / f"{settings.arch}.pt"
+    if not weights.is_file():
+        raise ForkliftError(f"{weights}: missing; the PyTorch weights of this {settings.arch} model")
+    net = build_two_stage(settings, seed=0)
+    try:
+        net.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    except Exception as exc:  # unreadable, or not this net's tensors
+        raise ForkliftError(f"{weights}: not the weights of {settings.arch}: {str(exc).splitlines()[0]}") from exc
+    if len(model.labels) != settings.classes:
+        raise ForkliftError(f"{model.files['labels']}: {len(model.labels)} labels, but the net has {settings.classes}")
+    return net.eval(), settings, model.labels
+
+
+def two_stage_settings(extra: dict, where: object) -> TwoStageSettings:
+    """The settings forklift.json keeps under "two_stage", or one line naming the file."""
+    data = extra.get("two_stage")
+    if not isinstance(data, dict):
+        raise ForkliftError(f'{where}: no "two_stage" settings; not a model write_two_stage_model_dir wrote')
+    try:
+        return TwoStageSettings.from_json(data)
+    except ForkliftError as exc:
+        raise ForkliftError(f"{where}: {exc}") from exc
