@@ -45,15 +45,37 @@ def add_synth(actions: Any) -> None:
         default=Task.DETECT.value,
         help="boxes of 1-4 shapes, one shape's label, or PNG masks of 1-4 shapes (DATA/masks/)",
     )
+    synth.add_argument(
+        "--object-size",
+        type=span,
+        metavar="MIN:MAX",
+        help="detect, segment: longer side of each shape's box in pixels (default: radius 6-20%% of SIZE)",
+    )
+    synth.add_argument(
+        "--objects",
+        type=span,
+        metavar="MIN:MAX",
+        help="detect, segment: shapes per image (default 1:4); many small ones make a small-object set",
+    )
     synth.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder")
     synth.set_defaults(handler=run_synth)
+
+
+def span(text: str) -> tuple[int, int]:
+    """`MIN:MAX` (or one number N for N:N) of whole numbers; whether the range can be drawn is synth's to say."""
+    low, _, high = text.partition(":")
+    try:
+        return int(low), int(high or low)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MIN:MAX in whole numbers") from exc
 
 
 def run_synth(args: argparse.Namespace) -> int:
     from forklift.data.dataset import describe
     from forklift.data.synth import synth_shapes
 
-    dataset = synth_shapes(args.out, args.n, args.size, seed=args.seed, task=Task(args.task))
+    ranges = {"object_size": args.object_size} | ({"objects": args.objects} if args.objects else {})
+    dataset = synth_shapes(args.out, args.n, args.size, seed=args.seed, task=Task(args.task), **ranges)
     print(f"wrote {args.out}: {describe(dataset)}")
     return 0
 

@@ -7,7 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from forklift.cli.common import add_data, add_json, add_runtime, optional, positive, threshold, verb_parser
+from forklift.cli.common import (
+    add_data,
+    add_json,
+    add_runtime,
+    optional,
+    positive,
+    positive_list,
+    threshold,
+    verb_parser,
+)
 from forklift.vocabulary import Runtime
 
 
@@ -91,7 +100,8 @@ def add_train(verbs: Any) -> None:
         "train",
         "Train a model on a data set: a Darknet YOLO detector (detect sets) or a Darknet classifier (classify "
         "sets), from a cfg (fresh weights) or a model directory (fine-tuning); a torchvision segmentation "
-        "architecture (segment sets, --arch, fresh weights). Each epoch ends with a checkpoint, a row of "
+        "architecture (segment sets, --arch, fresh weights); a torchvision two-stage detector (detect sets, --arch "
+        "fasterrcnn_..., fresh or --weights). Each epoch ends with a checkpoint, a row of "
         "metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
         "directory with the best measured epoch's weights, its ONNX export and eval/. --resume continues with "
         "the settings saved in the checkpoint.",
@@ -106,7 +116,25 @@ def add_train(verbs: Any) -> None:
     source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes (and filters) are rewritten")
     source.add_argument("--model", type=Path, metavar="MODEL_DIR", help="Darknet model directory to fine-tune")
     source.add_argument(
-        "--arch", metavar="NAME", help="segment sets: torchvision architecture (default lraspp_mobilenet_v3_large)"
+        "--arch",
+        metavar="NAME",
+        help="segment sets: torchvision architecture (default lraspp_mobilenet_v3_large); detect sets: a "
+        "torchvision two-stage detector such as fasterrcnn_mobilenet_v3_large_fpn (optimized for accuracy)",
+    )
+    train.add_argument(
+        "--weights",
+        type=Path,
+        metavar="FILE",
+        help="two-stage --arch: start from this torchvision backbone or detector weights file (what fits loads)",
+    )
+    train.add_argument(
+        "--anchor-sizes",
+        type=positive_list,
+        metavar="S1,S2,...",
+        help="two-stage --arch: one anchor size per FPN level in input pixels, e.g. 16,32,64 for small objects",
+    )
+    train.add_argument(
+        "--proposals", type=positive, metavar="N", help="two-stage --arch: proposals kept per image at test time"
     )
     train.add_argument("--epochs", type=positive, help="(default 30)")
     train.add_argument("--batch", type=positive, help="(default 16)")

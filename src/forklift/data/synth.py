@@ -25,6 +25,7 @@ MIN_SIDE = 6  # shapes whose visible part is narrower or lower than this many pi
 MIN_VISIBLE = 0.5  # shapes less visible than this (hidden by later ones or outside the image) are dropped
 HELD_OUT = 0.1  # fraction of the images in each of val and test
 MAX_OBJECTS = 4
+DEFAULT_OBJECTS = (1, MAX_OBJECTS)  # shapes per detect or segment image
 
 
 def _polygon(corners: int, start_degrees: float, radii: tuple[float, ...] = (1.0,)) -> np.ndarray:
@@ -62,13 +63,28 @@ class _Shape:
     area: float
 
 
-def synth_shapes(out: Path, n: int, size: int, *, seed: int = 0, task: Task | str = Task.DETECT) -> Dataset:
+def synth_shapes(
+    out: Path,
+    n: int,
+    size: int,
+    *,
+    seed: int = 0,
+    task: Task | str = Task.DETECT,
+    object_size: tuple[int, int] | None = None,
+    objects: tuple[int, int] = DEFAULT_OBJECTS,
+) -> Dataset:
     """Write a data set of n size x size PNG images of shapes (and for segment their PNG masks) into the new or
-    empty folder out."""
+    empty folder out.
+
+    `object_size` (MIN, MAX): the longer side of each shape's box in pixels, drawn uniformly (None: radii of
+    6-20 % of the image, as always); `objects` (MIN, MAX): shapes per image. Small, many objects make
+    a data set for small-object detectors; the defaults give the same files for a seed as before they existed.
+    """
     out = Path(out)
     task = word(Task, task, where="task")
     if size < MIN_SIZE:
         raise ForkliftError(f"size {size} is too small for shapes: use at least {MIN_SIZE} pixels")
+    _check_ranges(task, size, object_size, objects)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ForkliftError(f"{out}: already exists and is not an empty folder; choose a new one")
     (out / "images").mkdir(parents=True, exist_ok=True)
@@ -76,7 +92,7 @@ def synth_shapes(out: Path, n: int, size: int, *, seed: int = 0, task: Task | st
     splits = _splits(n, np.random.default_rng(seeds[0]))
     records = []
     for i in tqdm(range(n), desc="synth", unit="image", disable=None, leave=False):
-        image, boxes, labels = _scene(np.random.default_rng(seeds[i + 1]), size, task)
+        image, boxes, labels = _scene(np.random.default_rng(seeds[i + 1]), size, task, object_size, objects)
         record = ImageRecord(file=f"images/{i + 1:06d}.png", width=size, height=size, split=splits[i])
         if task == Task.DETECT:
             record.boxes = boxes
@@ -93,6 +109,26 @@ def synth_shapes(out: Path, n: int, size: int, *, seed: int = 0, task: Task | st
     return dataset
 
 
+def _check_ranges(task: Task, size: int, object_size: tuple[int, int] | None, objects: tuple[int, int]) -> None:
+    """One line for a range that cannot be drawn: a shape below MIN_SIDE or larger than the image, no shapes,
+    MIN above MAX, or a range for classify (whose one shape is large and central by design)."""
+    if task == Task.CLASSIFY and (object_size is not None or objects != DEFAULT_OBJECTS):
+        raise ForkliftError("--object-size and --objects: only for detect and segment data sets")
+    if object_size is not None:
+        low, high = object_size
+        if low > high:
+            raise ForkliftError(f"--object-size {low}:{high}: MIN is larger than MAX")
+        if low < MIN_SIDE:
+            raise ForkliftError(f"--object-size {low}:{high}: shapes under {MIN_SIDE} pixels are too small to draw")
+        if high > size:
+            raise ForkliftError(f"--object-size {low}:{high}: larger than the {size}-pixel image")
+    low, high = objects
+    if low > high:
+        raise ForkliftError(f"--objects {low}:{high}: MIN is larger than MAX")
+    if low < 1:
+        raise ForkliftError(f"--objects {low}:{high}: each image needs at least 1 shape")
+
+
 def _splits(n: int, rng: np.random.Generator) -> list[str]:
     """About 80/10/10 train/val/test, the held-out images picked at random."""
     held = int(n * HELD_OUT + 0.5)
@@ -105,16 +141,29 @@ def _splits(n: int, rng: np.random.Generator) -> list[str]:
     return splits
 
 
-def _scene(rng: np.random.Generator, size: int, task: Task) -> tuple[np.ndarray, list[Box], np.ndarray]:
+def _scene(
+    rng: np.random.Generator,
+    size: int,
+    task: Task,
+    object_size: tuple[int, int] | None = None,
+    objects: tuple[int, int] = DEFAULT_OBJECTS,
+) -> tuple[np.ndarray, list[Box], np.ndarray]:
     """One image, the boxes of its visible shapes and its label map (0: background, k: CLASSES[k - 1]):
-    1-4 shapes for detect and segment, exactly 1 (large, central) for classify."""
+    `objects` shapes (1-4) for detect and segment, exactly 1 (large, central) for classify."""
     while True:
         background = _background(rng, size)
         if task != Task.CLASSIFY:
-            count = int(rng.integers(1, MAX_OBJECTS + 1))
-            shapes = [
-                _shape(rng, background, rng.uniform(0.06, 0.2) * size, rng.uniform(0, size, 2)) for _ in range(count)
-            ]
+            count = int(rng.integers(objects[0], objects[1] + 1))
+            if object_size is None:  # the original draws, in their order: the same files for a seed as ever
+                shapes = [
+                    _shape(rng, background, rng.uniform(0.06, 0.2) * size, rng.uniform(0, size, 2))
+                    for _ in range(count)
+                ]
+            else:
+                shapes = [
+                    _shape(rng, background, rng.uniform(*object_size) / 2, rng.uniform(0, size, 2), exact_side=True)
+                    for _ in range(count)
+                ]
         else:
             shapes = [
                 _shape(rng, background, rng.uniform(0.2, 0.32) * size, size * (0.5 + rng.uniform(-0.12, 0.12, 2)))
@@ -152,13 +201,20 @@ def _background(rng: np.random.Generator, size: int) -> np.ndarray:
     return image
 
 
-def _shape(rng: np.random.Generator, background: np.ndarray, radius: float, centre: np.ndarray) -> _Shape:
-    """A shape of a random class, stretched a little, rotated, in a colour that stands out from what is under it."""
+def _shape(
+    rng: np.random.Generator, background: np.ndarray, radius: float, centre: np.ndarray, *, exact_side: bool = False
+) -> _Shape:
+    """A shape of a random class, stretched a little, rotated, in a colour that stands out from what is under it.
+    With `exact_side` the outline is scaled so that its box's longer side is 2 * radius, so that an asked object
+    size holds for every class and rotation."""
     label = CLASSES[int(rng.integers(len(CLASSES)))]
     angle = rng.uniform(0, 2 * np.pi)
     rotation = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
     stretch = radius * rng.uniform(0.85, 1.15, 2)
-    points = (OUTLINES[label] * stretch) @ rotation.T + centre
+    outline = (OUTLINES[label] * stretch) @ rotation.T
+    if exact_side:
+        outline *= 2 * radius / np.ptp(outline, axis=0).max()
+    points = outline + centre
     mask = np.zeros(background.shape[:2], np.uint8)
     cv2.fillPoly(mask, [np.round(points * 16).astype(np.int32)], 1, cv2.LINE_8, shift=4)
     mask = mask.astype(bool)

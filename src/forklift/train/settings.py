@@ -15,7 +15,7 @@ from typing import Any
 
 from forklift.errors import ForkliftError
 
-PATH_SETTINGS = ("data", "cfg", "model")  # saved resolved and compared resolved: a resume from elsewhere agrees
+PATH_SETTINGS = ("data", "cfg", "model", "weights")  # saved and compared resolved: a resume from elsewhere agrees
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class TrainSettings:
     val_every: int = 1
     mosaic: bool = False
     amp: bool | None = None  # None: on for CUDA only
+    weights: Path | None = None  # two-stage detectors: a torchvision backbone or detector weights file
+    anchor_sizes: tuple[int, ...] | None = None  # two-stage detectors: one anchor size per FPN level
+    proposals: int | None = None  # two-stage detectors: proposals (candidates) kept per image at test time
 
     @staticmethod
     def option_names() -> tuple[str, ...]:
@@ -48,6 +51,8 @@ class TrainSettings:
         for key in PATH_SETTINGS:
             if known.get(key) is not None:
                 known[key] = Path(known[key])
+        if known.get("anchor_sizes") is not None:
+            known["anchor_sizes"] = tuple(known["anchor_sizes"])
         return TrainSettings(**known)
 
 
@@ -74,7 +79,14 @@ def _given(given: dict[str, Any]) -> dict[str, Any]:
     unknown = set(given) - set(TrainSettings.option_names())
     if unknown:
         raise TypeError(f"not training settings: {', '.join(sorted(unknown))}")
-    return {key: Path(value) if key in PATH_SETTINGS else value for key, value in given.items() if value is not None}
+    return {key: _typed(key, value) for key, value in given.items() if value is not None}
+
+
+def _typed(key: str, value: Any) -> Any:
+    """Paths as Path, sequences as tuples: so that a given option compares equal to the recorded one."""
+    if key in PATH_SETTINGS:
+        return Path(value)
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _comparable(value: object) -> object:
@@ -84,4 +96,6 @@ def _comparable(value: object) -> object:
 def _shown(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
     return "(not given)" if value is None else str(value)

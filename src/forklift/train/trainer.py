@@ -60,6 +60,9 @@ def train(
     val_every: int | None = None,
     mosaic: bool | None = None,
     amp: bool | None = None,
+    weights: Path | None = None,
+    anchor_sizes: tuple[int, ...] | None = None,
+    proposals: int | None = None,
     device: str = "cpu",
     resume: bool = False,
     workers: int = 0,
@@ -68,13 +71,14 @@ def train(
 ) -> Path:
     """Train from a cfg or architecture (fresh weights) or a model directory (fine-tuning); returns OUT.
 
-    The options from `data` to `amp` are the run's settings (`forklift.train.settings`): None means not given,
+    The options from `data` to `proposals` are the run's settings (`forklift.train.settings`): None means not given,
     so the default (`TrainSettings`) applies, or with `resume` the checkpoint's; one given that contradicts the
     checkpoint is refused. The val split is measured every `val_every` epochs and at the last one; the model
     directory gets the weights of the best measured epoch. With `time_budget_s`, training ends before an epoch
     that would finish past the budget, judged by the one before it (the first always runs); the schedule still
     spans `epochs`, so choose epochs that fit.
     `amp`: mixed precision (float16 with loss scaling on CUDA, bfloat16 on the CPU); None: on for CUDA only.
+    `weights`, `anchor_sizes`, `proposals`: two-stage detectors only (`forklift.train.tasks.two_stage`).
     `lms`: large model support around each epoch's steps, with these settings (`forklift.lms.Options`).
     """
     budget_start = time.perf_counter()
@@ -83,7 +87,8 @@ def train(
     checkpoints = out / "checkpoints"
     _check_out(out, checkpoints / "last.pt", resume)
     given = {"data": data, "cfg": cfg, "model": model, "arch": arch, "epochs": epochs, "batch": batch, "img": img,
-             "lr": lr, "seed": seed, "val_every": val_every, "mosaic": mosaic, "amp": amp}  # fmt: skip
+             "lr": lr, "seed": seed, "val_every": val_every, "mosaic": mosaic, "amp": amp, "weights": weights,
+             "anchor_sizes": anchor_sizes, "proposals": proposals}  # fmt: skip
     checkpoint = _read_checkpoint(checkpoints / "last.pt", device) if resume else None
     settings = _settings(given, checkpoint, checkpoints / "last.pt")
     if settings.img is not None and settings.img % 32:
@@ -93,7 +98,15 @@ def train(
     assert settings.data is not None  # _settings refuses a run without data
     dataset, train_images, val_images = _data(settings.data)
     source = NetworkSource(cfg=settings.cfg, model=settings.model, arch=settings.arch, img=settings.img)
-    task = make_task(dataset, source, seed=settings.seed, mosaic=settings.mosaic)
+    task = make_task(
+        dataset,
+        source,
+        seed=settings.seed,
+        mosaic=settings.mosaic,
+        weights=settings.weights,
+        anchor_sizes=settings.anchor_sizes,
+        proposals=settings.proposals,
+    )
     net = task.net.to(device)
     precision = _Precision(device, settings.amp)
     epochs, batch = settings.epochs, settings.batch
@@ -105,6 +118,8 @@ def train(
     fields = ("epoch", *task.loss_terms, *STEP_FIELDS, *task.metric_names)
     best = _Best()
     run = _Run(settings, task, optimiser, schedule, precision, best)
+    if checkpoint is None:  # what draws from torch's own RNG (torchvision's box samplers) starts from the seed;
+        torch.manual_seed(settings.seed)  # a resumed run takes the checkpoint's state instead
     first_epoch = run.restore(checkpoint, checkpoints / "last.pt") + 1 if checkpoint is not None else 1
     out.mkdir(parents=True, exist_ok=True)
     metrics = out / "metrics.csv"

@@ -1,25 +1,58 @@
-"""Training tasks, one plug-in per kind of data set: `detect` (Darknet YOLO), `classify` (Darknet classifier),
-`segment` (torchvision architectures), on the base in `base.py`. `make_task` picks the plug-in by the data set's
-task; the plug-ins import the base, never the other way round."""
+"""Training tasks, one plug-in per kind of data set: `detect` (Darknet YOLO, or a torchvision two-stage detector
+for a two-stage `--arch`), `classify` (Darknet classifier), `segment` (torchvision architectures), on the base in
+`base.py`. `make_task` picks the plug-in by the data set's task; the plug-ins import the base, never the other way
+round."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from forklift.data.dataset import Dataset
 from forklift.errors import ForkliftError
+from forklift.nets.two_stage import ARCHITECTURES
 from forklift.train.tasks.base import NetworkSource, TrainingTask
 from forklift.train.tasks.classify import ClassificationTask
 from forklift.train.tasks.detect import DetectionTask
 from forklift.train.tasks.segment import SegmentationTask
+from forklift.train.tasks.two_stage import TWO_STAGE_OPTIONS, TwoStageTask, is_two_stage
 from forklift.vocabulary import Task
 
 __all__ = ["NetworkSource", "TrainingTask", "make_task"]
 
 
-def make_task(dataset: Dataset, source: NetworkSource, *, seed: int, mosaic: bool = False) -> TrainingTask:
-    """The task for the data set's kind, with its network built (and initialised) from `source`."""
+def make_task(
+    dataset: Dataset,
+    source: NetworkSource,
+    *,
+    seed: int,
+    mosaic: bool = False,
+    weights: Path | None = None,
+    anchor_sizes: tuple[int, ...] | None = None,
+    proposals: int | None = None,
+) -> TrainingTask:
+    """The task for the data set's kind, with its network built (and initialised) from `source`: on a detect set
+    a two-stage detector when `source` names one, else a Darknet YOLO. `weights`, `anchor_sizes` and `proposals`
+    are the two-stage detector's and refused for the others."""
     if mosaic and dataset.task != Task.DETECT:
         raise ForkliftError("--mosaic: only for detection data sets")
+    two_stage = dataset.task == Task.DETECT and is_two_stage(source)
+    given: dict[str, object] = {"weights": weights, "anchor_sizes": anchor_sizes, "proposals": proposals}
+    for name in TWO_STAGE_OPTIONS:
+        if given[name] is not None and not two_stage:
+            raise ForkliftError(
+                f"--{name.replace('_', '-')}: only for two-stage detectors on detect data sets "
+                f"(--arch {' | '.join(ARCHITECTURES)})"
+            )
+    if two_stage:
+        return TwoStageTask(
+            dataset, source, seed=seed, mosaic=mosaic, weights=weights, anchor_sizes=anchor_sizes, proposals=proposals
+        )
     if dataset.task == Task.DETECT:
+        if source.arch is not None:
+            raise ForkliftError(
+                f"--arch {source.arch}: not a detector architecture; known: {', '.join(ARCHITECTURES)} "
+                f"(or give --cfg or --model for a Darknet YOLO)"
+            )
         return DetectionTask(dataset, source, seed=seed, mosaic=mosaic)
     if dataset.task == Task.CLASSIFY:
         return ClassificationTask(dataset, source, seed=seed)

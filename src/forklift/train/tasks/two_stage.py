@@ -1,0 +1,154 @@
+"""Detection training "optimized for accuracy": a torchvision two-stage detector (Faster R-CNN, and its one-stage
+kin RetinaNet and FCOS) from `forklift.nets.two_stage`, trained with torchvision's own losses.
+
+The inputs are the YOLO path's (`DetectionImages`: letterboxed squares, the same augmentation), their targets
+turned into torchvision's dicts; the net normalises and never resizes again. Validation runs the net in memory on
+the letterboxed val images, maps its boxes back to each image's pixels with the letterbox's placement and measures
+them with `detection_metrics`, so no export is needed each epoch. The model directory is
+`write_two_stage_model_dir`'s; fine-tuning starts from one (`--model`), keeping its heads only for the same classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from forklift.data.dataset import Dataset, ImageRecord
+from forklift.errors import ForkliftError
+from forklift.evaluation.detection import detection_metrics
+from forklift.model_files.model_dir import open_model_dir
+from forklift.nets.two_stage import ARCHITECTURES, TwoStageSettings, build_two_stage, load_two_stage
+from forklift.runtime.two_stage_export import write_two_stage_model_dir
+from forklift.train.loader import DetectionImages, as_input
+from forklift.train.tasks.base import NetworkSource, TrainingTask, copy_matching_weights
+from forklift.vision.images import decode_image
+from forklift.vision.resize import letterbox
+from forklift.vision.results import Detection
+from forklift.vocabulary import Task
+
+DEFAULT_SIZE = 320
+VAL_BATCH = 4
+# torchvision's loss names by family, shortened ("loss_" dropped) for metrics.csv, the total first
+LOSS_TERMS = {
+    "fasterrcnn": ("loss", "classifier", "box_reg", "objectness", "rpn_box_reg"),
+    "retinanet": ("loss", "classification", "bbox_regression"),
+    "fcos": ("loss", "classification", "bbox_regression", "bbox_ctrness"),
+}
+# the layers whose outputs are the classes: fresh when fine-tuning to other classes
+CLASS_HEADS = ("roi_heads.box_predictor.", "head.classification_head.cls_logits.")
+TWO_STAGE_OPTIONS = ("weights", "anchor_sizes", "proposals")
+
+Targets = list[dict[str, torch.Tensor]]
+
+
+def is_two_stage(source: NetworkSource) -> bool:
+    """Whether `source` names a two-stage architecture or a model directory `write_two_stage_model_dir` wrote."""
+    if source.arch is not None:
+        return source.arch in ARCHITECTURES
+    if source.model is None:
+        return False
+    try:
+        return "two_stage" in open_model_dir(source.model).config.extra
+    except ForkliftError:  # not a model directory: the Darknet path says why
+        return False
+
+
+class TwoStageTask(TrainingTask):
+    kind = Task.DETECT
+    metric_names = ("map50", "map")
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        source: NetworkSource,
+        *,
+        seed: int,
+        mosaic: bool = False,
+        weights: Path | None = None,
+        anchor_sizes: tuple[int, ...] | None = None,
+        proposals: int | None = None,
+    ) -> None:
+        super().__init__(dataset, seed=seed)
+        self.mosaic = mosaic
+        if source.cfg is not None:
+            raise ForkliftError(f"--cfg {source.cfg}: a two-stage --arch is built by torchvision, not from a cfg")
+        if source.model is not None and weights is not None:
+            raise ForkliftError(f"--weights {weights}: give it or --model, not both (--model brings its weights)")
+        classes = len(dataset.classes)
+        if source.model is None:
+            assert source.arch is not None  # make_task chose this task for a two-stage --arch
+            self.settings = TwoStageSettings(
+                source.arch, classes, source.img or DEFAULT_SIZE, anchor_sizes=anchor_sizes, proposals=proposals
+            )
+            self.net: nn.Module = build_two_stage(self.settings, seed=seed, weights=weights)
+        else:
+            start, started, labels = load_two_stage(source.model)
+            self.settings = TwoStageSettings(
+                started.arch,
+                classes,
+                source.img or started.image_size,
+                anchor_sizes=anchor_sizes or started.anchor_sizes,
+                proposals=proposals or started.proposals,
+            )
+            self.net = build_two_stage(self.settings, seed=seed)
+            copy_matching_weights(start, self.net, skip=() if labels == dataset.classes else CLASS_HEADS)
+        self.name = self.settings.arch
+        self.size = self.settings.image_size
+        self.loss_terms = LOSS_TERMS[self.name.split("_")[0]]
+
+    def images(self, records: list[ImageRecord], augment: bool) -> DetectionImages:
+        size = (self.size, self.size)
+        return DetectionImages(self.dataset, records, size, augment=augment, seed=self.seed, mosaic=self.mosaic)
+
+    def collate(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, Targets]:
+        """Stacked images, and per image torchvision's target: boxes x1, y1, x2, y2 in input pixels (shape [0, 4]
+        for none) and 1-based labels (0 is torchvision's background), from DetectionImages' class, cx, cy, w, h."""
+        targets = []
+        for _, rows in batch:
+            centre, extent = rows[:, 1:3] * self.size, rows[:, 3:5] * self.size
+            boxes = torch.cat([centre - extent / 2, centre + extent / 2], dim=1)
+            targets.append({"boxes": boxes, "labels": rows[:, 0].long() + 1})
+        return torch.stack([image for image, _ in batch]), targets
+
+    def loss(self, inputs: torch.Tensor, targets: Targets) -> dict[str, torch.Tensor]:
+        """torchvision's loss terms (the net in training mode computes them) and their sum."""
+        moved = [{key: value.to(inputs.device) for key, value in target.items()} for target in targets]
+        terms = {key.removeprefix("loss_"): value for key, value in self.net(list(inputs), moved).items()}
+        return {"loss": sum(terms.values(), torch.zeros((), device=inputs.device)), **terms}
+
+    def write_model_dir(self, out: Path, onnx: bool = True) -> None:
+        """The ONNX model directory with the weights beside it; `onnx` is not consulted, since validation does
+        not write a model directory (see `validate`)."""
+        write_two_stage_model_dir(self.net, out, self.classes, self.settings)
+
+    def validate(self, records: list[ImageRecord], scratch: Path) -> dict[str, float | None]:
+        """mAP@.5 and mAP@[.5:.95] on the (checked) val records, from the net in memory: letterboxed as in
+        training, boxes mapped back to each image's pixels, measured by pycocotools."""
+        training = self.net.training
+        self.net.eval()
+        try:
+            found = list(self._detections(records))
+        finally:
+            self.net.train(training)
+        return self.metrics(detection_metrics(records, found, self.classes))
+
+    def _detections(self, records: list[ImageRecord]) -> Iterator[list[Detection]]:
+        """Each record's detections in pixels of its original image."""
+        device = next(self.net.parameters()).device
+        for start in range(0, len(records), VAL_BATCH):
+            batch = records[start : start + VAL_BATCH]
+            fitted = [
+                letterbox(decode_image(self.dataset.path(r).read_bytes(), r.file), self.size, self.size) for r in batch
+            ]
+            with torch.no_grad():
+                answers = self.net([as_input(pixels).to(device) for pixels, _ in fitted])
+            for answer, (_, placement) in zip(answers, fitted, strict=True):
+                boxes = placement.to_original(answer["boxes"].cpu().double().numpy())
+                labels, scores = answer["labels"].tolist(), answer["scores"].tolist()
+                yield [
+                    Detection.from_corners(box, self.classes[label - 1], score)
+                    for box, label, score in zip(boxes, labels, scores, strict=True)
+                ]
