@@ -27,8 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import numpy as np
+
 from forklift.atomic import write_text_atomically
 from forklift.errors import ForkliftError
+from forklift.vision.images import decode_image
 from forklift.vocabulary import Task, word
 
 FORMAT = "forklift-dataset"
@@ -115,6 +118,10 @@ class Dataset:
     def path(self, image: ImageRecord) -> Path:
         """Where an image's file is on disk."""
         return self.root / image.file
+
+    def decoded(self, image: ImageRecord) -> np.ndarray:
+        """An image's pixels, RGB uint8, upright (as every engine decodes them)."""
+        return decode_image(self.path(image).read_bytes(), image.file)
 
     def to_json(self) -> dict[str, Any]:
         return {

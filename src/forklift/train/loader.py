@@ -18,7 +18,6 @@ import torch
 from torch.utils.data import DataLoader
 
 from forklift.data.dataset import Dataset, ImageRecord
-from forklift.vision.images import decode_image
 from forklift.vision.resize import LETTERBOX_FILL, letterbox
 
 SCALE_RANGE = (0.75, 1.25)
@@ -55,8 +54,7 @@ class AugmentedImages(torch.utils.data.Dataset, ABC):
 
     def decoded(self, index: int) -> np.ndarray:
         """Record `index`'s image as RGB uint8, upright."""
-        record = self.records[index]
-        return decode_image(self.dataset.path(record).read_bytes(), record.file)
+        return self.dataset.decoded(self.records[index])
 
 
 def as_input(fitted: np.ndarray) -> torch.Tensor:

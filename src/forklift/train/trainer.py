@@ -31,7 +31,7 @@ from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
 from forklift.train.loader import epoch_loader
 from forklift.train.settings import TrainSettings, new_settings, resumed_settings
-from forklift.train.tasks import NetworkSource, TrainingTask, make_task
+from forklift.train.tasks import NetworkSource, TrainingTask, TwoStageOptions, make_task
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -98,15 +98,8 @@ def train(
     assert settings.data is not None  # _settings refuses a run without data
     dataset, train_images, val_images = _data(settings.data)
     source = NetworkSource(cfg=settings.cfg, model=settings.model, arch=settings.arch, img=settings.img)
-    task = make_task(
-        dataset,
-        source,
-        seed=settings.seed,
-        mosaic=settings.mosaic,
-        weights=settings.weights,
-        anchor_sizes=settings.anchor_sizes,
-        proposals=settings.proposals,
-    )
+    two_stage = TwoStageOptions(settings.weights, settings.anchor_sizes, settings.proposals)
+    task = make_task(dataset, source, seed=settings.seed, mosaic=settings.mosaic, two_stage=two_stage)
     net = task.net.to(device)
     precision = _Precision(device, settings.amp)
     epochs, batch = settings.epochs, settings.batch

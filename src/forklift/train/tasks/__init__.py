@@ -5,8 +5,6 @@ round."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from forklift.data.dataset import Dataset
 from forklift.errors import ForkliftError
 from forklift.nets.two_stage import ARCHITECTURES
@@ -14,10 +12,10 @@ from forklift.train.tasks.base import NetworkSource, TrainingTask
 from forklift.train.tasks.classify import ClassificationTask
 from forklift.train.tasks.detect import DetectionTask
 from forklift.train.tasks.segment import SegmentationTask
-from forklift.train.tasks.two_stage import TWO_STAGE_OPTIONS, TwoStageTask, is_two_stage
+from forklift.train.tasks.two_stage import NO_OPTIONS, TwoStageOptions, TwoStageTask, is_two_stage
 from forklift.vocabulary import Task
 
-__all__ = ["NetworkSource", "TrainingTask", "make_task"]
+__all__ = ["NetworkSource", "TrainingTask", "TwoStageOptions", "make_task"]
 
 
 def make_task(
@@ -26,27 +24,22 @@ def make_task(
     *,
     seed: int,
     mosaic: bool = False,
-    weights: Path | None = None,
-    anchor_sizes: tuple[int, ...] | None = None,
-    proposals: int | None = None,
+    two_stage: TwoStageOptions = NO_OPTIONS,
 ) -> TrainingTask:
     """The task for the data set's kind, with its network built (and initialised) from `source`: on a detect set
-    a two-stage detector when `source` names one, else a Darknet YOLO. `weights`, `anchor_sizes` and `proposals`
-    are the two-stage detector's and refused for the others."""
+    a two-stage detector when `source` names one, else a Darknet YOLO. The `two_stage` options are refused for the
+    others."""
     if mosaic and dataset.task != Task.DETECT:
         raise ForkliftError("--mosaic: only for detection data sets")
-    two_stage = dataset.task == Task.DETECT and is_two_stage(source)
-    given: dict[str, object] = {"weights": weights, "anchor_sizes": anchor_sizes, "proposals": proposals}
-    for name in TWO_STAGE_OPTIONS:
-        if given[name] is not None and not two_stage:
-            raise ForkliftError(
-                f"--{name.replace('_', '-')}: only for two-stage detectors on detect data sets "
-                f"(--arch {' | '.join(ARCHITECTURES)})"
-            )
-    if two_stage:
-        return TwoStageTask(
-            dataset, source, seed=seed, mosaic=mosaic, weights=weights, anchor_sizes=anchor_sizes, proposals=proposals
+    wanted = dataset.task == Task.DETECT and is_two_stage(source)
+    given = two_stage.given()
+    if given and not wanted:
+        raise ForkliftError(
+            f"--{given[0].replace('_', '-')}: only for two-stage detectors on detect data sets "
+            f"(--arch {' | '.join(ARCHITECTURES)})"
         )
+    if wanted:
+        return TwoStageTask(dataset, source, seed=seed, mosaic=mosaic, options=two_stage)
     if dataset.task == Task.DETECT:
         if source.arch is not None:
             raise ForkliftError(

@@ -28,7 +28,6 @@ from forklift.runtime.segment import to_original
 from forklift.runtime.segment_export import IMAGENET_MEAN, IMAGENET_SCALE, write_segment_model_dir
 from forklift.train.loader import AugmentedImages, hsv_jitter, random_scale_shift
 from forklift.train.tasks.base import NetworkSource, TrainingTask
-from forklift.vision.images import decode_image
 from forklift.vision.masks import IGNORE
 from forklift.vision.resize import LETTERBOX_FILL, Placement, stretch
 from forklift.vocabulary import Task
@@ -136,7 +135,7 @@ class SegmentationTask(TrainingTask):
         for start in range(0, len(records), VAL_BATCH):
             batch = records[start : start + VAL_BATCH]
             fitted: list[tuple[np.ndarray, Placement]] = [
-                stretch(decode_image(self.dataset.path(r).read_bytes(), r.file), self.size, self.size) for r in batch
+                stretch(self.dataset.decoded(r), self.size, self.size) for r in batch
             ]
             inputs = torch.stack([normalise(pixels) for pixels, _ in fitted]).to(device)
             with torch.no_grad():

@@ -11,6 +11,7 @@ them with `detection_metrics`, so no export is needed each epoch. The model dire
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -24,7 +25,6 @@ from forklift.nets.two_stage import ARCHITECTURES, TwoStageSettings, build_two_s
 from forklift.runtime.two_stage_export import write_two_stage_model_dir
 from forklift.train.loader import DetectionImages, as_input
 from forklift.train.tasks.base import NetworkSource, TrainingTask, copy_matching_weights
-from forklift.vision.images import decode_image
 from forklift.vision.resize import letterbox
 from forklift.vision.results import Detection
 from forklift.vocabulary import Task
@@ -39,9 +39,24 @@ LOSS_TERMS = {
 }
 # the layers whose outputs are the classes: fresh when fine-tuning to other classes
 CLASS_HEADS = ("roi_heads.box_predictor.", "head.classification_head.cls_logits.")
-TWO_STAGE_OPTIONS = ("weights", "anchor_sizes", "proposals")
 
 Targets = list[dict[str, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class TwoStageOptions:
+    """The training options only two-stage detectors take; None: not given."""
+
+    weights: Path | None = None  # a torchvision detector's or backbone's weights file
+    anchor_sizes: tuple[int, ...] | None = None  # one per FPN level
+    proposals: int | None = None  # RPN proposals kept at test time
+
+    def given(self) -> list[str]:
+        """The names of the options that were given, for refusing them where they do not apply."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+
+NO_OPTIONS = TwoStageOptions()
 
 
 def is_two_stage(source: NetworkSource) -> bool:
@@ -67,11 +82,10 @@ class TwoStageTask(TrainingTask):
         *,
         seed: int,
         mosaic: bool = False,
-        weights: Path | None = None,
-        anchor_sizes: tuple[int, ...] | None = None,
-        proposals: int | None = None,
+        options: TwoStageOptions = NO_OPTIONS,
     ) -> None:
         super().__init__(dataset, seed=seed)
+        weights, anchor_sizes, proposals = options.weights, options.anchor_sizes, options.proposals
         self.mosaic = mosaic
         if source.cfg is not None:
             raise ForkliftError(f"--cfg {source.cfg}: a two-stage --arch is built by torchvision, not from a cfg")
@@ -140,9 +154,7 @@ class TwoStageTask(TrainingTask):
         device = next(self.net.parameters()).device
         for start in range(0, len(records), VAL_BATCH):
             batch = records[start : start + VAL_BATCH]
-            fitted = [
-                letterbox(decode_image(self.dataset.path(r).read_bytes(), r.file), self.size, self.size) for r in batch
-            ]
+            fitted = [letterbox(self.dataset.decoded(r), self.size, self.size) for r in batch]
             with torch.no_grad():
                 answers = self.net([as_input(pixels).to(device) for pixels, _ in fitted])
             for answer, (_, placement) in zip(answers, fitted, strict=True):
