@@ -8,12 +8,15 @@ box classifier: the scores then spread and the comparisons are between real, dis
 
 from __future__ import annotations
 
+import copy
 import json
+import warnings
 from pathlib import Path
 
 import httpx
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 import torch
 from helpers import Server, forklift, shared
@@ -25,7 +28,7 @@ from forklift.nets.two_stage import TwoStageSettings, build_two_stage, load_two_
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.runtime.two_stage import TwoStagePredictor
-from forklift.runtime.two_stage_export import write_two_stage_model_dir
+from forklift.runtime.two_stage_export import SingleImage, write_two_stage_model_dir
 from forklift.vision.images import decode_image
 from forklift.vision.resize import letterbox
 
@@ -116,6 +119,30 @@ def test_engines_agree_with_pytorch(made: tuple[Path, nn.Module], runtime: str, 
     np.testing.assert_allclose(boxes, expected["boxes"].numpy(), atol=TOLERANCE, rtol=0)
     np.testing.assert_allclose(scores, expected["scores"].numpy(), atol=TOLERANCE, rtol=0)
     np.testing.assert_array_equal(labels, expected["labels"].numpy())
+
+
+def test_export_traces_an_image_with_proposals(made: tuple[Path, nn.Module], tmp_path: Path) -> None:
+    """A graph traced on an image without proposals fails on images with some (torchvision decodes boxes on a
+    branch a trace fixes), so the export skips such examples, and says so when none is left."""
+    net, image = made[1], as_input(photo())
+    blank = torch.full_like(image, float("nan"))  # no region is proposed on NaN pixels
+    with torch.no_grad():
+        (expected,) = net([image])
+    broken = tmp_path / "traced-on-blank.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            SingleImage(copy.deepcopy(net)), (blank[None],), str(broken), input_names=["images"], dynamo=False
+        )
+    with pytest.raises(Exception, match="Reshape"):  # the failure the export must avoid
+        ort.InferenceSession(str(broken)).run(None, {"images": image[None].numpy()})
+    write_two_stage_model_dir(net, tmp_path / "m", CLASSES, SETTINGS, examples=[blank, image])
+    boxes, _, _ = load_predictor(open_model_dir(tmp_path / "m")).network.detect(image[None].numpy())
+    np.testing.assert_allclose(boxes, expected["boxes"].numpy(), atol=TOLERANCE, rtol=0)
+    silent = copy.deepcopy(net)
+    silent.rpn.score_thresh = 2.0  # above any objectness probability: no proposals on any image
+    with pytest.raises(ForkliftError, match="proposes no region on any of 3 images"):
+        write_two_stage_model_dir(silent, tmp_path / "silent", CLASSES, SETTINGS, examples=[image])
 
 
 def test_predictor_maps_boxes_back_and_keeps_conf(made: tuple[Path, nn.Module]) -> None:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
+from torchvision.models.detection import FasterRCNN
 
 from forklift.atomic import written_atomically
 from forklift.errors import ForkliftError
@@ -44,10 +46,45 @@ class SingleImage(nn.Module):
         return found["boxes"], found["scores"], found["labels"]
 
 
-def write_two_stage_model_dir(net: nn.Module, out: Path, classes: list[str], settings: TwoStageSettings) -> None:
+def trace_example(net: nn.Module, size: int, examples: Sequence[torch.Tensor] = ()) -> torch.Tensor:
+    """The first of `examples` ([3, S, S] each), then seeded noise, then flat gray, on which a Faster R-CNN net
+    (eval mode) proposes a region, as [1, 3, S, S].
+
+    torchvision's box decoding skips two reshapes when an image has no proposals, and a trace keeps the path it
+    took: a graph traced on such an image fails on every image that has some.
+    """
+    noise = torch.rand(3, size, size, generator=torch.Generator().manual_seed(0))
+    candidates = [*examples, noise, torch.full((3, size, size), 0.5)]
+    if not isinstance(net, FasterRCNN):  # one-stage nets decode without such a branch
+        return candidates[0][None]
+    counts: list[int] = []
+    hook = net.rpn.register_forward_hook(lambda _module, _args, output: counts.append(len(output[0][0])))
+    try:
+        for candidate in candidates:
+            with torch.no_grad():
+                net([candidate])
+            if counts[-1]:
+                return candidate[None]
+    finally:
+        hook.remove()
+    raise ForkliftError(
+        f"cannot export the {type(net).__name__}: it proposes no region on any of {len(candidates)} images "
+        "(did training diverge? metrics.csv has its losses)"
+    )
+
+
+def write_two_stage_model_dir(
+    net: nn.Module,
+    out: Path,
+    classes: list[str],
+    settings: TwoStageSettings,
+    *,
+    examples: Sequence[torch.Tensor] = (),
+) -> None:
     """Export net (built by `build_two_stage` for settings) into the folder out; other files there are left alone.
 
-    The net is traced in eval mode on the CPU (a copy; the caller's net keeps its device and mode).
+    The net is traced in eval mode on the CPU (a copy; the caller's net keeps its device and mode), on the first of
+    `examples` (images of the data set, [3, S, S] RGB in [0, 1]) that `trace_example` accepts.
     """
     out = Path(out)
     if len(classes) != settings.classes:
@@ -57,7 +94,7 @@ def write_two_stage_model_dir(net: nn.Module, out: Path, classes: list[str], set
     torch.save(state, out / f"{settings.arch}.pt")
     cpu_net = copy.deepcopy(net).cpu().eval()
     size = settings.image_size
-    example = torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(0))
+    example = trace_example(cpu_net, size, [image.cpu() for image in examples])
     with written_atomically(out / f"{settings.arch}.onnx") as partial, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's notes on tracing Python control flow
         torch.onnx.export(
