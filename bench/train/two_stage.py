@@ -3,7 +3,7 @@
 The claim to check (PowerAI Vision's "optimized for accuracy"): the two-stage model finds the small, distant objects
 the fast one misses, at about twice the time per image. This generates a set of many small shapes
 (`forklift data synth shapes --object-size 8:32 --objects 4:12`), trains the slim yolov3-tiny of bench/train and
-fasterrcnn_mobilenet_v3_large_fpn (anchors sized for small objects) with forklift's trainer for the same
+fasterrcnn_mobilenet_v3_large_fpn (anchors sized for small objects, 300 proposals) with forklift's trainer for the same
 wall-clock budget each (epochs chosen from a one-epoch probe, not counted, so that each cosine schedule completes
 inside the budget), measures both model directories on val (mAP@.5, and mAP@.5 on objects under 32x32 px) and
 serves each with `forklift serve` (one worker, all CPUs) to time val images posted one at a time (p50/p90/p99).
@@ -20,6 +20,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ SIZE = 320
 OBJECT_SIZE, OBJECTS = (8, 32), (4, 12)
 TWO_STAGE = "fasterrcnn_mobilenet_v3_large_fpn"
 SMALL_ANCHORS = (16, 32, 64)  # one per FPN level of the MobileNet FPN (torchvision's: 32, 64, 128... at 800 px)
+PROPOSALS = 300  # RPN proposals kept at test time, as the Faster R-CNN paper tested (torchvision keeps 1000)
 POSTED = 60  # val images timed through the server
 
 
@@ -62,7 +64,14 @@ def main() -> None:
     budget = args.minutes * 60
     candidates: dict[str, dict[str, Any]] = {
         "yolov3-tiny (slim)": {"cfg": cfg, "batch": 8, "lr": 0.004},
-        TWO_STAGE: {"arch": TWO_STAGE, "img": SIZE, "anchor_sizes": SMALL_ANCHORS, "batch": 4, "lr": 0.001},
+        TWO_STAGE: {
+            "arch": TWO_STAGE,
+            "img": SIZE,
+            "anchor_sizes": SMALL_ANCHORS,
+            "proposals": PROPOSALS,
+            "batch": 4,
+            "lr": 0.001,
+        },
     }
     rows = {name: measure(name, options, data=data, work=work, budget=budget) for name, options in candidates.items()}
     summary = {
@@ -88,6 +97,8 @@ def main() -> None:
 def measure(name: str, options: dict[str, Any], *, data: Path, work: Path, budget: float) -> dict[str, Any]:
     """Train `options` for `budget` seconds (epochs from a probe), evaluate on val and time it served."""
     folder = work / name.split()[0]
+    for run in (folder, work / f"{folder.name}-probe"):  # runs of an earlier bench in the same --work
+        shutil.rmtree(run, ignore_errors=True)
     probe_seconds = _epoch_seconds(train(data, work / f"{folder.name}-probe", epochs=1, val_every=1000, **options))
     epochs = max(1, math.floor(budget / (probe_seconds * 1.1)))
     print(f"{name}: one epoch {probe_seconds:.0f} s -> {epochs} epochs in {budget:.0f} s", flush=True)

@@ -41,14 +41,16 @@ class AllOutputs(Network):
         self.output_name, self.output_shape = OUTPUTS[0], outputs[OUTPUTS[0]]
 
     def detect(self, image: np.ndarray) -> Found:
-        """[1, 3, S, S] float32 -> boxes, scores and labels, through the engine the class was mixed with."""
+        """[1, 3, S, S] float32 -> boxes, scores and labels, through the engine the class was mixed with; OpenVINO
+        answers "none found" as one row of uninitialised numbers with label 0 (the background), which is dropped."""
         engine = cast(Any, self)
         if self.runtime == Runtime.OPENVINO:
             answer = engine.request.infer({0: image})
             boxes, scores, labels = (answer[name] for name in OUTPUTS)
         else:
             boxes, scores, labels = engine.session.run(list(OUTPUTS), {engine.input_name: image})
-        return boxes, scores, labels
+        found = labels >= 1
+        return boxes[found], scores[found], labels[found]
 
 
 def with_all_outputs(network_type: type[Network]) -> type[AllOutputs]:
@@ -95,5 +97,4 @@ class TwoStagePredictor(Predictor):
         return [
             Detection.from_corners(box, label=names[int(label) - 1], score=float(score))
             for box, score, label in zip(meta.to_original(boxes), scores, labels, strict=True)
-            if 1 <= label <= len(names)  # OpenVINO answers "none found" as one row of label 0 (RetinaNet, FCOS)
         ]

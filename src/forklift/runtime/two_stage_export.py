@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
-from torchvision.models.detection import FasterRCNN
+from torchvision.models.detection._utils import BoxCoder
 
 from forklift.atomic import written_atomically
 from forklift.errors import ForkliftError
@@ -46,31 +45,29 @@ class SingleImage(nn.Module):
         return found["boxes"], found["scores"], found["labels"]
 
 
-def trace_example(net: nn.Module, size: int, examples: Sequence[torch.Tensor] = ()) -> torch.Tensor:
-    """The first of `examples` ([3, S, S] each), then seeded noise, then flat gray, on which a Faster R-CNN net
-    (eval mode) proposes a region, as [1, 3, S, S].
+class ShapeSafeBoxCoder(BoxCoder):
+    """torchvision's box coder with one decoding path for any number of boxes, zero included.
 
-    torchvision's box decoding skips two reshapes when an image has no proposals, and a trace keeps the path it
-    took: a graph traced on such an image fails on every image that has some.
+    torchvision's `decode` reshapes with -1 only when an image has proposals and skips the reshapes when it has
+    none (a reshape of zero rows with -1 is ambiguous). A trace keeps the path its example took, so a graph traced
+    on either kind of image failed in ONNX Runtime on the other kind. Here the -1 stands for the rows and the
+    columns are named, which holds for zero rows too; the arithmetic is torchvision's own `decode_single`.
     """
-    noise = torch.rand(3, size, size, generator=torch.Generator().manual_seed(0))
-    candidates = [*examples, noise, torch.full((3, size, size), 0.5)]
-    if not isinstance(net, FasterRCNN):  # one-stage nets decode without such a branch
-        return candidates[0][None]
-    counts: list[int] = []
-    hook = net.rpn.register_forward_hook(lambda _module, _args, output: counts.append(len(output[0][0])))
-    try:
-        for candidate in candidates:
-            with torch.no_grad():
-                net([candidate])
-            if counts[-1]:
-                return candidate[None]
-    finally:
-        hook.remove()
-    raise ForkliftError(
-        f"cannot export the {type(net).__name__}: it proposes no region on any of {len(candidates)} images "
-        "(did training diverge? metrics.csv has its losses)"
-    )
+
+    def decode(self, rel_codes: torch.Tensor, boxes: list[torch.Tensor]) -> torch.Tensor:
+        columns = rel_codes.shape[-1]  # 4 per class (box head) or 4 (RPN)
+        decoded = self.decode_single(rel_codes.reshape(-1, columns), torch.cat(boxes, dim=0))
+        return decoded.reshape(-1, columns // 4, 4)
+
+
+def traceable(net: nn.Module) -> nn.Module:
+    """A copy of `net` on the CPU in eval mode whose box coders decode on one path (`ShapeSafeBoxCoder`)."""
+    copied = copy.deepcopy(net).cpu().eval()
+    for module in copied.modules():
+        for name, value in vars(module).items():
+            if type(value) is BoxCoder:
+                setattr(module, name, ShapeSafeBoxCoder(value.weights, value.bbox_xform_clip))
+    return copied
 
 
 def write_two_stage_model_dir(
@@ -78,13 +75,11 @@ def write_two_stage_model_dir(
     out: Path,
     classes: list[str],
     settings: TwoStageSettings,
-    *,
-    examples: Sequence[torch.Tensor] = (),
 ) -> None:
     """Export net (built by `build_two_stage` for settings) into the folder out; other files there are left alone.
 
-    The net is traced in eval mode on the CPU (a copy; the caller's net keeps its device and mode), on the first of
-    `examples` (images of the data set, [3, S, S] RGB in [0, 1]) that `trace_example` accepts.
+    The net is traced on seeded noise in eval mode on the CPU (a `traceable` copy; the caller's net keeps its
+    device and mode).
     """
     out = Path(out)
     if len(classes) != settings.classes:
@@ -92,13 +87,12 @@ def write_two_stage_model_dir(
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
     torch.save(state, out / f"{settings.arch}.pt")
-    cpu_net = copy.deepcopy(net).cpu().eval()
     size = settings.image_size
-    example = trace_example(cpu_net, size, [image.cpu() for image in examples])
+    example = torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(0))
     with written_atomically(out / f"{settings.arch}.onnx") as partial, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's notes on tracing Python control flow
         torch.onnx.export(
-            SingleImage(cpu_net),
+            SingleImage(traceable(net)),
             (example,),
             str(partial),
             input_names=[INPUT_NAME],

@@ -31,7 +31,6 @@ from forklift.vocabulary import Task
 
 DEFAULT_SIZE = 320
 VAL_BATCH = 4
-EXAMPLES = 4  # the data set's images tried first as the export's trace example
 # torchvision's loss names by family, shortened ("loss_" dropped) for metrics.csv, the total first
 LOSS_TERMS = {
     "fasterrcnn": ("loss", "classifier", "box_reg", "objectness", "rpn_box_reg"),
@@ -135,11 +134,9 @@ class TwoStageTask(TrainingTask):
         return {"loss": sum(terms.values(), torch.zeros((), device=inputs.device)), **terms}
 
     def write_model_dir(self, out: Path, onnx: bool = True) -> None:
-        """The ONNX model directory with the weights beside it, traced on one of the data set's first images;
-        `onnx` is not consulted, since validation does not write a model directory (see `validate`)."""
-        images = self.dataset.images[:EXAMPLES]
-        examples = [as_input(letterbox(self.dataset.decoded(r), self.size, self.size)[0]) for r in images]
-        write_two_stage_model_dir(self.net, out, self.classes, self.settings, examples=examples)
+        """The ONNX model directory with the weights beside it; `onnx` is not consulted, since validation does not
+        write a model directory (see `validate`)."""
+        write_two_stage_model_dir(self.net, out, self.classes, self.settings)
 
     def validate(self, records: list[ImageRecord], scratch: Path) -> dict[str, float | None]:
         """mAP@.5 and mAP@[.5:.95] on the (checked) val records, from the net in memory: letterboxed as in
