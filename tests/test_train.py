@@ -25,7 +25,7 @@ from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import DarknetNet, load_weights
 from forklift.nets.fresh_weights import initialise
-from forklift.train.loader import DetectionImages, collate
+from forklift.train.loader import Augmentation, DetectionImages, collate
 from forklift.train.loss import build_targets, yolo_heads, yolo_loss
 from forklift.train.tasks.detect import set_classes
 from forklift.train.trainer import train
@@ -283,7 +283,9 @@ def test_cli_bad_input_is_one_line(work: Path, capsys) -> None:
 def test_mosaic_tiles_four_images_with_their_boxes(work: Path) -> None:
     dataset = load_dataset(work / "data")
     plain = DetectionImages(dataset, dataset.images, (96, 96), augment=True, seed=3)
-    tiled = DetectionImages(dataset, dataset.images, (96, 96), augment=True, seed=3, mosaic=True)
+    tiled = DetectionImages(
+        dataset, dataset.images, (96, 96), augment=True, seed=3, augmentation=Augmentation(mosaic=True)
+    )
     counts = {"plain": 0, "tiled": 0}
     for index in range(len(dataset.images)):
         image, targets = tiled[index]
@@ -295,6 +297,29 @@ def test_mosaic_tiles_four_images_with_their_boxes(work: Path) -> None:
         counts["tiled"] += len(targets)
         counts["plain"] += len(plain[index][1])
     assert counts["tiled"] > 1.3 * counts["plain"], counts
+
+
+def test_augmentation_strengths_scale_the_variation(work: Path) -> None:
+    """Strengths of 0 leave only the random flip; the default strengths move every image."""
+    dataset = load_dataset(work / "data")
+    records, size = dataset.images[:6], (96, 96)
+    plain = DetectionImages(dataset, records, size, augment=False)
+    still = DetectionImages(dataset, records, size, augment=True, augmentation=Augmentation(scale=0, shift=0, hsv=0))
+    varied = DetectionImages(dataset, records, size, augment=True)
+    flipped = 0
+    for index in range(len(records)):
+        image, targets = plain[index]
+        same, same_targets = still[index]
+        mirrored = targets.clone()
+        mirrored[:, 1] = 1 - mirrored[:, 1]
+        if torch.equal(same, image.flip(-1)):
+            flipped += 1
+            assert torch.allclose(same_targets, mirrored, atol=1e-6)
+        else:
+            assert torch.equal(same, image) and torch.allclose(same_targets, targets, atol=1e-6)
+        moved = varied[index][0]
+        assert not torch.equal(moved, image) and not torch.equal(moved, image.flip(-1))
+    assert 0 < flipped < len(records)
 
 
 def test_mixed_precision_on_the_cpu_trains(work: Path) -> None:

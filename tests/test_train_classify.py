@@ -4,12 +4,16 @@ classes through every runtime, and OpenCV's Darknet reader agrees with it."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
+import math
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+import torch
+from helpers import assert_resume_is_exact
 
 from forklift.cli import main
 from forklift.data.synth import synth_shapes
@@ -21,6 +25,7 @@ from forklift.runtime.load import load_predictor
 from forklift.train.tasks.classify import set_classifier_classes
 from forklift.train.trainer import train
 from forklift.vision.images import decode_image
+from forklift.vocabulary import Optimizer
 
 pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
 
@@ -86,3 +91,47 @@ def test_detection_cfg_on_a_classify_set_is_refused(work: Path, capsys) -> None:
         train(work / "data", work / "wrong", cfg=detector, epochs=1)
     code = main(["train", "--data", str(work / "data"), "--cfg", str(detector), str(work / "wrong2")])
     assert code == 2 and "not a classifier cfg" in capsys.readouterr().err
+
+
+# The state each torch optimiser keeps per parameter: which one stepped the weights shows in the checkpoint.
+OPTIMISER_STATE = {
+    Optimizer.SGD: set(),
+    Optimizer.MOMENTUM: {"momentum_buffer"},
+    Optimizer.ADAM: {"exp_avg", "exp_avg_sq"},
+    Optimizer.ADAMW: {"exp_avg", "exp_avg_sq"},
+    Optimizer.RMSPROP: {"square_avg", "momentum_buffer"},
+    Optimizer.ADAGRAD: {"sum"},
+    Optimizer.ADADELTA: {"square_avg", "acc_delta"},
+}
+
+
+def test_every_optimiser_steps_the_weights(work: Path) -> None:
+    first_layer = {}
+    for kind in Optimizer:
+        out = train(work / "data", work / f"opt-{kind}", cfg=CLASSIFIER, epochs=1, batch=32, optimizer=kind,
+                    lr=1.0 if kind == Optimizer.ADADELTA else 0.01, momentum=0.8, seed=0)  # fmt: skip
+        checkpoint = torch.load(out / "checkpoints" / "last.pt", weights_only=False)
+        assert set(checkpoint["optimiser"]["state"].get(0, {})) - {"step"} == OPTIMISER_STATE[kind], kind
+        assert math.isfinite(float(_rows(out)[0]["loss"])), kind
+        first_layer[kind] = next(v for k, v in checkpoint["model"].items() if k.endswith("weight"))
+    for one, other in itertools.combinations(Optimizer, 2):  # same start, same batches: each stepped its own way
+        assert not torch.equal(first_layer[one], first_layer[other]), (one, other)
+
+
+def test_an_rmsprop_run_resumes_exactly(work: Path, monkeypatch) -> None:
+    settings = {"data": work / "data", "cfg": CLASSIFIER, "epochs": 3, "batch": 32, "lr": 0.003, "seed": 0,
+                "optimizer": "rmsprop", "momentum": 0.8, "weight_decay": 0.01, "val_every": 3}  # fmt: skip
+    whole = train(out=work / "rmsprop-whole", **settings)
+    assert_resume_is_exact(monkeypatch, whole, work / "rmsprop-interrupted", **settings)
+
+
+def test_impossible_optimiser_settings_are_one_line_errors(work: Path, capsys) -> None:
+    base = ["train", "--data", str(work / "data"), "--cfg", str(CLASSIFIER)]
+    for option, problem in [
+        (["--momentum", "1"], "--momentum 1.0: must be from 0 up to (not including) 1"),
+        (["--lr", "0"], "--lr 0.0: must be above 0"),
+        (["--weight-decay", "-1"], "--weight-decay -1.0: must be 0 or more"),
+    ]:
+        assert main([*base, *option, str(work / "refused")]) == 2
+        assert capsys.readouterr().err.strip() == f"forklift: error: {problem}"
+    assert not (work / "refused").exists()

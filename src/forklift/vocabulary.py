@@ -1,6 +1,6 @@
 """The words every stage shares, each defined once as a typed name: what a model does (`Task`), which engine runs
-it (`Runtime`), how an image is fitted to the network's input (`ResizeMode`) and the data-set formats forklift
-reads and writes (`DataFormat`).
+it (`Runtime`), how an image is fitted to the network's input (`ResizeMode`), the data-set formats forklift
+reads and writes (`DataFormat`) and the optimisers a training run can use (`Optimizer`).
 
 They are `StrEnum`s: a member is its string (`Task.DETECT == "detect"`), so JSON files, forklift.json and
 command-line options keep their plain words, while the code names a value that a type checker can follow.
@@ -49,7 +49,19 @@ class DataFormat(StrEnum):
     MASKS = "masks"  # a folder of images/, masks/ (PNG) and classes.txt
 
 
-Word = TypeVar("Word", Task, Runtime, ResizeMode, DataFormat)
+class Optimizer(StrEnum):
+    """How a training run steps its weights: torch's optimisers under the names the tuning menus of old used."""
+
+    SGD = "sgd"  # plain gradient descent
+    MOMENTUM = "momentum"  # gradient descent with Nesterov momentum
+    ADAM = "adam"
+    ADAMW = "adamw"  # Adam with decoupled weight decay (the default)
+    RMSPROP = "rmsprop"  # with momentum
+    ADAGRAD = "adagrad"
+    ADADELTA = "adadelta"
+
+
+Word = TypeVar("Word", Task, Runtime, ResizeMode, DataFormat, Optimizer)
 
 
 def words(kind: type[StrEnum]) -> tuple[str, ...]:

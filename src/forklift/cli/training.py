@@ -17,7 +17,7 @@ from forklift.cli.common import (
     threshold,
     verb_parser,
 )
-from forklift.vocabulary import Runtime
+from forklift.vocabulary import Optimizer, Runtime, words
 
 
 def register(verbs: Any) -> None:
@@ -112,15 +112,7 @@ def add_train(verbs: Any) -> None:
     train.add_argument(
         "--data", type=Path, metavar="DATA", help="a forklift data set folder (with --resume: the checkpoint's)"
     )
-    source = train.add_mutually_exclusive_group()  # which one a data set needs: its task says
-    source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes (and filters) are rewritten")
-    source.add_argument("--model", type=Path, metavar="MODEL_DIR", help="Darknet model directory to fine-tune")
-    source.add_argument(
-        "--arch",
-        metavar="NAME",
-        help="segment sets: torchvision architecture (default lraspp_mobilenet_v3_large); detect sets: a "
-        "torchvision two-stage detector such as fasterrcnn_mobilenet_v3_large_fpn (optimized for accuracy)",
-    )
+    add_network_source(train)
     train.add_argument(
         "--weights",
         type=Path,
@@ -139,7 +131,19 @@ def add_train(verbs: Any) -> None:
     train.add_argument("--epochs", type=positive, help="(default 30)")
     train.add_argument("--batch", type=positive, help="(default 16)")
     train.add_argument("--img", type=positive, help="input width and height (default: the cfg's; 256 for --arch)")
-    train.add_argument("--lr", type=float, help="peak learning rate of AdamW (default 0.001)")
+    train.add_argument("--lr", type=float, help="peak learning rate of the optimiser (default 0.001)")
+    train.add_argument("--optimizer", choices=words(Optimizer), help="(default adamw)")
+    train.add_argument(
+        "--momentum", type=float, help="of --optimizer momentum or rmsprop, from 0 up to 1 (default 0.9)"
+    )
+    train.add_argument("--weight-decay", type=float, help="on conv and linear weights (default 0.0005)")
+    train.add_argument("--aug-scale", type=float, metavar="S", help="augmentation: zoom in 1 +- S (default 0.25)")
+    train.add_argument(
+        "--aug-shift", type=float, metavar="S", help="augmentation: shift up to S of the input each way (default 0.1)"
+    )
+    train.add_argument(
+        "--aug-hsv", type=float, metavar="K", help="augmentation: hue/saturation/value gains times K, 0 off (default 1)"
+    )
     train.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     train.add_argument(
         "--amp",
@@ -167,6 +171,19 @@ def add_train(verbs: Any) -> None:
     train.add_argument("--seed", type=int, help="(default 0)")
     train.add_argument("out", type=Path, metavar="OUT_DIR", help="a new or empty folder (or the run to resume)")
     train.set_defaults(handler=run_train)
+
+
+def add_network_source(parser: argparse.ArgumentParser) -> None:
+    """`--cfg`, `--model` or `--arch`: what a run trains (which one a data set needs: its task says)."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes (and filters) are rewritten")
+    source.add_argument("--model", type=Path, metavar="MODEL_DIR", help="model directory to fine-tune")
+    source.add_argument(
+        "--arch",
+        metavar="NAME",
+        help="segment sets: torchvision architecture (default lraspp_mobilenet_v3_large); detect sets: a "
+        "torchvision two-stage detector such as fasterrcnn_mobilenet_v3_large_fpn (optimized for accuracy)",
+    )
 
 
 def run_train(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -20,13 +21,27 @@ from torch.utils.data import DataLoader
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.vision.resize import LETTERBOX_FILL, letterbox
 
-SCALE_RANGE = (0.75, 1.25)
-TRANSLATE = 0.1  # of the input size, each way
-HSV_GAINS = (0.015, 0.5, 0.3)  # hue, saturation, value: gains drawn in 1 +- these
+HSV_GAINS = (0.015, 0.5, 0.3)  # hue, saturation, value: gains drawn in 1 +- these (YOLOv5's), times Augmentation.hsv
 MIN_KEPT = 0.3  # a box cut by the image edge is kept if this much of its area remains
 MIN_SIDE = 2.0  # pixels
 MOSAIC_SHARE = 0.5  # of augmented samples, with mosaic on
 MOSAIC_SCALE = (0.5, 1.0)  # the mosaic window, scaled to the input size by this
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """How strongly training samples vary, a setting of the run (and a dimension a search can draw): the zoom is
+    drawn in 1 +- `scale`, the shift up to `shift` of the input each way, the hue, saturation and value gains in
+    1 +- HSV_GAINS times `hsv` (0 leaves colours alone); `mosaic` (detection) tiles four images into MOSAIC_SHARE
+    of the samples."""
+
+    scale: float = 0.25
+    shift: float = 0.1
+    hsv: float = 1.0
+    mosaic: bool = False
+
+
+DEFAULT_AUGMENTATION = Augmentation()
 
 
 class AugmentedImages(torch.utils.data.Dataset, ABC):
@@ -35,11 +50,20 @@ class AugmentedImages(torch.utils.data.Dataset, ABC):
     epoch's samples are the same whether or not the run was interrupted; the trainer sets `epoch`."""
 
     def __init__(
-        self, dataset: Dataset, records: list[ImageRecord], size: tuple[int, int], *, augment: bool, seed: int = 0
+        self,
+        dataset: Dataset,
+        records: list[ImageRecord],
+        size: tuple[int, int],
+        *,
+        augment: bool,
+        seed: int = 0,
+        augmentation: Augmentation = DEFAULT_AUGMENTATION,
     ) -> None:
         self.dataset, self.records = dataset, records
         self.width, self.height = size
         self.augment, self.seed, self.epoch = augment, seed, 0
+        self.augmentation = augmentation
+        self.class_index = {name: i for i, name in enumerate(dataset.classes)}
 
     def __len__(self) -> int:
         return len(self.records)
@@ -70,33 +94,19 @@ class DetectionImages(AugmentedImages):
     and at more places in the frame, which helps small data sets.
     """
 
-    def __init__(
-        self,
-        dataset: Dataset,
-        records: list[ImageRecord],
-        size: tuple[int, int],
-        *,
-        augment: bool,
-        seed: int = 0,
-        mosaic: bool = False,
-    ) -> None:
-        super().__init__(dataset, records, size, augment=augment, seed=seed)
-        self.mosaic = mosaic
-        self.class_index = {name: i for i, name in enumerate(dataset.classes)}
-
     def sample(self, index: int, rng: np.random.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
         if rng is None:
             fitted, boxes, classes = self._letterboxed(index)
         else:
-            if self.mosaic and rng.random() < MOSAIC_SHARE:
+            if self.augmentation.mosaic and rng.random() < MOSAIC_SHARE:
                 fitted, boxes, classes = self._mosaic(index, rng)
             else:
-                fitted, boxes, classes = random_affine(*self._letterboxed(index), rng)
+                fitted, boxes, classes = random_affine(*self._letterboxed(index), rng, self.augmentation)
             if rng.random() < 0.5:
                 fitted = fitted[:, ::-1]
                 boxes = boxes.copy()
                 boxes[:, [0, 2]] = fitted.shape[1] - boxes[:, [2, 0]]
-            fitted = hsv_jitter(fitted, rng)
+            fitted = hsv_jitter(fitted, rng, self.augmentation.hsv)
         return as_input(fitted), self._targets(boxes, classes)
 
     def _letterboxed(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -139,18 +149,18 @@ class DetectionImages(AugmentedImages):
 
 
 def random_affine(
-    image: np.ndarray, boxes: np.ndarray, classes: np.ndarray, rng: np.random.Generator
+    image: np.ndarray, boxes: np.ndarray, classes: np.ndarray, rng: np.random.Generator, augmentation: Augmentation
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Scale about the centre and shift; boxes follow, are clipped, and dropped when mostly cut off."""
     h, w = image.shape[:2]
-    return warp(image, boxes, classes, random_scale_shift(w, h, rng), (w, h))
+    return warp(image, boxes, classes, random_scale_shift(w, h, rng, augmentation), (w, h))
 
 
-def random_scale_shift(width: int, height: int, rng: np.random.Generator) -> np.ndarray:
-    """A 2x3 affine matrix that scales a width x height image about its centre by SCALE_RANGE and shifts it by
-    up to TRANSLATE of its size each way; shared so that a mask can follow its image through the same warp."""
-    scale = rng.uniform(*SCALE_RANGE)
-    shift = rng.uniform(-TRANSLATE, TRANSLATE, 2) * (width, height)
+def random_scale_shift(width: int, height: int, rng: np.random.Generator, augmentation: Augmentation) -> np.ndarray:
+    """A 2x3 affine matrix that scales a width x height image about its centre and shifts it, as strongly as
+    `augmentation` says; shared so that a mask can follow its image through the same warp."""
+    scale = rng.uniform(1 - augmentation.scale, 1 + augmentation.scale)
+    shift = rng.uniform(-augmentation.shift, augmentation.shift, 2) * (width, height)
     return np.array([[scale, 0, (1 - scale) * width / 2 + shift[0]], [0, scale, (1 - scale) * height / 2 + shift[1]]])
 
 
@@ -171,9 +181,12 @@ def warp(
     return warped, clipped[keep], classes[keep]
 
 
-def hsv_jitter(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Random hue, saturation and brightness gains (YOLOv5's ranges), on an RGB uint8 image."""
-    gains = 1 + rng.uniform(-1, 1, 3) * HSV_GAINS
+def hsv_jitter(image: np.ndarray, rng: np.random.Generator, strength: float) -> np.ndarray:
+    """Random hue, saturation and brightness gains (HSV_GAINS times `strength`), on an RGB uint8 image; at strength
+    0 the image as it is (a round trip through HSV would still move some values by one)."""
+    if strength == 0:
+        return image
+    gains = 1 + rng.uniform(-1, 1, 3) * np.multiply(HSV_GAINS, strength)
     hue, sat, val = cv2.split(cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV))
     ramp = np.arange(256, dtype=np.float64)
     hue = cv2.LUT(hue, ((ramp * gains[0]) % 180).astype(np.uint8))

@@ -30,9 +30,15 @@ class TrainSettings:
     batch: int = 16
     img: int | None = None
     lr: float = 0.001
+    optimizer: str = "adamw"  # a forklift.vocabulary.Optimizer word
+    momentum: float = 0.9  # for the optimisers that have one (momentum, rmsprop)
+    weight_decay: float = 5e-4  # on conv and linear weights only
     seed: int = 0
     val_every: int = 1
     mosaic: bool = False
+    aug_scale: float = 0.25  # augmentation strengths (forklift.train.loader.Augmentation): zoom in 1 +- this,
+    aug_shift: float = 0.1  # shift up to this share of the input each way,
+    aug_hsv: float = 1.0  # and HSV gains times this
     amp: bool | None = None  # None: on for CUDA only
     weights: Path | None = None  # two-stage detectors: a torchvision backbone or detector weights file
     anchor_sizes: tuple[int, ...] | None = None  # two-stage detectors: one anchor size per FPN level

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch.optim import Optimizer
+from torch.optim import Optimizer as TorchOptimizer
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
@@ -29,9 +29,11 @@ from forklift.atomic import written_atomically
 from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
-from forklift.train.loader import epoch_loader
+from forklift.train.loader import Augmentation, epoch_loader
+from forklift.train.optimizers import make_optimizer
 from forklift.train.settings import TrainSettings, new_settings, resumed_settings
 from forklift.train.tasks import NetworkSource, TrainingTask, TwoStageOptions, make_task
+from forklift.vocabulary import Optimizer, word
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -56,9 +58,15 @@ def train(
     batch: int | None = None,
     img: int | None = None,
     lr: float | None = None,
+    optimizer: str | None = None,
+    momentum: float | None = None,
+    weight_decay: float | None = None,
     seed: int | None = None,
     val_every: int | None = None,
     mosaic: bool | None = None,
+    aug_scale: float | None = None,
+    aug_shift: float | None = None,
+    aug_hsv: float | None = None,
     amp: bool | None = None,
     weights: Path | None = None,
     anchor_sizes: tuple[int, ...] | None = None,
@@ -68,6 +76,7 @@ def train(
     workers: int = 0,
     time_budget_s: float | None = None,
     lms: Settings | None = None,
+    on_validated: Callable[[int, dict[str, float | None]], None] | None = None,
 ) -> Path:
     """Train from a cfg or architecture (fresh weights) or a model directory (fine-tuning); returns OUT.
 
@@ -80,6 +89,8 @@ def train(
     `amp`: mixed precision (float16 with loss scaling on CUDA, bfloat16 on the CPU); None: on for CUDA only.
     `weights`, `anchor_sizes`, `proposals`: two-stage detectors only (`forklift.train.tasks.two_stage`).
     `lms`: large model support around each epoch's steps, with these settings (`forklift.lms.Options`).
+    `on_validated(epoch, metrics)`: called after each measured epoch is saved (a search reports and prunes there;
+    what it raises ends the run).
     """
     budget_start = time.perf_counter()
     out = Path(out)
@@ -87,26 +98,29 @@ def train(
     checkpoints = out / "checkpoints"
     _check_out(out, checkpoints / "last.pt", resume)
     given = {"data": data, "cfg": cfg, "model": model, "arch": arch, "epochs": epochs, "batch": batch, "img": img,
-             "lr": lr, "seed": seed, "val_every": val_every, "mosaic": mosaic, "amp": amp, "weights": weights,
-             "anchor_sizes": anchor_sizes, "proposals": proposals}  # fmt: skip
+             "lr": lr, "optimizer": optimizer, "momentum": momentum, "weight_decay": weight_decay, "seed": seed,
+             "val_every": val_every, "mosaic": mosaic, "aug_scale": aug_scale, "aug_shift": aug_shift,
+             "aug_hsv": aug_hsv, "amp": amp, "weights": weights, "anchor_sizes": anchor_sizes,
+             "proposals": proposals}  # fmt: skip
     checkpoint = _read_checkpoint(checkpoints / "last.pt", device) if resume else None
     settings = _settings(given, checkpoint, checkpoints / "last.pt")
     if settings.img is not None and settings.img % 32:
         raise ForkliftError(f"--img {settings.img}: must be a multiple of 32 (the networks' largest stride)")
-    if settings.val_every < 1:
-        raise ForkliftError(f"--val-every {settings.val_every}: must be at least 1")
+    _check_numbers(settings)
     assert settings.data is not None  # _settings refuses a run without data
     dataset, train_images, val_images = _data(settings.data)
     source = NetworkSource(cfg=settings.cfg, model=settings.model, arch=settings.arch, img=settings.img)
     two_stage = TwoStageOptions(settings.weights, settings.anchor_sizes, settings.proposals)
-    task = make_task(dataset, source, seed=settings.seed, mosaic=settings.mosaic, two_stage=two_stage)
+    augmentation = Augmentation(settings.aug_scale, settings.aug_shift, settings.aug_hsv, mosaic=settings.mosaic)
+    task = make_task(dataset, source, seed=settings.seed, augmentation=augmentation, two_stage=two_stage)
     net = task.net.to(device)
     precision = _Precision(device, settings.amp)
     epochs, batch = settings.epochs, settings.batch
 
     images = task.images(train_images, augment=True)
     steps_per_epoch = math.ceil(len(images) / batch)
-    optimiser = torch.optim.AdamW(task.parameter_groups(), lr=settings.lr)
+    groups = task.parameter_groups(weight_decay=settings.weight_decay)
+    optimiser = make_optimizer(Optimizer(settings.optimizer), groups, lr=settings.lr, momentum=settings.momentum)
     schedule = LambdaLR(optimiser, _lr_factor(steps_per_epoch, epochs))
     fields = ("epoch", *task.loss_terms, *STEP_FIELDS, *task.metric_names)
     best = _Best()
@@ -147,7 +161,8 @@ def train(
         seconds = time.perf_counter() - started
         row: dict = {"epoch": epoch, **{k: v / max(seen, 1) for k, v in totals.items()}}
         row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
-        if val_images and (epoch % settings.val_every == 0 or epoch == epochs):
+        validated = bool(val_images) and (epoch % settings.val_every == 0 or epoch == epochs)
+        if validated:
             row.update(task.validate(val_images, checkpoints / "val-model"))
             best.consider(epoch, row[task.metric_names[0]], task, checkpoints / "best.pt")
         row["elapsed"] = time.perf_counter() - budget_start
@@ -160,6 +175,8 @@ def train(
         shown = [f"{k} {row[k]:.4f}" for k in (*task.loss_terms, *task.metric_names) if row.get(k) is not None]
         print(f"epoch {epoch}/{epochs}: " + ", ".join(shown), flush=True)
         last_epoch_seconds = time.perf_counter() - started
+        if validated and on_validated is not None:
+            on_validated(epoch, {name: row[name] for name in task.metric_names})
 
     if writer is not None:
         writer.close()
@@ -193,7 +210,7 @@ class _Precision:
     def autocast(self) -> contextlib.AbstractContextManager:
         return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
 
-    def step(self, loss: torch.Tensor, net: torch.nn.Module, optimiser: Optimizer) -> None:
+    def step(self, loss: torch.Tensor, net: torch.nn.Module, optimiser: TorchOptimizer) -> None:
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(optimiser)
         torch.nn.utils.clip_grad_norm_(net.parameters(), CLIP_NORM)
@@ -240,6 +257,25 @@ def _data(path: Path) -> tuple[Dataset, list[ImageRecord], list[ImageRecord]]:
     if not train_images:
         raise ForkliftError(f"{path}: no usable train images (see 'forklift data check {path}')")
     return dataset, train_images, [image for image in usable if image.split == "val"]
+
+
+def _check_numbers(settings: TrainSettings) -> None:
+    """One line for a setting of the optimiser, schedule or augmentation that cannot work."""
+    word(Optimizer, settings.optimizer, where="--optimizer")
+    if settings.val_every < 1:
+        raise ForkliftError(f"--val-every {settings.val_every}: must be at least 1")
+    if not settings.lr > 0:
+        raise ForkliftError(f"--lr {settings.lr}: must be above 0")
+    if not 0 <= settings.momentum < 1:
+        raise ForkliftError(f"--momentum {settings.momentum}: must be from 0 up to (not including) 1")
+    if not settings.weight_decay >= 0:
+        raise ForkliftError(f"--weight-decay {settings.weight_decay}: must be 0 or more")
+    if not 0 <= settings.aug_scale < 1:
+        raise ForkliftError(f"--aug-scale {settings.aug_scale}: must be from 0 up to (not including) 1")
+    if not 0 <= settings.aug_shift <= 0.5:
+        raise ForkliftError(f"--aug-shift {settings.aug_shift}: must be from 0 to 0.5 (of the input each way)")
+    if not settings.aug_hsv >= 0:
+        raise ForkliftError(f"--aug-hsv {settings.aug_hsv}: must be 0 or more")
 
 
 def _check_device(device: str) -> None:
@@ -291,7 +327,7 @@ class _Run:
 
     settings: TrainSettings
     task: TrainingTask
-    optimiser: Optimizer
+    optimiser: TorchOptimizer
     schedule: LambdaLR
     precision: _Precision
     best: _Best

@@ -8,6 +8,7 @@ from __future__ import annotations
 from forklift.data.dataset import Dataset
 from forklift.errors import ForkliftError
 from forklift.nets.two_stage import ARCHITECTURES
+from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation
 from forklift.train.tasks.base import NetworkSource, TrainingTask
 from forklift.train.tasks.classify import ClassificationTask
 from forklift.train.tasks.detect import DetectionTask
@@ -23,13 +24,13 @@ def make_task(
     source: NetworkSource,
     *,
     seed: int,
-    mosaic: bool = False,
+    augmentation: Augmentation = DEFAULT_AUGMENTATION,
     two_stage: TwoStageOptions = NO_OPTIONS,
 ) -> TrainingTask:
     """The task for the data set's kind, with its network built (and initialised) from `source`: on a detect set
     a two-stage detector when `source` names one, else a Darknet YOLO. The `two_stage` options are refused for the
     others."""
-    if mosaic and dataset.task != Task.DETECT:
+    if augmentation.mosaic and dataset.task != Task.DETECT:
         raise ForkliftError("--mosaic: only for detection data sets")
     wanted = dataset.task == Task.DETECT and is_two_stage(source)
     given = two_stage.given()
@@ -39,16 +40,16 @@ def make_task(
             f"(--arch {' | '.join(ARCHITECTURES)})"
         )
     if wanted:
-        return TwoStageTask(dataset, source, seed=seed, mosaic=mosaic, options=two_stage)
+        return TwoStageTask(dataset, source, seed=seed, augmentation=augmentation, options=two_stage)
     if dataset.task == Task.DETECT:
         if source.arch is not None:
             raise ForkliftError(
                 f"--arch {source.arch}: not a detector architecture; known: {', '.join(ARCHITECTURES)} "
                 f"(or give --cfg or --model for a Darknet YOLO)"
             )
-        return DetectionTask(dataset, source, seed=seed, mosaic=mosaic)
+        return DetectionTask(dataset, source, seed=seed, augmentation=augmentation)
     if dataset.task == Task.CLASSIFY:
-        return ClassificationTask(dataset, source, seed=seed)
+        return ClassificationTask(dataset, source, seed=seed, augmentation=augmentation)
     if dataset.task == Task.SEGMENT:
-        return SegmentationTask(dataset, source, seed=seed)
+        return SegmentationTask(dataset, source, seed=seed, augmentation=augmentation)
     raise ForkliftError(f"{dataset.root}: training for {dataset.task} data sets is not available")

@@ -25,10 +25,8 @@ from forklift.model_files.labels import write_labels
 from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import DarknetNet, build_darknet, save_weights
-from forklift.train.loader import AugmentedImages
+from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, AugmentedImages
 from forklift.vocabulary import Runtime
-
-WEIGHT_DECAY = 5e-4
 
 
 @dataclass(frozen=True)
@@ -51,8 +49,8 @@ class TrainingTask(ABC):
     name: str  # the stem of the model files
     net: nn.Module
 
-    def __init__(self, dataset: Dataset, *, seed: int) -> None:
-        self.dataset, self.seed = dataset, seed
+    def __init__(self, dataset: Dataset, *, seed: int, augmentation: Augmentation = DEFAULT_AUGMENTATION) -> None:
+        self.dataset, self.seed, self.augmentation = dataset, seed, augmentation
 
     @property
     def classes(self) -> list[str]:
@@ -76,7 +74,7 @@ class TrainingTask(ABC):
         """OUT as a model directory `forklift predict` and `serve` use; the ONNX export only when asked, since
         validation during training reads the files with the torch runtime."""
 
-    def parameter_groups(self) -> list[dict]:
+    def parameter_groups(self, *, weight_decay: float) -> list[dict]:
         """Weight decay on the weights of convolutions and linear layers only, not on biases or norm parameters."""
         decay: list[nn.Parameter] = []
         other: list[nn.Parameter] = []
@@ -84,7 +82,7 @@ class TrainingTask(ABC):
             for name, parameter in module.named_parameters(recurse=False):
                 wanted = name == "weight" and isinstance(module, nn.Conv2d | nn.Linear)
                 (decay if wanted else other).append(parameter)
-        return [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": other, "weight_decay": 0.0}]
+        return [{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}]
 
     def metrics(self, measured: Any) -> dict[str, float | None]:
         """`metric_names` out of what `forklift.evaluation.evaluate` measured."""

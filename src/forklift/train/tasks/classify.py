@@ -20,7 +20,14 @@ from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.model_files.model_config import ModelConfig
 from forklift.nets.darknet import DarknetNet
 from forklift.nets.fresh_weights import initialise
-from forklift.train.loader import AugmentedImages, as_input, hsv_jitter, random_affine
+from forklift.train.loader import (
+    DEFAULT_AUGMENTATION,
+    Augmentation,
+    AugmentedImages,
+    as_input,
+    hsv_jitter,
+    random_affine,
+)
 from forklift.train.tasks.base import DarknetTask, NetworkSource, copy_matching_weights, darknet_source
 from forklift.vision.resize import fit
 from forklift.vocabulary import ResizeMode, Task
@@ -32,19 +39,14 @@ class ClassificationImages(AugmentedImages):
     """(image [3, H, W] float in [0, 1], class index) for each record; augmented like detection (scale, shift,
     flip, HSV) when asked."""
 
-    def __init__(
-        self, dataset: Dataset, records: list[ImageRecord], size: tuple[int, int], *, augment: bool, seed: int
-    ) -> None:
-        super().__init__(dataset, records, size, augment=augment, seed=seed)
-        self.class_index = {name: i for i, name in enumerate(dataset.classes)}
-
     def sample(self, index: int, rng: np.random.Generator | None) -> tuple[torch.Tensor, int]:
         fitted, _ = fit(self.decoded(index), self.width, self.height, RESIZE)
         if rng is not None:
-            fitted, _, _ = random_affine(fitted, np.zeros((0, 4)), np.zeros(0, dtype=np.int64), rng)
+            nothing = np.zeros((0, 4)), np.zeros(0, dtype=np.int64)
+            fitted, _, _ = random_affine(fitted, *nothing, rng, self.augmentation)
             if rng.random() < 0.5:
                 fitted = fitted[:, ::-1]
-            fitted = hsv_jitter(fitted, rng)
+            fitted = hsv_jitter(fitted, rng, self.augmentation.hsv)
         label = self.records[index].label
         if label is None:
             raise ForkliftError(f"{self.records[index].file}: has no label to train a classifier on")
@@ -56,8 +58,10 @@ class ClassificationTask(DarknetTask):
     loss_terms = ("loss",)
     metric_names = ("top1", "top5")
 
-    def __init__(self, dataset: Dataset, source: NetworkSource, *, seed: int) -> None:
-        super().__init__(dataset, seed=seed)
+    def __init__(
+        self, dataset: Dataset, source: NetworkSource, *, seed: int, augmentation: Augmentation = DEFAULT_AUGMENTATION
+    ) -> None:
+        super().__init__(dataset, seed=seed, augmentation=augmentation)
         self.name, self.cfg_text, start, start_labels = darknet_source(
             source, dataset.classes, set_classifier_classes, detector=False
         )
@@ -72,7 +76,9 @@ class ClassificationTask(DarknetTask):
 
     def images(self, records: list[ImageRecord], augment: bool) -> ClassificationImages:
         size = (self.net.input_width, self.net.input_height)
-        return ClassificationImages(self.dataset, records, size, augment=augment, seed=self.seed)
+        return ClassificationImages(
+            self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation
+        )
 
     def collate(self, batch: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.stack([image for image, _ in batch]), torch.tensor([label for _, label in batch])

@@ -17,7 +17,7 @@ from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.model_files.model_config import ModelConfig
 from forklift.nets.darknet import DarknetNet
 from forklift.nets.fresh_weights import initialise
-from forklift.train.loader import DetectionImages, collate
+from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, DetectionImages, collate
 from forklift.train.loss import yolo_heads, yolo_loss
 from forklift.train.tasks.base import DarknetTask, NetworkSource, copy_matching_weights, darknet_source
 from forklift.vocabulary import ResizeMode, Task
@@ -30,9 +30,10 @@ class DetectionTask(DarknetTask):
     loss_terms = ("loss", "box", "obj", "cls")
     metric_names = ("map50", "map")
 
-    def __init__(self, dataset: Dataset, source: NetworkSource, *, seed: int, mosaic: bool = False) -> None:
-        super().__init__(dataset, seed=seed)
-        self.mosaic = mosaic
+    def __init__(
+        self, dataset: Dataset, source: NetworkSource, *, seed: int, augmentation: Augmentation = DEFAULT_AUGMENTATION
+    ) -> None:
+        super().__init__(dataset, seed=seed, augmentation=augmentation)
         self.name, self.cfg_text, start, start_labels = darknet_source(
             source, dataset.classes, set_classes, detector=True
         )
@@ -44,7 +45,9 @@ class DetectionTask(DarknetTask):
 
     def images(self, records: list[ImageRecord], augment: bool) -> DetectionImages:
         size = (self.net.input_width, self.net.input_height)
-        return DetectionImages(self.dataset, records, size, augment=augment, seed=self.seed, mosaic=self.mosaic)
+        return DetectionImages(
+            self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation
+        )
 
     def collate(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
         return collate(batch)

@@ -26,7 +26,13 @@ from forklift.errors import ForkliftError
 from forklift.evaluation.segmentation import confusion_matrix, metrics_from_confusion
 from forklift.runtime.segment import to_original
 from forklift.runtime.segment_export import IMAGENET_MEAN, IMAGENET_SCALE, write_segment_model_dir
-from forklift.train.loader import AugmentedImages, hsv_jitter, random_scale_shift
+from forklift.train.loader import (
+    DEFAULT_AUGMENTATION,
+    Augmentation,
+    AugmentedImages,
+    hsv_jitter,
+    random_scale_shift,
+)
 from forklift.train.tasks.base import NetworkSource, TrainingTask
 from forklift.vision.masks import IGNORE
 from forklift.vision.resize import LETTERBOX_FILL, Placement, stretch
@@ -63,12 +69,12 @@ class SegmentationImages(AugmentedImages):
         fitted, _ = stretch(self.decoded(index), self.width, self.height)
         labels = cv2.resize(load_mask(self.dataset, self.records[index]), size, interpolation=cv2.INTER_NEAREST_EXACT)
         if rng is not None:
-            matrix = random_scale_shift(self.width, self.height, rng)
+            matrix = random_scale_shift(self.width, self.height, rng, self.augmentation)
             fitted = cv2.warpAffine(fitted, matrix, size, borderValue=(LETTERBOX_FILL,) * 3)
             labels = cv2.warpAffine(labels, matrix, size, flags=cv2.INTER_NEAREST, borderValue=IGNORE)
             if rng.random() < 0.5:
                 fitted, labels = fitted[:, ::-1], labels[:, ::-1]
-            fitted = hsv_jitter(fitted, rng)
+            fitted = hsv_jitter(fitted, rng, self.augmentation.hsv)
         return normalise(fitted), torch.from_numpy(np.ascontiguousarray(labels)).long()
 
 
@@ -77,8 +83,10 @@ class SegmentationTask(TrainingTask):
     loss_terms = ("loss",)
     metric_names = ("miou", "pixel_accuracy")
 
-    def __init__(self, dataset: Dataset, source: NetworkSource, *, seed: int) -> None:
-        super().__init__(dataset, seed=seed)
+    def __init__(
+        self, dataset: Dataset, source: NetworkSource, *, seed: int, augmentation: Augmentation = DEFAULT_AUGMENTATION
+    ) -> None:
+        super().__init__(dataset, seed=seed, augmentation=augmentation)
         if source.cfg is not None or source.model is not None:
             given = f"--cfg {source.cfg}" if source.cfg is not None else f"--model {source.model}"
             raise ForkliftError(
@@ -98,7 +106,10 @@ class SegmentationTask(TrainingTask):
             )
 
     def images(self, records: list[ImageRecord], augment: bool) -> SegmentationImages:
-        return SegmentationImages(self.dataset, records, (self.size, self.size), augment=augment, seed=self.seed)
+        size = (self.size, self.size)
+        return SegmentationImages(
+            self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation
+        )
 
     def collate(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.stack([image for image, _ in batch]), torch.stack([labels for _, labels in batch])

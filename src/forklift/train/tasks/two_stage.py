@@ -23,7 +23,7 @@ from forklift.evaluation.detection import detection_metrics
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.two_stage import ARCHITECTURES, TwoStageSettings, build_two_stage, load_two_stage
 from forklift.runtime.two_stage_export import write_two_stage_model_dir
-from forklift.train.loader import DetectionImages, as_input
+from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, DetectionImages, as_input
 from forklift.train.tasks.base import NetworkSource, TrainingTask, copy_matching_weights
 from forklift.vision.resize import letterbox
 from forklift.vision.results import Detection
@@ -81,12 +81,11 @@ class TwoStageTask(TrainingTask):
         source: NetworkSource,
         *,
         seed: int,
-        mosaic: bool = False,
+        augmentation: Augmentation = DEFAULT_AUGMENTATION,
         options: TwoStageOptions = NO_OPTIONS,
     ) -> None:
-        super().__init__(dataset, seed=seed)
+        super().__init__(dataset, seed=seed, augmentation=augmentation)
         weights, anchor_sizes, proposals = options.weights, options.anchor_sizes, options.proposals
-        self.mosaic = mosaic
         if source.cfg is not None:
             raise ForkliftError(f"--cfg {source.cfg}: a two-stage --arch is built by torchvision, not from a cfg")
         if source.model is not None and weights is not None:
@@ -115,7 +114,9 @@ class TwoStageTask(TrainingTask):
 
     def images(self, records: list[ImageRecord], augment: bool) -> DetectionImages:
         size = (self.size, self.size)
-        return DetectionImages(self.dataset, records, size, augment=augment, seed=self.seed, mosaic=self.mosaic)
+        return DetectionImages(
+            self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation
+        )
 
     def collate(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, Targets]:
         """Stacked images, and per image torchvision's target: boxes x1, y1, x2, y2 in input pixels (shape [0, 4]
