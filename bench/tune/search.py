@@ -1,0 +1,151 @@
+"""TPE with median pruning against random search without pruning, under the same wall-clock budget per search.
+
+Each search tunes the slim yolov3-tiny of bench/train on generated shapes (lr on a log scale, optimiser,
+momentum, batch, weight decay; a fixed number of epochs per trial) with `forklift tune`'s own machinery for
+`--minutes` of wall-clock time, once per seed and per strategy, one after the other on the same machine. From each
+study it reads when every trial ended and computes: the best val mAP@.5 reached, the best-so-far over time, the
+time TPE + pruning needed to reach random search's final best of the same seed, and the share of the epochs
+that unpruned trials would have run which pruning saved. Writes bench/results/tune/search.json and prints a table.
+
+    .venv/bin/python bench/tune/search.py [--minutes 5] [--seeds 3] [--n 300] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from forklift.data.synth import CLASSES, synth_shapes
+from forklift.shared_data import shared_data_path
+from forklift.train.small_cfg import slim_cfg
+from forklift.tune.search import Plan, tune
+from forklift.tune.space import search_space
+from forklift.tune.trial import Search
+from forklift.vocabulary import Task
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "tune"
+SIZE = 160
+EPOCHS = 6
+SPACE = [
+    "lr=3e-4..3e-2:log",
+    "optimizer=adamw,momentum,rmsprop",
+    "momentum=0.8..0.98",
+    "batch=8,16,32",
+    "weight_decay=1e-5..1e-2:log",
+]
+STRATEGIES = {"tpe+median": ("tpe", "median"), "random": ("random", "none")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=5.0, help="wall-clock budget of each search")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--n", type=int, default=300, help="images generated (80%% train, 10%% val)")
+    parser.add_argument("--work", type=Path, default=None, help="folder for the data and the studies")
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="forklift-tune-bench-"))
+    data = work / "shapes"
+    if not (data / "dataset.json").is_file():
+        synth_shapes(data, args.n, SIZE, seed=0)
+    cfg = work / "yolov3-tiny-slim.cfg"
+    cfg.write_text(slim_cfg(shared_data_path("darknet/yolov3-tiny.cfg"), len(CLASSES), SIZE)[0], encoding="utf-8")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in STRATEGIES}
+    for seed in range(args.seeds):
+        for name, (sampler, pruner) in STRATEGIES.items():
+            out = work / f"{name}-seed{seed}"
+            print(f"{name}, seed {seed}: {args.minutes:g} min", flush=True)
+            runs[name].append(_search(data, cfg, out, sampler, pruner, seed=seed, minutes=args.minutes))
+    comparison = [_compare(tpe, rnd) for tpe, rnd in zip(runs["tpe+median"], runs["random"], strict=True)]
+    summary = {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "data": {"n": args.n, "size": SIZE, "seed": 0},
+        "epochs_per_trial": EPOCHS,
+        "space": SPACE,
+        "budget_minutes": args.minutes,
+        "runs": runs,
+        "comparison": comparison,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "search.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    _print(runs, comparison, args.minutes)
+
+
+def _search(data: Path, cfg: Path, out: Path, sampler: str, pruner: str, *, seed: int, minutes: float) -> dict:
+    """One search of `minutes`; its trials' ends (seconds since the start), values and epochs run."""
+    started = time.time()
+    search = Search(
+        data=data,
+        out=out,
+        metric="map50",
+        dimensions=tuple(search_space(SPACE, Task.DETECT)),
+        source={"cfg": cfg},
+        fixed={"epochs": EPOCHS, "seed": seed},
+        deadline=started + minutes * 60,
+    )
+    plan = Plan(study=out.name, storage=None, sampler=sampler, pruner=pruner, trials=1000, seed=seed)
+    study = tune(search, plan)
+    trials = []
+    for trial in study.get_trials(deepcopy=False):
+        if trial.datetime_complete is None or trial.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+            continue
+        trials.append(
+            {
+                "number": trial.number,
+                "state": trial.state.name.lower(),
+                "value": trial.value,
+                "ended_s": round(trial.datetime_complete.timestamp() - started, 1),
+                "epochs": trial.user_attrs.get("epochs", EPOCHS),
+                "params": trial.params,
+            }
+        )
+    values = [t["value"] for t in trials if t["value"] is not None]
+    return {"seed": seed, "trials": trials, "best": max(values, default=0.0)}
+
+
+def _compare(tpe: dict, rnd: dict) -> dict:
+    """When TPE + pruning first reached random search's final best (same seed), and the epochs pruning saved."""
+    target = rnd["best"]
+    reached = [t["ended_s"] for t in tpe["trials"] if t["value"] is not None and t["value"] >= target]
+    random_time = min((t["ended_s"] for t in rnd["trials"] if t["value"] == target), default=None)
+    ran = sum(t["epochs"] for t in tpe["trials"])
+    unpruned = EPOCHS * len(tpe["trials"])
+    return {
+        "seed": tpe["seed"],
+        "target": target,
+        "tpe_reached_s": min(reached) if reached else None,
+        "random_reached_s": random_time,
+        "epochs_saved_share": round(1 - ran / unpruned, 3) if unpruned else 0.0,
+        "tpe_trials": len(tpe["trials"]),
+        "random_trials": len(rnd["trials"]),
+    }
+
+
+def _print(runs: dict[str, list[dict]], comparison: list[dict], minutes: float) -> None:
+    print(f"\nbest val mAP@.5 after {minutes:g} min per search:")
+    for name, seeds in runs.items():
+        bests = [r["best"] for r in seeds]
+        print(f"  {name:<11} " + "  ".join(f"{b:.3f}" for b in bests) + f"   mean {statistics.mean(bests):.3f}")
+    print("seed  target  random reached it  tpe+median reached it  ratio  epochs saved  trials tpe/random")
+    for row in comparison:
+        tpe, rnd = row["tpe_reached_s"], row["random_reached_s"]
+        ratio = f"{tpe / rnd:.2f}" if tpe is not None and rnd else "n/a"
+        shown = "never" if tpe is None else f"{tpe:.0f} s"
+        print(
+            f"{row['seed']:>4}  {row['target']:.3f}  {rnd or 0:>15.0f} s  {shown:>21}  {ratio:>5}  "
+            f"{row['epochs_saved_share']:>12.0%}  {row['tpe_trials']:>6}/{row['random_trials']}"
+        )
+
+
+if __name__ == "__main__":
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    main()

@@ -1,0 +1,107 @@
+"""What a search leaves for a person: OUT/trials.csv, a printed table of the best trials, and Optuna's plots as
+PNG (optimisation history, parallel coordinates, parameter importance, intermediate values)."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+SHOWN = 10  # rows of the printed table
+PLOTS: dict[str, str] = {  # file -> Optuna's matplotlib function
+    "history.png": "plot_optimization_history",
+    "parallel-coordinates.png": "plot_parallel_coordinate",
+    "importance.png": "plot_param_importances",
+    "intermediate.png": "plot_intermediate_values",
+}
+
+
+def describe_trial(trial: FrozenTrial, best: FrozenTrial | None) -> str:
+    """One line for a trial that ended: its state, value or reason, settings and time."""
+    settings = " ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
+    seconds = trial.duration.total_seconds() if trial.duration is not None else 0.0
+    if trial.state == TrialState.COMPLETE and trial.value is not None:
+        lead = f"{trial.value:.4f}"
+        if best is not None and best.number == trial.number:
+            lead += " (best so far)"
+    elif trial.state == TrialState.PRUNED:
+        lead = f"pruned after epoch {trial.last_step}"
+    else:
+        lead = f"failed: {trial.user_attrs.get('error', 'stopped or crashed; its log says more')}"
+    return f"trial {trial.number:>3} {lead}  {settings}  {seconds:.0f} s"
+
+
+def write_report(study: optuna.Study, out: Path, metric: str) -> list[Path]:
+    """trials.csv, the printed table and the plots; the paths written."""
+    trials = study.get_trials(deepcopy=False)
+    names = sorted({name for trial in trials for name in trial.params})
+    header = ["trial", "state", metric, *names, "epochs", "seconds", "host"]
+    rows = [
+        [
+            t.number,
+            t.state.name.lower(),
+            "" if t.value is None else f"{t.value:.6g}",
+            *[_short(t.params[n]) if n in t.params else "" for n in names],
+            t.user_attrs.get("epochs", ""),
+            f"{t.duration.total_seconds():.1f}" if t.duration is not None else "",
+            t.user_attrs.get("host", ""),
+        ]
+        for t in trials
+    ]
+    table = out / "trials.csv"
+    with table.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    _print_table(header, rows, metric)
+    return [table, *_plots(study, out)]
+
+
+def _print_table(header: list[str], rows: list[list[Any]], metric: str) -> None:
+    complete = [r for r in rows if r[1] == "complete"]
+    states = {state: sum(1 for r in rows if r[1] == state) for state in ("complete", "pruned", "fail", "running")}
+    print(", ".join(f"{n} {state}" for state, n in states.items() if n), flush=True)
+    if not complete:
+        return
+    shown = sorted(complete, key=lambda r: -float(r[2]))[:SHOWN]
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in shown)) for i, h in enumerate(header)]
+    print(f"best trials by {metric}:")
+    for row in [header, *shown]:
+        print("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def _plots(study: optuna.Study, out: Path) -> list[Path]:
+    """Optuna's plots as PNG; a plot that needs more trials than there are is left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as plots
+
+    written = []
+    for name, function in PLOTS.items():
+        draw: Callable[..., Any] = getattr(plots, function)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
+            try:
+                axes = draw(study)
+            except (ValueError, RuntimeError, ZeroDivisionError):  # too few trials or parameters to draw it
+                plt.close("all")
+                continue
+        figure = axes.figure if hasattr(axes, "figure") else axes.ravel()[0].figure  # one Axes, or an array
+        figure.set_size_inches(9, 5.5)
+        figure.tight_layout()
+        path = out / name
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

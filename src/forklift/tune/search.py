@@ -1,0 +1,265 @@
+"""`forklift tune`: an Optuna study whose trials are training runs, in K worker processes, watched from here.
+
+Each worker is a spawned process pinned to its own CPU set of this machine's placement plan (or given its own
+GPU) that takes trials from the shared study until the study holds `trials` finished ones (complete or pruned)
+or the time is up. This process starts them, prints each trial as it ends with a progress bar over the trials,
+and at the end writes the report and keeps the best trial's model directory as OUT/best. Ctrl-C stops the
+workers (their running trials are marked failed) and the same command resumes the study.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+import optuna
+from optuna.storages import BaseStorage
+from optuna.trial import FrozenTrial, TrialState
+from tqdm import tqdm
+
+from forklift.errors import ForkliftError
+from forklift.tune import PRUNERS, SAMPLERS
+from forklift.tune.report import describe_trial, write_report
+from forklift.tune.storage import fail_dead_trials, open_storage
+from forklift.tune.trial import Search, run_trial
+
+MEDIAN_STARTUP_TRIALS = 2  # complete trials before the median pruner judges others (small searches prune too)
+POLL_S = 1.0
+STOP_GRACE_S = 60.0
+MAX_RESTARTS = 3  # workers that die (not trials that fail) before the search gives up
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the study is searched: its storage and name, the sampler and pruner, and the workers."""
+
+    study: str
+    storage: str | None  # None: the journal file in OUT
+    sampler: str = "tpe"
+    pruner: str = "median"
+    trials: int = 20
+    parallel: int = 1
+    seed: int = 0
+    device: str = "cpu"
+
+
+def tune(search: Search, plan: Plan, *, keep_all: bool = False) -> optuna.Study:
+    """Run (or resume) the search to `plan.trials` finished trials; returns the study."""
+    if plan.sampler == "grid" and not all(d.is_grid for d in search.dimensions):
+        raise ForkliftError("--sampler grid: every --space must be a list of values (A,B,C), not a range")
+    storage = open_storage(plan.storage, search.out, parallel=plan.parallel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(study_name=plan.study, storage=storage, direction="maximize", load_if_exists=True)
+    _check_same_search(study, search)
+    for number in fail_dead_trials(storage, plan.study):
+        print(f"trial {number}: its process is gone; marked failed", flush=True)
+    done = _finished(study)
+    if done < plan.trials:
+        _run_workers(search, plan, study, storage, done)
+    write_report(study, search.out, search.metric)
+    _keep_best(study, search.out, keep_all=keep_all)
+    return study
+
+
+def _check_same_search(study: optuna.Study, search: Search) -> None:
+    """A study remembers what it measures; resuming it with another metric or data set is refused."""
+    recorded = {"metric": search.metric, "data": str(search.data.resolve())}
+    for key, value in recorded.items():
+        if key not in study.user_attrs:
+            study.set_user_attr(key, value)
+        elif study.user_attrs[key] != value:
+            raise ForkliftError(
+                f"study {study.study_name!r} measures {key} {study.user_attrs[key]}, not {value}; "
+                "give another --study (or OUT) for a new search"
+            )
+
+
+def _finished(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=FINISHED))
+
+
+def _run_workers(search: Search, plan: Plan, study: optuna.Study, storage: BaseStorage, done: int) -> None:
+    """Start the workers and follow the study until they end; a worker that dies (killed, out of memory) has its
+    trial marked failed and another takes its place; Ctrl-C stops them all and is raised again."""
+    places = worker_places(plan.parallel, plan.device)
+    remaining = plan.trials - done
+    shares = [remaining // len(places) + (i < remaining % len(places)) for i in range(len(places))]
+    context = multiprocessing.get_context("spawn")  # no forked torch state; also how other hosts join
+
+    def start(index: int, share: int) -> BaseProcess:
+        cpus, device = places[index]
+        seed = plan.seed + 1000 * index + len(study.get_trials(deepcopy=False))
+        worker = context.Process(target=work, args=(search, plan, cpus, device, share, seed), daemon=True)
+        worker.start()
+        return worker
+
+    workers = {index: start(index, share) for index, share in enumerate(shares) if share > 0}
+    restarts = 0
+    shown: set[int] = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+    bar = tqdm(total=plan.trials, initial=done, desc=f"study {plan.study}", unit="trial", disable=None)
+    try:
+        while any(worker.is_alive() for worker in workers.values()):
+            time.sleep(POLL_S)
+            for index, worker in list(workers.items()):
+                if worker.is_alive() or not worker.exitcode or _finished(study) >= plan.trials:
+                    continue
+                for number in fail_dead_trials(storage, plan.study):
+                    bar.write(f"trial {number}: its worker died (exit {worker.exitcode}); marked failed")
+                restarts += 1
+                if restarts > MAX_RESTARTS:
+                    raise ForkliftError(f"tuning workers died {restarts} times (last exit {worker.exitcode})")
+                workers[index] = start(index, plan.trials - _finished(study))
+            shown |= _show_ended(study, shown, bar)
+        shown |= _show_ended(study, shown, bar)
+    except KeyboardInterrupt:
+        bar.close()
+        _stop(list(workers.values()))
+        print(f"stopped: {_finished(study)} of {plan.trials} trials finished; the same command continues", flush=True)
+        raise
+    bar.close()
+
+
+def _show_ended(study: optuna.Study, shown: set[int], bar: tqdm) -> set[int]:
+    """Print the trials that ended since the last look; their numbers."""
+    trials = study.get_trials(deepcopy=False)
+    ended = [t for t in trials if t.state.is_finished() and t.number not in shown]
+    best = _best(trials)
+    for trial in sorted(ended, key=lambda t: t.number):
+        bar.write(describe_trial(trial, best))
+    bar.n = sum(1 for t in trials if t.state in FINISHED)
+    if best is not None and best.value is not None:
+        bar.set_postfix(best=f"{best.value:.4f} (trial {best.number})", refresh=False)
+    bar.refresh()
+    return {t.number for t in ended}
+
+
+def _best(trials: list[FrozenTrial]) -> FrozenTrial | None:
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
+    return max(complete, key=lambda t: (t.value, -t.number)) if complete else None
+
+
+def _stop(workers: Sequence[BaseProcess]) -> None:
+    """Interrupt the workers (a terminal's Ctrl-C reaches them already; a signal to this process alone does not),
+    give them time to mark their trials failed, then end what is left."""
+    time.sleep(1.0)
+    for worker in workers:
+        if worker.is_alive() and worker.pid is not None:
+            os.kill(worker.pid, signal.SIGINT)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.terminate()
+
+
+def worker_places(parallel: int, device: str) -> list[tuple[tuple[int, ...] | None, str]]:
+    """Each worker's CPU set (None: all, for one worker) and device: GPUs in turn, or this host's placement plan."""
+    if device.startswith("cuda") and ":" not in device:
+        import torch
+
+        count = max(1, torch.cuda.device_count())
+        return [(None, f"cuda:{index % count}") for index in range(parallel)]
+    if parallel == 1:
+        return [(None, device)]
+    from forklift.system.placement import make_plan
+    from forklift.system.topology import current
+
+    return [(instance.cpus, device) for instance in make_plan(current(), instances=parallel).instances]
+
+
+def work(search: Search, plan: Plan, cpus: tuple[int, ...] | None, device: str, share: int, seed: int) -> None:
+    """A worker process: take trials from the study until `share` are done here or the study is complete."""
+    import torch
+
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
+        torch.set_num_threads(len(cpus))
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = open_storage(plan.storage, search.out, parallel=plan.parallel)
+    study = optuna.load_study(
+        study_name=plan.study,
+        storage=storage,
+        sampler=make_sampler(plan.sampler, search, seed=seed),
+        pruner=make_pruner(plan.pruner, search),
+    )
+    timeout = None if search.deadline is None else max(0.0, search.deadline - time.time())
+    enough = optuna.study.MaxTrialsCallback(plan.trials, states=FINISHED)
+    with contextlib.suppress(KeyboardInterrupt):  # the trial is marked failed; the parent reports the stop
+        study.optimize(
+            partial(run_trial, search, device),
+            n_trials=share,
+            timeout=timeout,
+            callbacks=[enough],
+            catch=(ForkliftError,),
+            gc_after_trial=True,
+        )
+
+
+def make_sampler(name: str, search: Search, *, seed: int) -> optuna.samplers.BaseSampler:
+    """Optuna's sampler for `--sampler name`."""
+    samplers = optuna.samplers
+    if name == "tpe":
+        return samplers.TPESampler(seed=seed)
+    if name == "random":
+        return samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return samplers.GridSampler({d.name: list(d.choices or ()) for d in search.dimensions}, seed=seed)
+    if name == "cmaes":
+        return samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    if name == "gp":
+        return samplers.GPSampler(seed=seed)
+    raise ForkliftError(f"--sampler {name}: one of {', '.join(SAMPLERS)}")
+
+
+def make_pruner(name: str, search: Search) -> optuna.pruners.BasePruner:
+    """Optuna's pruner for `--pruner name`; Hyperband's resource is the epoch."""
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=MEDIAN_STARTUP_TRIALS, n_warmup_steps=0)
+    if name == "hyperband":
+        epochs = int(search.fixed.get("epochs") or 30)
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs)
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    raise ForkliftError(f"--pruner {name}: one of {', '.join(PRUNERS)}")
+
+
+def _keep_best(study: optuna.Study, out: Path, *, keep_all: bool) -> None:
+    """OUT/best becomes a copy of the best trial's model directory (without its checkpoints); the finished
+    trials' other folders on this host are removed unless `keep_all`."""
+    trials = study.get_trials(deepcopy=False)
+    best = _best(trials)
+    if best is not None:
+        folder = Path(best.user_attrs.get("folder", ""))
+        if folder.is_dir():
+            staged = out / ".best-partial"
+            shutil.rmtree(staged, ignore_errors=True)
+            shutil.copytree(folder, staged, ignore=shutil.ignore_patterns("checkpoints"))
+            (staged / "trial.json").write_text(
+                json.dumps({"trial": best.number, "value": best.value, "params": best.params}, indent=2) + "\n",
+                encoding="utf-8",
+            )
+            shutil.rmtree(out / "best", ignore_errors=True)
+            staged.rename(out / "best")
+        else:
+            print(f"the best trial ({best.number}) ran elsewhere: {best.user_attrs.get('host')}:{folder}", flush=True)
+    if keep_all:
+        return
+    for trial in trials:
+        folder = Path(trial.user_attrs.get("folder", ""))
+        if trial.state.is_finished() and (best is None or trial.number != best.number) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)

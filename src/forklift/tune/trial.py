@@ -1,0 +1,98 @@
+"""One trial of a search: a `forklift train` run with the settings Optuna drew, its value and its folder.
+
+The trial reports the metric each time the trainer validates, so that the pruner can stop it early; its value is
+the metric of the model directory it wrote (the best validated epoch, evaluated as `forklift eval` does). Its
+training output goes to OUT/logs/trial-NNNN.log, so that parallel trials do not mix their lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from forklift.errors import ForkliftError
+from forklift.train.trainer import train
+from forklift.tune.space import Dimension, draw_settings
+from forklift.tune.storage import mark_owner
+
+
+@dataclass(frozen=True)
+class Search:
+    """What every worker of a search needs; plain values only, since workers are spawned processes."""
+
+    data: Path
+    out: Path
+    metric: str
+    dimensions: tuple[Dimension, ...]
+    source: dict[str, Any] = field(default_factory=dict)  # cfg, model or arch, as `train` takes them
+    fixed: dict[str, Any] = field(default_factory=dict)  # settings every trial shares (epochs, img, seed...)
+    deadline: float | None = None  # time.time() after which no trial starts and a running one stops
+
+    def folder(self, number: int) -> Path:
+        return self.out / "trials" / f"{number:04d}"
+
+    def log(self, number: int) -> Path:
+        return self.out / "logs" / f"trial-{number:04d}.log"
+
+
+def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
+    """Train with the trial's settings; the model directory's metric on val."""
+    mark_owner(trial)
+    trial.set_user_attr("cpus", sorted(os.sched_getaffinity(0)))
+    settings = {**search.fixed, **draw_settings(list(search.dimensions), trial)}
+    folder, log = search.folder(trial.number), search.log(trial.number)
+    trial.set_user_attr("folder", str(folder))
+    log.parent.mkdir(parents=True, exist_ok=True)
+
+    def report(epoch: int, metrics: dict[str, float | None]) -> None:
+        value = metrics.get(search.metric)
+        if value is None:
+            return
+        trial.report(value, epoch)
+        trial.set_user_attr("epochs", epoch)
+        if trial.should_prune():
+            raise optuna.TrialPruned(f"epoch {epoch}: {search.metric} {value:.4f}")
+
+    budget = None if search.deadline is None else max(1.0, search.deadline - time.time())
+    try:
+        with (
+            log.open("w", encoding="utf-8") as handle,
+            contextlib.redirect_stdout(handle),
+            contextlib.redirect_stderr(handle),
+        ):
+            train(search.data, folder, **search.source, **settings, device=device, time_budget_s=budget,
+                  on_validated=report)  # fmt: skip
+    except optuna.TrialPruned:
+        shutil.rmtree(folder, ignore_errors=True)  # a pruned trial's weights are of no use
+        raise
+    except ForkliftError as exc:
+        trial.set_user_attr("error", str(exc))
+        raise
+    trial.set_user_attr("epochs", _epochs_run(folder))
+    return model_metric(folder, search.metric)
+
+
+def model_metric(folder: Path, metric: str) -> float:
+    """The metric of the trial's model directory on val, from the eval.json training wrote."""
+    path = folder / "eval" / "eval.json"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get(metric)
+    except (OSError, ValueError) as exc:
+        raise ForkliftError(f"{path}: no evaluation to read ({exc}); does the data set have val images?") from exc
+    if value is None:
+        raise ForkliftError(f"{path}: has no {metric}")
+    return float(value)
+
+
+def _epochs_run(folder: Path) -> int:
+    with (folder / "metrics.csv").open(newline="", encoding="utf-8") as handle:
+        return sum(1 for _ in csv.DictReader(handle))

@@ -1,0 +1,232 @@
+"""`forklift tune`: the search space, a tiny search end to end (checked with Optuna's own `load_study`), pruning,
+a killed worker, Ctrl-C and resume, CPU sets of parallel workers, and two processes sharing a study in a real
+PostgreSQL server. Trials train the small Darknet classifier on generated shapes for a few short epochs."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from helpers import CFGS, forklift
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+from postgres import postgres_server
+
+from forklift.data.synth import synth_shapes
+from forklift.errors import ForkliftError
+from forklift.tune.search import Plan, tune
+from forklift.tune.space import parse_dimension, search_space
+from forklift.tune.trial import Search
+from forklift.vocabulary import Task
+
+CLASSIFIER = CFGS / "shapes-classifier.cfg"
+LR = "lr=1e-3..1e-2:log"
+
+
+def journal(out: Path) -> JournalStorage:
+    return JournalStorage(JournalFileBackend(str(out / "study.journal")))
+
+
+def tune_command(data: Path, out: Path, *options: str) -> list[str | Path]:
+    return ["tune", "--data", data, "--cfg", CLASSIFIER, "--epochs", "2", "--space", LR, *options, out]
+
+
+def started(command: list[str | Path]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "forklift.cli", *map(str, command)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def running_trial(out: Path, study: str, timeout: float = 120) -> optuna.trial.FrozenTrial:
+    """The first trial of the search in `out` seen running with its owner recorded (waits for it to get there)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        trials = []
+        if (out / "study.journal").exists():
+            with contextlib.suppress(KeyError):  # the study is not created yet
+                trials = optuna.load_study(study_name=study, storage=journal(out)).get_trials(deepcopy=False)
+        for trial in trials:
+            if trial.state == TrialState.RUNNING and "pid" in trial.user_attrs:
+                return trial
+        time.sleep(0.1)
+    raise AssertionError(f"no trial of {study} started running within {timeout} s")
+
+
+# -- the search space: fast, no training
+
+
+def test_space_specs() -> None:
+    lr = parse_dimension("lr=1e-4..1e-1:log")
+    assert (lr.low, lr.high, lr.log, lr.choices) == (1e-4, 1e-1, True, None)
+    assert parse_dimension("batch=8,16,32").choices == (8, 16, 32)
+    assert parse_dimension("weight-decay=0..0.1").name == "weight_decay"
+    assert parse_dimension("aug-hsv=0..2").name == "aug_hsv"
+    assert parse_dimension("aug_scale=0.1,0.3").choices == (0.1, 0.3)
+    assert parse_dimension("optimizer=sgd,adam").choices == ("sgd", "adam")
+    assert parse_dimension("epochs=6").choices == (6,)
+    assert [d.name for d in search_space([], Task.DETECT)] == ["lr", "optimizer", "momentum", "batch"]
+    for spec, problem in [
+        ("speed=1..2", "unknown setting 'speed'"),
+        ("lr=1e-1..1e-4", "from low to high"),
+        ("lr=0..1e-2:log", "must start above 0"),
+        ("optimizer=adam,lbfgs", "not 'lbfgs'"),
+        ("batch=8.5,16", "whole number"),
+        ("img=100..300", "multiples of 32"),
+        ("lr", "NAME=LOW..HIGH"),
+    ]:
+        with pytest.raises(ForkliftError, match=problem):
+            search_space([spec], Task.DETECT)
+    with pytest.raises(ForkliftError, match="needs an optimizer with momentum"):
+        search_space(["momentum=0.8..0.9"], Task.DETECT)
+    with pytest.raises(ForkliftError, match="given twice"):
+        search_space(["lr=0.1", "lr=0.2"], Task.DETECT)
+
+
+def test_space_file(tmp_path: Path) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text("lr: 1e-4..1e-2:log\nbatch: [8, 16]\nmosaic: [on, off]\noptimizer: [momentum]\nmomentum: 0.9\n")
+    dimensions = {d.name: d for d in search_space([str(path)], Task.DETECT)}
+    assert dimensions["lr"].log and dimensions["batch"].choices == (8, 16)
+    assert dimensions["mosaic"].choices == ("on", "off") and dimensions["momentum"].choices == (0.9,)
+    path.write_text("- lr\n")
+    with pytest.raises(ForkliftError, match="a YAML mapping"):
+        search_space([str(path)], Task.DETECT)
+
+
+# -- searches: real trials
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tune") / "shapes"
+    synth_shapes(root, 300, 64, seed=0, task="classify")
+    return root
+
+
+@pytest.mark.slow
+def test_tiny_search_keeps_the_best_model(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "search"
+    space = ["--space", "optimizer=adamw,momentum,rmsprop", "--space", "momentum=0.8..0.95", "--space", "batch=16,32"]
+    result = forklift(*tune_command(data, out, "--trials", "3", "--sampler", "random", "--pruner", "none", *space))
+    study = optuna.load_study(study_name="search", storage=journal(out))  # Optuna's own reader
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 3 == len(study.trials)
+    for trial in trials:
+        assert f"trial {trial.number:>3} {trial.value:.4f}" in result.stdout
+        assert ("momentum" in trial.params) == (trial.params["optimizer"] in ("momentum", "rmsprop"))
+    with (out / "trials.csv").open(newline="", encoding="utf-8") as handle:
+        rows = {int(r["trial"]): r for r in csv.DictReader(handle)}
+    assert {n: float(r["top1"]) for n, r in rows.items()} == pytest.approx(
+        {t.number: t.value for t in trials}, abs=1e-5
+    )
+    best = study.best_trial
+    assert json.loads((out / "best" / "trial.json").read_text())["trial"] == best.number
+    assert json.loads((out / "best" / "eval" / "eval.json").read_text())["top1"] == pytest.approx(best.value)
+    assert not (out / "best" / "checkpoints").exists()
+    assert sorted(p.name for p in (out / "trials").iterdir()) == [f"{best.number:04d}"]  # the others removed
+    for plot in ("history.png", "parallel-coordinates.png", "importance.png", "intermediate.png"):
+        assert (out / plot).stat().st_size > 10_000, plot
+    predicted = forklift("predict", out / "best", data / "images" / "000001.png", "--json")
+    assert json.loads(predicted.stdout)["results"][0]["classes"]
+    assert "optuna-dashboard" in result.stdout and str(out / "study.journal") in result.stdout
+
+
+@pytest.mark.slow
+def test_median_pruning_stops_a_trial_that_reports_bad_values(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pruned"
+    out.mkdir()
+    study = optuna.create_study(study_name="pruned", storage=journal(out), direction="maximize")
+    for lr in (0.003, 0.003, 1e-7):  # two that learn, then one that cannot
+        study.enqueue_trial({"lr": lr})
+    dimensions = tuple(search_space(["lr=1e-8..1e-2:log"], Task.CLASSIFY))
+    fixed = {"epochs": 8, "batch": 16, "seed": 0}
+    search = Search(data, out, "top1", dimensions, source={"cfg": CLASSIFIER}, fixed=fixed)
+    tune(search, Plan(study="pruned", storage=None, trials=3, pruner="median"))
+    first, second, bad = study.get_trials()
+    assert first.state == second.state == TrialState.COMPLETE
+    assert bad.state == TrialState.PRUNED and bad.last_step is not None and bad.last_step < 8
+    step = bad.last_step
+    assert bad.intermediate_values[step] < first.intermediate_values[step]
+    assert not search.folder(bad.number).exists()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_fails_its_trial_and_the_search_goes_on(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "killed"
+    search = started(tune_command(data, out, "--trials", "2", "--epochs", "3"))
+    victim = running_trial(out, "killed")
+    os.kill(victim.user_attrs["pid"], signal.SIGKILL)
+    output, _ = search.communicate(timeout=600)
+    assert search.returncode == 0, output
+    assert f"trial {victim.number}: its worker died (exit -9); marked failed" in output
+    trials = optuna.load_study(study_name="killed", storage=journal(out)).get_trials()
+    assert trials[victim.number].state == TrialState.FAIL
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 2
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_and_the_same_command_resumes(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "resumed"
+    command = tune_command(data, out, "--trials", "2", "--epochs", "3")
+    search = started(command)
+    interrupted = running_trial(out, "resumed")
+    search.send_signal(signal.SIGINT)
+    output, _ = search.communicate(timeout=120)
+    assert search.returncode == 130, output
+    assert "the same command continues" in output
+    assert optuna.load_study(study_name="resumed", storage=journal(out)).trials[-1].state == TrialState.FAIL
+    forklift(*command)
+    trials = optuna.load_study(study_name="resumed", storage=journal(out)).get_trials()
+    assert trials[interrupted.number].state == TrialState.FAIL  # kept, and the study went on after it
+    assert [t.state for t in trials if t.number != interrupted.number] == [TrialState.COMPLETE] * 2
+
+
+@pytest.mark.slow
+def test_parallel_workers_run_on_their_own_cpus(data: Path, tmp_path: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs to give each of two workers its own")
+    out = tmp_path / "parallel"
+    forklift(*tune_command(data, out, "--trials", "4", "--parallel", "2", "--epochs", "1", "--pruner", "none"))
+    trials = optuna.load_study(study_name="parallel", storage=journal(out)).get_trials()
+    assert len(trials) == 4 and all(t.state == TrialState.COMPLETE for t in trials)
+    cpus_of = {t.user_attrs["pid"]: tuple(t.user_attrs["cpus"]) for t in trials}
+    assert len(cpus_of) == 2  # two worker processes
+    first, second = cpus_of.values()
+    assert first and second and not set(first) & set(second)
+
+
+def test_sqlite_is_refused_for_parallel_trials(data: Path, tmp_path: Path) -> None:
+    result = forklift(
+        *tune_command(data, tmp_path / "s", "--parallel", "2", "--storage", "sqlite:///x.db"), check=False
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "forklift: error: --storage sqlite:///x.db: SQLite locks the whole file, so 2 parallel trials would fail "
+        "with 'database is locked'; leave --storage out (a journal file in OUT) or use postgresql://"
+    ]
+
+
+@pytest.mark.slow
+def test_two_processes_share_a_study_in_postgresql(data: Path, tmp_path: Path) -> None:
+    with postgres_server() as url:
+        shared = ["--trials", "4", "--epochs", "1", "--pruner", "none", "--storage", url, "--study", "shared"]
+        searches = [started(tune_command(data, tmp_path / f"host{i}", *shared)) for i in range(2)]
+        outputs = [search.communicate(timeout=600)[0] for search in searches]
+        assert [s.returncode for s in searches] == [0, 0], outputs
+        trials = optuna.load_study(study_name="shared", storage=url).get_trials()
+    finished = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(finished) >= 4
+    assert len({t.user_attrs["pid"] for t in finished}) == 2  # the worker process under each command
