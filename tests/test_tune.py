@@ -164,6 +164,17 @@ def test_median_pruning_stops_a_trial_that_reports_bad_values(data: Path, tmp_pa
 
 
 @pytest.mark.slow
+def test_a_trial_cut_by_minutes_ends_pruned(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cut"
+    command = tune_command(data, out, "--trials", "1", "--epochs", "200", "--minutes", "0.3", "--pruner", "none")
+    result = forklift(*command)
+    (trial,) = optuna.load_study(study_name="cut", storage=journal(out)).trials
+    assert trial.state == TrialState.PRUNED and 1 <= trial.user_attrs["epochs"] < 200
+    assert f"trial   0 pruned after epoch {trial.last_step}" in result.stdout
+    assert not (out / "best").exists() and not (out / "trials" / "0000").exists()
+
+
+@pytest.mark.slow
 def test_a_killed_worker_fails_its_trial_and_the_search_goes_on(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed"
     search = started(tune_command(data, out, "--trials", "2", "--epochs", "3"))

@@ -13,6 +13,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 SHOWN = 10  # rows of the printed table
+LEGEND_MAX = 12  # trials a plot names in its legend; past that the legend would cover the plot or leave the image
 PLOTS: dict[str, str] = {  # file -> Optuna's matplotlib function
     "history.png": "plot_optimization_history",
     "parallel-coordinates.png": "plot_parallel_coordinate",
@@ -94,6 +95,9 @@ def _plots(study: optuna.Study, out: Path) -> list[Path]:
                 plt.close("all")
                 continue
         figure = axes.figure if hasattr(axes, "figure") else axes.ravel()[0].figure  # one Axes, or an array
+        legend = getattr(axes, "get_legend", lambda: None)()
+        if legend is not None and len(legend.get_texts()) > LEGEND_MAX:  # one entry a trial (intermediate values)
+            legend.remove()
         figure.set_size_inches(9, 5.5)
         figure.tight_layout()
         path = out / name

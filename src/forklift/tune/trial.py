@@ -1,7 +1,8 @@
 """One trial of a search: a `forklift train` run with the settings Optuna drew, its value and its folder.
 
 The trial reports the metric each time the trainer validates, so that the pruner can stop it early; its value is
-the metric of the model directory it wrote (the best validated epoch, evaluated as `forklift eval` does). Its
+the metric of the model directory it wrote (the best validated epoch, evaluated as `forklift eval` does). A trial
+that `--minutes` cut short ends pruned, not complete: its value is not what its settings would reach. Its
 training output goes to OUT/logs/trial-NNNN.log, so that parallel trials do not mix their lines.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 import optuna
 
 from forklift.errors import ForkliftError
+from forklift.train.settings import TrainSettings
 from forklift.train.trainer import train
 from forklift.tune.space import Dimension, draw_settings
 from forklift.tune.storage import mark_owner
@@ -77,7 +79,11 @@ def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
     except ForkliftError as exc:
         trial.set_user_attr("error", str(exc))
         raise
-    trial.set_user_attr("epochs", _epochs_run(folder))
+    ran, wanted = _epochs_run(folder), int(settings.get("epochs", TrainSettings.epochs))
+    trial.set_user_attr("epochs", ran)
+    if ran < wanted:  # --minutes ran out inside it: its value is not what its settings would reach
+        shutil.rmtree(folder, ignore_errors=True)
+        raise optuna.TrialPruned(f"--minutes ran out after epoch {ran} of {wanted}")
     return model_metric(folder, search.metric)
 
 
