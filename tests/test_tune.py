@@ -177,7 +177,7 @@ def test_a_trial_cut_by_minutes_ends_pruned(data: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_killed_worker_fails_its_trial_and_the_search_goes_on(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed"
-    search = started(tune_command(data, out, "--trials", "2", "--epochs", "3"))
+    search = started(tune_command(data, out, "--trials", "2", "--epochs", "15"))  # long enough to be killed in
     victim = running_trial(out, "killed")
     os.kill(victim.user_attrs["pid"], signal.SIGKILL)
     output, _ = search.communicate(timeout=600)
@@ -191,7 +191,7 @@ def test_a_killed_worker_fails_its_trial_and_the_search_goes_on(data: Path, tmp_
 @pytest.mark.slow
 def test_ctrl_c_stops_and_the_same_command_resumes(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "resumed"
-    command = tune_command(data, out, "--trials", "2", "--epochs", "3")
+    command = tune_command(data, out, "--trials", "2", "--epochs", "15")  # long enough to be interrupted in
     search = started(command)
     interrupted = running_trial(out, "resumed")
     search.send_signal(signal.SIGINT)

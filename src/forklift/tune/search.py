@@ -15,9 +15,10 @@ import multiprocessing
 import os
 import shutil
 import signal
+import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.process import BaseProcess
@@ -111,8 +112,8 @@ def _run_workers(search: Search, plan: Plan, study: optuna.Study, storage: BaseS
     restarts = 0
     shown: set[int] = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
     bar = tqdm(total=plan.trials, initial=done, desc=f"study {plan.study}", unit="trial", disable=None)
-    try:
-        while any(worker.is_alive() for worker in workers.values()):
+    with _interrupt_flag() as interrupted:
+        while any(worker.is_alive() for worker in workers.values()) and not interrupted.is_set():
             time.sleep(POLL_S)
             for index, worker in list(workers.items()):
                 if worker.is_alive() or not worker.exitcode or _finished(study) >= plan.trials:
@@ -124,13 +125,25 @@ def _run_workers(search: Search, plan: Plan, study: optuna.Study, storage: BaseS
                     raise ForkliftError(f"tuning workers died {restarts} times (last exit {worker.exitcode})")
                 workers[index] = start(index, plan.trials - _finished(study))
             shown |= _show_ended(study, shown, bar)
-        shown |= _show_ended(study, shown, bar)
-    except KeyboardInterrupt:
+        _show_ended(study, shown, bar)  # those that ended since the last look
         bar.close()
-        _stop(list(workers.values()))
-        print(f"stopped: {_finished(study)} of {plan.trials} trials finished; the same command continues", flush=True)
-        raise
-    bar.close()
+        if interrupted.is_set():
+            _stop(list(workers.values()))
+            finished = _finished(study)
+            print(f"stopped: {finished} of {plan.trials} trials finished; the same command continues", flush=True)
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _interrupt_flag() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) sets the flag the watch loop checks, instead of raising inside whatever library call the
+    loop is in (a storage's file lock, a database driver), where it could be swallowed or leave a lock behind."""
+    flag = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: flag.set())
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _show_ended(study: optuna.Study, shown: set[int], bar: tqdm) -> set[int]:
