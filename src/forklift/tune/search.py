@@ -137,7 +137,8 @@ def _run_workers(search: Search, plan: Plan, study: optuna.Study, storage: BaseS
 @contextlib.contextmanager
 def _interrupt_flag() -> Iterator[threading.Event]:
     """Ctrl-C (SIGINT) sets the flag the watch loop checks, instead of raising inside whatever library call the
-    loop is in (a storage's file lock, a database driver), where it could be swallowed or leave a lock behind."""
+    loop is in (a storage's file lock, a database driver); installed explicitly, it also works where the process
+    was started with SIGINT ignored (a non-interactive shell's background job, nohup ... &)."""
     flag = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda _signum, _frame: flag.set())
     try:
@@ -198,6 +199,9 @@ def work(search: Search, plan: Plan, cpus: tuple[int, ...] | None, device: str, 
     """A worker process: take trials from the study until `share` are done here or the study is complete."""
     import torch
 
+    # Interruptible even when started from a shell's background job, which leaves SIGINT ignored in its children:
+    # the parent's SIGINT must end the running trial (marked failed) and this worker.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
         torch.set_num_threads(len(cpus))
