@@ -70,12 +70,7 @@ def traceable(net: nn.Module) -> nn.Module:
     return copied
 
 
-def write_two_stage_model_dir(
-    net: nn.Module,
-    out: Path,
-    classes: list[str],
-    settings: TwoStageSettings,
-) -> None:
+def write_two_stage_model_dir(net: nn.Module, out: Path, classes: list[str], settings: TwoStageSettings) -> None:
     """Export net (built by `build_two_stage` for settings) into the folder out; other files there are left alone.
 
     The net is traced on seeded noise in eval mode on the CPU (a `traceable` copy; the caller's net keeps its

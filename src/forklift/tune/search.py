@@ -30,6 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from forklift.errors import ForkliftError
+from forklift.train.settings import TrainSettings
 from forklift.tune import PRUNERS, SAMPLERS
 from forklift.tune.report import describe_trial, write_report
 from forklift.tune.storage import fail_dead_trials, open_storage
@@ -248,7 +249,7 @@ def make_pruner(name: str, search: Search) -> optuna.pruners.BasePruner:
     if name == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=MEDIAN_STARTUP_TRIALS, n_warmup_steps=0)
     if name == "hyperband":
-        epochs = int(search.fixed.get("epochs") or 30)
+        epochs = int(search.fixed.get("epochs", TrainSettings.epochs))
         return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs)
     if name == "none":
         return optuna.pruners.NopPruner()

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -27,6 +27,8 @@ from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import DarknetNet, build_darknet, save_weights
 from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, AugmentedImages
 from forklift.vocabulary import Runtime
+
+ImagesT = TypeVar("ImagesT", bound=AugmentedImages)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,12 @@ class TrainingTask(ABC):
     def write_model_dir(self, out: Path, onnx: bool = True) -> None:
         """OUT as a model directory `forklift predict` and `serve` use; the ONNX export only when asked, since
         validation during training reads the files with the torch runtime."""
+
+    def augmented(
+        self, kind: type[ImagesT], records: list[ImageRecord], size: tuple[int, int], *, augment: bool
+    ) -> ImagesT:
+        """`kind` (the task's AugmentedImages) over `records` at `size`, with the run's seed and augmentation."""
+        return kind(self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation)
 
     def parameter_groups(self, *, weight_decay: float) -> list[dict]:
         """Weight decay on the weights of convolutions and linear layers only, not on biases or norm parameters."""

@@ -76,9 +76,7 @@ class ClassificationTask(DarknetTask):
 
     def images(self, records: list[ImageRecord], augment: bool) -> ClassificationImages:
         size = (self.net.input_width, self.net.input_height)
-        return ClassificationImages(
-            self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation
-        )
+        return self.augmented(ClassificationImages, records, size, augment=augment)
 
     def collate(self, batch: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.stack([image for image, _ in batch]), torch.tensor([label for _, label in batch])

@@ -45,9 +45,7 @@ class DetectionTask(DarknetTask):
 
     def images(self, records: list[ImageRecord], augment: bool) -> DetectionImages:
         size = (self.net.input_width, self.net.input_height)
-        return DetectionImages(
-            self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation
-        )
+        return self.augmented(DetectionImages, records, size, augment=augment)
 
     def collate(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
         return collate(batch)

@@ -106,10 +106,7 @@ class SegmentationTask(TrainingTask):
             )
 
     def images(self, records: list[ImageRecord], augment: bool) -> SegmentationImages:
-        size = (self.size, self.size)
-        return SegmentationImages(
-            self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation
-        )
+        return self.augmented(SegmentationImages, records, (self.size, self.size), augment=augment)
 
     def collate(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.stack([image for image, _ in batch]), torch.stack([labels for _, labels in batch])

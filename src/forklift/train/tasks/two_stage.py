@@ -114,9 +114,7 @@ class TwoStageTask(TrainingTask):
 
     def images(self, records: list[ImageRecord], augment: bool) -> DetectionImages:
         size = (self.size, self.size)
-        return DetectionImages(
-            self.dataset, records, size, augment=augment, seed=self.seed, augmentation=self.augmentation
-        )
+        return self.augmented(DetectionImages, records, size, augment=augment)
 
     def collate(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, Targets]:
         """Stacked images, and per image torchvision's target: boxes x1, y1, x2, y2 in input pixels (shape [0, 4]
