@@ -71,7 +71,12 @@ class Convolutional(nn.Module):
 
 
 class MaxPool(nn.Module):
-    """[maxpool] with Darknet's padding: `padding` (default size-1) split left/top first, rest right/bottom."""
+    """[maxpool] with Darknet's padding: `padding` (default size-1) split left/top first, rest right/bottom.
+
+    Padding that changes no output (stride-2 pools on even sizes) is left out, and the rest repeats the edge
+    rather than adding -inf, which gives the same maxima while any pad is narrower than the window (every window
+    that holds padding also holds the edge value it repeats): graphs without -inf pads are ones INT8 engines
+    can run end to end (OpenVINO runs a convolution after a -inf Pad in float)."""
 
     def __init__(self, section: Section) -> None:
         super().__init__()
@@ -81,9 +86,19 @@ class MaxPool(nn.Module):
         self.pad = (padding // 2, padding - padding // 2, padding // 2, padding - padding // 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if any(self.pad):
-            x = F.pad(x, self.pad, value=float("-inf"))
+        if self._changes_output(int(x.shape[-2]), int(x.shape[-1])):
+            if max(self.pad) < self.size:
+                x = F.pad(x, self.pad, mode="replicate")
+            else:
+                x = F.pad(x, self.pad, value=float("-inf"))
         return F.max_pool2d(x, self.size, self.stride)
+
+    def _changes_output(self, height: int, width: int) -> bool:
+        left, right, top, bottom = self.pad
+        if left or top:
+            return True
+        return any((n + extra - self.size) // self.stride != (n - self.size) // self.stride
+                   for n, extra in ((height, bottom), (width, right)))  # fmt: skip
 
 
 class Upsample(nn.Module):

@@ -25,11 +25,14 @@ OUTPUT_NAMES = {Task.DETECT: "detections", Task.CLASSIFY: "probabilities", Task.
 META_SOURCE = "forklift.source_sha256"
 META_TASK = "forklift.task"
 META_CLASSES = "forklift.classes"
+EXPORT_VERSION = 2  # of the graphs this code writes, in the cache's file names: 2 has no -inf Pad before pools
 
 
 def source_digest(model: ModelDirectory) -> str:
+    """What a graph made from the model's files records of them (a Darknet export, an INT8 graph), so that one
+    made from other files is never used: the digest of the cfg and weights, or of the model's own ONNX file."""
     digest = hashlib.sha256()
-    for role in ("cfg", "weights"):
+    for role in ("cfg", "weights") if model.kind == "darknet" else ("onnx",):
         digest.update(model.files[role].read_bytes())
     return digest.hexdigest()
 
@@ -85,7 +88,7 @@ def onnx_for_darknet(model: ModelDirectory) -> Path:
     beside = model.files.get("onnx")
     if beside is not None and metadata(beside).get(META_SOURCE) == digest:
         return beside
-    cached = cache_dir() / f"{digest}.onnx"
+    cached = cache_dir() / f"{digest}-v{EXPORT_VERSION}.onnx"
     if not cached.exists():
         export_darknet(model, cached)
     return cached
