@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from helpers import assert_resume_is_exact
+from helpers import CFGS, assert_resume_is_exact
 
 from forklift.cli import main
 from forklift.data.dataset import load_dataset
@@ -30,111 +30,7 @@ from forklift.train.loss import build_targets, yolo_heads, yolo_loss
 from forklift.train.tasks.detect import set_classes
 from forklift.train.trainer import train
 
-TINY_CFG = """\
-[net]
-width=96
-height=96
-channels=3
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=32
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=32
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=64
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[convolutional]
-size=1
-stride=1
-pad=1
-filters=255
-activation=linear
-
-[yolo]
-mask=3,4,5
-anchors=10,14, 23,27, 37,58, 81,82, 135,169, 344,319
-classes=80
-num=6
-
-[route]
-layers=-3
-
-[upsample]
-stride=2
-
-[route]
-layers=-1,-8
-
-[convolutional]
-batch_normalize=1
-filters=32
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[convolutional]
-size=1
-stride=1
-pad=1
-filters=255
-activation=linear
-
-[yolo]
-mask=0,1,2
-anchors=10,14, 23,27, 37,58, 81,82, 135,169, 344,319
-classes=80
-num=6
-"""
+TINY_CFG = (CFGS / "tiny-detector.cfg").read_text(encoding="utf-8")
 SETTINGS = {"epochs": 3, "batch": 4, "lr": 0.01, "seed": 0}
 
 

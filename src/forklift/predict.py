@@ -11,7 +11,7 @@ from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.vision.results import ImageResult, Prediction
-from forklift.vocabulary import ResizeMode, Runtime
+from forklift.vocabulary import Precision, ResizeMode, Runtime
 
 
 def _read(path: Path) -> bytes | str:
@@ -31,6 +31,7 @@ def predict_files(
     images: Sequence[Path],
     *,
     runtime: Runtime | None = None,
+    precision: Precision | None = None,
     threads: int | None = None,
     conf: float | None = None,
     iou: float | None = None,
@@ -38,7 +39,9 @@ def predict_files(
     max_pixels: int = 100_000_000,
 ) -> Prediction:
     model = open_model_dir(model_dir)
-    options = PredictOptions(conf=conf, iou=iou, resize=resize, threads=threads, max_pixels=max_pixels)
+    options = PredictOptions(
+        conf=conf, iou=iou, resize=resize, threads=threads, max_pixels=max_pixels, precision=precision
+    )
     predictor = load_predictor(model, runtime, options)
     prediction = Prediction()
     for path in tqdm(images, desc="predict", unit="image", disable=None, leave=False):

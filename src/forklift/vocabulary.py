@@ -1,6 +1,7 @@
-"""The words every stage shares, each defined once as a typed name: what a model does (`Task`), which engine runs
-it (`Runtime`), how an image is fitted to the network's input (`ResizeMode`), the data-set formats forklift
-reads and writes (`DataFormat`) and the optimisers a training run can use (`Optimizer`).
+"""The words every stage shares, each defined once as a typed name: what a model does (`Task`), which engine runs it
+(`Runtime`) and in which number format (`Precision`), how an image is fitted to the network's input (`ResizeMode`),
+the data-set formats forklift reads and writes (`DataFormat`) and the optimisers a training run can use
+(`Optimizer`).
 
 They are `StrEnum`s: a member is its string (`Task.DETECT == "detect"`), so JSON files, forklift.json and
 command-line options keep their plain words, while the code names a value that a type checker can follow.
@@ -32,6 +33,14 @@ class Runtime(StrEnum):
     OPENCV = "opencv"  # OpenCV's DNN module (Caffe, and the Darknet reference)
 
 
+class Precision(StrEnum):
+    """The number format an engine computes in (`--precision`)."""
+
+    F32 = "f32"  # float32: the default, scores as PyTorch gives them
+    BF16 = "bf16"  # bfloat16 inside OpenVINO, on CPUs with AVX512-BF16 or AMX
+    INT8 = "int8"  # the model directory's quantised graph, made and checked by `forklift models quantize`
+
+
 class ResizeMode(StrEnum):
     """How an image is fitted to the network's input size."""
 
@@ -61,7 +70,7 @@ class Optimizer(StrEnum):
     ADADELTA = "adadelta"
 
 
-Word = TypeVar("Word", Task, Runtime, ResizeMode, DataFormat, Optimizer)
+Word = TypeVar("Word", Task, Runtime, Precision, ResizeMode, DataFormat, Optimizer)
 
 
 def words(kind: type[StrEnum]) -> tuple[str, ...]:

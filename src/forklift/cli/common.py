@@ -1,5 +1,5 @@
 """What every verb group of the `forklift` command shares: the parser of one verb with its example, the value
-types of options, and the options that repeat across verbs (`--json`, `--runtime`, `--seed`).
+types of options, and the options that repeat across verbs (`--json`, `--runtime` with `--precision`, `--seed`).
 
 Nothing here imports a stage: `forklift --help` and a bad option answer at once.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from forklift.vocabulary import Runtime, Word, words
+from forklift.vocabulary import Precision, Runtime, Word, words
 
 EXIT_BAD_INPUT = 2
 
@@ -79,8 +79,14 @@ def add_json(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup,
 
 
 def add_runtime(parser: argparse.ArgumentParser, help: str = "engine (default: by model kind)") -> None:
-    """`--runtime`: which engine runs the model."""
+    """`--runtime` and `--precision`: which engine runs the model, and in which number format."""
     parser.add_argument("--runtime", choices=words(Runtime), help=help)
+    parser.add_argument(
+        "--precision",
+        choices=words(Precision),
+        help="f32, bf16 (OpenVINO) or int8 (the graph 'forklift models quantize' made and checked); "
+        "default: the model's forklift.json, else f32",
+    )
 
 
 def add_seed(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
-"""Verbs on model directories: `predict` runs one on images; `models inspect`, `models new-darknet` and
-`models export` look inside, make and convert them."""
+"""Verbs on model directories: `predict` runs one on images; `models inspect`, `models new-darknet`,
+`models export` and `models quantize` look inside, make, convert and quantise them."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forklift.cli.common import (
     EXIT_BAD_INPUT,
+    add_data,
     add_json,
     add_runtime,
     add_seed,
@@ -20,7 +21,10 @@ from forklift.cli.common import (
     verb_parser,
 )
 from forklift.errors import ForkliftError
-from forklift.vocabulary import ResizeMode, Runtime, words
+from forklift.vocabulary import Precision, ResizeMode, Runtime, words
+
+if TYPE_CHECKING:
+    from forklift.model_files.precision import PrecisionCheck
 
 
 def register(verbs: Any) -> None:
@@ -32,6 +36,7 @@ def register(verbs: Any) -> None:
     add_inspect(actions)
     add_new_darknet(actions)
     add_export(actions)
+    add_quantize(actions)
 
 
 def add_predict(verbs: Any) -> None:
@@ -60,6 +65,7 @@ def run_predict(args: argparse.Namespace) -> int:
         args.model_dir,
         args.images,
         runtime=optional(Runtime, args.runtime),
+        precision=optional(Precision, args.precision),
         threads=args.threads,
         conf=args.conf,
         iou=args.iou,
@@ -90,11 +96,13 @@ def add_inspect(actions: Any) -> None:
 
 def run_inspect(args: argparse.Namespace) -> int:
     from forklift.model_files.model_dir import open_model_dir
+    from forklift.model_files.precision import precision_checks
     from forklift.runtime.summary import summarise
 
-    summary = summarise(open_model_dir(args.model_dir))
+    model = open_model_dir(args.model_dir)
+    summary, checks = summarise(model), precision_checks(model)
     if args.json:
-        print(json.dumps(summary.to_json(), indent=2))
+        print(json.dumps({**summary.to_json(), "precisions": {p: c.to_json() for p, c in checks.items()}}, indent=2))
         return 0
     labels = ", ".join(summary.labels[:8]) + (f", ... ({summary.classes} in all)" if summary.classes > 8 else "")
     size = f"{summary.input_width}x{summary.input_height}" if summary.input_width else "any"
@@ -107,10 +115,19 @@ def run_inspect(args: argparse.Namespace) -> int:
         ("parameters", f"{summary.parameters:,}" if summary.parameters is not None else "unknown"),
         ("FLOPs", f"{summary.flops / 1e9:.2f} G" if summary.flops is not None else "unknown"),
         *((f"file ({role})", path) for role, path in summary.files.items()),
+        *((f"precision {p}", _checked(c)) for p, c in checks.items()),
     ]
     for key, value in rows:
         print(f"{key:<18} {value}")
     return 0
+
+
+def _checked(check: PrecisionCheck) -> str:
+    verdict = "within" if check.passed else "over"
+    return (
+        f"{check.metric} {check.value:.4f} against f32 {check.f32:.4f} on {check.images} val images "
+        f"(drop {check.drop:.4f}, {verdict} {check.max_drop:g})"
+    )
 
 
 def add_new_darknet(actions: Any) -> None:
@@ -160,4 +177,54 @@ def run_export(args: argparse.Namespace) -> int:
         out = out / f"{model.files['cfg'].stem}.onnx"
     export_darknet(model, out)
     print(f"wrote {out}")
+    return 0
+
+
+def add_quantize(actions: Any) -> None:
+    quantize = verb_parser(
+        actions,
+        "quantize",
+        "Make the model's INT8 graph (NNCF, calibrated on the data set's train images) and keep it only if its "
+        "metric on val (mAP@.5, top-1 or mIoU) is within --max-drop of f32's; bf16 is measured alongside. "
+        "Then: --precision int8 on predict, eval, serve and sweep.",
+        "forklift models quantize out/shapes-detector --data data/shapes --samples 300 --max-drop 0.01",
+    )
+    quantize.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    add_data(quantize, flag=True)
+    quantize.add_argument("--samples", type=positive, default=300, help="train images to calibrate on (default 300)")
+    quantize.add_argument(
+        "--max-drop", type=threshold, default=0.01, help="largest metric drop from f32 allowed (default 0.01)"
+    )
+    quantize.add_argument(
+        "--runtime",
+        choices=(Runtime.OPENVINO, Runtime.ONNX),
+        default=Runtime.OPENVINO,
+        help="engine that measures (default openvino; onnx measures no bf16)",
+    )
+    add_seed(quantize)
+    add_json(quantize)
+    quantize.set_defaults(handler=run_quantize)
+
+
+def run_quantize(args: argparse.Namespace) -> int:
+    from forklift.quantize.check import quantize_model_dir
+
+    result = quantize_model_dir(
+        args.model_dir,
+        args.data,
+        samples=args.samples,
+        max_drop=args.max_drop,
+        runtime=Runtime(args.runtime),
+        seed=args.seed,
+    )
+    if args.json:
+        print(json.dumps({str(p): c.to_json() for p, c in result.checks.items()}, indent=2))
+        return 0
+    some = next(iter(result.checks.values()))
+    print(f"{'precision':<10} {some.metric:>8} {'drop':>8}  within --max-drop {some.max_drop:g}")
+    print(f"{'f32':<10} {some.f32:>8.4f} {'':>8}")
+    for precision, check in result.checks.items():
+        print(f"{precision:<10} {check.value:>8.4f} {check.drop:>8.4f}  {'yes' if check.passed else 'no'}")
+    kept = " (accuracy control kept some layers in float)" if result.controlled else ""
+    print(f"wrote {result.graph}{kept}; run it with --precision int8")
     return 0

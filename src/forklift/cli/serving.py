@@ -11,7 +11,7 @@ from typing import Any
 
 from forklift.cli.common import add_json, add_runtime, count_or_auto, optional, positive, positive_list, verb_parser
 from forklift.errors import ForkliftError
-from forklift.vocabulary import Runtime
+from forklift.vocabulary import Precision, Runtime
 
 
 def register(verbs: Any) -> None:
@@ -74,6 +74,7 @@ def run_serve(args: argparse.Namespace) -> int:
     models, advice = served_models(
         args.models,
         runtime=optional(Runtime, args.runtime),
+        precision=optional(Precision, args.precision),
         instances=args.instances,
         cpus_per_instance=args.cpus_per_instance,
         threads=args.threads,
@@ -81,7 +82,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if advice is not None:
         print(
             f"layout from the saved sweep: {advice.instances} instances x {advice.threads} threads, "
-            f"batch {advice.max_batch} ({advice.throughput:.1f} requests/s, p99 {advice.p99_ms:.0f} ms measured)"
+            f"batch {advice.max_batch}, {advice.precision} ({advice.throughput:.1f} requests/s, "
+            f"p99 {advice.p99_ms:.0f} ms measured)"
         )
     upload_bytes = int(args.max_upload_mb * 1024 * 1024)
     options = ServeOptions(
@@ -97,7 +99,8 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     for model in models:
         sets = "; ".join(",".join(map(str, place.cpus)) for place in model.places)
-        print(f"serving {model.name} from {model.model_dir}: {len(model.places)} workers on CPUs {sets}")
+        precision = f" in {model.precision}" if model.precision else ""
+        print(f"serving {model.name} from {model.model_dir}{precision}: {len(model.places)} workers on CPUs {sets}")
     print(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)", flush=True)
     serve(models, options)
     return 0
@@ -247,10 +250,14 @@ def add_sweep(verbs: Any) -> None:
 
 def run_sweep(args: argparse.Namespace) -> int:
     from forklift.loadtest.sweep import keep, layouts, recommend, run_sweep, write_results
+    from forklift.model_files.model_dir import open_model_dir
+    from forklift.model_files.precision import offered_precisions
     from forklift.shared_data import shared_data_path
 
     images = args.image or [shared_data_path("images/dog.jpg")]
-    candidates, skipped = layouts(args.instances, args.threads, args.max_batch)
+    precision = optional(Precision, args.precision)
+    precisions = [precision] if precision else offered_precisions(open_model_dir(args.model_dir))
+    candidates, skipped = layouts(args.instances, args.threads, args.max_batch, precisions)
     for unfit in skipped:
         print(f"skipping {unfit}: needs more CPUs than this machine gives", file=sys.stderr)
     if not candidates:
@@ -264,10 +271,10 @@ def run_sweep(args: argparse.Namespace) -> int:
         runtime=optional(Runtime, args.runtime),
     )
     written = write_results(rows, args.out)
-    print(f"{'layout':<28} {'in flight':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
+    print(f"{'layout':<34} {'in flight':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
     for r in rows:
-        layout = f"{r.instances} x {r.threads} threads, batch {r.max_batch}"
-        print(f"{layout:<28} {r.concurrency:>9} {r.throughput:>8.1f} {r.p50_ms:>8.1f} {r.p99_ms:>8.1f} {r.errors:>6}")
+        layout = f"{r.instances} x {r.threads} threads, batch {r.max_batch}, {r.precision}"
+        print(f"{layout:<34} {r.concurrency:>9} {r.throughput:>8.1f} {r.p50_ms:>8.1f} {r.p99_ms:>8.1f} {r.errors:>6}")
     print("wrote " + ", ".join(str(p) for p in written))
     best = recommend(rows, args.slo_ms)
     if best is None:
@@ -275,7 +282,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         return 1
     saved = keep(args.model_dir, best)
     print(
-        f"recommended: {best.instances} instances x {best.threads} threads, batch {best.max_batch}: "
+        f"recommended: {best.instances} instances x {best.threads} threads, batch {best.max_batch}, "
+        f"{best.precision}: "
         f"{best.throughput:.1f} requests/s at {best.concurrency} in flight, p99 {best.p99_ms:.0f} ms "
         f"(saved in {saved} for 'forklift serve --instances auto')"
     )

@@ -17,7 +17,7 @@ from forklift.cli.common import (
     threshold,
     verb_parser,
 )
-from forklift.vocabulary import Optimizer, Runtime, words
+from forklift.vocabulary import Optimizer, Precision, Runtime, words
 
 
 def register(verbs: Any) -> None:
@@ -63,6 +63,7 @@ def run_eval(args: argparse.Namespace) -> int:
         iou=args.iou,
         threshold=args.threshold,
         runtime=optional(Runtime, args.runtime),
+        precision=optional(Precision, args.precision),
         out=out,
     )
     if args.json:

@@ -9,7 +9,8 @@ from typing import Any
 
 from forklift.cli.common import positive, verb_parser
 from forklift.cli.training import add_network_source
-from forklift.tune import METRICS, PRUNERS, SAMPLERS
+from forklift.evaluation import METRICS
+from forklift.tune import PRUNERS, SAMPLERS
 
 
 def register(verbs: Any) -> None:

@@ -27,7 +27,7 @@ from forklift.runtime.base import PredictOptions, Predictor
 from forklift.runtime.load import load_predictor
 from forklift.vision.masks import labels_from_segments
 from forklift.vision.results import Segment
-from forklift.vocabulary import Runtime, Task
+from forklift.vocabulary import Precision, Runtime, Task
 
 BATCH = 8  # images per predict call: batched inference without holding the whole split in memory
 
@@ -60,6 +60,7 @@ def evaluate(
     iou: float = 0.6,
     threshold: float = 0.25,
     runtime: Runtime | None = None,
+    precision: Precision | None = None,
     out: Path | None = None,
 ) -> EvalResult:
     """Run the model on the split's usable images and measure it; with `out`, write eval.json and the pictures there.
@@ -69,12 +70,14 @@ def evaluate(
     model = open_model_dir(model_dir)
     report = check_dataset(data)
     dataset = report.dataset
-    _check_labels(model.labels, dataset.classes, model_dir, data)
+    check_labels(model.labels, dataset.classes, model_dir, data)
     images = [image for image in usable_images(report) if image.split == split]
     skipped = sum(image.split == split for image in dataset.images) - len(images)
     if not images:
         raise ForkliftError(f"{data}: no usable images in split {split!r} ({skipped} skipped by 'forklift data check')")
-    metrics = measure(model, dataset, images, conf=conf, iou=iou, threshold=threshold, runtime=runtime)
+    metrics = measure(
+        model, dataset, images, conf=conf, iou=iou, threshold=threshold, runtime=runtime, precision=precision
+    )
     result = EvalResult(
         model.name, str(data), split, dataset.task, list(dataset.classes), len(images), skipped, metrics
     )
@@ -92,10 +95,11 @@ def measure(
     iou: float = 0.6,
     threshold: float = 0.25,
     runtime: Runtime | None = None,
+    precision: Precision | None = None,
 ) -> DetectionMetrics | ClassificationMetrics | SegmentationMetrics:
     """The model's metrics on images of the data set that are already checked (training validates on the val
     images it checked once, rather than checking the whole set again each time)."""
-    predictor = load_predictor(model, runtime, PredictOptions(conf=conf, iou=iou))
+    predictor = load_predictor(model, runtime, PredictOptions(conf=conf, iou=iou, precision=precision))
     if predictor.task != dataset.task:
         raise ForkliftError(
             f"{model.path}: a {predictor.task} model cannot be evaluated on {dataset.root}, a {dataset.task} set"
@@ -108,7 +112,7 @@ def measure(
     return classification_metrics(images, answers, dataset.classes)
 
 
-def _check_labels(labels: list[str], classes: list[str], model_dir: Path, data: Path) -> None:
+def check_labels(labels: list[str], classes: list[str], model_dir: Path, data: Path) -> None:
     """The model's class k must be the data set's class k, or every number would be about the wrong class."""
     if labels == classes:
         return

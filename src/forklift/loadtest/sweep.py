@@ -1,9 +1,9 @@
 """`forklift sweep`: serve a model in each layout, load it at each concurrency, and recommend the best.
 
-The original deployment was tuned by hand: 2 to 90 instances, 240 parallel requests, reading max and average
-inference times. A sweep does that measurement in one command and keeps the answer: the layout with the
-highest throughput whose p99 latency meets the SLO (or the highest throughput when no SLO is given), saved
-for `forklift serve --instances auto` on this machine.
+The original deployment was tuned by hand: 2 to 90 instances, 240 parallel requests, reading max and average inference
+times. A sweep does that measurement in one command and keeps the answer: the layout (instances, threads, batch, and
+precision where the model directory carries a checked INT8 or bf16) with the highest throughput whose p99 latency meets
+the SLO (or the highest throughput when no SLO is given), saved for `forklift serve --instances auto` on this machine.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from forklift.model_files.model_dir import open_model_dir
 from forklift.serve.process import ServerProcess
 from forklift.serve.recommendation import Recommendation, save_recommendation
 from forklift.system.topology import available_cpus
-from forklift.vocabulary import Runtime
+from forklift.vocabulary import Precision, Runtime
 
 WARM_UP_REQUESTS = 8
 
@@ -30,9 +30,10 @@ class Layout:
     instances: int
     threads: int
     max_batch: int
+    precision: Precision = Precision.F32
 
     def __str__(self) -> str:
-        return f"{self.instances}x{self.threads} threads, batch {self.max_batch}"
+        return f"{self.instances}x{self.threads} threads, batch {self.max_batch}, {self.precision}"
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,15 @@ class SweepRow:
     p99_ms: float
     max_ms: float
     errors: int
+    precision: Precision = Precision.F32
 
 
-def layouts(instances: list[int], threads: list[int], batches: list[int]) -> tuple[list[Layout], list[Layout]]:
+def layouts(
+    instances: list[int], threads: list[int], batches: list[int], precisions: list[Precision]
+) -> tuple[list[Layout], list[Layout]]:
     """The layouts that fit this machine's CPUs (instances x threads), and those skipped."""
     cpus = available_cpus()
-    every = [Layout(i, t, b) for i in instances for t in threads for b in batches]
+    every = [Layout(i, t, b, p) for p in precisions for i in instances for t in threads for b in batches]
     return [lay for lay in every if lay.instances * lay.threads <= cpus], [
         lay for lay in every if lay.instances * lay.threads > cpus
     ]
@@ -86,6 +90,7 @@ def run_sweep(
         args: list[str | Path] = [f"{model_dir}={model.name}", "--instances", str(layout.instances)]
         args += ["--threads", str(layout.threads), "--cpus-per-instance", str(layout.threads)]
         args += ["--max-batch", str(layout.max_batch), "--queue-size", str(max(64, 2 * max(concurrency)))]
+        args += ["--precision", layout.precision]
         if runtime:
             args += ["--runtime", runtime]
         with ServerProcess(*args) as server:
@@ -105,6 +110,7 @@ def run_sweep(
                         result.p99_ms,
                         result.max_ms,
                         result.errors,
+                        layout.precision,
                     )
                 )
                 progress.update()
@@ -132,8 +138,8 @@ def write_results(rows: list[SweepRow], out: Path) -> list[Path]:
         ("p50_ms", "p50 latency (ms)"),
     ):
         figure, axes = plt.subplots(figsize=(7, 4.5))
-        for layout in sorted({(r.instances, r.threads, r.max_batch) for r in rows}):
-            points = [r for r in rows if (r.instances, r.threads, r.max_batch) == layout]
+        for layout in sorted({(r.instances, r.threads, r.max_batch, r.precision) for r in rows}):
+            points = [r for r in rows if (r.instances, r.threads, r.max_batch, r.precision) == layout]
             axes.plot(
                 [p.concurrency for p in points],
                 [getattr(p, metric) for p in points],
@@ -155,6 +161,13 @@ def write_results(rows: list[SweepRow], out: Path) -> list[Path]:
 
 def keep(model_dir: Path, best: SweepRow) -> Path:
     recommendation = Recommendation(
-        best.instances, best.threads, best.max_batch, best.throughput, best.p50_ms, best.p99_ms, best.concurrency
+        best.instances,
+        best.threads,
+        best.max_batch,
+        best.throughput,
+        best.p50_ms,
+        best.p99_ms,
+        best.concurrency,
+        best.precision,
     )
     return save_recommendation(model_dir, recommendation)

@@ -18,7 +18,7 @@ from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.vision.images import DEFAULT_MAX_PIXELS, decode_image
 from forklift.vision.results import ClassScore, Detection, ImageResult, Prediction, Segment, Timing
-from forklift.vocabulary import ResizeMode, Runtime, Task
+from forklift.vocabulary import Precision, ResizeMode, Runtime, Task
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class PredictOptions:
     threads: int | None = None
     max_pixels: int = DEFAULT_MAX_PIXELS
     spin: bool = True  # engine threads may busy-wait for work: fastest alone, wasteful in a busy server
+    precision: Precision | None = None  # None: forklift.json's "precision", else f32
 
 
 Answer = list[Detection] | list[ClassScore] | list[Segment]

@@ -7,10 +7,11 @@ until a model is loaded.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from forklift.errors import ForkliftError
-from forklift.vocabulary import Runtime, Task, word
+from forklift.vocabulary import Precision, Runtime, Task, word
 
 if TYPE_CHECKING:
     from forklift.model_files.model_dir import ModelDirectory
@@ -23,13 +24,20 @@ SUPPORTED = {
     "onnx": (Runtime.ONNX, Runtime.OPENVINO),
     "caffe": (Runtime.OPENCV,),
 }
+PRECISIONS = {  # what each engine computes in; INT8 runs the model directory's quantised graph
+    Runtime.OPENVINO: (Precision.F32, Precision.BF16, Precision.INT8),
+    Runtime.ONNX: (Precision.F32, Precision.INT8),  # ONNX Runtime has no bf16 kernels for CPUs
+    Runtime.TORCH: (Precision.F32,),
+    Runtime.OPENCV: (Precision.F32,),
+}
 
 
 def load_predictor(
     model: ModelDirectory, runtime: Runtime | str | None = None, options: PredictOptions | None = None
 ) -> Predictor:
     """The engine for the model: `runtime` when given (it must run this kind of model), else the fastest measured
-    for its kind (bench/predict.py)."""
+    for its kind (bench/predict.py); in the options' precision, else the model's own (f32 unless it says)."""
+    from forklift.model_files.precision import default_precision
     from forklift.runtime.base import PredictOptions
 
     options = options or PredictOptions()
@@ -39,6 +47,13 @@ def load_predictor(
             f"{model.path}: a {model.kind} model runs with --runtime "
             f"{' or '.join(SUPPORTED[model.kind])}, not {runtime}"
         )
+    precision = options.precision or default_precision(model)
+    if precision not in PRECISIONS[runtime]:
+        raise ForkliftError(
+            f"--precision {precision}: --runtime {runtime} computes in {' or '.join(PRECISIONS[runtime])}; "
+            f"OpenVINO computes in {', '.join(PRECISIONS[Runtime.OPENVINO])}"
+        )
+    options = replace(options, precision=precision)
     if model.kind == "caffe":
         from forklift.runtime.opencv_caffe import CaffeFasterRCNNPredictor
 

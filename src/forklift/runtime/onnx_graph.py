@@ -14,10 +14,19 @@ import numpy as np
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
+from forklift.model_files.precision import int8_graph
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.darknet_predictor import DarknetPredictor
-from forklift.runtime.onnx_export import META_CLASSES, META_TASK, OUTPUT_NAMES, onnx_for_darknet
-from forklift.vocabulary import Runtime, Task, word
+from forklift.runtime.onnx_export import (
+    META_CLASSES,
+    META_SOURCE,
+    META_TASK,
+    OUTPUT_NAMES,
+    metadata,
+    onnx_for_darknet,
+    source_digest,
+)
+from forklift.vocabulary import Precision, Runtime, Task, word
 
 Shape = list[int | None]
 
@@ -43,9 +52,17 @@ class Network(ABC):
         """[N, C, H, W] float32 -> the graph's one output for the batch."""
 
 
-def graph_path(model: ModelDirectory) -> Path:
-    """The ONNX file an engine runs: the directory's own, or a Darknet model's export."""
-    return onnx_for_darknet(model) if model.kind == "darknet" else model.files["onnx"]
+def graph_path(model: ModelDirectory, precision: Precision | None = None) -> Path:
+    """The ONNX file an engine runs: the directory's own or a Darknet model's export, or for INT8 the quantised
+    graph (made from these very files, else an error that says to quantise again)."""
+    if precision != Precision.INT8:
+        return onnx_for_darknet(model) if model.kind == "darknet" else model.files["onnx"]
+    path = int8_graph(model)
+    if metadata(path).get(META_SOURCE) != source_digest(model):
+        raise ForkliftError(
+            f"{path}: quantised from other weights than the model's; run 'forklift models quantize' again"
+        )
+    return path
 
 
 def input_size(model: ModelDirectory, path: Path, shape: Shape) -> tuple[int, int]:
@@ -96,7 +113,7 @@ class GraphPredictor(DarknetPredictor):
     network_type: type[Network]
 
     def __init__(self, model: ModelDirectory, options: PredictOptions) -> None:
-        self.network = self.network_type(graph_path(model), options)
+        self.network = self.network_type(graph_path(model, options.precision), options)
         super().__init__(model, options, *yolo_facts(model, self.network))
 
     def infer(self, tensors: list[np.ndarray]) -> list[np.ndarray]:

@@ -15,7 +15,7 @@ import numpy as np
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.runtime.base import PredictOptions, Predictor
-from forklift.runtime.onnx_graph import Network, input_size
+from forklift.runtime.onnx_graph import Network, graph_path, input_size
 from forklift.vision.masks import IGNORE, segments_from_labels
 from forklift.vision.resize import Placement, fit
 from forklift.vision.results import Segment
@@ -29,7 +29,7 @@ class SegmentPredictor(Predictor):
 
     def __init__(self, model: ModelDirectory, options: PredictOptions, network_type: type[Network]) -> None:
         super().__init__(model, options)
-        path = model.files["onnx"]
+        path = graph_path(model, options.precision)
         config = model.config
         self.network = network_type(path, options)
         self.runtime = self.network.runtime

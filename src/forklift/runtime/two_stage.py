@@ -19,7 +19,7 @@ from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.nets.two_stage import two_stage_settings
 from forklift.runtime.base import PredictOptions, Predictor
-from forklift.runtime.onnx_graph import Network, Shape
+from forklift.runtime.onnx_graph import Network, Shape, graph_path
 from forklift.runtime.two_stage_export import IOU, OUTPUTS
 from forklift.vision.resize import Placement, fit
 from forklift.vision.results import Detection
@@ -64,7 +64,7 @@ class TwoStagePredictor(Predictor):
     def __init__(self, model: ModelDirectory, options: PredictOptions, network_type: type[Network]) -> None:
         super().__init__(model, options)
         settings = two_stage_settings(model.config.extra, model.files.get("config", model.path))
-        self.network = with_all_outputs(network_type)(model.files["onnx"], options)
+        self.network = with_all_outputs(network_type)(graph_path(model, options.precision), options)
         self.runtime = self.network.runtime
         self.input_width = self.input_height = settings.image_size
         if len(model.labels) != settings.classes:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from forklift.atomic import write_text_atomically
 from forklift.runtime.onnx_export import cache_dir
+from forklift.vocabulary import Precision
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Recommendation:
     p50_ms: float
     p99_ms: float
     concurrency: int
+    precision: Precision = Precision.F32
 
 
 def store_path() -> Path:
@@ -63,4 +65,5 @@ def load_recommendation(model_dir: Path) -> Recommendation | None:
     if entry is None:
         return None
     entry.pop("model", None)
+    entry["precision"] = Precision(entry.get("precision", Precision.F32))  # saved before sweeps tried precisions
     return Recommendation(**entry)

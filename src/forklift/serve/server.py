@@ -19,7 +19,7 @@ from forklift.serve.metrics import Metrics
 from forklift.serve.pool import ModelPool
 from forklift.serve.state import ServeState
 from forklift.serve.worker import WorkerPlace, WorkerSpec
-from forklift.vocabulary import Runtime
+from forklift.vocabulary import Precision, Runtime
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class ServedModel:
     model_dir: str
     runtime: Runtime | None
     places: list[WorkerPlace]
+    precision: Precision | None = None  # None: the model's own (forklift.json), else f32
 
 
 def parse_model_argument(text: str) -> tuple[str, str]:
@@ -46,7 +47,10 @@ def build_state(models: list[ServedModel], options: ServeOptions) -> ServeState:
         raise ForkliftError(f"two served models have the same name ({', '.join(names)}); name them with DIR=NAME")
     pools = {}
     for model in models:
-        specs = [WorkerSpec(model.model_dir, model.runtime, place, options.max_pixels) for place in model.places]
+        specs = [
+            WorkerSpec(model.model_dir, model.runtime, place, options.max_pixels, model.precision)
+            for place in model.places
+        ]
         pools[model.name] = ModelPool(
             model.name,
             specs,

@@ -13,7 +13,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from forklift.vocabulary import Runtime
+from forklift.vocabulary import Precision, Runtime
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -36,6 +36,7 @@ class WorkerSpec:
     runtime: Runtime | None
     place: WorkerPlace
     max_pixels: int
+    precision: Precision | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,9 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
 
     try:
         model = open_model_dir(spec.model_dir)
-        options = PredictOptions(threads=spec.place.threads, max_pixels=spec.max_pixels, spin=False)
+        options = PredictOptions(
+            threads=spec.place.threads, max_pixels=spec.max_pixels, spin=False, precision=spec.precision
+        )
         predictor = load_predictor(model, spec.runtime, options)
     except ForkliftError as exc:
         connection.send(("failed", str(exc)))
@@ -94,6 +97,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
     default_conf = predictor.conf
     facts = {
         "runtime": predictor.runtime,
+        "precision": predictor.options.precision,
         "task": predictor.task,
         "labels": model.labels,
         "input": [predictor.input_height, predictor.input_width] if isinstance(predictor, FixedInput) else None,

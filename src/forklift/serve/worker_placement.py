@@ -1,7 +1,7 @@
 """Where each served model's workers run: CPU sets from the placement plan of this machine's topology.
 
-`--instances auto` takes the layout a `forklift sweep` measured and saved for this model on this machine;
-without one, the plan's own default (one whole core per instance, never straddling a NUMA node).
+`--instances auto` takes the layout (and precision) a `forklift sweep` measured and saved for this model on this
+machine; without one, the plan's own default (one whole core per instance, never straddling a NUMA node).
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from forklift.serve.server import ServedModel, parse_model_argument
 from forklift.serve.worker import WorkerPlace
 from forklift.system.placement import make_plan
 from forklift.system.topology import current
-from forklift.vocabulary import Runtime
+from forklift.vocabulary import Precision, Runtime
 
 
 def served_models(
     arguments: list[str],
     *,
     runtime: Runtime | None,
+    precision: Precision | None = None,
     instances: int | None,
     cpus_per_instance: int | None,
     threads: int | None,
@@ -32,6 +33,7 @@ def served_models(
         advice = load_recommendation(Path(parsed[0][0]))
         if advice is not None:
             instances, cpus_per_instance, threads = advice.instances, advice.threads, advice.threads
+            precision = precision or advice.precision
     topology = current()
     size = cpus_per_instance or threads
     plan = make_plan(topology, instances=None if instances is None else instances * len(parsed), cpus_per_instance=size)
@@ -47,5 +49,5 @@ def served_models(
     for index, (directory, name) in enumerate(parsed):
         placed = plan.instances[index * per_model : (index + 1) * per_model]
         sets = [WorkerPlace(p.cpus, p.node if several_nodes else None, threads or p.threads) for p in placed]
-        models.append(ServedModel(name, directory, runtime, sets))
+        models.append(ServedModel(name, directory, runtime, sets, precision))
     return models, advice

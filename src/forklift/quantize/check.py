@@ -1,0 +1,123 @@
+"""`forklift models quantize`: measure the model in f32 on val, make the INT8 graph from train images, measure it
+(and bf16) the same way, and keep the INT8 graph only when its metric is within the allowed drop.
+
+Everything is measured in a staging folder inside the model directory that links to the model's files, so the
+directory itself changes only at the end, in one step, and a refused or interrupted run leaves it as it was.
+Where plain quantisation drops too much, NNCF's accuracy control keeps the most sensitive layers in float and
+tries again before forklift refuses.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from forklift.data.check import check_dataset, usable_images
+from forklift.data.dataset import Dataset, ImageRecord
+from forklift.errors import ForkliftError
+from forklift.evaluation import METRICS
+from forklift.evaluation.evaluate import check_labels, measure
+from forklift.model_files.model_dir import ModelDirectory, open_model_dir
+from forklift.model_files.precision import INT8_GRAPH, PrecisionCheck, check_writable, record_checks
+from forklift.quantize.calibration import calibration_inputs
+from forklift.quantize.int8 import quantize_graph, save_graph
+from forklift.runtime.load import PRECISIONS
+from forklift.runtime.onnx_export import metadata, source_digest
+from forklift.runtime.onnx_graph import graph_path
+from forklift.vocabulary import Precision, Runtime
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """What `quantize_model_dir` measured and kept."""
+
+    model_dir: Path
+    checks: dict[Precision, PrecisionCheck]
+    controlled: bool  # NNCF's accuracy control was needed (some layers stayed in float)
+    graph: Path
+
+
+def quantize_model_dir(
+    model_dir: Path,
+    data: Path,
+    *,
+    samples: int = 300,
+    max_drop: float = 0.01,
+    runtime: Runtime = Runtime.OPENVINO,
+    seed: int = 0,
+) -> Quantized:
+    """Make, check and keep the model's INT8 graph; a one-line error, with nothing written, when it drops more
+    than `max_drop` of the task's headline metric on val."""
+    model = open_model_dir(model_dir)
+    if model.kind == "caffe":
+        raise ForkliftError(f"{model_dir}: a Caffe model runs on OpenCV only, which has no INT8 engine here")
+    check_writable(model)
+    report = check_dataset(data)
+    dataset = report.dataset
+    check_labels(model.labels, dataset.classes, model_dir, data)
+    val = [image for image in usable_images(report) if image.split == "val"]
+    if not val:
+        raise ForkliftError(f"{data}: no usable val images to measure f32 against INT8 on")
+    metric = METRICS[dataset.task][0]
+    staging = Path(tempfile.mkdtemp(prefix=".quantize-", dir=model.path))
+    try:
+        staged = _stage(model, staging)
+
+        def score(precision: Precision) -> float:
+            measured = measure(staged, dataset, val, runtime=runtime, precision=precision)
+            return float(getattr(measured, metric) or 0.0)
+
+        f32 = score(Precision.F32)
+        inputs = calibration_inputs(model, data, samples=samples, seed=seed)
+        target, digest = staging / INT8_GRAPH, source_digest(model)
+        quantize_graph(graph_path(model), inputs, target, digest=digest)  # the staged model's INT8 graph
+        int8 = score(Precision.INT8)
+        controlled = f32 - int8 > max_drop
+        if controlled:
+            print(f"INT8 {metric} {int8:.4f} against f32 {f32:.4f}: keeping sensitive layers in float", flush=True)
+            validation = (val, _graph_scorer(staged, dataset, target, metadata(target), runtime, metric))
+            quantize_graph(graph_path(model), inputs, target, digest=digest, validation=validation, max_drop=max_drop)
+            int8 = score(Precision.INT8)
+        checks = {Precision.INT8: PrecisionCheck(metric, f32, int8, max_drop, len(val), len(inputs))}
+        if Precision.BF16 in PRECISIONS[runtime]:
+            checks[Precision.BF16] = PrecisionCheck(metric, f32, score(Precision.BF16), max_drop, len(val))
+        if not checks[Precision.INT8].passed:
+            raise ForkliftError(
+                f"{model_dir}: INT8 {metric} {int8:.4f} is {f32 - int8:.4f} below f32's {f32:.4f}, more than "
+                f"--max-drop {max_drop:g}; nothing written"
+            )
+        kept = model.path / INT8_GRAPH
+        kept.parent.mkdir(exist_ok=True)
+        target.replace(kept)
+        record_checks(model, checks)
+        return Quantized(model.path, checks, controlled, kept)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _stage(model: ModelDirectory, staging: Path) -> ModelDirectory:
+    """A model directory in `staging` whose files link to the model's: measured as the model, changed apart."""
+    for path in model.path.iterdir():
+        if path.is_file():
+            (staging / path.name).symlink_to(path.resolve())
+    return open_model_dir(staging)
+
+
+def _graph_scorer(
+    staged: ModelDirectory, dataset: Dataset, target: Path, facts: dict[str, str], runtime: Runtime, metric: str
+) -> Any:
+    """The validation function NNCF's accuracy control calls with a candidate graph and val images: the graph
+    is written as the staged INT8 graph (with the first one's metadata) and measured as `forklift eval` would."""
+
+    def score(graph: onnx.ModelProto, images: Iterable[ImageRecord]) -> float:
+        save_graph(graph, target, facts=facts)
+        measured = measure(staged, dataset, list(images), runtime=runtime, precision=Precision.INT8)
+        return float(getattr(measured, metric) or 0.0)
+
+    return score

@@ -1,0 +1,138 @@
+"""INT8 and bf16: `forklift models quantize` on a detector trained here, `--precision` on the verbs that run a
+model, and the errors that say what is missing. The INT8 graph is checked by running it, in OpenVINO and in ONNX
+Runtime, against the f32 graph on the same val images (mAP@.5 through `forklift eval`, i.e. pycocotools)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import onnx
+import pytest
+from helpers import CFGS, forklift, shared
+from PIL import Image
+
+from forklift.data.synth import synth_shapes
+from forklift.errors import ForkliftError
+from forklift.evaluation.evaluate import evaluate
+from forklift.model_files.model_dir import open_model_dir
+from forklift.model_files.precision import INT8_GRAPH, offered_precisions, precision_checks
+from forklift.predict import predict_files
+from forklift.quantize.check import Quantized, quantize_model_dir
+from forklift.serve.process import ServerProcess
+from forklift.serve.recommendation import load_recommendation
+from forklift.train.trainer import train
+from forklift.vocabulary import Precision, Runtime
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A tiny detector trained 15 epochs on 300 generated 96x96 images (mAP@.5 about 0.3): (model dir, data)."""
+    root = tmp_path_factory.mktemp("quantize")
+    synth_shapes(root / "data", 300, 96, seed=0)
+    shutil.copy(CFGS / "tiny-detector.cfg", root / "tiny.cfg")
+    out = train(root / "data", root / "run", cfg=root / "tiny.cfg", epochs=15, batch=8, lr=0.01, val_every=15)
+    return out, root / "data"
+
+
+@pytest.fixture(scope="module")
+def quantized(trained: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Quantized]:
+    """A copy of the trained detector with its INT8 graph (100 calibration images, up to 0.02 of mAP@.5 lost)."""
+    model_dir = tmp_path_factory.mktemp("quantized") / "model"
+    shutil.copytree(trained[0], model_dir, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    return model_dir, quantize_model_dir(model_dir, trained[1], samples=100, max_drop=0.02)
+
+
+def test_quantize_keeps_an_int8_graph_within_the_drop(
+    trained: tuple[Path, Path], quantized: tuple[Path, Quantized]
+) -> None:
+    model_dir, result = quantized
+    graph = model_dir / INT8_GRAPH
+    assert result.graph == graph and graph.is_file()
+    ops = {node.op_type for node in onnx.load(str(graph)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops  # a QDQ graph, as other tools read it
+    check = precision_checks(open_model_dir(model_dir))[Precision.INT8]
+    f32 = evaluate(model_dir, trained[1], runtime=Runtime.OPENVINO).metrics
+    assert check.f32 == pytest.approx(f32.map50, abs=1e-9) and check.f32 > 0.1  # type: ignore[union-attr]
+    assert check.passed and check.f32 - check.value <= 0.02 and check.calibration == 100
+    for runtime in (Runtime.OPENVINO, Runtime.ONNX):  # both engines run the same INT8 file
+        int8 = evaluate(model_dir, trained[1], runtime=runtime, precision=Precision.INT8).metrics
+        assert abs(int8.map50 - f32.map50) <= 0.02, (runtime, int8.map50, f32.map50)  # type: ignore[union-attr]
+    assert Precision.INT8 in offered_precisions(open_model_dir(model_dir))
+    assert not list(model_dir.glob(".quantize-*"))  # the staging folder is gone
+    image = next((trained[1] / "images").iterdir())
+    answer = forklift("predict", model_dir, image, "--precision", "int8", "--json")
+    (answered,) = json.loads(answer.stdout)["results"]
+    assert "error" not in answered and "detections" in answered
+
+
+def test_a_drop_over_the_limit_refuses_and_writes_nothing(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """Ranges calibrated on train images far darker than val clip val's activations: INT8 loses mAP that keeping
+    three layers in float does not win back, and `--max-drop 0` refuses in one line."""
+    model_dir, data = tmp_path / "model", tmp_path / "data"
+    shutil.copytree(trained[0], model_dir, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    shutil.copytree(trained[1], data)
+    for record in json.loads((data / "dataset.json").read_text())["images"]:
+        if record["split"] == "train":
+            path = data / record["file"]
+            Image.eval(Image.open(path), lambda value: value // 16).save(path)
+    before = (model_dir / "forklift.json").read_text()
+    result = forklift("models", "quantize", model_dir, "--data", data, "--max-drop", "0", "--samples", "50",
+                      check=False)  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = [text for text in result.stderr.splitlines() if text.startswith("forklift: error:")]
+    assert "more than --max-drop 0; nothing written" in line and str(model_dir) in line, line
+    assert (model_dir / "forklift.json").read_text() == before
+    assert not (model_dir / INT8_GRAPH).exists() and not list(model_dir.glob(".quantize-*"))
+
+
+def test_int8_without_a_quantised_graph_names_the_command(trained: tuple[Path, Path]) -> None:
+    image = next((trained[1] / "images").iterdir())
+    with pytest.raises(ForkliftError, match="no INT8 model; make one with 'forklift models quantize"):
+        predict_files(trained[0], [image], precision=Precision.INT8)
+    result = forklift("eval", trained[0], "--data", trained[1], "--precision", "int8", check=False)
+    assert result.returncode == 2 and "forklift models quantize" in result.stderr
+
+
+def test_an_int8_graph_beside_changed_weights_is_refused(quantized: tuple[Path, Quantized], tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(quantized[0], model_dir)
+    weights = next(model_dir.glob("*.weights"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one byte of the last layer's weights
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ForkliftError, match="quantised from other weights than the model's"):
+        predict_files(model_dir, [shared("images/dog.jpg")], precision=Precision.INT8)
+
+
+def test_engines_refuse_precisions_they_lack(trained: tuple[Path, Path]) -> None:
+    image = next((trained[1] / "images").iterdir())
+    with pytest.raises(ForkliftError, match="--precision bf16: --runtime onnx computes in f32 or int8"):
+        predict_files(trained[0], [image], runtime=Runtime.ONNX, precision=Precision.BF16)
+    with pytest.raises(ForkliftError, match="--precision int8: --runtime torch computes in f32"):
+        predict_files(trained[0], [image], runtime=Runtime.TORCH, precision=Precision.INT8)
+
+
+def test_sweep_tries_the_checked_precisions_and_serve_auto_takes_the_best(
+    quantized: tuple[Path, Quantized], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where the recommendation is saved
+    model_dir, _ = quantized
+    offered = {str(p) for p in offered_precisions(open_model_dir(model_dir))}
+    assert {"f32", "int8"} <= offered and offered - {"f32", "int8"} <= {"bf16"}
+    out = tmp_path / "sweep"
+    forklift("sweep", model_dir, "--image", shared("images/dog.jpg"), "--instances", "1", "--threads", "1",
+             "--concurrency", "2", "--requests", "12", "--out", out)  # fmt: skip
+    with (out / "sweep.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["precision"] for row in rows} == offered and all(row["errors"] == "0" for row in rows)
+    best = max(rows, key=lambda row: float(row["throughput"]))
+    saved = load_recommendation(model_dir)
+    assert saved is not None and saved.precision == best["precision"]
+    with ServerProcess(model_dir, "--instances", "auto") as server:
+        facts = server.wait_healthy()["models"][model_dir.name]
+    assert facts["precision"] == saved.precision
