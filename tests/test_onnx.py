@@ -18,7 +18,14 @@ from helpers import CFGS, shared
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import build_darknet
 from forklift.runtime.base import PredictOptions
-from forklift.runtime.onnx_export import META_SOURCE, export_darknet, metadata, onnx_for_darknet
+from forklift.runtime.onnx_export import (
+    EXPORT_VERSION,
+    META_EXPORT,
+    META_SOURCE,
+    export_darknet,
+    metadata,
+    onnx_for_darknet,
+)
 from forklift.runtime.onnx_runtime import OnnxPredictor, open_session
 from forklift.runtime.torch_runtime import TorchPredictor
 
@@ -76,3 +83,21 @@ def test_stale_export_beside_model_not_used(darknet_models, tmp_path: Path, monk
     assert chosen != beside and chosen.parent == tmp_path / "cache" / "forklift" / "onnx"
     assert metadata(chosen)[META_SOURCE] != metadata(beside)[META_SOURCE]
     beside.unlink()
+
+
+def test_export_by_an_older_forklift_not_used(darknet_models, tmp_path: Path, monkeypatch) -> None:
+    """An export written before forklift's graphs changed (version 1 had a -inf Pad before each pool, which INT8
+    engines run in float) is exported again rather than used."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model_dir = darknet_models(CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names", seed=6)
+    beside = export_darknet(open_model_dir(model_dir), model_dir / "model.onnx")
+    proto = onnx.load(str(beside))
+    for entry in proto.metadata_props:
+        if entry.key == META_EXPORT:
+            entry.value = "1"
+    onnx.save(proto, str(beside))
+    try:
+        chosen = onnx_for_darknet(open_model_dir(model_dir))
+        assert chosen != beside and metadata(chosen)[META_EXPORT] == EXPORT_VERSION
+    finally:
+        beside.unlink()

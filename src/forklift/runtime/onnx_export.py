@@ -1,7 +1,8 @@
 """PyTorch -> ONNX (opset 17, dynamic batch) with forklift's metadata; Darknet nets with the decode in the graph.
 
 A Darknet graph's output is the decoded rows of `forklift.nets.darknet`, so ONNX Runtime needs no Python decode.
-Metadata names the source files' digest, so a stale export beside changed weights is never used.
+Metadata names the source files' digest and the export's version, so a stale export beside changed weights, or
+one an older forklift wrote, is never used.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ OUTPUT_NAMES = {Task.DETECT: "detections", Task.CLASSIFY: "probabilities", Task.
 META_SOURCE = "forklift.source_sha256"
 META_TASK = "forklift.task"
 META_CLASSES = "forklift.classes"
-EXPORT_VERSION = 2  # of the graphs this code writes, in the cache's file names: 2 has no -inf Pad before pools
+META_EXPORT = "forklift.export_version"
+EXPORT_VERSION = "2"  # of the Darknet graphs this code writes: 2 has no -inf Pad before pools (INT8 runs through)
 
 
 def source_digest(model: ModelDirectory) -> str:
@@ -41,7 +43,8 @@ def export_darknet(model: ModelDirectory, out: Path) -> Path:
     net = build_darknet(model.files["cfg"], model.files["weights"])
     task = Task.DETECT if net.is_detector else Task.CLASSIFY
     example = torch.zeros(1, net.config.channels, net.input_height, net.input_width)
-    return export_onnx(net, example, out, task, {META_SOURCE: source_digest(model), META_CLASSES: str(net.classes)})
+    facts = {META_SOURCE: source_digest(model), META_CLASSES: str(net.classes), META_EXPORT: EXPORT_VERSION}
+    return export_onnx(net, example, out, task, facts)
 
 
 def export_onnx(net: torch.nn.Module, example: torch.Tensor, out: Path, task: Task, facts: dict[str, str]) -> Path:
@@ -83,11 +86,14 @@ def cache_dir() -> Path:
 
 
 def onnx_for_darknet(model: ModelDirectory) -> Path:
-    """The model's own .onnx when it was exported from these very files, else a cached export (made once)."""
+    """The model's own .onnx when this version of forklift exported it from these very files, else a cached
+    export (made once)."""
     digest = source_digest(model)
     beside = model.files.get("onnx")
-    if beside is not None and metadata(beside).get(META_SOURCE) == digest:
-        return beside
+    if beside is not None:
+        facts = metadata(beside)
+        if facts.get(META_SOURCE) == digest and facts.get(META_EXPORT) == EXPORT_VERSION:
+            return beside
     cached = cache_dir() / f"{digest}-v{EXPORT_VERSION}.onnx"
     if not cached.exists():
         export_darknet(model, cached)
