@@ -21,6 +21,8 @@ from forklift.model_files.model_dir import open_model_dir
 from forklift.model_files.precision import INT8_GRAPH, offered_precisions, precision_checks
 from forklift.predict import predict_files
 from forklift.quantize.check import Quantized, quantize_model_dir
+from forklift.runtime.base import PredictOptions
+from forklift.runtime.load import load_predictor
 from forklift.serve.process import ServerProcess
 from forklift.serve.recommendation import load_recommendation
 from forklift.train.trainer import train
@@ -136,3 +138,15 @@ def test_sweep_tries_the_checked_precisions_and_serve_auto_takes_the_best(
     with ServerProcess(model_dir, "--instances", "auto") as server:
         facts = server.wait_healthy()["models"][model_dir.name]
     assert facts["precision"] == saved.precision
+
+
+def test_without_a_runtime_a_precision_picks_an_engine_that_has_it(quantized: tuple[Path, Quantized], tmp_path: Path):
+    """An ONNX model directory runs on ONNX Runtime in f32, on OpenVINO in bf16 and INT8 (its INT8 kernels)."""
+    onnx_dir = tmp_path / "onnx-model"
+    onnx_dir.mkdir()
+    for pattern, name in (("*.onnx", "model.onnx"), ("*.names", "model.names"), ("forklift.json", "forklift.json")):
+        shutil.copy(next(quantized[0].glob(pattern)), onnx_dir / name)  # the f32 export, not int8/model.onnx
+    model = open_model_dir(onnx_dir)
+    assert model.kind == "onnx"
+    for precision, engine in ((Precision.F32, Runtime.ONNX), (Precision.BF16, Runtime.OPENVINO)):
+        assert load_predictor(model, None, PredictOptions(precision=precision)).runtime == engine

@@ -36,18 +36,22 @@ def load_predictor(
     model: ModelDirectory, runtime: Runtime | str | None = None, options: PredictOptions | None = None
 ) -> Predictor:
     """The engine for the model: `runtime` when given (it must run this kind of model), else the fastest measured
-    for its kind (bench/predict.py); in the options' precision, else the model's own (f32 unless it says)."""
+    for its kind (bench/predict.py) that computes in the precision: the options', else the model's own (f32 unless
+    its forklift.json says)."""
     from forklift.model_files.precision import default_precision
     from forklift.runtime.base import PredictOptions
 
     options = options or PredictOptions()
-    runtime = word(Runtime, runtime, where="--runtime") if runtime else DEFAULT_RUNTIME[model.kind]
+    precision = options.precision or default_precision(model)
+    if runtime:
+        runtime = word(Runtime, runtime, where="--runtime")
+    else:  # the fastest engine for the kind that computes in the precision asked for
+        runtime = next((r for r in _by_speed(model.kind, precision) if precision in PRECISIONS[r]), Runtime.OPENVINO)
     if runtime not in SUPPORTED[model.kind]:
         raise ForkliftError(
             f"{model.path}: a {model.kind} model runs with --runtime "
             f"{' or '.join(SUPPORTED[model.kind])}, not {runtime}"
         )
-    precision = options.precision or default_precision(model)
     if precision not in PRECISIONS[runtime]:
         raise ForkliftError(
             f"--precision {precision}: --runtime {runtime} computes in {' or '.join(PRECISIONS[runtime])}; "
@@ -76,6 +80,13 @@ def load_predictor(
     from forklift.runtime.opencv_darknet import OpenCVDarknetPredictor
 
     return OpenCVDarknetPredictor(model, options)
+
+
+def _by_speed(kind: str, precision: Precision) -> list[Runtime]:
+    """The engines of a kind of model, fastest first: for f32 its default (bench/predict.py); for bf16 and INT8
+    OpenVINO, whose INT8 kernels run 4-5x ONNX Runtime's on the same QDQ graph here (bench/quantize)."""
+    first = DEFAULT_RUNTIME[kind] if precision == Precision.F32 else Runtime.OPENVINO
+    return [first, *(r for r in SUPPORTED[kind] if r != first)]
 
 
 def _graph_predictor(runtime: Runtime) -> type[GraphPredictor]:
