@@ -1,13 +1,14 @@
 """TPE with median pruning against random search without pruning, under the same wall-clock budget per search.
 
-Each search tunes the slim yolov3-tiny of bench/train on generated shapes (lr on a log scale, optimiser,
-momentum, batch, weight decay; a fixed number of epochs per trial) with `forklift tune`'s own machinery for
-`--minutes` of wall-clock time, once per seed and per strategy, one after the other on the same machine. From each
-study it reads when every trial ended and computes: the best val mAP@.5 reached, the best-so-far over time, the
-time TPE + pruning needed to reach random search's final best of the same seed, and the share of the epochs
-that unpruned trials would have run which pruning saved. Writes bench/results/tune/search.json and prints a table.
+Each search tunes the slim yolov3-tiny of bench/train on generated shapes (lr on a log scale, optimiser, momentum,
+batch, weight decay, over the ranges of `--space narrow` or `wide`; a fixed number of epochs per trial) with
+`forklift tune`'s own machinery for `--minutes` of wall-clock time, once per seed and per strategy, one after the
+other on the same machine. From each study it reads when every trial ended and computes: the best val mAP@.5
+reached, the best-so-far over time, the time TPE + pruning needed to reach random search's final best of the same
+seed, and the share of the epochs that unpruned trials would have run which pruning saved. Writes
+bench/results/tune/search.json and prints a table.
 
-    .venv/bin/python bench/tune/search.py [--minutes 5] [--seeds 3] [--n 300] [--work DIR]
+    .venv/bin/python bench/tune/search.py [--minutes 5] [--seeds 3] [--n 300] [--space narrow|wide] [--work DIR]
 """
 
 from __future__ import annotations
@@ -36,13 +37,22 @@ from forklift.vocabulary import Task
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "tune"
 SIZE = 160
 EPOCHS = 6
-SPACE = [
-    "lr=3e-4..3e-2:log",
-    "optimizer=adamw,momentum,rmsprop",
-    "momentum=0.8..0.98",
-    "batch=8,16,32",
-    "weight_decay=1e-5..1e-2:log",
-]
+SPACES = {
+    "narrow": [  # ranges around what trains this model well
+        "lr=3e-4..3e-2:log",
+        "optimizer=adamw,momentum,rmsprop",
+        "momentum=0.8..0.98",
+        "batch=8,16,32",
+        "weight_decay=1e-5..1e-2:log",
+    ],
+    "wide": [  # as a user new to this model would give them: every optimiser, lr over three decades
+        "lr=1e-4..1e-1:log",
+        "optimizer=sgd,momentum,adam,adamw,rmsprop,adagrad,adadelta",
+        "momentum=0.8..0.99",
+        "batch=8,16,32",
+        "weight_decay=0..0.1",
+    ],
+}
 STRATEGIES = {"tpe+median": ("tpe", "median"), "random": ("random", "none")}
 
 
@@ -52,6 +62,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--n", type=int, default=300, help="images generated (80%% train, 10%% val)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the data and the studies")
+    parser.add_argument("--space", choices=sorted(SPACES), default="narrow", help="the ranges searched")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="forklift-tune-bench-"))
     data = work / "shapes"
@@ -64,13 +75,15 @@ def main() -> None:
         for name, (sampler, pruner) in STRATEGIES.items():
             out = work / f"{name}-seed{seed}"
             print(f"{name}, seed {seed}: {args.minutes:g} min", flush=True)
-            runs[name].append(_search(data, cfg, out, sampler, pruner, seed=seed, minutes=args.minutes))
+            runs[name].append(
+                _search(data, cfg, out, sampler, pruner, SPACES[args.space], seed=seed, minutes=args.minutes)
+            )
     comparison = [_compare(tpe, rnd) for tpe, rnd in zip(runs["tpe+median"], runs["random"], strict=True)]
     summary = {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "data": {"n": args.n, "size": SIZE, "seed": 0},
         "epochs_per_trial": EPOCHS,
-        "space": SPACE,
+        "space": {args.space: SPACES[args.space]},
         "budget_minutes": args.minutes,
         "runs": runs,
         "comparison": comparison,
@@ -80,14 +93,16 @@ def main() -> None:
     _print(runs, comparison, args.minutes)
 
 
-def _search(data: Path, cfg: Path, out: Path, sampler: str, pruner: str, *, seed: int, minutes: float) -> dict:
+def _search(
+    data: Path, cfg: Path, out: Path, sampler: str, pruner: str, space: list[str], *, seed: int, minutes: float
+) -> dict:
     """One search of `minutes`; its trials' ends (seconds since the start), values and epochs run."""
     started = time.time()
     search = Search(
         data=data,
         out=out,
         metric="map50",
-        dimensions=tuple(search_space(SPACE, Task.DETECT)),
+        dimensions=tuple(search_space(space, Task.DETECT)),
         source={"cfg": cfg},
         fixed={"epochs": EPOCHS, "seed": seed},
         deadline=started + minutes * 60,
