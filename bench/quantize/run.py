@@ -1,17 +1,18 @@
 """f32, bf16 and INT8 side by side: images/s of one engine process and end-to-end `forklift serve` throughput, with
 the eval metric of each precision.
 
-Models: a detector trained here on generated shapes (`--detector DIR --data DIR`, e.g. bench/train's output), and
-yolov3-tiny and yolov3 at 416x416 with seeded random weights. The trained detector goes through `forklift models
-quantize` (calibrated on 300 of its train images, measured on val, mAP@.5 through pycocotools); the random-weight
+Models: a detector trained here on generated shapes (`--detector DIR --data DIR`, e.g. bench/train's output), a
+shapes classifier and an LR-ASPP segmentation net trained here briefly, and yolov3-tiny and yolov3 at 416x416 with
+seeded random weights. The trained models go through `forklift models quantize` (calibrated on 300 of their train
+images, measured on val: mAP@.5 through pycocotools, top-1, mIoU); the random-weight
 models are quantised by the same NNCF call with ranges from generated shape images, so their INT8 graphs show the
 speed only: random weights have no accuracy to keep, and their ranges are not those of real photos.
 
 Per model and precision, the engine is OpenVINO (the default for Darknet models):
   - one process, 1 thread, batch 1, the sample JPEGs of ../shared/data/images/ in turn (decode, letterbox,
     inference and NMS included): images/s and per-image p50/p90/p99, the precisions taking turns in rounds;
-  - `forklift serve --instances 2 --threads 1 --precision P`, loaded by forklift's own client at 8 requests in
-    flight: requests/s and p50/p90/p99.
+  - `forklift serve --instances 2 --threads 1 --runtime openvino --precision P`, loaded by forklift's own client
+    at 8 requests in flight: requests/s and p50/p90/p99.
 Writes bench/results/quantize/results.json and prints a table with the ratios to f32.
 
     .venv/bin/python bench/quantize/run.py [--detector DIR --data DIR] [--requests 400] [--models yolov3-tiny,yolov3]
@@ -46,9 +47,12 @@ from forklift.runtime.onnx_export import source_digest
 from forklift.runtime.onnx_graph import graph_path
 from forklift.serve.process import ServerProcess
 from forklift.shared_data import shared_data_path, shared_data_root
+from forklift.train.trainer import train
 from forklift.vocabulary import Precision, Runtime
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "quantize"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results" / "quantize"
+CLASSIFIER_CFG = ROOT / "tests" / "cfgs" / "shapes-classifier.cfg"
 PRECISIONS = (Precision.F32, Precision.BF16, Precision.INT8)
 ROUNDS = 5  # of the in-process measure, the precisions taking turns
 PER_ROUND = 24  # images per precision and round
@@ -62,21 +66,26 @@ def main() -> None:
     parser.add_argument("--models", default="yolov3-tiny,yolov3", help="random-weight Darknet models to measure")
     parser.add_argument("--requests", type=int, default=400, help="requests per serve measurement")
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--skip-training", action="store_true", help="no classifier and segmentation net")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="forklift-quantize-bench-"))
     images = [(p.name, p.read_bytes()) for p in sorted((shared_data_root() / "images").glob("*.jpg"))]
-    models: list[dict[str, Any]] = []
+    trained = [(f"{kind} (trained)", *made) for kind, made in train_small(work, skip=args.skip_training).items()]
     if args.detector:
-        trained = work / "shapes-detector"
-        shutil.rmtree(trained, ignore_errors=True)
-        shutil.copytree(args.detector, trained, ignore=shutil.ignore_patterns("checkpoints", "tensorboard", "eval"))
-        result = quantize_model_dir(trained, args.data, samples=300, max_drop=0.01)
+        trained.insert(0, ("shapes detector (trained)", args.detector, args.data))
+    models: list[dict[str, Any]] = []
+    for name, source, data in trained:
+        directory = work / name.split()[0]
+        shutil.rmtree(directory, ignore_errors=True)
+        shutil.copytree(source, directory, ignore=shutil.ignore_patterns("checkpoints", "tensorboard", "eval"))
+        result = quantize_model_dir(directory, data, samples=300, max_drop=0.01)
         checks = {str(p): c.to_json() for p, c in result.checks.items()}
-        models.append({"name": "shapes detector (trained)", "dir": trained, "checks": checks})
+        models.append({"name": name, "dir": directory, "checks": checks, "controlled": result.controlled})
     shapes = work / "calibration-shapes"
     if not (shapes / "dataset.json").is_file():
         synth_shapes(shapes, 300, 416, seed=0)
     for name in filter(None, args.models.split(",")):
+        shutil.rmtree(work / name, ignore_errors=True)
         directory = new_darknet_dir(
             shared_data_path(f"darknet/{name}.cfg"), shared_data_path("darknet/coco.names"), work / name, seed=1
         )
@@ -102,6 +111,28 @@ def main() -> None:
     report(models)
 
 
+def train_small(work: Path, *, skip: bool) -> dict[str, tuple[Path, Path]]:
+    """A shapes classifier (forklift's test cfg, 64 px) and an LR-ASPP segmentation net (128 px), trained briefly
+    on generated shapes: kind -> (model directory, data set)."""
+    if skip:
+        return {}
+    made = {}
+    for kind, task, n, size, settings in (
+        ("classifier", "classify", 600, 64, {"cfg": CLASSIFIER_CFG, "epochs": 25, "batch": 16, "lr": 0.003}),
+        ("segmenter", "segment", 300, 128, {"arch": "lraspp_mobilenet_v3_large", "img": 128, "epochs": 12,
+                                            "batch": 8, "lr": 0.01}),
+    ):  # fmt: skip
+        data = work / f"{kind}-data"
+        if not (data / "dataset.json").is_file():
+            synth_shapes(data, n, size, seed=0, task=task)
+        out = work / f"{kind}-run"
+        if not (out / "forklift.json").is_file():
+            print(f"training the {kind}", flush=True)
+            train(data, out, seed=0, val_every=settings["epochs"], **settings)
+        made[kind] = (out, data)
+    return made
+
+
 def in_process(directory: Path, images: list[tuple[str, bytes]]) -> dict[str, dict[str, float]]:
     """Per precision: images/s and per-image latency percentiles of one 1-thread OpenVINO predictor."""
     model = open_model_dir(directory)
@@ -124,6 +155,7 @@ def in_process(directory: Path, images: list[tuple[str, bytes]]) -> dict[str, di
 
 def served(directory: Path, images: list[tuple[str, bytes]], precision: Precision, requests: int) -> dict:
     arguments = [f"{directory}=model", "--instances", "2", "--threads", "1", "--precision", precision]
+    arguments += ["--runtime", "openvino"]
     with ServerProcess(*arguments) as server:
         url = f"{server.url}/predict/model"
         asyncio.run(run_load(url, images, 16, CONCURRENCY))
