@@ -75,8 +75,9 @@ def quantize_graph(
                     max_num_iterations=FLOAT_LAYERS, num_ranking_workers=1
                 ),
             )
-    except (RuntimeError, ValueError, nncf.errors.InternalError) as exc:
-        raise ForkliftError(f"{source}: NNCF cannot quantise it: {str(exc).splitlines()[0]}") from exc
+    except Exception as exc:  # NNCF and the ONNX Runtime session it runs raise their own untyped errors
+        reason = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise ForkliftError(f"{source}: NNCF cannot quantise it: {reason[:300]}") from exc
     facts = {entry.key: entry.value for entry in proto.metadata_props}
     return save_graph(quantised, out, facts={**facts, META_SOURCE: digest})
 
