@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from forklift.data.check import check_dataset
 from forklift.data.synth import synth_shapes
 from forklift.loadtest.post import run_load
 from forklift.model_files.model_dir import open_model_dir
@@ -90,7 +91,7 @@ def main() -> None:
             shared_data_path(f"darknet/{name}.cfg"), shared_data_path("darknet/coco.names"), work / name, seed=1
         )
         model = open_model_dir(directory)
-        inputs = calibration_inputs(model, shapes, samples=300, seed=0)
+        inputs = calibration_inputs(model, check_dataset(shapes), samples=300, seed=0)
         quantize_graph(graph_path(model), inputs, directory / INT8_GRAPH, digest=source_digest(model))
         models.append({"name": f"{name} (random weights)", "dir": directory, "checks": None})
     for entry in models:

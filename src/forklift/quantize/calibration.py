@@ -4,12 +4,11 @@ predictor prepares an image to answer (resize, letterbox, scale), so the ranges 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from forklift.data.check import check_dataset, usable_images
+from forklift.data.check import CheckReport, usable_images
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.runtime.base import PredictOptions
@@ -18,12 +17,12 @@ from forklift.vision.images import decode_image
 from forklift.vocabulary import Precision, Runtime
 
 
-def calibration_inputs(model: ModelDirectory, data: Path, *, samples: int, seed: int) -> list[np.ndarray]:
-    """Up to `samples` usable train images (a seeded random choice), each as the graph's [1, C, H, W] input."""
-    report = check_dataset(data)
+def calibration_inputs(model: ModelDirectory, report: CheckReport, *, samples: int, seed: int) -> list[np.ndarray]:
+    """Up to `samples` usable train images of the checked data set (a seeded random choice), each as the graph's
+    [1, C, H, W] input."""
     train = [image for image in usable_images(report) if image.split == "train"]
     if not train:
-        raise ForkliftError(f"{data}: no usable train images to calibrate INT8 ranges on")
+        raise ForkliftError(f"{report.dataset.root}: no usable train images to calibrate INT8 ranges on")
     chosen = random.Random(seed).sample(train, min(samples, len(train)))
     predictor = load_predictor(model, Runtime.ONNX, PredictOptions(precision=Precision.F32))
     inputs = []

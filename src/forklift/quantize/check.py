@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,22 +74,24 @@ def quantize_model_dir(
             return float(getattr(measured, metric) or 0.0)
 
         f32 = score(Precision.F32)
-        inputs = calibration_inputs(model, data, samples=samples, seed=seed)
-        target, digest = staging / INT8_GRAPH, source_digest(model)
-        quantize_graph(graph_path(model), inputs, target, digest=digest)  # the staged model's INT8 graph
-        int8 = score(Precision.INT8)
-        controlled = f32 - int8 > max_drop
+        inputs = calibration_inputs(model, report, samples=samples, seed=seed)
+        source, target, digest = graph_path(model), staging / INT8_GRAPH, source_digest(model)
+        quantize_graph(source, inputs, target, digest=digest)  # the staged model's INT8 graph
+        int8 = PrecisionCheck(metric, f32, score(Precision.INT8), max_drop, len(val), len(inputs))
+        controlled = not int8.passed
         if controlled:
-            print(f"INT8 {metric} {int8:.4f} against f32 {f32:.4f}: keeping sensitive layers in float", flush=True)
+            print(
+                f"INT8 {metric} {int8.value:.4f} against f32 {f32:.4f}: keeping sensitive layers in float", flush=True
+            )
             validation = (val, _graph_scorer(staged, dataset, target, metadata(target), runtime, metric))
-            quantize_graph(graph_path(model), inputs, target, digest=digest, validation=validation, max_drop=max_drop)
-            int8 = score(Precision.INT8)
-        checks = {Precision.INT8: PrecisionCheck(metric, f32, int8, max_drop, len(val), len(inputs))}
+            quantize_graph(source, inputs, target, digest=digest, validation=validation, max_drop=max_drop)
+            int8 = replace(int8, value=score(Precision.INT8))
+        checks = {Precision.INT8: int8}
         if Precision.BF16 in PRECISIONS[runtime]:
             checks[Precision.BF16] = PrecisionCheck(metric, f32, score(Precision.BF16), max_drop, len(val))
-        if not checks[Precision.INT8].passed:
+        if not int8.passed:
             raise ForkliftError(
-                f"{model_dir}: INT8 {metric} {int8:.4f} is {f32 - int8:.4f} below f32's {f32:.4f}, more than "
+                f"{model_dir}: INT8 {metric} {int8.value:.4f} is {int8.drop:.4f} below f32's {f32:.4f}, more than "
                 f"--max-drop {max_drop:g}; nothing written"
             )
         kept = model.path / INT8_GRAPH
