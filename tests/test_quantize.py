@@ -1,6 +1,7 @@
 """INT8 and bf16: `forklift models quantize` on a detector trained here, `--precision` on the verbs that run a
 model, and the errors that say what is missing. The INT8 graph is checked by running it, in OpenVINO and in ONNX
-Runtime, against the f32 graph on the same val images (mAP@.5 through `forklift eval`, i.e. pycocotools)."""
+Runtime, against the f32 graph on the same val images (mAP@.5 through `forklift eval`, i.e. pycocotools). A
+two-stage detector, which NNCF quantises through OpenVINO only, is checked for the INT8 kernels OpenVINO runs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import onnx
+import openvino as ov
 import pytest
 from helpers import CFGS, forklift, shared
 from PIL import Image
@@ -18,7 +20,7 @@ from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.evaluation.evaluate import evaluate
 from forklift.model_files.model_dir import open_model_dir
-from forklift.model_files.precision import INT8_GRAPH, offered_precisions, precision_checks
+from forklift.model_files.precision import INT8_DIR, INT8_GRAPHS, offered_precisions, precision_checks
 from forklift.predict import predict_files
 from forklift.quantize.check import Quantized, quantize_model_dir
 from forklift.runtime.base import PredictOptions
@@ -53,7 +55,7 @@ def test_quantize_keeps_an_int8_graph_within_the_drop(
     trained: tuple[Path, Path], quantized: tuple[Path, Quantized]
 ) -> None:
     model_dir, result = quantized
-    graph = model_dir / INT8_GRAPH
+    graph = model_dir / INT8_GRAPHS[0]  # the QDQ ONNX graph
     assert result.graph == graph and graph.is_file()
     ops = {node.op_type for node in onnx.load(str(graph)).graph.node}
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops  # a QDQ graph, as other tools read it
@@ -89,7 +91,7 @@ def test_a_drop_over_the_limit_refuses_and_writes_nothing(trained: tuple[Path, P
     (line,) = [text for text in result.stderr.splitlines() if text.startswith("forklift: error:")]
     assert "more than --max-drop 0; nothing written" in line and str(model_dir) in line, line
     assert (model_dir / "forklift.json").read_text() == before
-    assert not (model_dir / INT8_GRAPH).exists() and not list(model_dir.glob(".quantize-*"))
+    assert not (model_dir / INT8_DIR).exists() and not list(model_dir.glob(".quantize-*"))
 
 
 def test_int8_without_a_quantised_graph_names_the_command(trained: tuple[Path, Path]) -> None:
@@ -150,3 +152,30 @@ def test_without_a_runtime_a_precision_picks_an_engine_that_has_it(quantized: tu
     assert model.kind == "onnx"
     for precision, engine in ((Precision.F32, Runtime.ONNX), (Precision.BF16, Runtime.OPENVINO)):
         assert load_predictor(model, None, PredictOptions(precision=precision)).runtime == engine
+
+
+def test_a_two_stage_detector_quantises_to_an_openvino_ir(tmp_path: Path) -> None:
+    """NNCF's ONNX backend fails in torchvision's RoI heads, so the INT8 model is an OpenVINO IR: OpenVINO runs
+    its convolutions in INT8, ONNX Runtime refuses it in one line. A Faster R-CNN trained for seconds here finds
+    nothing yet (see test_train_two_stage), so its mAP figures are recorded but say nothing; the kernels do."""
+    data = tmp_path / "data"
+    synth_shapes(data, 24, 128, seed=0, objects=(1, 2), object_size=(32, 56))
+    model_dir = train(data, tmp_path / "run", arch="fasterrcnn_mobilenet_v3_large_320_fpn", epochs=1, batch=4,
+                      img=128, seed=0)  # fmt: skip
+    result = forklift("models", "quantize", model_dir, "--data", data, "--samples", "16", "--max-drop", "1")
+    assert "using its OpenVINO backend" in result.stdout, result.stdout
+    assert (model_dir / INT8_GRAPHS[1]).is_file() and not (model_dir / INT8_GRAPHS[0]).exists()
+    assert Precision.INT8 in precision_checks(open_model_dir(model_dir))
+    compiled = ov.Core().compile_model(str(model_dir / INT8_GRAPHS[1]), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    kernels = [
+        op.get_rt_info()["runtimePrecision"].astype(str)
+        for op in compiled.get_runtime_model().get_ops()
+        if op.get_rt_info()["layerType"].astype(str) == "Convolution"
+    ]
+    assert sum(kind in ("i8", "u8") for kind in kernels) > len(kernels) / 2, kernels
+    image = next((data / "images").iterdir())
+    answer = forklift("predict", model_dir, image, "--precision", "int8", "--json")  # OpenVINO, picked for INT8
+    (answered,) = json.loads(answer.stdout)["results"]
+    assert "error" not in answered and "detections" in answered
+    refused = forklift("predict", model_dir, image, "--precision", "int8", "--runtime", "onnx", check=False)
+    assert refused.returncode == 2 and "an OpenVINO IR" in refused.stderr and "--runtime openvino" in refused.stderr

@@ -37,7 +37,6 @@ from forklift.data.check import check_dataset
 from forklift.data.synth import synth_shapes
 from forklift.loadtest.post import run_load
 from forklift.model_files.model_dir import open_model_dir
-from forklift.model_files.precision import INT8_GRAPH
 from forklift.nets.fresh_weights import new_darknet_dir
 from forklift.quantize.calibration import calibration_inputs
 from forklift.quantize.check import quantize_model_dir
@@ -92,7 +91,7 @@ def main() -> None:
         )
         model = open_model_dir(directory)
         inputs = calibration_inputs(model, check_dataset(shapes), samples=300, seed=0)
-        quantize_graph(graph_path(model), inputs, directory / INT8_GRAPH, digest=source_digest(model))
+        quantize_graph(graph_path(model), inputs, directory, digest=source_digest(model))
         models.append({"name": f"{name} (random weights)", "dir": directory, "checks": None})
     for entry in models:
         print(f"{entry['name']}: one process", flush=True)

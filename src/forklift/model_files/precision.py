@@ -1,6 +1,9 @@
-"""What a model directory says about precision: its INT8 graph (`int8/model.onnx`, a QDQ ONNX file that OpenVINO
-and ONNX Runtime both run) and, in forklift.json, what `forklift models quantize` measured of each precision and
-the precision used when a caller asks for none.
+"""What a model directory says about precision: its INT8 graph and, in forklift.json, what `forklift models
+quantize` measured of each precision and the precision used when a caller asks for none.
+
+The INT8 graph is `int8/model.onnx`, a QDQ ONNX file that OpenVINO and ONNX Runtime both run, or, for graphs
+NNCF's ONNX backend cannot quantise (torchvision's two-stage detectors), `int8/model.xml` with `model.bin`, an
+OpenVINO IR that only OpenVINO runs.
 
 forklift.json keys: `"precision": "int8"` (optional; f32 without it) and `"precision_checked"`, one entry per
 precision measured: the metric, its value in f32 and in that precision, the drop allowed, and whether it passed.
@@ -16,7 +19,8 @@ from forklift.model_files.model_config import load_config, save_config
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.vocabulary import Precision, word
 
-INT8_GRAPH = Path("int8") / "model.onnx"
+INT8_DIR = Path("int8")
+INT8_GRAPHS = (INT8_DIR / "model.onnx", INT8_DIR / "model.xml")  # QDQ ONNX, else OpenVINO IR
 DEFAULT_KEY = "precision"
 CHECKED_KEY = "precision_checked"
 
@@ -46,12 +50,12 @@ class PrecisionCheck:
 
 def int8_graph(model: ModelDirectory) -> Path:
     """The model's INT8 graph, or one line saying how to make it."""
-    path = model.path / INT8_GRAPH
-    if not path.is_file():
+    found = [model.path / name for name in INT8_GRAPHS if (model.path / name).is_file()]
+    if not found:
         raise ForkliftError(
             f"{model.path}: no INT8 model; make one with 'forklift models quantize {model.path} --data DATA_SET'"
         )
-    return path
+    return found[0]
 
 
 def default_precision(model: ModelDirectory) -> Precision:
@@ -99,4 +103,5 @@ def offered_precisions(model: ModelDirectory) -> list[Precision]:
     the precisions `sweep` and `serve --instances auto` try."""
     checks = precision_checks(model)
     passed = [p for p, check in checks.items() if check.passed and p != Precision.F32]
-    return [Precision.F32, *(p for p in passed if p != Precision.INT8 or (model.path / INT8_GRAPH).is_file())]
+    has_int8 = any((model.path / name).is_file() for name in INT8_GRAPHS)
+    return [Precision.F32, *(p for p in passed if p != Precision.INT8 or has_int8)]

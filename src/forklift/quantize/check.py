@@ -16,15 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import onnx
-
 from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
 from forklift.evaluation import METRICS
 from forklift.evaluation.evaluate import check_labels, measure
 from forklift.model_files.model_dir import ModelDirectory, open_model_dir
-from forklift.model_files.precision import INT8_GRAPH, PrecisionCheck, check_writable, record_checks
+from forklift.model_files.precision import INT8_DIR, PrecisionCheck, check_writable, record_checks
 from forklift.quantize.calibration import calibration_inputs
 from forklift.quantize.int8 import quantize_graph, save_graph
 from forklift.runtime.load import PRECISIONS
@@ -75,16 +73,25 @@ def quantize_model_dir(
 
         f32 = score(Precision.F32)
         inputs = calibration_inputs(model, report, samples=samples, seed=seed)
-        source, target, digest = graph_path(model), staging / INT8_GRAPH, source_digest(model)
-        quantize_graph(source, inputs, target, digest=digest)  # the staged model's INT8 graph
+        source, digest = graph_path(model), source_digest(model)
+        target = quantize_graph(source, inputs, staging, digest=digest, runtime=runtime)  # the staged model's
         int8 = PrecisionCheck(metric, f32, score(Precision.INT8), max_drop, len(val), len(inputs))
         controlled = not int8.passed
         if controlled:
             print(
                 f"INT8 {metric} {int8.value:.4f} against f32 {f32:.4f}: keeping sensitive layers in float", flush=True
             )
-            validation = (val, _graph_scorer(staged, dataset, target, metadata(target), runtime, metric))
-            quantize_graph(source, inputs, target, digest=digest, validation=validation, max_drop=max_drop)
+            validation = (val, _graph_scorer(staged, dataset, metadata(target), runtime, metric))
+            target = quantize_graph(
+                source,
+                inputs,
+                staging,
+                digest=digest,
+                runtime=runtime,
+                onnx_backend=target.suffix == ".onnx",
+                validation=validation,
+                max_drop=max_drop,
+            )
             int8 = replace(int8, value=score(Precision.INT8))
         checks = {Precision.INT8: int8}
         if Precision.BF16 in PRECISIONS[runtime]:
@@ -94,11 +101,11 @@ def quantize_model_dir(
                 f"{model_dir}: INT8 {metric} {int8.value:.4f} is {int8.drop:.4f} below f32's {f32:.4f}, more than "
                 f"--max-drop {max_drop:g}; nothing written"
             )
-        kept = model.path / INT8_GRAPH
-        kept.parent.mkdir(exist_ok=True)
-        target.replace(kept)
+        if (model.path / INT8_DIR).exists():  # the earlier INT8 graph goes with the staging folder
+            (model.path / INT8_DIR).replace(staging / "replaced")
+        (staging / INT8_DIR).replace(model.path / INT8_DIR)
         record_checks(model, checks)
-        return Quantized(model.path, checks, controlled, kept)
+        return Quantized(model.path, checks, controlled, model.path / target.relative_to(staging))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -112,13 +119,13 @@ def _stage(model: ModelDirectory, staging: Path) -> ModelDirectory:
 
 
 def _graph_scorer(
-    staged: ModelDirectory, dataset: Dataset, target: Path, facts: dict[str, str], runtime: Runtime, metric: str
+    staged: ModelDirectory, dataset: Dataset, facts: dict[str, str], runtime: Runtime, metric: str
 ) -> Any:
     """The validation function NNCF's accuracy control calls with a candidate graph and val images: the graph
     is written as the staged INT8 graph (with the first one's metadata) and measured as `forklift eval` would."""
 
-    def score(graph: onnx.ModelProto, images: Iterable[ImageRecord]) -> float:
-        save_graph(graph, target, facts=facts)
+    def score(graph: Any, images: Iterable[ImageRecord]) -> float:
+        save_graph(graph, staged.path, facts=facts)
         measured = measure(staged, dataset, list(images), runtime=runtime, precision=Precision.INT8)
         return float(getattr(measured, metric) or 0.0)
 

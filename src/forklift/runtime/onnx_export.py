@@ -11,6 +11,7 @@ import hashlib
 import os
 import warnings
 from pathlib import Path
+from xml.etree import ElementTree
 
 import onnx
 import torch
@@ -27,6 +28,7 @@ META_SOURCE = "forklift.source_sha256"
 META_TASK = "forklift.task"
 META_CLASSES = "forklift.classes"
 META_EXPORT = "forklift.export_version"
+IR_FACTS = "forklift"  # the rt_info section of an OpenVINO IR that holds what an ONNX file's metadata would
 EXPORT_VERSION = "2"  # of the Darknet graphs this code writes: 2 has no -inf Pad before pools (INT8 runs through)
 
 
@@ -76,6 +78,10 @@ def _write_graph(net: torch.nn.Module, example: torch.Tensor, path: Path, task: 
 
 
 def metadata(path: Path) -> dict[str, str]:
+    """An ONNX file's metadata, or the same facts in an OpenVINO IR (its rt_info's IR_FACTS section)."""
+    if path.suffix == ".xml":
+        found = ElementTree.parse(path).getroot().find(f"rt_info/{IR_FACTS}")
+        return {} if found is None else {entry.tag: entry.get("value", "") for entry in found}
     proto = onnx.load(str(path), load_external_data=False)
     return {p.key: p.value for p in proto.metadata_props}
 

@@ -39,6 +39,11 @@ class OnnxRuntimeNetwork(Network):
     runtime = Runtime.ONNX
 
     def __init__(self, path: Path, options: PredictOptions) -> None:
+        if path.suffix == ".xml":
+            raise ForkliftError(
+                f"{path}: an OpenVINO IR (NNCF quantised this graph with its OpenVINO backend); "
+                "run it with --runtime openvino"
+            )
         self.session = open_session(path, options.threads, spin=options.spin)
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         facts = self.session.get_modelmeta().custom_metadata_map
