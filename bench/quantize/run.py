@@ -2,7 +2,7 @@
 the eval metric of each precision.
 
 Models: a detector trained here on generated shapes (`--detector DIR --data DIR`, e.g. bench/train's output), a
-shapes classifier and an LR-ASPP segmentation net trained here briefly, and yolov3-tiny and yolov3 at 416x416 with
+two-stage detector likewise (`--two-stage DIR --two-stage-data DIR`: an OpenVINO IR in INT8), a shapes classifier and an LR-ASPP segmentation net trained here briefly, and yolov3-tiny and yolov3 at 416x416 with
 seeded random weights. The trained models go through `forklift models quantize` (calibrated on 300 of their train
 images, measured on val: mAP@.5 through pycocotools, top-1, mIoU); the random-weight
 models are quantised by the same NNCF call with ranges from generated shape images, so their INT8 graphs show the
@@ -15,7 +15,8 @@ Per model and precision, the engine is OpenVINO (the default for Darknet models)
     at 8 requests in flight: requests/s and p50/p90/p99.
 Writes bench/results/quantize/results.json and prints a table with the ratios to f32.
 
-    .venv/bin/python bench/quantize/run.py [--detector DIR --data DIR] [--requests 400] [--models yolov3-tiny,yolov3]
+    .venv/bin/python bench/quantize/run.py [--detector DIR --data DIR] [--two-stage DIR --two-stage-data DIR]
+        [--requests 400] [--models yolov3-tiny,yolov3] [--skip-training]
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--detector", type=Path, help="a detector trained on generated shapes (bench/train)")
     parser.add_argument("--data", type=Path, help="its data set")
+    parser.add_argument("--two-stage", type=Path, help="a two-stage detector trained on generated shapes")
+    parser.add_argument("--two-stage-data", type=Path, help="its data set")
     parser.add_argument("--models", default="yolov3-tiny,yolov3", help="random-weight Darknet models to measure")
     parser.add_argument("--requests", type=int, default=400, help="requests per serve measurement")
     parser.add_argument("--work", type=Path, default=None)
@@ -71,6 +74,8 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="forklift-quantize-bench-"))
     images = [(p.name, p.read_bytes()) for p in sorted((shared_data_root() / "images").glob("*.jpg"))]
     trained = [(f"{kind} (trained)", *made) for kind, made in train_small(work, skip=args.skip_training).items()]
+    if args.two_stage:
+        trained.insert(0, ("two-stage detector (trained)", args.two_stage, args.two_stage_data))
     if args.detector:
         trained.insert(0, ("shapes detector (trained)", args.detector, args.data))
     models: list[dict[str, Any]] = []
