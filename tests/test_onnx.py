@@ -24,7 +24,7 @@ from forklift.runtime.onnx_export import (
     META_SOURCE,
     export_darknet,
     metadata,
-    onnx_for_darknet,
+    exported_onnx,
 )
 from forklift.runtime.onnx_runtime import OnnxPredictor, open_session
 from forklift.runtime.torch_runtime import TorchPredictor
@@ -74,12 +74,12 @@ def test_stale_export_beside_model_not_used(darknet_models, tmp_path: Path, monk
     model_dir = darknet_models(CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names", seed=5)
     model = open_model_dir(model_dir)
     beside = export_darknet(model, model_dir / "model.onnx")
-    assert onnx_for_darknet(open_model_dir(model_dir)) == beside
+    assert exported_onnx(open_model_dir(model_dir)) == beside
     weights = model.files["weights"]
     data = bytearray(weights.read_bytes())
     data[-4:] = np.float32(0.5).tobytes()
     weights.write_bytes(bytes(data))
-    chosen = onnx_for_darknet(open_model_dir(model_dir))
+    chosen = exported_onnx(open_model_dir(model_dir))
     assert chosen != beside and chosen.parent == tmp_path / "cache" / "forklift" / "onnx"
     assert metadata(chosen)[META_SOURCE] != metadata(beside)[META_SOURCE]
     beside.unlink()
@@ -97,7 +97,7 @@ def test_export_by_an_older_forklift_not_used(darknet_models, tmp_path: Path, mo
             entry.value = "1"
     onnx.save(proto, str(beside))
     try:
-        chosen = onnx_for_darknet(open_model_dir(model_dir))
+        chosen = exported_onnx(open_model_dir(model_dir))
         assert chosen != beside and metadata(chosen)[META_EXPORT] == EXPORT_VERSION
     finally:
         beside.unlink()

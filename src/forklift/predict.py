@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import cv2
 from tqdm import tqdm
 
+from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
@@ -55,6 +57,19 @@ def predict_files(
     return prediction
 
 
+def save_images(prediction: Prediction, out: Path) -> None:
+    """Write each answered image to `out` under its input's name (PNG inputs stay PNG, others become JPEG)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for result in prediction.results:
+        if result.image is None:
+            continue
+        source = Path(result.file)
+        path = out / (source.stem + (".png" if source.suffix.lower() == ".png" else ".jpg"))
+        if not cv2.imwrite(str(path), cv2.cvtColor(result.image, cv2.COLOR_RGB2BGR)):
+            raise ForkliftError(f"{path}: cannot write the image")
+        result.saved = str(path)
+
+
 def print_table(prediction: Prediction) -> None:
     """A readable table: one line per detection (or class, or segment with its pixels), errors in place."""
     print(f"{'file':<28} {'label':<16} {'score':>6}  box (x1, y1, x2, y2)")
@@ -62,6 +77,10 @@ def print_table(prediction: Prediction) -> None:
         name = Path(result.file).name
         if result.error is not None:
             print(f"{name:<28} error: {result.error}")
+            continue
+        if result.image is not None:
+            height, width = result.image.shape[:2]
+            print(f"{name:<28} styled {width}x{height} -> {result.saved}")
             continue
         if result.classes is not None:
             for c in result.classes:

@@ -22,6 +22,7 @@ class Task(StrEnum):
     DETECT = "detect"  # boxes with labels
     CLASSIFY = "classify"  # one label per image
     SEGMENT = "segment"  # a label per pixel
+    STYLE = "style"  # image in, styled image out
 
 
 class Runtime(StrEnum):

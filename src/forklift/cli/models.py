@@ -35,6 +35,7 @@ def register(verbs: Any) -> None:
     actions = models.add_subparsers(dest="models_verb", metavar="ACTION", required=True)
     add_inspect(actions)
     add_new_darknet(actions)
+    add_new_style(actions)
     add_export(actions)
     add_quantize(actions)
 
@@ -54,12 +55,13 @@ def add_predict(verbs: Any) -> None:
     predict.add_argument("--iou", type=threshold, help="NMS overlap threshold (default: the model's, else 0.45)")
     predict.add_argument("--resize", choices=words(ResizeMode), help="fit to the input (default: the model's)")
     predict.add_argument("--max-pixels", type=positive, default=100_000_000, help="refuse larger images (bombs)")
+    predict.add_argument("--out", type=Path, metavar="DIR", help="style models: write the styled images here")
     add_json(predict, "print the result JSON instead of a table")
     predict.set_defaults(handler=run_predict)
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from forklift.predict import predict_files, print_table
+    from forklift.predict import predict_files, print_table, save_images
 
     prediction = predict_files(
         args.model_dir,
@@ -72,6 +74,12 @@ def run_predict(args: argparse.Namespace) -> int:
         resize=optional(ResizeMode, args.resize),
         max_pixels=args.max_pixels,
     )
+    if any(result.image is not None for result in prediction.results):
+        if args.out is None:
+            raise ForkliftError(f"{args.model_dir}: a style model answers images; say where to write them: --out DIR")
+        save_images(prediction, args.out)
+    elif args.out is not None:
+        raise ForkliftError(f"--out: {args.model_dir} answers labels, not images (--json writes its answers)")
     if args.json:
         print(json.dumps(prediction.to_json(), indent=2))
     else:
@@ -149,6 +157,31 @@ def run_new_darknet(args: argparse.Namespace) -> int:
 
     out = new_darknet_dir(args.cfg, args.names, args.out_dir, seed=args.seed)
     print(f"wrote {out} (seed {args.seed})")
+    return 0
+
+
+def add_new_style(actions: Any) -> None:
+    new = verb_parser(
+        actions,
+        "new-style",
+        "Make a style model directory (fast neural style, image in, image out) with seeded random weights: for "
+        "tests and demos, or to start training from; --width 0.5 or 0.25 makes the narrower networks for CPUs.",
+        "forklift models new-style models/style-half --width 0.5 && forklift predict models/style-half photo.jpg "
+        "--out styled/",
+    )
+    new.add_argument("out", type=Path, metavar="OUT", help="the model directory to write")
+    new.add_argument("--seed", type=int, default=0)
+    new.add_argument("--width", type=float, choices=(1.0, 0.5, 0.25), default=1.0, help="channels, as a share")
+    new.set_defaults(handler=run_new_style)
+
+
+def run_new_style(args: argparse.Namespace) -> int:
+    from forklift.runtime.style_export import fresh_style_net, write_style_dir
+
+    if args.out.exists() and any(args.out.iterdir()):
+        raise ForkliftError(f"{args.out}: exists and is not empty; choose a new folder")
+    out = write_style_dir(fresh_style_net(seed=args.seed, width=args.width), args.out)
+    print(f"wrote {out}: style.pth (PyTorch state dict) and style.onnx (any image size)")
     return 0
 
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from forklift.errors import ForkliftError
 from forklift.model_files.labels import read_labels
 from forklift.model_files.model_config import ModelConfig, load_config
+from forklift.vocabulary import Task
 
 
 class FileRole(NamedTuple):
@@ -26,8 +27,10 @@ KINDS: dict[str, tuple[FileRole, ...]] = {
         FileRole("caffemodel", (".caffemodel",)),
         FileRole("labels", (".labels",)),
     ),
+    "style": (FileRole("state_dict", (".pth", ".model")),),  # a fast-neural-style network's PyTorch state dict
     "onnx": (FileRole("onnx", (".onnx",)), FileRole("labels", (".names", ".labels", ".txt"))),
 }
+LABELLESS = ("labels",)  # an image-to-image model (task style) answers images, not labels
 
 
 @dataclass(frozen=True)
@@ -54,13 +57,15 @@ def _pick_one(directory: Path, role: str, suffixes: tuple[str, ...]) -> Path | N
 
 
 def find_kind(directory: Path) -> str:
-    """Darknet if there is a .cfg, Caffe if a .prototxt, ONNX if only an .onnx (a Darknet export may sit beside)."""
+    """Darknet if there is a .cfg, Caffe if a .prototxt, a style network if a .pth or .model, ONNX if only an
+    .onnx (an export may sit beside a Darknet or style model)."""
     for kind, roles in KINDS.items():
         first_suffixes = roles[0].suffixes
         if any(p.suffix.lower() in first_suffixes for p in directory.iterdir() if p.is_file()):
             return kind
     raise ForkliftError(
-        f"{directory}: not a model directory (no .cfg, .prototxt or .onnx file; see the README, 'Model directory')"
+        f"{directory}: not a model directory (no .cfg, .prototxt, .pth or .onnx file; see the README, "
+        "'Model directory')"
     )
 
 
@@ -72,18 +77,24 @@ def open_model_dir(path: str | Path) -> ModelDirectory:
     if not directory.is_dir():
         raise ForkliftError(f"{directory}: a model is a directory of files, not a single file")
     kind = find_kind(directory)
+    config, config_path = load_config(directory)
+    styled = kind == "style" or config.task == Task.STYLE
     files: dict[str, Path] = {}
     for role, suffixes in KINDS[kind]:
         found = _pick_one(directory, role, suffixes)
-        if found is None:
+        if found is None and not (styled and role in LABELLESS):
             wanted = " or ".join(suffixes)
-            raise ForkliftError(f"{directory}: missing the {role} file ({wanted}) of this {kind} model")
-        files[role] = found
-    if kind == "darknet":
+            hint = ' (an image-to-image model: say "task": "style" in forklift.json)' if role == "labels" else ""
+            raise ForkliftError(f"{directory}: missing the {role} file ({wanted}) of this {kind} model{hint}")
+        if found is not None:
+            files[role] = found
+    if kind in ("darknet", "style"):
         exported = _pick_one(directory, "onnx", (".onnx",))
         if exported is not None:
             files["onnx"] = exported
-    config, config_path = load_config(directory)
+    if kind == "style":
+        config.task = Task.STYLE
     if config_path is not None:
         files["config"] = config_path
-    return ModelDirectory(directory, kind, files, read_labels(files["labels"]), config)
+    labels = read_labels(files["labels"]) if "labels" in files else []
+    return ModelDirectory(directory, kind, files, labels, config)

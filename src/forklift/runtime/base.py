@@ -34,11 +34,12 @@ class PredictOptions:
     precision: Precision | None = None  # None: forklift.json's "precision", else f32
 
 
-Answer = list[Detection] | list[ClassScore] | list[Segment]
+Answer = list[Detection] | list[ClassScore] | list[Segment] | np.ndarray
 ANSWER_FIELDS = {
     Task.DETECT: "detections",
     Task.CLASSIFY: "classes",
     Task.SEGMENT: "segments",
+    Task.STYLE: "image",
 }  # ImageResult's, by task
 
 
@@ -112,7 +113,8 @@ class Predictor(ABC):
         (result,) = prediction.results
         if result.error is not None:
             raise ForkliftError(result.error)
-        return getattr(result, ANSWER_FIELDS[self.task]) or [], prediction.timing
+        answer = getattr(result, ANSWER_FIELDS[self.task])
+        return ([] if answer is None else answer), prediction.timing
 
     @abstractmethod
     def prepare(self, image: np.ndarray) -> tuple[Any, Any]:

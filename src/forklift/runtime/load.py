@@ -1,5 +1,5 @@
-"""Choosing and loading the engine for a model directory (an ONNX segmentation model by its forklift.json task, a
-torchvision detector by its "two_stage" settings).
+"""Choosing and loading the engine for a model directory (an ONNX segmentation or style model by its forklift.json
+task, a torchvision detector by its "two_stage" settings).
 
 Engines are imported only when chosen, and this module imports none of them, so that choosing costs nothing
 until a model is loaded.
@@ -18,9 +18,15 @@ if TYPE_CHECKING:
     from forklift.runtime.base import PredictOptions, Predictor
     from forklift.runtime.onnx_graph import GraphPredictor
 
-DEFAULT_RUNTIME = {"darknet": Runtime.OPENVINO, "onnx": Runtime.ONNX, "caffe": Runtime.OPENCV}  # fastest measured
+DEFAULT_RUNTIME = {  # fastest measured
+    "darknet": Runtime.OPENVINO,
+    "onnx": Runtime.ONNX,
+    "caffe": Runtime.OPENCV,
+    "style": Runtime.OPENVINO,
+}
 SUPPORTED = {
     "darknet": (Runtime.ONNX, Runtime.OPENVINO, Runtime.TORCH, Runtime.OPENCV),
+    "style": (Runtime.ONNX, Runtime.OPENVINO, Runtime.TORCH),
     "onnx": (Runtime.ONNX, Runtime.OPENVINO),
     "caffe": (Runtime.OPENCV,),
 }
@@ -62,6 +68,11 @@ def load_predictor(
         from forklift.runtime.opencv_caffe import CaffeFasterRCNNPredictor
 
         return CaffeFasterRCNNPredictor(model, options)
+    if model.config.task == Task.STYLE:
+        from forklift.runtime.style import StylePredictor, TorchStyleNetwork
+
+        network = TorchStyleNetwork if runtime == Runtime.TORCH else _graph_predictor(runtime).network_type
+        return StylePredictor(model, options, network)
     if runtime in (Runtime.ONNX, Runtime.OPENVINO):
         graph_predictor = _graph_predictor(runtime)
         if model.kind == "onnx" and model.config.task == Task.SEGMENT:

@@ -23,20 +23,22 @@ from forklift.vocabulary import Task
 
 OPSET = 17
 INPUT_NAME = "images"
-OUTPUT_NAMES = {Task.DETECT: "detections", Task.CLASSIFY: "probabilities", Task.SEGMENT: "masks"}
+OUTPUT_NAMES = {Task.DETECT: "detections", Task.CLASSIFY: "probabilities", Task.SEGMENT: "masks", Task.STYLE: "styled"}
 META_SOURCE = "forklift.source_sha256"
 META_TASK = "forklift.task"
 META_CLASSES = "forklift.classes"
 META_EXPORT = "forklift.export_version"
 IR_FACTS = "forklift"  # the rt_info section of an OpenVINO IR that holds what an ONNX file's metadata would
+SOURCE_ROLES = {"darknet": ("cfg", "weights"), "style": ("state_dict",)}  # the files forklift exports to ONNX
 EXPORT_VERSION = "2"  # of the Darknet graphs this code writes: 2 has no -inf Pad before pools (INT8 runs through)
 
 
 def source_digest(model: ModelDirectory) -> str:
     """What a graph made from the model's files records of them (a Darknet export, an INT8 graph), so that one
-    made from other files is never used: the digest of the cfg and weights, or of the model's own ONNX file."""
+    made from other files is never used: the digest of the cfg and weights, of a style network's state dict, or
+    of the model's own ONNX file."""
     digest = hashlib.sha256()
-    for role in ("cfg", "weights") if model.kind == "darknet" else ("onnx",):
+    for role in SOURCE_ROLES.get(model.kind, ("onnx",)):
         digest.update(model.files[role].read_bytes())
     return digest.hexdigest()
 
@@ -49,15 +51,35 @@ def export_darknet(model: ModelDirectory, out: Path) -> Path:
     return export_onnx(net, example, out, task, facts)
 
 
-def export_onnx(net: torch.nn.Module, example: torch.Tensor, out: Path, task: Task, facts: dict[str, str]) -> Path:
-    """Write net's graph for inputs shaped like example (any batch size) to out, atomically, with the task and
-    facts as metadata; the output is named by OUTPUT_NAMES[task]."""
+def export_style(model: ModelDirectory, out: Path) -> Path:
+    """A style network's graph with any batch, height and width."""
+    from forklift.nets.style import load_style_net
+
+    net = load_style_net(model.files["state_dict"])
+    facts = {META_SOURCE: source_digest(model), META_EXPORT: EXPORT_VERSION}
+    return export_onnx(net, torch.zeros(1, 3, 64, 64), out, Task.STYLE, facts, any_size=True)
+
+
+def export_onnx(
+    net: torch.nn.Module,
+    example: torch.Tensor,
+    out: Path,
+    task: Task,
+    facts: dict[str, str],
+    *,
+    any_size: bool = False,
+) -> Path:
+    """Write net's graph for inputs shaped like example (any batch size; with `any_size` any height and width
+    too) to out, atomically, with the task and facts as metadata; the output is named by OUTPUT_NAMES[task]."""
     with written_atomically(out) as partial:
-        _write_graph(net, example, partial, task, facts)
+        _write_graph(net, example, partial, task, facts, any_size)
     return out
 
 
-def _write_graph(net: torch.nn.Module, example: torch.Tensor, path: Path, task: Task, facts: dict[str, str]) -> None:
+def _write_graph(
+    net: torch.nn.Module, example: torch.Tensor, path: Path, task: Task, facts: dict[str, str], any_size: bool
+) -> None:
+    axes = {0: "batch", 2: "height", 3: "width"} if any_size else {0: "batch"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's notes on constant folding and deprecation
         torch.onnx.export(
@@ -67,7 +89,7 @@ def _write_graph(net: torch.nn.Module, example: torch.Tensor, path: Path, task: 
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAMES[task]],
             opset_version=OPSET,
-            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAMES[task]: {0: "batch"}},
+            dynamic_axes={INPUT_NAME: axes, OUTPUT_NAMES[task]: axes},
             dynamo=False,
         )
     proto = onnx.load(str(path))
@@ -91,9 +113,9 @@ def cache_dir() -> Path:
     return Path(base) / "forklift" / "onnx"
 
 
-def onnx_for_darknet(model: ModelDirectory) -> Path:
-    """The model's own .onnx when this version of forklift exported it from these very files, else a cached
-    export (made once)."""
+def exported_onnx(model: ModelDirectory) -> Path:
+    """The model's own .onnx when this version of forklift exported it from these very files (a Darknet model's
+    or a style network's), else a cached export (made once)."""
     digest = source_digest(model)
     beside = model.files.get("onnx")
     if beside is not None:
@@ -102,5 +124,5 @@ def onnx_for_darknet(model: ModelDirectory) -> Path:
             return beside
     cached = cache_dir() / f"{digest}-v{EXPORT_VERSION}.onnx"
     if not cached.exists():
-        export_darknet(model, cached)
+        (export_style if model.kind == "style" else export_darknet)(model, cached)
     return cached

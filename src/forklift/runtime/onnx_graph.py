@@ -22,8 +22,9 @@ from forklift.runtime.onnx_export import (
     META_SOURCE,
     META_TASK,
     OUTPUT_NAMES,
+    SOURCE_ROLES,
+    exported_onnx,
     metadata,
-    onnx_for_darknet,
     source_digest,
 )
 from forklift.vocabulary import Precision, Runtime, Task, word
@@ -56,7 +57,7 @@ def graph_path(model: ModelDirectory, precision: Precision | None = None) -> Pat
     """The ONNX file an engine runs: the directory's own or a Darknet model's export, or for INT8 the quantised
     graph (made from these very files, else an error that says to quantise again)."""
     if precision != Precision.INT8:
-        return onnx_for_darknet(model) if model.kind == "darknet" else model.files["onnx"]
+        return exported_onnx(model) if model.kind in SOURCE_ROLES else model.files["onnx"]
     path = int8_graph(model)
     if metadata(path).get(META_SOURCE) != source_digest(model):
         raise ForkliftError(

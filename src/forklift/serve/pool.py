@@ -175,7 +175,8 @@ class ModelPool:
                     candidate = self.queue.get_nowait()
             except (asyncio.QueueEmpty, TimeoutError):
                 break
-            if not isinstance(candidate.job, ImagesJob) or candidate.job.conf != first.job.conf:
+            job = candidate.job
+            if not isinstance(job, ImagesJob) or (job.conf, job.encoding) != (first.job.conf, first.job.encoding):
                 return batch, candidate
             batch.append(candidate)
             images += candidate.images
@@ -224,7 +225,8 @@ class ModelPool:
 
 
 def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
-    """The one job of a batch from `_next_batch`: a tensor job goes alone, image jobs with one threshold merge."""
+    """The one job of a batch from `_next_batch`: a tensor job goes alone, image jobs with one threshold (and
+    answer encoding) merge."""
     first = requests[0].job
     if isinstance(first, TensorJob):
         return first
@@ -232,7 +234,7 @@ def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
     for request in requests:
         assert isinstance(request.job, ImagesJob), "_next_batch never batches a tensor job with image jobs"
         images.extend(request.job.images)
-    return ImagesJob(images, first.conf)
+    return ImagesJob(images, first.conf, first.encoding)
 
 
 def _fail(requests: list[Request], error: Exception) -> None:

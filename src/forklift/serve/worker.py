@@ -13,6 +13,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from forklift.vision.results import Prediction
 from forklift.vocabulary import Precision, Runtime
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -40,11 +41,21 @@ class WorkerSpec:
 
 
 @dataclass(frozen=True)
+class Encoding:
+    """How a worker encodes an image-to-image model's answers: encoding in the worker keeps it off the server's
+    event loop, and the pipe carries a few kilobytes instead of the raw image."""
+
+    image_format: str = "jpeg"  # a key of forklift.vision.images.IMAGE_FORMATS
+    quality: int = 90
+
+
+@dataclass(frozen=True)
 class ImagesJob:
-    """Encoded images from one or more requests, all with the same score threshold."""
+    """Encoded images from one or more requests, all with the same score threshold (and answer encoding)."""
 
     images: list[tuple[str, bytes]]
     conf: float | None
+    encoding: Encoding | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,15 @@ def _bind_memory(node: int) -> None:
     numa = ctypes.CDLL(library)
     if numa.numa_available() >= 0 and numa.numa_max_node() > 0:
         numa.numa_set_preferred(node)
+
+
+def _encode_images(prediction: Prediction, encoding: Encoding) -> None:
+    from forklift.vision.images import encode_image
+
+    for result in prediction.results:
+        if result.image is not None:
+            result.encoded = encode_image(result.image, image_format=encoding.image_format, quality=encoding.quality)
+            result.image = None
 
 
 def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
@@ -117,7 +137,10 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
                 connection.send(("ok", np.stack(outputs)))
                 continue
             predictor.conf = default_conf if job.conf is None else job.conf
-            connection.send(("ok", predictor.predict(job.images)))
+            prediction = predictor.predict(job.images)
+            if job.encoding is not None:
+                _encode_images(prediction, job.encoding)
+            connection.send(("ok", prediction))
         except ForkliftError as exc:
             connection.send(("error", str(exc)))
         except Exception:  # a bug in one batch must not kill the worker; the server answers 500

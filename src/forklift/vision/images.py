@@ -100,3 +100,18 @@ def decode_image(data: bytes, name: str, max_pixels: int = DEFAULT_MAX_PIXELS) -
         raise ForkliftError(f"{name}: over the limit of {max_pixels} pixels (a decompression bomb?): {exc}") from exc
     except (OSError, SyntaxError, ValueError, EOFError, struct.error) as exc:
         raise ForkliftError(f"{name}: corrupt or truncated image: {exc}") from exc
+
+
+IMAGE_FORMATS = {"jpeg": (".jpg", "image/jpeg"), "png": (".png", "image/png")}  # format -> suffix, media type
+
+
+def encode_image(rgb: np.ndarray, *, image_format: str = "jpeg", quality: int = 90) -> bytes:
+    """An RGB uint8 image as JPEG (at `quality`, 1-100) or PNG bytes (OpenCV's libjpeg-turbo and libpng)."""
+    import cv2
+
+    suffix = IMAGE_FORMATS[image_format][0]
+    params = [cv2.IMWRITE_JPEG_QUALITY, quality] if image_format == "jpeg" else []
+    ok, encoded = cv2.imencode(suffix, cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), params)
+    if not ok:
+        raise ForkliftError(f"cannot encode a {rgb.shape} image as {image_format}")
+    return encoded.tobytes()

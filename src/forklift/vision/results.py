@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import SupportsFloat
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Detection:
@@ -60,6 +62,9 @@ class ImageResult:
     detections: list[Detection] | None = None
     classes: list[ClassScore] | None = None
     segments: list[Segment] | None = None
+    image: np.ndarray | None = None  # an image-to-image model's answer: RGB uint8, the input's size
+    saved: str | None = None  # where `predict --out` wrote that image
+    encoded: bytes | None = None  # that image as a server sends it (JPEG or PNG); `image` is then dropped
     error: str | None = None
 
     def to_json(self) -> dict:
@@ -72,6 +77,9 @@ class ImageResult:
             out["classes"] = [c.to_json() for c in self.classes]
         if self.segments is not None:
             out["segments"] = [s.to_json() for s in self.segments]
+        if self.image is not None:
+            height, width = self.image.shape[:2]
+            out["image"] = {"width": width, "height": height, **({"file": self.saved} if self.saved else {})}
         return out
 
 
