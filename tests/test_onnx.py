@@ -23,8 +23,8 @@ from forklift.runtime.onnx_export import (
     META_EXPORT,
     META_SOURCE,
     export_darknet,
-    metadata,
     exported_onnx,
+    metadata,
 )
 from forklift.runtime.onnx_runtime import OnnxPredictor, open_session
 from forklift.runtime.torch_runtime import TorchPredictor

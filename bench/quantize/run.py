@@ -2,11 +2,12 @@
 the eval metric of each precision.
 
 Models: a detector trained here on generated shapes (`--detector DIR --data DIR`, e.g. bench/train's output), a
-two-stage detector likewise (`--two-stage DIR --two-stage-data DIR`: an OpenVINO IR in INT8), a shapes classifier and an LR-ASPP segmentation net trained here briefly, and yolov3-tiny and yolov3 at 416x416 with
-seeded random weights. The trained models go through `forklift models quantize` (calibrated on 300 of their train
-images, measured on val: mAP@.5 through pycocotools, top-1, mIoU); the random-weight
-models are quantised by the same NNCF call with ranges from generated shape images, so their INT8 graphs show the
-speed only: random weights have no accuracy to keep, and their ranges are not those of real photos.
+two-stage detector likewise (`--two-stage DIR --two-stage-data DIR`: an OpenVINO IR in INT8), a shapes classifier
+and an LR-ASPP segmentation net trained here briefly, and yolov3-tiny and yolov3 at 416x416 with seeded random
+weights. The trained models go through `forklift models quantize` (calibrated on 300 of their train images,
+measured on val: mAP@.5 through pycocotools, top-1, mIoU); the random-weight models are quantised by the same
+NNCF call with ranges from generated shape images, so their INT8 graphs show the speed only: random weights have
+no accuracy to keep, and their ranges are not those of real photos.
 
 Per model and precision, the engine is OpenVINO (the default for Darknet models):
   - one process, 1 thread, batch 1, the sample JPEGs of ../shared/data/images/ in turn (decode, letterbox,
