@@ -17,6 +17,7 @@ from forklift.vocabulary import Precision, Runtime
 def register(verbs: Any) -> None:
     add_serve(verbs)
     add_post(verbs)
+    add_stream(verbs)
     add_topology_and_plan(verbs)
     add_sweep(verbs)
     add_pod(verbs)
@@ -143,6 +144,49 @@ def run_post(args: argparse.Namespace) -> int:
     )
     print(f"errors: {result.errors}" + (f" {result.error_codes}" if result.errors else ""))
     return 0 if result.errors == 0 else 1
+
+
+def add_stream(verbs: Any) -> None:
+    stream = verb_parser(
+        verbs,
+        "stream",
+        "Stream a camera or a video file to a served image-to-image model (WebSocket /stream/MODEL) and show, or "
+        "write, its answers; prints frames/s and latency. In a browser, open the server's /live page instead.",
+        "forklift stream --model style --video clip.mp4 --out styled.mp4",
+    )
+    stream.add_argument("--model", required=True, help="the served model's name")
+    source = stream.add_mutually_exclusive_group()
+    source.add_argument("--camera", type=int, metavar="INDEX", help="camera index (default: 0 without --video)")
+    source.add_argument("--video", type=Path, metavar="FILE", help="a video file, sent at its frame rate")
+    stream.add_argument("--url", default="http://127.0.0.1:5000", help="the server (default: %(default)s)")
+    stream.add_argument("--out", type=Path, metavar="FILE", help="write the answers as a video (.mp4, .avi)")
+    stream.add_argument("--frames", type=positive, help="stop after this many frames")
+    stream.add_argument("--fps", type=float, help="send at this rate (default: the file's, or the camera's)")
+    stream.add_argument("--quality", type=int, default=80, choices=range(1, 101), metavar="1-100", help="JPEG")
+    add_json(stream)
+    stream.set_defaults(handler=run_stream_verb)
+
+
+def run_stream_verb(args: argparse.Namespace) -> int:
+    from forklift.serve.stream_client import run_stream, stream_url, video_frames, write_video
+
+    source = args.video if args.video is not None else (args.camera or 0)
+    if isinstance(source, Path) and not source.is_file():
+        raise ForkliftError(f"--video {source}: no such file")
+    frames = video_frames(source, fps=args.fps, limit=args.frames)
+    with write_video(args.out) as on_answer:
+        report = run_stream(stream_url(args.url, args.model), frames, quality=args.quality, on_answer=on_answer)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(
+            f"{report.sent} frames sent, {report.answered} answered ({report.dropped} dropped as newer ones came, "
+            f"{report.stale} stale): {report.fps:.1f} frames/s; latency p50 {report.percentile(0.5):.0f} ms, "
+            f"p99 {report.percentile(0.99):.0f} ms" + (f"; wrote {args.out}" if args.out else "")
+        )
+    for error in report.errors[:5]:
+        print(f"forklift: error: {error}", file=sys.stderr)
+    return 1 if report.errors or not report.answered else 0
 
 
 PLAN_EPILOG = (

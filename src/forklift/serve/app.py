@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from forklift.serve.protocols import kserve, native, powerai
+from forklift.serve.protocols import kserve, native, powerai, stream
 from forklift.serve.responses import error_response
 from forklift.serve.state import ServeState
 
@@ -64,6 +64,7 @@ def build_app(state: ServeState) -> Starlette:
         *native.ROUTES,
         *powerai.ROUTES,
         *kserve.ROUTES,
+        *stream.ROUTES,
         Route("/metrics", metrics, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]

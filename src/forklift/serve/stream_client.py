@@ -1,0 +1,197 @@
+"""`forklift stream`: a camera or a video file streamed to a served image-to-image model over `/stream/{model}`.
+
+One thread sends frames at the source's pace (a camera's own, a file's frame rate), as a camera would, while the
+main thread receives the answers; the server keeps only the newest waiting frame, so a model slower than the
+source answers fewer frames, never older ones. The report gives what was sent and answered, frames/s and the
+latency of each answered frame from the moment it was sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from forklift.errors import ForkliftError
+
+DRAIN_S = 10.0  # how long to wait for the last answers after the source ends
+
+
+@dataclass
+class StreamReport:
+    sent: int = 0
+    answered: int = 0
+    dropped: int = 0
+    stale: int = 0
+    errors: list[str] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def fps(self) -> float:
+        return self.answered / self.seconds if self.seconds else 0.0
+
+    def percentile(self, share: float) -> float:
+        return float(np.percentile(self.latencies_ms, share * 100)) if self.latencies_ms else float("nan")
+
+    def to_json(self) -> dict:
+        return {
+            "sent": self.sent,
+            "answered": self.answered,
+            "dropped": self.dropped,
+            "stale": self.stale,
+            "frames_per_s": round(self.fps, 2),
+            "latency_ms": {f"p{p}": round(self.percentile(p / 100), 1) for p in (50, 90, 99)},
+            "errors": self.errors[:5],
+        }
+
+
+def stream_url(server: str, model: str) -> str:
+    """ws:// (or wss://) URL of the model's stream on a server given as http(s)://host:port."""
+    base = server.rstrip("/")
+    if base.startswith("http://") or base.startswith("https://"):
+        base = "ws" + base.removeprefix("http")
+    elif not base.startswith(("ws://", "wss://")):
+        raise ForkliftError(f"--url {server}: give the server as http://HOST:PORT")
+    return f"{base}/stream/{model}"
+
+
+def video_frames(source: int | Path, *, fps: float | None = None, limit: int | None = None) -> Iterator[np.ndarray]:
+    """BGR frames of a camera (by index) or a video file, paced at `fps` (a file's own rate by default; a camera
+    paces itself). One line when the source cannot be opened."""
+    capture = cv2.VideoCapture(source if isinstance(source, int) else str(source))
+    if not capture.isOpened():
+        raise ForkliftError(f"{'camera ' if isinstance(source, int) else ''}{source}: cannot open it as video")
+    pace = fps or (None if isinstance(source, int) else capture.get(cv2.CAP_PROP_FPS) or 30.0)
+    start, count = time.perf_counter(), 0
+    try:
+        while limit is None or count < limit:
+            ok, frame = capture.read()
+            if not ok:
+                return
+            if pace:
+                time.sleep(max(0.0, start + count / pace - time.perf_counter()))
+            count += 1
+            yield frame
+    finally:
+        capture.release()
+
+
+def run_stream(
+    url: str,
+    frames: Iterable[np.ndarray],
+    *,
+    quality: int = 80,
+    on_answer: Callable[[np.ndarray], None] | None = None,
+) -> StreamReport:
+    """Send every frame (BGR) as JPEG, receive the answers until the last frame's has come (or DRAIN_S passed)."""
+    report = StreamReport()
+    sent_at: dict[int, float] = {}
+    finished, stop = threading.Event(), threading.Event()
+    try:
+        connection = connect(url, max_size=2**25, open_timeout=10)
+    except (OSError, TimeoutError, ConnectionClosed) as exc:
+        raise ForkliftError(f"{url}: cannot open the stream: {exc}") from exc
+    except Exception as exc:  # websockets' InvalidStatus / InvalidHandshake: the server refused the stream
+        raise ForkliftError(f"{url}: the server refused the stream: {exc}") from exc
+
+    def send() -> None:
+        try:
+            for frame in frames:
+                if stop.is_set():
+                    break
+                ok, encoded = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, quality])
+                if not ok:
+                    continue
+                sent_at[report.sent] = time.perf_counter()
+                report.sent += 1
+                connection.send(encoded.tobytes())
+        except ConnectionClosed:
+            pass
+        finally:
+            finished.set()
+
+    start = time.perf_counter()
+    sender = threading.Thread(target=send, name="stream-sender", daemon=True)
+    sender.start()
+    try:
+        _receive(connection, url, report, sent_at, finished, on_answer)
+    finally:
+        stop.set()
+        sender.join(timeout=5)  # the source is released in the sender's thread, before the process may end
+        report.seconds = time.perf_counter() - start
+    return report
+
+
+def _receive(
+    connection: ClientConnection,
+    url: str,
+    report: StreamReport,
+    sent_at: dict[int, float],
+    finished: threading.Event,
+    on_answer: Callable[[np.ndarray], None] | None,
+) -> None:
+    """Answers until the last frame sent has its own (it always gets one: nothing newer replaces it)."""
+    last_frame, deadline = -1, None  # the newest frame answered (or refused)
+    with connection:
+        while True:
+            if finished.is_set():
+                deadline = deadline or time.perf_counter() + DRAIN_S
+                if last_frame >= report.sent - 1 or time.perf_counter() > deadline:
+                    break
+            try:
+                message = connection.recv(timeout=0.2)
+            except TimeoutError:
+                continue
+            except ConnectionClosed as exc:
+                if exc.rcvd is not None and exc.rcvd.code != 1000:
+                    reason = exc.rcvd.reason or exc.rcvd.code
+                    raise ForkliftError(f"{url}: the server closed the stream: {reason}") from exc
+                break
+            facts = json.loads(message)
+            last_frame = max(last_frame, facts.get("frame", -1))
+            if "error" in facts:
+                report.errors.append(f"frame {facts.get('frame')}: {facts['error']}")
+                continue
+            image = connection.recv(timeout=DRAIN_S)
+            assert isinstance(image, bytes)
+            report.latencies_ms.append((time.perf_counter() - sent_at[facts["frame"]]) * 1000)
+            for number in [n for n in sent_at if n <= facts["frame"]]:  # answered, dropped or stale by now
+                del sent_at[number]
+            report.answered, report.dropped, report.stale = facts["answered"], facts["dropped"], facts["stale"]
+            decoded = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR) if on_answer else None
+            if on_answer is not None and decoded is not None:
+                on_answer(decoded)
+
+
+@contextlib.contextmanager
+def write_video(path: Path | None, fps: float = 30.0) -> Iterator[Callable[[np.ndarray], None] | None]:
+    """A function that appends answer frames to the video `path` (opened at the first frame's size), or None."""
+    if path is None:
+        yield None
+        return
+    writer: cv2.VideoWriter | None = None
+
+    def append(frame: np.ndarray) -> None:
+        nonlocal writer
+        if writer is None:
+            fourcc = cv2.VideoWriter.fourcc(*("mp4v" if path.suffix.lower() == ".mp4" else "MJPG"))
+            writer = cv2.VideoWriter(str(path), fourcc, fps, (frame.shape[1], frame.shape[0]))
+            if not writer.isOpened():
+                raise ForkliftError(f"--out {path}: cannot write a video there")
+        writer.write(frame)
+
+    try:
+        yield append
+    finally:
+        if writer is not None:
+            writer.release()

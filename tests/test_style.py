@@ -1,0 +1,184 @@
+"""Image-to-image (style) models: the PyTorch example's state dicts, fixed-size ONNX graphs, the three engines,
+`predict --out`, the styled image served over HTTP, the WebSocket stream and the /live page in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import cv2
+import httpx
+import numpy as np
+import pytest
+import torch
+from helpers import CFGS, forklift, shared
+
+from forklift.errors import ForkliftError
+from forklift.model_files.model_dir import open_model_dir
+from forklift.nets.style import StyleNet
+from forklift.runtime.base import PredictOptions
+from forklift.runtime.load import load_predictor
+from forklift.runtime.onnx_export import export_onnx
+from forklift.runtime.style_export import fresh_style_net, write_style_dir
+from forklift.serve.process import ServerProcess
+from forklift.serve.stream_client import run_stream, stream_url
+from forklift.vocabulary import Runtime, Task
+
+# Key names of the example's saved networks (facts of its file format), a sample of each kind of module.
+EXAMPLE_KEYS = ("conv1.conv2d.weight", "in1.weight", "in1.bias", "conv3.conv2d.bias", "res1.conv1.conv2d.weight",
+                "res3.in2.weight", "res5.conv2.conv2d.bias", "deconv1.conv2d.weight", "in4.bias",
+                "deconv2.conv2d.bias", "in5.weight", "deconv3.conv2d.weight")  # fmt: skip
+OLD_KEYS = ("in1.running_mean", "in1.running_var", "res2.in1.running_mean", "in5.running_var")  # PyTorch < 0.4
+WITHIN = 255e-3  # engines agree within 1e-3 of the 0-255 range
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where exports of state dicts go
+
+
+@pytest.fixture(scope="module")
+def narrow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A quarter-width style model directory (style.pth and its export)."""
+    return write_style_dir(fresh_style_net(seed=3, width=0.25), tmp_path_factory.mktemp("style") / "narrow")
+
+
+@pytest.mark.parametrize(("suffix", "old"), [(".pth", False), (".model", True)])
+def test_example_state_dicts_load_and_the_engines_agree(tmp_path: Path, suffix: str, old: bool) -> None:
+    state = fresh_style_net(seed=1, width=0.5).state_dict()
+    assert set(EXAMPLE_KEYS) <= set(state)
+    if old:  # what old PyTorch versions saved of instance norm: statistics the network never uses
+        state.update({key: torch.rand(state[key.rsplit(".", 1)[0] + ".weight"].shape) for key in OLD_KEYS})
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    torch.save(state, model_dir / f"candy{suffix}")
+    model = open_model_dir(model_dir)
+    assert model.kind == "style" and model.config.task == Task.STYLE and model.labels == []
+    image = np.random.default_rng(0).integers(0, 256, (3, 96, 128)).astype(np.float32)
+    outputs = {}
+    for runtime in (Runtime.TORCH, Runtime.ONNX, Runtime.OPENVINO):
+        predictor = load_predictor(model, runtime, PredictOptions(threads=1))
+        assert predictor.runtime == runtime
+        outputs[runtime] = predictor.network.run(image[None])[0]  # type: ignore[attr-defined]
+    assert outputs[Runtime.TORCH].shape == (3, 96, 128) and outputs[Runtime.TORCH].std() > 10
+    for runtime in (Runtime.ONNX, Runtime.OPENVINO):
+        assert np.abs(outputs[runtime] - outputs[Runtime.TORCH]).max() <= WITHIN, runtime
+
+
+def test_a_fixed_size_onnx_style_model_answers_any_image_size(tmp_path: Path) -> None:
+    model_dir = tmp_path / "zoo"
+    model_dir.mkdir()
+    export_onnx(StyleNet(width=0.25).eval(), torch.zeros(1, 3, 224, 224), model_dir / "mosaic.onnx", Task.STYLE, {})
+    with pytest.raises(ForkliftError, match=re.escape('say "task": "style" in forklift.json')):
+        open_model_dir(model_dir)
+    (model_dir / "forklift.json").write_text(json.dumps({"task": "style"}))
+    predictor = load_predictor(open_model_dir(model_dir))
+    for height, width in ((576, 768), (101, 333)):
+        image = np.random.default_rng(1).integers(0, 256, (height, width, 3), dtype=np.uint8)
+        styled, _ = predictor.predict_image("photo.jpg", image)
+        assert isinstance(styled, np.ndarray) and styled.shape == (height, width, 3) and styled.dtype == np.uint8
+
+
+def test_predict_writes_styled_images_of_the_input_size(narrow: Path, tmp_path: Path) -> None:
+    out = tmp_path / "styled"
+    result = forklift("predict", narrow, shared("images/dog.jpg"), "--out", out, "--json")
+    (answered,) = json.loads(result.stdout)["results"]
+    written = cv2.imread(answered["image"]["file"])
+    original = cv2.imread(str(shared("images/dog.jpg")))
+    assert written.shape == original.shape and Path(answered["image"]["file"]).parent == out
+    refused = forklift("predict", narrow, shared("images/dog.jpg"), check=False)
+    assert refused.returncode == 2 and "--out DIR" in refused.stderr
+
+
+def test_a_file_that_is_not_a_style_state_dict_is_one_line(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    torch.save({"fc.weight": torch.zeros(2, 2)}, model_dir / "classifier.pth")
+    result = forklift("predict", model_dir, shared("images/dog.jpg"), "--out", tmp_path / "o", check=False)
+    (line,) = [text for text in result.stderr.splitlines() if text.startswith("forklift: error:")]
+    assert result.returncode == 2 and "not a fast-neural-style state dict" in line and "classifier.pth" in line
+
+
+@pytest.fixture(scope="module")
+def server(narrow: Path, tmp_path_factory: pytest.TempPathFactory):
+    """`forklift serve` with the narrow style model (one 1-thread worker) and a detector beside it."""
+    detector = tmp_path_factory.mktemp("detector") / "tiny"
+    forklift("models", "new-darknet", "--cfg", CFGS / "tiny-detector.cfg", "--names", shared("darknet/coco.names"),
+             detector)  # fmt: skip
+    with ServerProcess(f"{narrow}=style", f"{detector}=yolo", "--instances", "1", "--threads", "1") as process:
+        process.wait_healthy()
+        yield process
+
+
+@pytest.mark.slow
+def test_the_server_answers_the_styled_image(server: ServerProcess) -> None:
+    dog = shared("images/dog.jpg").read_bytes()
+    answer = httpx.post(f"{server.url}/predict/style", files={"files": ("dog.jpg", dog)}, timeout=60)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "image/jpeg"
+    decoded = cv2.imdecode(np.frombuffer(answer.content, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded.shape == (576, 768, 3) and "inference" in json.loads(answer.headers["x-forklift-timing"])
+    png = httpx.post(f"{server.url}/predict/style", files={"files": ("dog.jpg", dog)}, headers={"Accept": "image/png"})
+    assert png.headers["content-type"] == "image/png" and png.content[:4] == b"\x89PNG"
+    two = httpx.post(f"{server.url}/predict/style", files=[("files", ("a.jpg", dog)), ("files", ("b.jpg", dog))])
+    assert two.status_code == 400 and "one image with one image" in two.json()["error"]
+    bad = httpx.post(f"{server.url}/predict/style?quality=0", files={"files": ("dog.jpg", dog)})
+    assert bad.status_code == 400 and "quality" in bad.json()["error"]
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.mark.slow
+def test_the_stream_drops_stale_frames_and_holds_no_backlog(server: ServerProcess) -> None:
+    """Frames of 1280x720 noise (about 2 MB as JPEG) sent as fast as the socket takes them: the model answers a
+    few, the rest are dropped as newer ones arrive, the last one is answered, and the server's memory does not
+    grow with the frames sent (a queue would hold hundreds of megabytes)."""
+    noise = np.random.default_rng(2).integers(0, 256, (720, 1280, 3), dtype=np.uint8)
+    url = stream_url(server.url, "style")
+    run_stream(url, [noise] * 5)  # the workers and the stream path warm up
+    before = _rss_mb(server.process.pid)
+    report = run_stream(url, [noise] * 150, quality=95)
+    grown = _rss_mb(server.process.pid) - before
+    assert report.sent == 150 and report.errors == []
+    assert 1 <= report.answered < 100 and report.dropped >= 50, report.to_json()
+    assert report.sent - 2 <= report.answered + report.dropped + report.stale <= report.sent  # 2 may be in flight
+    assert grown < 60, f"server RSS grew by {grown:.0f} MB over {report.sent} frames"
+    with pytest.raises(ForkliftError, match="streams are for image models"):
+        run_stream(stream_url(server.url, "yolo"), [noise])
+
+
+@pytest.mark.slow
+def test_the_live_page_streams_a_fake_camera_in_chromium(server: ServerProcess, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    flags = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--use-fake-device-for-media-stream",
+             "--use-fake-ui-for-media-stream"]  # fmt: skip
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=flags)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 520})
+            page.goto(f"{server.url}/live")
+            page.wait_for_function("document.querySelector('#model').options.length > 0")
+            assert page.eval_on_selector_all("#model option", "options => options.map(o => o.value)") == ["style"]
+            page.click("#start")
+            page.wait_for_function("Number(document.querySelector('#answer').dataset.frames || 0) >= 5", timeout=60000)
+            time.sleep(1)
+            stats = page.text_content("#stats") or ""
+            page.screenshot(path=str(tmp_path / "live.png"))
+            width = page.eval_on_selector("#answer", "img => img.naturalWidth")
+            message = page.text_content("#message")
+        finally:
+            browser.close()
+    assert width == 320 and "frames/s" in stats and not message, (stats, message)
+    assert (tmp_path / "live.png").stat().st_size > 10_000
