@@ -1,8 +1,10 @@
 """Image-to-image (style) models: the PyTorch example's state dicts, fixed-size ONNX graphs, the three engines,
-`predict --out`, the styled image served over HTTP, the WebSocket stream and the /live page in Chromium."""
+`predict --out`, the styled image served over HTTP, the WebSocket stream, the /live page in Chromium, and
+training a style with a seeded random VGG16 as the loss network (ImageNet weights cannot be downloaded here)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -14,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from helpers import CFGS, forklift, shared
+from helpers import CFGS, assert_resume_is_exact, forklift, shared
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
@@ -25,6 +27,8 @@ from forklift.runtime.onnx_export import export_onnx
 from forklift.runtime.style_export import fresh_style_net, write_style_dir
 from forklift.serve.process import ServerProcess
 from forklift.serve.stream_client import run_stream, stream_url
+from forklift.train.perceptual import random_vgg16_weights
+from forklift.train.trainer import train
 from forklift.vocabulary import Runtime, Task
 
 # Key names of the example's saved networks (facts of its file format), a sample of each kind of module.
@@ -182,3 +186,50 @@ def test_the_live_page_streams_a_fake_camera_in_chromium(server: ServerProcess, 
             browser.close()
     assert width == 320 and "frames/s" in stats and not message, (stats, message)
     assert (tmp_path / "live.png").stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def style_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A folder of the sample photos, a style image, and a seeded random VGG16 (no ImageNet weights here)."""
+    root = tmp_path_factory.mktemp("style-training")
+    photos = root / "photos"
+    photos.mkdir()
+    for photo in sorted(shared("images").glob("*.jpg")):
+        shutil.copy(photo, photos / photo.name)
+    vgg16 = random_vgg16_weights(root / "vgg16.pth")
+    return {"data": photos, "style_image": shared("images/dog.jpg"), "loss_net_weights": vgg16}
+
+
+STYLE_SETTINGS = {"task": "style", "img": 64, "epochs": 3, "batch": 4, "lr": 0.01, "seed": 0}
+
+
+@pytest.mark.slow
+def test_a_short_style_training_lowers_its_loss_and_writes_a_style_model(style_data: dict, tmp_path: Path) -> None:
+    out = train(out=tmp_path / "run", **style_data, **STYLE_SETTINGS)
+    with (out / "metrics.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    losses = [float(row["loss"]) for row in rows]
+    assert losses[-1] < 0.5 * losses[0], losses
+    assert float(rows[-1]["val_score"]) > float(rows[0]["val_score"])  # minus the val loss: it fell too
+    model = open_model_dir(out)
+    assert model.kind == "style" and "onnx" in model.files and not (out / "eval").exists()
+    styled, _ = load_predictor(model).predict_image("dog.jpg", cv2.imread(str(shared("images/dog.jpg")))[..., ::-1])
+    assert isinstance(styled, np.ndarray) and styled.shape == (576, 768, 3)
+
+
+@pytest.mark.slow
+def test_an_interrupted_style_training_resumes_to_the_same_weights(
+    style_data: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = train(out=tmp_path / "whole", **style_data, **STYLE_SETTINGS)
+    assert_resume_is_exact(monkeypatch, whole, tmp_path / "interrupted", **style_data, **STYLE_SETTINGS)
+
+
+def test_style_training_without_the_loss_network_is_one_line(style_data: dict, tmp_path: Path) -> None:
+    result = forklift("train", "--task", "style", "--data", style_data["data"], "--style-image",
+                      style_data["style_image"], tmp_path / "run", check=False)  # fmt: skip
+    (line,) = [text for text in result.stderr.splitlines() if text.startswith("forklift: error:")]
+    assert result.returncode == 2 and "--loss-net-weights FILE" in line and "nothing is downloaded" in line
+    refused = forklift("train", "--data", style_data["data"], "--style-image", style_data["style_image"],
+                       tmp_path / "other", check=False)  # fmt: skip
+    assert refused.returncode == 2 and "forklift: error:" in refused.stderr

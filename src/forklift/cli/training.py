@@ -102,12 +102,14 @@ def add_train(verbs: Any) -> None:
         "Train a model on a data set: a Darknet YOLO detector (detect sets) or a Darknet classifier (classify "
         "sets), from a cfg (fresh weights) or a model directory (fine-tuning); a torchvision segmentation "
         "architecture (segment sets, --arch, fresh weights); a torchvision two-stage detector (detect sets, --arch "
-        "fasterrcnn_..., fresh or --weights). Each epoch ends with a checkpoint, a row of "
+        "fasterrcnn_..., fresh or --weights); a style network (--task style: a folder of images, --style-image, "
+        "--loss-net-weights). Each epoch ends with a checkpoint, a row of "
         "metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
         "directory with the best measured epoch's weights, its ONNX export and eval/. --resume continues with "
         "the settings saved in the checkpoint.",
         "forklift train --data data/shapes --cfg yolov3-tiny.cfg --epochs 30 --batch 16 --img 320 out/shapes-tiny\n"
         "  forklift train --data data/shapes-seg --arch deeplabv3_mobilenet_v3_large --img 256 out/seg\n"
+        "  forklift train --task style --data photos/ --style-image candy.jpg --loss-net-weights vgg16.pth out/candy\n"
         "  forklift train --resume out/shapes-tiny",
     )
     train.add_argument(
@@ -129,6 +131,16 @@ def add_train(verbs: Any) -> None:
     train.add_argument(
         "--proposals", type=positive, metavar="N", help="two-stage --arch: proposals kept per image at test time"
     )
+    train.add_argument("--task", choices=("style",), help="style: train a style network on a folder of images")
+    train.add_argument("--style-image", type=Path, metavar="IMAGE", help="--task style: the style to learn")
+    train.add_argument(
+        "--loss-net-weights",
+        type=Path,
+        metavar="FILE",
+        help="--task style: VGG16's ImageNet weights (torchvision's vgg16-397923af.pth) for the perceptual loss",
+    )
+    train.add_argument("--content-weight", type=float, help="--task style: content loss weight (default 1e5)")
+    train.add_argument("--style-weight", type=float, help="--task style: style loss weight (default 1e10)")
     train.add_argument("--epochs", type=positive, help="(default 30)")
     train.add_argument("--batch", type=positive, help="(default 16)")
     train.add_argument("--img", type=positive, help="input width and height (default: the cfg's; 256 for --arch)")

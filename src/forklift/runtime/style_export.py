@@ -16,12 +16,14 @@ from forklift.runtime.onnx_export import export_style
 OUTPUT_SPREAD = 50.0  # standard deviation of fresh weights' output around mid-grey, on the 0-255 scale
 
 
-def write_style_dir(net: StyleNet, out: Path, *, name: str = "style") -> Path:
-    """Save `net` into the folder `out` (made if missing) as `{name}.pth` and `{name}.onnx`; returns `out`."""
+def write_style_dir(net: StyleNet, out: Path, *, name: str = "style", onnx: bool = True) -> Path:
+    """Save `net` into the folder `out` (made if missing) as `{name}.pth` and (unless `onnx` is False)
+    `{name}.onnx`; returns `out`."""
     out.mkdir(parents=True, exist_ok=True)
     with written_atomically(out / f"{name}.pth") as partial:
         torch.save({key: value.detach().cpu() for key, value in net.state_dict().items()}, partial)
-    export_style(open_model_dir(out), out / f"{name}.onnx")
+    if onnx:
+        export_style(open_model_dir(out), out / f"{name}.onnx")
     return out
 
 

@@ -15,7 +15,14 @@ from typing import Any
 
 from forklift.errors import ForkliftError
 
-PATH_SETTINGS = ("data", "cfg", "model", "weights")  # saved and compared resolved: a resume from elsewhere agrees
+PATH_SETTINGS = (
+    "data",
+    "cfg",
+    "model",
+    "weights",
+    "style_image",
+    "loss_net_weights",
+)  # saved and compared resolved: a resume from elsewhere agrees
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,11 @@ class TrainSettings:
     weights: Path | None = None  # two-stage detectors: a torchvision backbone or detector weights file
     anchor_sizes: tuple[int, ...] | None = None  # two-stage detectors: one anchor size per FPN level
     proposals: int | None = None  # two-stage detectors: proposals (candidates) kept per image at test time
+    task: str | None = None  # "style" trains a style network on a folder of images; None: the data set's task
+    style_image: Path | None = None  # style networks: the image whose style to learn
+    loss_net_weights: Path | None = None  # style networks: VGG16's ImageNet weights (the perceptual loss)
+    content_weight: float | None = None  # style networks: weight of the content loss (None: 1e5)
+    style_weight: float | None = None  # style networks: weight of the style loss (None: 1e10)
 
     @staticmethod
     def option_names() -> tuple[str, ...]:

@@ -27,13 +27,14 @@ from tqdm import tqdm
 
 from forklift.atomic import written_atomically
 from forklift.data.check import check_dataset, usable_images
-from forklift.data.dataset import Dataset, ImageRecord
+from forklift.data.dataset import INDEX, Dataset, ImageRecord
+from forklift.data.image_folder import image_folder_dataset
 from forklift.errors import ForkliftError
 from forklift.train.loader import Augmentation, epoch_loader
 from forklift.train.optimizers import make_optimizer
 from forklift.train.settings import TrainSettings, new_settings, resumed_settings
-from forklift.train.tasks import NetworkSource, TrainingTask, TwoStageOptions, make_task
-from forklift.vocabulary import Optimizer, word
+from forklift.train.tasks import NetworkSource, StyleOptions, TrainingTask, TwoStageOptions, make_task
+from forklift.vocabulary import Optimizer, Task, word
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -71,6 +72,11 @@ def train(
     weights: Path | None = None,
     anchor_sizes: tuple[int, ...] | None = None,
     proposals: int | None = None,
+    task: str | None = None,
+    style_image: Path | None = None,
+    loss_net_weights: Path | None = None,
+    content_weight: float | None = None,
+    style_weight: float | None = None,
     device: str = "cpu",
     resume: bool = False,
     workers: int = 0,
@@ -88,6 +94,8 @@ def train(
     spans `epochs`, so choose epochs that fit.
     `amp`: mixed precision (float16 with loss scaling on CUDA, bfloat16 on the CPU); None: on for CUDA only.
     `weights`, `anchor_sizes`, `proposals`: two-stage detectors only (`forklift.train.tasks.two_stage`).
+    `task="style"` trains a style network on a folder of images (or a data set's images) with `style_image`,
+    `loss_net_weights`, `content_weight` and `style_weight` (`forklift.train.tasks.style`).
     `lms`: large model support around each epoch's steps, with these settings (`forklift.lms.Options`).
     `on_validated(epoch, metrics)`: called after each measured epoch is saved (a search reports and prunes there;
     what it raises ends the run).
@@ -101,30 +109,35 @@ def train(
              "lr": lr, "optimizer": optimizer, "momentum": momentum, "weight_decay": weight_decay, "seed": seed,
              "val_every": val_every, "mosaic": mosaic, "aug_scale": aug_scale, "aug_shift": aug_shift,
              "aug_hsv": aug_hsv, "amp": amp, "weights": weights, "anchor_sizes": anchor_sizes,
-             "proposals": proposals}  # fmt: skip
+             "proposals": proposals, "task": task, "style_image": style_image,
+             "loss_net_weights": loss_net_weights, "content_weight": content_weight,
+             "style_weight": style_weight}  # fmt: skip
     checkpoint = _read_checkpoint(checkpoints / "last.pt", device) if resume else None
     settings = _settings(given, checkpoint, checkpoints / "last.pt")
     if settings.img is not None and settings.img % 32:
         raise ForkliftError(f"--img {settings.img}: must be a multiple of 32 (the networks' largest stride)")
     _check_numbers(settings)
     assert settings.data is not None  # _settings refuses a run without data
-    dataset, train_images, val_images = _data(settings.data)
+    dataset, train_images, val_images = _data(settings.data, settings.task, settings.seed)
     source = NetworkSource(cfg=settings.cfg, model=settings.model, arch=settings.arch, img=settings.img)
     two_stage = TwoStageOptions(settings.weights, settings.anchor_sizes, settings.proposals)
     augmentation = Augmentation(settings.aug_scale, settings.aug_shift, settings.aug_hsv, mosaic=settings.mosaic)
-    task = make_task(dataset, source, seed=settings.seed, augmentation=augmentation, two_stage=two_stage)
-    net = task.net.to(device)
+    style = StyleOptions(
+        settings.style_image, settings.loss_net_weights, settings.content_weight, settings.style_weight
+    )
+    plugin = make_task(dataset, source, seed=settings.seed, augmentation=augmentation, two_stage=two_stage, style=style)
+    net = plugin.net.to(device)
     precision = _Precision(device, settings.amp)
     epochs, batch = settings.epochs, settings.batch
 
-    images = task.images(train_images, augment=True)
+    images = plugin.images(train_images, augment=True)
     steps_per_epoch = math.ceil(len(images) / batch)
-    groups = task.parameter_groups(weight_decay=settings.weight_decay)
+    groups = plugin.parameter_groups(weight_decay=settings.weight_decay)
     optimiser = make_optimizer(Optimizer(settings.optimizer), groups, lr=settings.lr, momentum=settings.momentum)
     schedule = LambdaLR(optimiser, _lr_factor(steps_per_epoch, epochs))
-    fields = ("epoch", *task.loss_terms, *STEP_FIELDS, *task.metric_names)
+    fields = ("epoch", *plugin.loss_terms, *STEP_FIELDS, *plugin.metric_names)
     best = _Best()
-    run = _Run(settings, task, optimiser, schedule, precision, best)
+    run = _Run(settings, plugin, optimiser, schedule, precision, best)
     if checkpoint is None:  # what draws from torch's own RNG (torchvision's box samplers) starts from the seed;
         torch.manual_seed(settings.seed)  # a resumed run takes the checkpoint's state instead
     first_epoch = run.restore(checkpoint, checkpoints / "last.pt") + 1 if checkpoint is not None else 1
@@ -141,14 +154,14 @@ def train(
             break
         started = time.perf_counter()
         net.train()
-        totals, seen = dict.fromkeys(task.loss_terms, 0.0), 0
-        loader = epoch_loader(images, batch, epoch, shuffle=True, workers=workers, collate_fn=task.collate)
+        totals, seen = dict.fromkeys(plugin.loss_terms, 0.0), 0
+        loader = epoch_loader(images, batch, epoch, shuffle=True, workers=workers, collate_fn=plugin.collate)
         bar = tqdm(loader, desc=f"epoch {epoch}/{epochs}", unit="batch", disable=None, leave=False)
         with _swapping(lms) as swapped:
             for inputs, targets in bar:
                 inputs, targets = inputs.to(device), _to(targets, device)
                 with precision.autocast():
-                    terms = task.loss(inputs, targets)
+                    terms = plugin.loss(inputs, targets)
                 optimiser.zero_grad(set_to_none=True)
                 precision.step(terms["loss"], net, optimiser)
                 schedule.step()
@@ -163,27 +176,27 @@ def train(
         row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
         validated = bool(val_images) and (epoch % settings.val_every == 0 or epoch == epochs)
         if validated:
-            row.update(task.validate(val_images, checkpoints / "val-model"))
-            best.consider(epoch, row[task.metric_names[0]], task, checkpoints / "best.pt")
+            row.update(plugin.validate(val_images, checkpoints / "val-model"))
+            best.consider(epoch, row[plugin.metric_names[0]], plugin, checkpoints / "best.pt")
         row["elapsed"] = time.perf_counter() - budget_start
         _append_metrics(metrics, fields, row)
         if writer is not None:
             for key, value in row.items():
                 if key != "epoch" and value is not None:
-                    writer.add_scalar(f"{'val' if key in task.metric_names else 'train'}/{key}", value, epoch)
+                    writer.add_scalar(f"{'val' if key in plugin.metric_names else 'train'}/{key}", value, epoch)
         run.save(checkpoints / "last.pt", epoch)
-        shown = [f"{k} {row[k]:.4f}" for k in (*task.loss_terms, *task.metric_names) if row.get(k) is not None]
+        shown = [f"{k} {row[k]:.4f}" for k in (*plugin.loss_terms, *plugin.metric_names) if row.get(k) is not None]
         print(f"epoch {epoch}/{epochs}: " + ", ".join(shown), flush=True)
         last_epoch_seconds = time.perf_counter() - started
         if validated and on_validated is not None:
-            on_validated(epoch, {name: row[name] for name in task.metric_names})
+            on_validated(epoch, {name: row[name] for name in plugin.metric_names})
 
     if writer is not None:
         writer.close()
-    best_epoch = best.restore(task, checkpoints / "best.pt")
+    best_epoch = best.restore(plugin, checkpoints / "best.pt")
     net.cpu()
-    task.write_model_dir(out)
-    if val_images:
+    plugin.write_model_dir(out)
+    if val_images and plugin.evaluated:
         _evaluate(out, settings.data, best_epoch)
     return out
 
@@ -245,8 +258,18 @@ def _to(targets: object, device: str) -> object:
     return targets.to(device) if isinstance(targets, torch.Tensor) else targets
 
 
-def _data(path: Path) -> tuple[Dataset, list[ImageRecord], list[ImageRecord]]:
-    """The data set and its usable train and val images (check_dataset's rules: a flagged image is left out)."""
+def _data(path: Path, task: str | None, seed: int) -> tuple[Dataset, list[ImageRecord], list[ImageRecord]]:
+    """The data set and its usable train and val images (check_dataset's rules: a flagged image is left out);
+    for style training a plain folder of images will do."""
+    if task is not None and word(Task, task, where="--task") != Task.STYLE:
+        raise ForkliftError(f"--task {task}: only style is chosen by --task; other tasks come from the data set")
+    if task == Task.STYLE and not (path / INDEX).is_file():
+        dataset = image_folder_dataset(path, seed=seed)
+        return (
+            dataset,
+            [i for i in dataset.images if i.split == "train"],
+            [i for i in dataset.images if i.split == "val"],
+        )
     report = check_dataset(path)
     dataset = report.dataset
     usable = usable_images(report)

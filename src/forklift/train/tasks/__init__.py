@@ -1,5 +1,6 @@
 """Training tasks, one plug-in per kind of data set: `detect` (Darknet YOLO, or a torchvision two-stage detector
-for a two-stage `--arch`), `classify` (Darknet classifier), `segment` (torchvision architectures), on the base in
+for a two-stage `--arch`), `classify` (Darknet classifier), `segment` (torchvision architectures), `style` (the
+fast-neural-style network on a folder of images), on the base in
 `base.py`. `make_task` picks the plug-in by the data set's task; the plug-ins import the base, never the other way
 round."""
 
@@ -13,10 +14,13 @@ from forklift.train.tasks.base import NetworkSource, TrainingTask
 from forklift.train.tasks.classify import ClassificationTask
 from forklift.train.tasks.detect import DetectionTask
 from forklift.train.tasks.segment import SegmentationTask
+from forklift.train.tasks.style import StyleOptions, StyleTask
 from forklift.train.tasks.two_stage import NO_OPTIONS, TwoStageOptions, TwoStageTask, is_two_stage
 from forklift.vocabulary import Task
 
-__all__ = ["NetworkSource", "TrainingTask", "TwoStageOptions", "make_task"]
+NO_STYLE = StyleOptions()
+
+__all__ = ["NetworkSource", "StyleOptions", "TrainingTask", "TwoStageOptions", "make_task"]
 
 
 def make_task(
@@ -26,10 +30,15 @@ def make_task(
     seed: int,
     augmentation: Augmentation = DEFAULT_AUGMENTATION,
     two_stage: TwoStageOptions = NO_OPTIONS,
+    style: StyleOptions = NO_STYLE,
 ) -> TrainingTask:
     """The task for the data set's kind, with its network built (and initialised) from `source`: on a detect set
     a two-stage detector when `source` names one, else a Darknet YOLO. The `two_stage` options are refused for the
     others."""
+    if dataset.task == Task.STYLE:
+        return StyleTask(dataset, source, seed=seed, options=style, augmentation=augmentation)
+    if style.given():
+        raise ForkliftError(f"--{style.given()[0].replace('_', '-')}: only for style training (--task style)")
     if augmentation.mosaic and dataset.task != Task.DETECT:
         raise ForkliftError("--mosaic: only for detection data sets")
     wanted = dataset.task == Task.DETECT and is_two_stage(source)

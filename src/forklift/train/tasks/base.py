@@ -45,11 +45,12 @@ class NetworkSource:
 class TrainingTask(ABC):
     """One kind of model being trained. Subclasses set the class attributes and implement the methods."""
 
-    kind: str  # the data set's task: detect | classify | segment
+    kind: str  # the data set's task: detect | classify | segment | style
     loss_terms: tuple[str, ...]  # what `loss` returns, "loss" (the total, minimised) first
     metric_names: tuple[str, ...]  # what `validate` returns, the best-epoch criterion (higher is better) first
     name: str  # the stem of the model files
     net: nn.Module
+    evaluated = True  # the model directory gets `forklift eval`'s report at the end of the run
 
     def __init__(self, dataset: Dataset, *, seed: int, augmentation: Augmentation = DEFAULT_AUGMENTATION) -> None:
         self.dataset, self.seed, self.augmentation = dataset, seed, augmentation
