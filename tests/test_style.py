@@ -64,7 +64,7 @@ def test_example_state_dicts_load_and_the_engines_agree(tmp_path: Path, suffix: 
     image = np.random.default_rng(0).integers(0, 256, (3, 96, 128)).astype(np.float32)
     outputs = {}
     for runtime in (Runtime.TORCH, Runtime.ONNX, Runtime.OPENVINO):
-        predictor = load_predictor(model, runtime, PredictOptions(threads=1))
+        predictor = load_predictor(model, runtime)  # no threads option: torch's count is global to the process
         assert predictor.runtime == runtime
         outputs[runtime] = predictor.network.run(image[None])[0]  # type: ignore[attr-defined]
     assert outputs[Runtime.TORCH].shape == (3, 96, 128) and outputs[Runtime.TORCH].std() > 10
@@ -156,6 +156,8 @@ def test_the_stream_drops_stale_frames_and_holds_no_backlog(server: ServerProces
     assert grown < 60, f"server RSS grew by {grown:.0f} MB over {report.sent} frames"
     with pytest.raises(ForkliftError, match="streams are for image models"):
         run_stream(stream_url(server.url, "yolo"), [noise])
+    counted = httpx.get(f"{server.url}/metrics").text
+    assert 'forklift_stream_frames_total{model="style",outcome="dropped"}' in counted
 
 
 @pytest.mark.slow
@@ -233,3 +235,12 @@ def test_style_training_without_the_loss_network_is_one_line(style_data: dict, t
     refused = forklift("train", "--data", style_data["data"], "--style-image", style_data["style_image"],
                        tmp_path / "other", check=False)  # fmt: skip
     assert refused.returncode == 2 and "forklift: error:" in refused.stderr
+
+
+def test_gpus_that_are_not_there_are_one_line(narrow: Path) -> None:
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    result = forklift("serve", f"{narrow}=style", "--gpus", f"0,{count}", check=False)
+    have = f"devices 0-{count - 1}" if count else "no CUDA device"
+    assert result.returncode == 2 and f"--gpus 0,{count}: this machine has {have}" in result.stderr
+    with pytest.raises(ForkliftError, match="only --runtime torch runs on a GPU"):
+        load_predictor(open_model_dir(narrow), Runtime.ONNX, PredictOptions(device="cuda:0"))

@@ -44,6 +44,12 @@ def add_serve(verbs: Any) -> None:
         "--threads", type=count_or_auto, default=None, metavar="T|auto", help="threads per worker (auto: its CPUs)"
     )
     serve.add_argument("--cpus-per-instance", type=positive, help="CPUs pinned to each worker")
+    serve.add_argument(
+        "--gpus",
+        type=gpu_indices,
+        metavar="0,1,...",
+        help="run the workers on these CUDA devices in turn (torch engine; more workers than GPUs share them)",
+    )
     add_runtime(serve)
     serve.add_argument("--max-batch", type=positive, help="images per batch sent to a worker (default 8)")
     serve.add_argument(
@@ -67,6 +73,14 @@ def add_serve(verbs: Any) -> None:
     serve.set_defaults(handler=run_serve)
 
 
+def gpu_indices(text: str) -> list[int]:
+    """`0,1` -> [0, 1]: CUDA device numbers."""
+    parts = text.split(",")
+    if not all(part.strip().isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of CUDA device numbers such as 0,1")
+    return [int(part) for part in parts]
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from forklift.serve.config import ServeOptions, UrlFetch
     from forklift.serve.server import serve
@@ -79,6 +93,7 @@ def run_serve(args: argparse.Namespace) -> int:
         instances=args.instances,
         cpus_per_instance=args.cpus_per_instance,
         threads=args.threads,
+        gpus=args.gpus,
     )
     if advice is not None:
         print(
@@ -101,7 +116,12 @@ def run_serve(args: argparse.Namespace) -> int:
     for model in models:
         sets = "; ".join(",".join(map(str, place.cpus)) for place in model.places)
         precision = f" in {model.precision}" if model.precision else ""
-        print(f"serving {model.name} from {model.model_dir}{precision}: {len(model.places)} workers on CPUs {sets}")
+        gpus = [place.gpu for place in model.places if place.gpu is not None]
+        on_gpus = f" (GPUs {', '.join(map(str, gpus))})" if gpus else ""
+        print(
+            f"serving {model.name} from {model.model_dir}{precision}: {len(model.places)} workers on CPUs {sets}"
+            + on_gpus
+        )
     print(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)", flush=True)
     serve(models, options)
     return 0

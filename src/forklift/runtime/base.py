@@ -32,6 +32,7 @@ class PredictOptions:
     max_pixels: int = DEFAULT_MAX_PIXELS
     spin: bool = True  # engine threads may busy-wait for work: fastest alone, wasteful in a busy server
     precision: Precision | None = None  # None: forklift.json's "precision", else f32
+    device: str = "cpu"  # the torch engine's device (cuda:N runs it on that GPU); the others run on the CPU
 
 
 Answer = list[Detection] | list[ClassScore] | list[Segment] | np.ndarray

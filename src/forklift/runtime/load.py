@@ -64,6 +64,8 @@ def load_predictor(
             f"OpenVINO computes in {', '.join(PRECISIONS[Runtime.OPENVINO])}"
         )
     options = replace(options, precision=precision)
+    if options.device != "cpu" and runtime != Runtime.TORCH:
+        raise ForkliftError(f"{options.device}: only --runtime torch runs on a GPU, not --runtime {runtime}")
     if model.kind == "caffe":
         from forklift.runtime.opencv_caffe import CaffeFasterRCNNPredictor
 
@@ -87,7 +89,7 @@ def load_predictor(
     if runtime == Runtime.TORCH:
         from forklift.runtime.torch_runtime import TorchPredictor
 
-        return TorchPredictor(model, options)
+        return TorchPredictor(model, options, device=options.device)
     from forklift.runtime.opencv_darknet import OpenCVDarknetPredictor
 
     return OpenCVDarknetPredictor(model, options)

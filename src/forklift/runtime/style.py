@@ -23,21 +23,23 @@ ANY_SIZE: list[int | None] = [None, 3, None, None]
 
 
 class TorchStyleNetwork(Network):
-    """A style network's state dict run by PyTorch eager (on the CPU; threads from the options)."""
+    """A style network's state dict run by PyTorch eager on the options' device (a GPU: cuda:N); threads from the
+    options on the CPU."""
 
     runtime = Runtime.TORCH
 
     def __init__(self, path: Path, options: PredictOptions) -> None:
         from forklift.nets.style import load_style_net
 
-        self.net = load_style_net(path)
+        self.device = torch.device(options.device)
+        self.net = load_style_net(path).to(self.device)
         if options.threads:
             torch.set_num_threads(options.threads)
         self.declare(path, [ANY_SIZE], {"styled": ANY_SIZE}, {})
 
     def run(self, batch: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            return self.net(torch.from_numpy(batch)).numpy()
+            return self.net(torch.from_numpy(batch).to(self.device)).cpu().numpy()
 
 
 class StylePredictor(Predictor):

@@ -39,6 +39,10 @@ class Metrics:
         self.rejected = Counter(
             "forklift_rejected", "Requests refused because the queue was full", ["model"], registry=self.registry
         )
+        self.stream_frames = Counter(
+            "forklift_stream_frames", "Frames of /stream: received, answered, dropped (replaced) or stale",
+            ["model", "outcome"], registry=self.registry,
+        )  # fmt: skip
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

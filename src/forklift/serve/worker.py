@@ -27,6 +27,7 @@ class WorkerPlace:
     cpus: tuple[int, ...]
     node: int | None
     threads: int
+    gpu: int | None = None  # the CUDA device its model runs on (torch engine), else the CPU
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,9 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
 
     try:
         model = open_model_dir(spec.model_dir)
+        device = "cpu" if spec.place.gpu is None else f"cuda:{spec.place.gpu}"
         options = PredictOptions(
-            threads=spec.place.threads, max_pixels=spec.max_pixels, spin=False, precision=spec.precision
+            threads=spec.place.threads, max_pixels=spec.max_pixels, spin=False, precision=spec.precision, device=device
         )
         predictor = load_predictor(model, spec.runtime, options)
     except ForkliftError as exc:
@@ -121,6 +123,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
         "task": predictor.task,
         "labels": model.labels,
         "input": [predictor.input_height, predictor.input_width] if isinstance(predictor, FixedInput) else None,
+        "device": device,
         "pid": os.getpid(),
     }
     connection.send(("ready", facts))

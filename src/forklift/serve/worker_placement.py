@@ -25,8 +25,11 @@ def served_models(
     instances: int | None,
     cpus_per_instance: int | None,
     threads: int | None,
+    gpus: list[int] | None = None,
 ) -> tuple[list[ServedModel], Recommendation | None]:
-    """Each `MODEL_DIR[=NAME]` with its workers' CPU sets (models never share CPUs), and the sweep's advice used."""
+    """Each `MODEL_DIR[=NAME]` with its workers' CPU sets (models never share CPUs), and the sweep's advice used.
+    With `gpus`, the workers of all models take those CUDA devices in turn (more workers than GPUs: several
+    models on one GPU, as the ported demo ran two style models per GPU), on the torch engine."""
     parsed = [parse_model_argument(argument) for argument in arguments]
     advice = None
     if instances is None and cpus_per_instance is None and threads is None and len(parsed) == 1:
@@ -44,10 +47,34 @@ def served_models(
         )
     if threads is not None and threads > plan.cpus_per_instance:
         raise ForkliftError(f"--threads {threads} is more than the {plan.cpus_per_instance} CPUs of each instance")
+    if gpus:
+        check_gpus(gpus)
+        if runtime not in (None, Runtime.TORCH):
+            raise ForkliftError(f"--gpus: models run on a GPU with the torch engine, not --runtime {runtime}")
+        runtime = Runtime.TORCH
     several_nodes = len(topology.nodes) > 1
     models = []
     for index, (directory, name) in enumerate(parsed):
         placed = plan.instances[index * per_model : (index + 1) * per_model]
-        sets = [WorkerPlace(p.cpus, p.node if several_nodes else None, threads or p.threads) for p in placed]
+        sets = [
+            WorkerPlace(
+                p.cpus,
+                p.node if several_nodes else None,
+                threads or p.threads,
+                gpus[(index * per_model + number) % len(gpus)] if gpus else None,
+            )
+            for number, p in enumerate(placed)
+        ]
         models.append(ServedModel(name, directory, runtime, sets, precision))
     return models, advice
+
+
+def check_gpus(gpus: list[int]) -> None:
+    """One line when a CUDA device asked for is not on this machine."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    missing = [gpu for gpu in gpus if gpu >= count]
+    if missing:
+        have = f"devices 0-{count - 1}" if count else "no CUDA device"
+        raise ForkliftError(f"--gpus {','.join(map(str, gpus))}: this machine has {have}")

@@ -86,9 +86,11 @@ class Stream:
             if message["type"] == "websocket.disconnect":
                 return
             if message.get("bytes") is not None:
+                self._count("received")
                 async with self.wake:
                     if self.waiting is not None:
                         self.counts.dropped += 1
+                        self._count("dropped")
                     self.waiting = Frame(self.counts.received, message["bytes"])
                     self.counts.received += 1
                     self.wake.notify()
@@ -126,9 +128,11 @@ class Stream:
             async with self.send_lock:
                 if frame.number < self.counts.last_sent:
                     self.counts.stale += 1
+                    self._count("stale")
                     continue
                 self.counts.last_sent = frame.number
                 self.counts.answered += 1
+                self._count("answered")
                 facts = {
                     "frame": frame.number,
                     "server_ms": round((time.perf_counter() - frame.arrived) * 1000, 1),
@@ -138,6 +142,9 @@ class Stream:
                 with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # the client left meanwhile
                     await self.websocket.send_text(json.dumps(facts))
                     await self.websocket.send_bytes(result.encoded)
+
+    def _count(self, outcome: str) -> None:
+        self.state.metrics.stream_frames.labels(self.pool.name, outcome).inc()
 
     async def _send_json(self, body: dict) -> None:
         async with self.send_lock:
