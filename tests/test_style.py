@@ -29,6 +29,7 @@ from forklift.serve.process import ServerProcess
 from forklift.serve.stream_client import run_stream, stream_url
 from forklift.train.perceptual import random_vgg16_weights
 from forklift.train.trainer import train
+from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Runtime, Task
 
 # Key names of the example's saved networks (facts of its file format), a sample of each kind of module.
@@ -86,6 +87,22 @@ def test_a_fixed_size_onnx_style_model_answers_any_image_size(tmp_path: Path) ->
         assert isinstance(styled, np.ndarray) and styled.shape == (height, width, 3) and styled.dtype == np.uint8
 
 
+def test_strength_and_colour_preservation_adjust_the_answer(narrow: Path) -> None:
+    image = cv2.imread(str(shared("images/dog.jpg")))[..., ::-1].copy()
+    full, _ = load_predictor(open_model_dir(narrow)).predict_image("dog.jpg", image)
+    none, _ = load_predictor(open_model_dir(narrow), options=PredictOptions(style=StyleAdjust(0.0))).predict_image(
+        "dog.jpg", image
+    )
+    assert np.array_equal(none, image) and np.abs(full.astype(int) - image).mean() > 20  # type: ignore[union-attr]
+    kept, _ = load_predictor(open_model_dir(narrow), options=PredictOptions(style=StyleAdjust(keep_colour=True))
+                             ).predict_image("dog.jpg", image)  # fmt: skip
+    chroma = [cv2.cvtColor(np.asarray(x), cv2.COLOR_RGB2YCrCb).astype(int) for x in (kept, image, full)]
+    assert np.abs(chroma[0][..., 1:] - chroma[1][..., 1:]).mean() < 2  # the original's colour
+    assert np.abs(chroma[0][..., 0] - chroma[2][..., 0]).mean() < 2  # the answer's brightness
+    with pytest.raises(ForkliftError, match=r"strength 1\.5: must be from 0 to 1"):
+        StyleAdjust(1.5)
+
+
 def test_predict_writes_styled_images_of_the_input_size(narrow: Path, tmp_path: Path) -> None:
     out = tmp_path / "styled"
     result = forklift("predict", narrow, shared("images/dog.jpg"), "--out", out, "--json")
@@ -130,6 +147,12 @@ def test_the_server_answers_the_styled_image(server: ServerProcess) -> None:
     assert two.status_code == 400 and "one image with one image" in two.json()["error"]
     bad = httpx.post(f"{server.url}/predict/style?quality=0", files={"files": ("dog.jpg", dog)})
     assert bad.status_code == 400 and "quality" in bad.json()["error"]
+    faint = httpx.post(f"{server.url}/predict/style?strength=0", files={"files": ("dog.jpg", dog)})
+    original = cv2.imdecode(np.frombuffer(dog, np.uint8), cv2.IMREAD_COLOR).astype(int)
+    unstyled = cv2.imdecode(np.frombuffer(faint.content, np.uint8), cv2.IMREAD_COLOR)
+    assert np.abs(unstyled - original).mean() < 3 < np.abs(decoded - original).mean()  # JPEG's noise only
+    too_strong = httpx.post(f"{server.url}/predict/style?strength=2", files={"files": ("dog.jpg", dog)})
+    assert too_strong.status_code == 400 and "strength 2.0: must be from 0 to 1" in too_strong.json()["error"]
 
 
 def _rss_mb(pid: int) -> float:

@@ -13,6 +13,7 @@ from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.vision.results import ImageResult, Prediction
+from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Precision, ResizeMode, Runtime
 
 
@@ -39,10 +40,17 @@ def predict_files(
     iou: float | None = None,
     resize: ResizeMode | None = None,
     max_pixels: int = 100_000_000,
+    style: StyleAdjust | None = None,
 ) -> Prediction:
     model = open_model_dir(model_dir)
     options = PredictOptions(
-        conf=conf, iou=iou, resize=resize, threads=threads, max_pixels=max_pixels, precision=precision
+        conf=conf,
+        iou=iou,
+        resize=resize,
+        threads=threads,
+        max_pixels=max_pixels,
+        precision=precision,
+        style=style or StyleAdjust(),
     )
     predictor = load_predictor(model, runtime, options)
     prediction = Prediction()

@@ -56,12 +56,15 @@ def add_predict(verbs: Any) -> None:
     predict.add_argument("--resize", choices=words(ResizeMode), help="fit to the input (default: the model's)")
     predict.add_argument("--max-pixels", type=positive, default=100_000_000, help="refuse larger images (bombs)")
     predict.add_argument("--out", type=Path, metavar="DIR", help="style models: write the styled images here")
+    predict.add_argument("--strength", type=float, default=1.0, help="style models: 0 (original) to 1 (default)")
+    predict.add_argument("--keep-colour", action="store_true", help="style models: keep the original's colours")
     add_json(predict, "print the result JSON instead of a table")
     predict.set_defaults(handler=run_predict)
 
 
 def run_predict(args: argparse.Namespace) -> int:
     from forklift.predict import predict_files, print_table, save_images
+    from forklift.vision.style_adjust import StyleAdjust
 
     prediction = predict_files(
         args.model_dir,
@@ -73,6 +76,7 @@ def run_predict(args: argparse.Namespace) -> int:
         iou=args.iou,
         resize=optional(ResizeMode, args.resize),
         max_pixels=args.max_pixels,
+        style=StyleAdjust(args.strength, args.keep_colour),
     )
     if any(result.image is not None for result in prediction.results):
         if args.out is None:

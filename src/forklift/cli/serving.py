@@ -183,6 +183,8 @@ def add_stream(verbs: Any) -> None:
     stream.add_argument("--frames", type=positive, help="stop after this many frames")
     stream.add_argument("--fps", type=float, help="send at this rate (default: the file's, or the camera's)")
     stream.add_argument("--quality", type=int, default=80, choices=range(1, 101), metavar="1-100", help="JPEG")
+    stream.add_argument("--strength", type=float, help="0 (the original) to 1 (the model's answer, default)")
+    stream.add_argument("--keep-colour", action="store_true", help="keep the original's colours")
     add_json(stream)
     stream.set_defaults(handler=run_stream_verb)
 
@@ -195,7 +197,12 @@ def run_stream_verb(args: argparse.Namespace) -> int:
         raise ForkliftError(f"--video {source}: no such file")
     frames = video_frames(source, fps=args.fps, limit=args.frames)
     with write_video(args.out) as on_answer:
-        report = run_stream(stream_url(args.url, args.model), frames, quality=args.quality, on_answer=on_answer)
+        settings = {
+            **({"strength": args.strength} if args.strength is not None else {}),
+            **({"keep_colour": True} if args.keep_colour else {}),
+        }
+        url = stream_url(args.url, args.model)
+        report = run_stream(url, frames, quality=args.quality, settings=settings, on_answer=on_answer)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

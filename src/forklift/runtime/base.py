@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -18,6 +18,7 @@ from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.vision.images import DEFAULT_MAX_PIXELS, decode_image
 from forklift.vision.results import ClassScore, Detection, ImageResult, Prediction, Segment, Timing
+from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Precision, ResizeMode, Runtime, Task
 
 
@@ -33,6 +34,7 @@ class PredictOptions:
     spin: bool = True  # engine threads may busy-wait for work: fastest alone, wasteful in a busy server
     precision: Precision | None = None  # None: forklift.json's "precision", else f32
     device: str = "cpu"  # the torch engine's device (cuda:N runs it on that GPU); the others run on the CPU
+    style: StyleAdjust = field(default_factory=StyleAdjust)  # image-to-image models: strength and colour preservation
 
 
 Answer = list[Detection] | list[ClassScore] | list[Segment] | np.ndarray

@@ -17,6 +17,7 @@ from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.runtime.base import PredictOptions, Predictor
 from forklift.runtime.onnx_graph import Network, graph_path
+from forklift.vision.style_adjust import adjusted
 from forklift.vocabulary import Runtime, Task
 
 ANY_SIZE: list[int | None] = [None, 3, None, None]
@@ -61,11 +62,13 @@ class StylePredictor(Predictor):
     def task(self) -> Task:
         return Task.STYLE
 
-    def prepare(self, image: np.ndarray) -> tuple[np.ndarray, tuple[int, int]]:
+    def prepare(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The network input, and the original (what `finish` sizes the answer to and adjusts it against)."""
         height, width = image.shape[:2]
+        fitted = image
         if self.fixed is not None and (width, height) != self.fixed:
-            image = cv2.resize(image, self.fixed, interpolation=cv2.INTER_AREA)
-        return np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32), (width, height)
+            fitted = cv2.resize(image, self.fixed, interpolation=cv2.INTER_AREA)
+        return np.ascontiguousarray(fitted.transpose(2, 0, 1), dtype=np.float32), image
 
     def infer(self, tensors: list[np.ndarray]) -> list[np.ndarray]:
         """One batch when every image has the same size (a stream's frames), else one image at a time."""
@@ -73,11 +76,12 @@ class StylePredictor(Predictor):
             return list(self.network.run(np.stack(tensors)))
         return [self.network.run(tensor[None])[0] for tensor in tensors]
 
-    def finish(self, output: np.ndarray, meta: tuple[int, int]) -> np.ndarray:
+    def finish(self, output: np.ndarray, meta: np.ndarray) -> np.ndarray:
         if output.ndim != 3 or output.shape[0] != 3:
             raise ForkliftError(f"{self.network.path}: output {list(output.shape)} is not an RGB image [3, H, W]")
         styled = np.clip(output, 0, 255).astype(np.uint8).transpose(1, 2, 0)
-        width, height = meta
+        height, width = meta.shape[:2]
         if styled.shape[:2] != (height, width):  # a fixed-size graph, or sizes the network rounds to 4
             styled = cv2.resize(styled, (width, height), interpolation=cv2.INTER_LINEAR)
-        return np.ascontiguousarray(styled)
+        styled = np.ascontiguousarray(styled)
+        return adjusted(styled, meta, self.options.style) if self.options.style.changes else styled

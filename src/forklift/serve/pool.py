@@ -176,7 +176,7 @@ class ModelPool:
             except (asyncio.QueueEmpty, TimeoutError):
                 break
             job = candidate.job
-            if not isinstance(job, ImagesJob) or (job.conf, job.encoding) != (first.job.conf, first.job.encoding):
+            if not isinstance(job, ImagesJob) or _answer_settings(job) != _answer_settings(first.job):
                 return batch, candidate
             batch.append(candidate)
             images += candidate.images
@@ -226,7 +226,7 @@ class ModelPool:
 
 def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
     """The one job of a batch from `_next_batch`: a tensor job goes alone, image jobs with one threshold (and
-    answer encoding) merge."""
+    answer encoding and style adjustment) merge."""
     first = requests[0].job
     if isinstance(first, TensorJob):
         return first
@@ -234,7 +234,12 @@ def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
     for request in requests:
         assert isinstance(request.job, ImagesJob), "_next_batch never batches a tensor job with image jobs"
         images.extend(request.job.images)
-    return ImagesJob(images, first.conf, first.encoding)
+    return ImagesJob(images, first.conf, first.encoding, first.style)
+
+
+def _answer_settings(job: ImagesJob) -> tuple:
+    """What must be the same for image jobs to share a batch."""
+    return job.conf, job.encoding, job.style
 
 
 def _fail(requests: list[Request], error: Exception) -> None:

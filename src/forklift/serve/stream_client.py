@@ -91,9 +91,11 @@ def run_stream(
     frames: Iterable[np.ndarray],
     *,
     quality: int = 80,
+    settings: dict[str, float | bool] | None = None,
     on_answer: Callable[[np.ndarray], None] | None = None,
 ) -> StreamReport:
-    """Send every frame (BGR) as JPEG, receive the answers until the last frame's has come (or DRAIN_S passed)."""
+    """Send every frame (BGR) as JPEG, receive the answers until the last frame's has come (or DRAIN_S passed, or
+    Ctrl-C). `settings`: the stream's control message (`strength`, `keep_colour`), sent first."""
     report = StreamReport()
     sent_at: dict[int, float] = {}
     finished, stop = threading.Event(), threading.Event()
@@ -120,11 +122,14 @@ def run_stream(
         finally:
             finished.set()
 
+    if settings:
+        connection.send(json.dumps(settings))  # the server's style adjustment for every frame after it
     start = time.perf_counter()
     sender = threading.Thread(target=send, name="stream-sender", daemon=True)
     sender.start()
     try:
-        _receive(connection, url, report, sent_at, finished, on_answer)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a camera's stream: the report still follows
+            _receive(connection, url, report, sent_at, finished, on_answer)
     finally:
         stop.set()
         sender.join(timeout=5)  # the source is released in the sender's thread, before the process may end

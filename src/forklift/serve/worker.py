@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 
 import numpy as np
 
 from forklift.vision.results import Prediction
+from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Precision, Runtime
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -57,6 +58,7 @@ class ImagesJob:
     images: list[tuple[str, bytes]]
     conf: float | None
     encoding: Encoding | None = None
+    style: StyleAdjust | None = None  # image-to-image models: None is the model's full answer
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
                 connection.send(("ok", np.stack(outputs)))
                 continue
             predictor.conf = default_conf if job.conf is None else job.conf
+            predictor.options = replace(predictor.options, style=job.style or StyleAdjust())
             prediction = predictor.predict(job.images)
             if job.encoding is not None:
                 _encode_images(prediction, job.encoding)

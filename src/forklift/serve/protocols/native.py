@@ -1,5 +1,6 @@
 """forklift's own protocol: `POST /predict/{model}` (and `POST /` for a single model) -> the result JSON, or for
-an image-to-image model the answered image (JPEG, or PNG when `Accept` asks for it; `quality` sets JPEG's)."""
+an image-to-image model the answered image (JPEG, or PNG when `Accept` asks for it; `quality` sets JPEG's,
+`strength` and `keep_colour` how the answer is applied)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from forklift.errors import ForkliftError
 from forklift.serve.pool import ModelPool
 from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState, endpoint, parse_conf
@@ -16,6 +18,7 @@ from forklift.serve.uploads import read_images
 from forklift.serve.worker import Encoding, ImagesJob
 from forklift.vision.images import IMAGE_FORMATS
 from forklift.vision.results import Prediction
+from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Task
 
 DEFAULT_QUALITY = 90
@@ -46,9 +49,14 @@ async def _answer_image(
     """One image in, its answer image out, with the stages' timing in the X-Forklift-Timing header (JSON)."""
     if len(images) != 1:
         raise HttpError(400, f"model {pool.name!r} answers one image with one image; this request has {len(images)}")
-    quality = parse_quality(fields.get("quality") or request.query_params.get("quality"))
+
+    def field(name: str) -> str | None:
+        return fields.get(name) or request.query_params.get(name)
+
+    quality = parse_quality(field("quality"))
     encoding = Encoding(image_format=answer_format(request.headers.get("accept", "")), quality=quality)
-    prediction: Prediction = await state.run(pool, ImagesJob(images, None, encoding))
+    style = parse_style(field("strength"), field("keep_colour"))
+    prediction: Prediction = await state.run(pool, ImagesJob(images, None, encoding, style))
     (result,) = prediction.results
     if result.error is not None or result.encoded is None:
         raise HttpError(400, result.error or f"model {pool.name!r} gave no image")
@@ -61,6 +69,20 @@ def answer_format(accept: str) -> str:
     """PNG when the client accepts PNG and not JPEG, else JPEG (smaller, and what a video frame wants)."""
     kinds = {part.split(";")[0].strip() for part in accept.split(",")}
     return "png" if "image/png" in kinds and "image/jpeg" not in kinds else "jpeg"
+
+
+def parse_style(strength: str | None, keep_colour: str | None) -> StyleAdjust:
+    """`strength` 0..1 (default 1) and `keep_colour` 0/1 (or true/false)."""
+    try:
+        value = 1.0 if not strength else float(strength)
+        keep = (keep_colour or "0").lower()
+        if keep not in ("0", "1", "true", "false"):
+            raise ForkliftError(f"keep_colour={keep_colour!r}: give 1 or 0")
+        return StyleAdjust(value, keep in ("1", "true"))
+    except ValueError as exc:
+        raise HttpError(400, f"strength={strength!r} is not a number from 0 to 1") from exc
+    except ForkliftError as exc:
+        raise HttpError(400, str(exc)) from exc
 
 
 def parse_quality(text: str | None) -> int:

@@ -11,8 +11,9 @@ then a binary message with the JPEG:
     {"frame": 17, "server_ms": 48.2, "inference_ms": 41.0, "received": 20, "answered": 15, "dropped": 3,
      "stale": 1}
 
-`frame` counts the client's frames from 0. A text message `{"quality": 80}` sets the JPEG quality of later
-answers. The page `/live` is a browser client for it (webcam, style picker, frames/s and latency).
+`frame` counts the client's frames from 0. A text message `{"quality": 80, "strength": 0.7, "keep_colour":
+true}` (any of them) sets the JPEG quality and the style adjustment of later answers. The page `/live` is a
+browser client for it (webcam, style picker, strength, colour, frames/s and latency).
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from forklift.errors import ForkliftError
 from forklift.serve.pool import ModelPool
 from forklift.serve.protocols.native import DEFAULT_QUALITY
 from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState
 from forklift.serve.worker import Encoding, ImagesJob
+from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Task
 
 POLICY_VIOLATION = 1008  # WebSocket close codes (RFC 6455)
@@ -66,6 +69,7 @@ class Stream:
         self.closed = False
         self.counts = StreamCounts()
         self.quality = DEFAULT_QUALITY
+        self.style = StyleAdjust()
         self.send_lock = asyncio.Lock()
 
     async def run(self) -> None:
@@ -98,14 +102,21 @@ class Stream:
                 await self._control(message["text"])
 
     async def _control(self, text: str) -> None:
+        """`{"quality": 80, "strength": 0.5, "keep_colour": true}`, any of them: for the answers that follow."""
         try:
-            quality = json.loads(text).get("quality", self.quality)
+            message = json.loads(text)
+            quality = message.get("quality", self.quality)
             if not isinstance(quality, int) or not 1 <= quality <= 100:
                 raise ValueError(f"quality {quality!r} is not a whole number from 1 to 100")
-        except (ValueError, AttributeError) as exc:
+            strength = message.get("strength", self.style.strength)
+            keep_colour = message.get("keep_colour", self.style.keep_colour)
+            if not isinstance(strength, int | float) or not isinstance(keep_colour, bool):
+                raise ValueError("strength is a number from 0 to 1 and keep_colour true or false")
+            style = StyleAdjust(float(strength), keep_colour)
+        except (ValueError, AttributeError, ForkliftError) as exc:
             await self._send_json({"error": f"control message {text[:80]!r}: {exc}"})
             return
-        self.quality = quality
+        self.quality, self.style = quality, style
 
     async def _answer(self) -> None:
         while True:
@@ -115,7 +126,7 @@ class Stream:
                     return
                 frame, self.waiting = self.waiting, None
             assert frame is not None
-            job = ImagesJob([(f"frame-{frame.number}", frame.data)], None, Encoding("jpeg", self.quality))
+            job = ImagesJob([(f"frame-{frame.number}", frame.data)], None, Encoding("jpeg", self.quality), self.style)
             try:
                 prediction = await self.state.run(self.pool, job)
             except HttpError as exc:  # a full queue or a crashed worker: say so, keep streaming
