@@ -171,12 +171,14 @@ def test_the_stream_drops_stale_frames_and_holds_no_backlog(server: ServerProces
     url = stream_url(server.url, "style")
     run_stream(url, [noise] * 5)  # the workers and the stream path warm up
     before = _rss_mb(server.process.pid)
-    report = run_stream(url, [noise] * 150, quality=95)
+    report = run_stream(url, [noise] * 150, quality=95, flow=False)  # a client that sends every frame
     grown = _rss_mb(server.process.pid) - before
     assert report.sent == 150 and report.errors == []
     assert 1 <= report.answered < 100 and report.dropped >= 50, report.to_json()
     assert report.sent - 2 <= report.answered + report.dropped + report.stale <= report.sent  # 2 may be in flight
     assert grown < 60, f"server RSS grew by {grown:.0f} MB over {report.sent} frames"
+    paced = run_stream(url, [noise] * 60, quality=95)  # flow control: at most one frame per worker unanswered
+    assert paced.dropped == 0 and paced.skipped > 0 and paced.answered + paced.stale == paced.sent, paced.to_json()
     with pytest.raises(ForkliftError, match="streams are for image models"):
         run_stream(stream_url(server.url, "yolo"), [noise])
     counted = httpx.get(f"{server.url}/metrics").text

@@ -3,13 +3,14 @@ kept-alive connection (its fix), and forklift's WebSocket stream, side by side i
 
 The "camera" is a generated 320x240 video at 30 frames/s (moving shapes on a gradient, JPEG quality 80). A REST
 client takes the newest camera frame whenever its previous answer has come back, as the demo's client did; the
-stream client sends every frame as the camera makes it and the server answers the newest (latest frame wins).
+stream client (flow control on) sends a frame as the camera makes it while fewer frames are unanswered than the
+server has workers, and skips it otherwise.
 Latency is from the frame's capture to its answer decoded; frames/s counts answered frames over the run.
 The server is `forklift serve MODEL --instances 2 --threads 1 --runtime openvino` on loopback; the three clients
 take turns for `--rounds` rounds of `--seconds` each and the medians are reported, with (c) / (b).
 Also frames/s of one 1-thread OpenVINO predictor for each `--widths` variant at 320x240.
 
-    .venv/bin/python bench/stream/run.py [--seconds 8] [--rounds 3] [--widths 1.0,0.5,0.25]
+    .venv/bin/python bench/stream/run.py [--seconds 8] [--rounds 5] [--widths 1.0,0.5,0.25]
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def in_process_fps(model_dir: Path, frames: list[np.ndarray], count: int = 40) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--widths", default="1.0,0.5,0.25")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="forklift-stream-bench-"))

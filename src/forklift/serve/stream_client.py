@@ -29,6 +29,7 @@ DRAIN_S = 10.0  # how long to wait for the last answers after the source ends
 @dataclass
 class StreamReport:
     sent: int = 0
+    skipped: int = 0  # camera frames not sent because every worker was busy (flow control)
     answered: int = 0
     dropped: int = 0
     stale: int = 0
@@ -46,6 +47,7 @@ class StreamReport:
     def to_json(self) -> dict:
         return {
             "sent": self.sent,
+            "skipped": self.skipped,
             "answered": self.answered,
             "dropped": self.dropped,
             "stale": self.stale,
@@ -93,12 +95,14 @@ def run_stream(
     quality: int = 80,
     settings: dict[str, float | bool] | None = None,
     on_answer: Callable[[np.ndarray], None] | None = None,
+    flow: bool = True,
 ) -> StreamReport:
-    """Send every frame (BGR) as JPEG, receive the answers until the last frame's has come (or DRAIN_S passed, or
-    Ctrl-C). `settings`: the stream's control message (`strength`, `keep_colour`), sent first."""
-    report = StreamReport()
-    sent_at: dict[int, float] = {}
-    finished, stop = threading.Event(), threading.Event()
+    """Send the frames (BGR) as JPEG, receive the answers until the last frame's has come (or DRAIN_S passed, or
+    Ctrl-C). `settings`: the stream's control message (`strength`, `keep_colour`), sent first.
+
+    With `flow` a frame is sent only while fewer frames are unanswered than the server has workers (it says how
+    many when the stream opens); the others are skipped, so no frame waits at the server and none is encoded and
+    sent only to be dropped there. Without it every frame goes, and the server keeps the newest."""
     try:
         connection = connect(url, max_size=2**25, open_timeout=10)
     except (OSError, TimeoutError, ConnectionClosed) as exc:
@@ -106,11 +110,41 @@ def run_stream(
     except Exception as exc:  # websockets' InvalidStatus / InvalidHandshake: the server refused the stream
         raise ForkliftError(f"{url}: the server refused the stream: {exc}") from exc
 
+    with connection:  # closed however the stream ends
+        return _stream(connection, url, frames, quality=quality, settings=settings, on_answer=on_answer, flow=flow)
+
+
+def _stream(
+    connection: ClientConnection,
+    url: str,
+    frames: Iterable[np.ndarray],
+    *,
+    quality: int,
+    settings: dict[str, float | bool] | None,
+    on_answer: Callable[[np.ndarray], None] | None,
+    flow: bool,
+) -> StreamReport:
+    """The stream on an open connection: its greeting, then the sender thread and the answers."""
+    report = StreamReport()
+    sent_at: dict[int, float] = {}
+    finished, stop = threading.Event(), threading.Event()
+    try:
+        workers = int(json.loads(connection.recv(timeout=10))["workers"])
+    except ConnectionClosed as exc:
+        reason = exc.rcvd.reason if exc.rcvd is not None else exc
+        raise ForkliftError(f"{url}: the server closed the stream: {reason}") from exc
+    except (TimeoutError, ValueError, KeyError, TypeError) as exc:
+        raise ForkliftError(f"{url}: not a forklift stream (no greeting naming its workers)") from exc
+    progress = {"last": -1}  # the newest frame answered or refused, as the receiver saw it
+
     def send() -> None:
         try:
             for frame in frames:
                 if stop.is_set():
                     break
+                if flow and report.sent - 1 - progress["last"] >= workers:
+                    report.skipped += 1
+                    continue
                 ok, encoded = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, quality])
                 if not ok:
                     continue
@@ -129,7 +163,7 @@ def run_stream(
     sender.start()
     try:
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a camera's stream: the report still follows
-            _receive(connection, url, report, sent_at, finished, on_answer)
+            _receive(connection, url, report, sent_at, finished, on_answer, progress)
     finally:
         stop.set()
         sender.join(timeout=5)  # the source is released in the sender's thread, before the process may end
@@ -144,38 +178,39 @@ def _receive(
     sent_at: dict[int, float],
     finished: threading.Event,
     on_answer: Callable[[np.ndarray], None] | None,
+    progress: dict[str, int],
 ) -> None:
     """Answers until the last frame sent has its own (it always gets one: nothing newer replaces it)."""
     last_frame, deadline = -1, None  # the newest frame answered (or refused)
-    with connection:
-        while True:
-            if finished.is_set():
-                deadline = deadline or time.perf_counter() + DRAIN_S
-                if last_frame >= report.sent - 1 or time.perf_counter() > deadline:
-                    break
-            try:
-                message = connection.recv(timeout=0.2)
-            except TimeoutError:
-                continue
-            except ConnectionClosed as exc:
-                if exc.rcvd is not None and exc.rcvd.code != 1000:
-                    reason = exc.rcvd.reason or exc.rcvd.code
-                    raise ForkliftError(f"{url}: the server closed the stream: {reason}") from exc
+    while True:
+        if finished.is_set():
+            deadline = deadline or time.perf_counter() + DRAIN_S
+            if last_frame >= report.sent - 1 or time.perf_counter() > deadline:
                 break
-            facts = json.loads(message)
-            last_frame = max(last_frame, facts.get("frame", -1))
-            if "error" in facts:
-                report.errors.append(f"frame {facts.get('frame')}: {facts['error']}")
-                continue
-            image = connection.recv(timeout=DRAIN_S)
-            assert isinstance(image, bytes)
-            report.latencies_ms.append((time.perf_counter() - sent_at[facts["frame"]]) * 1000)
-            for number in [n for n in sent_at if n <= facts["frame"]]:  # answered, dropped or stale by now
-                del sent_at[number]
-            report.answered, report.dropped, report.stale = facts["answered"], facts["dropped"], facts["stale"]
-            decoded = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR) if on_answer else None
-            if on_answer is not None and decoded is not None:
-                on_answer(decoded)
+        try:
+            message = connection.recv(timeout=0.2)
+        except TimeoutError:
+            continue
+        except ConnectionClosed as exc:
+            if exc.rcvd is not None and exc.rcvd.code != 1000:
+                reason = exc.rcvd.reason or exc.rcvd.code
+                raise ForkliftError(f"{url}: the server closed the stream: {reason}") from exc
+            break
+        facts = json.loads(message)
+        last_frame = max(last_frame, facts.get("frame", -1))
+        progress["last"] = last_frame
+        if "error" in facts:
+            report.errors.append(f"frame {facts.get('frame')}: {facts['error']}")
+            continue
+        image = connection.recv(timeout=DRAIN_S)
+        assert isinstance(image, bytes)
+        report.latencies_ms.append((time.perf_counter() - sent_at[facts["frame"]]) * 1000)
+        for number in [n for n in sent_at if n <= facts["frame"]]:  # answered, dropped or stale by now
+            del sent_at[number]
+        report.answered, report.dropped, report.stale = facts["answered"], facts["dropped"], facts["stale"]
+        decoded = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR) if on_answer else None
+        if on_answer is not None and decoded is not None:
+            on_answer(decoded)
 
 
 @contextlib.contextmanager

@@ -5,8 +5,9 @@ whenever a worker is free (latest frame wins). A frame that arrives while an old
 (counted as dropped), so a client faster than the model gets the freshest answer instead of a growing queue,
 and the stream never holds more than one waiting frame plus one per worker in flight. Up to that many frames run
 at once, one per worker, which is what makes a stream faster than one request at a time; an answer overtaken by
-a newer frame's answer is not sent (counted as stale). Each answer is a text message with the frame's timing,
-then a binary message with the JPEG:
+a newer frame's answer is not sent (counted as stale). The stream opens with `{"model": NAME, "workers": K}`:
+a client that keeps at most K frames unanswered (as `forklift stream` and `/live` do) has none waiting and
+none dropped. Each answer is a text message with the frame's timing, then a binary message with the JPEG:
 
     {"frame": 17, "server_ms": 48.2, "inference_ms": 41.0, "received": 20, "answered": 15, "dropped": 3,
      "stale": 1}
@@ -73,7 +74,9 @@ class Stream:
         self.send_lock = asyncio.Lock()
 
     async def run(self) -> None:
-        answerers = [asyncio.create_task(self._answer()) for _ in range(max(1, len(self.pool.workers)))]
+        workers = max(1, len(self.pool.workers))
+        await self.websocket.send_text(json.dumps({"model": self.pool.name, "workers": workers}))
+        answerers = [asyncio.create_task(self._answer()) for _ in range(workers)]
         try:
             await self._receive()
         finally:
