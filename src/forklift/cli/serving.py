@@ -207,9 +207,10 @@ def run_stream_verb(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), indent=2))
     else:
         print(
-            f"{report.sent} frames sent, {report.answered} answered ({report.dropped} dropped as newer ones came, "
-            f"{report.stale} stale): {report.fps:.1f} frames/s; latency p50 {report.percentile(0.5):.0f} ms, "
-            f"p99 {report.percentile(0.99):.0f} ms" + (f"; wrote {args.out}" if args.out else "")
+            f"{report.sent} frames sent ({report.skipped} skipped while every worker was busy), {report.answered} "
+            f"answered ({report.dropped} dropped as newer ones came, {report.stale} stale): {report.fps:.1f} "
+            f"frames/s; latency p50 {report.percentile(0.5):.0f} ms, p99 {report.percentile(0.99):.0f} ms"
+            + (f"; wrote {args.out}" if args.out else "")
         )
     for error in report.errors[:5]:
         print(f"forklift: error: {error}", file=sys.stderr)
