@@ -79,8 +79,10 @@ def save_images(prediction: Prediction, out: Path) -> None:
 
 
 def print_table(prediction: Prediction) -> None:
-    """A readable table: one line per detection (or class, or segment with its pixels), errors in place."""
-    print(f"{'file':<28} {'label':<16} {'score':>6}  box (x1, y1, x2, y2)")
+    """A readable table: one line per detection (or class, or segment with its pixels, or styled image and where
+    it went), errors in place."""
+    if any(result.image is None and result.error is None for result in prediction.results):
+        print(f"{'file':<28} {'label':<16} {'score':>6}  box (x1, y1, x2, y2)")
     for result in prediction.results:
         name = Path(result.file).name
         if result.error is not None:
