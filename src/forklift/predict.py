@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import cv2
 from tqdm import tqdm
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
+from forklift.vision.images import IMAGE_FORMATS, encode_image
 from forklift.vision.results import ImageResult, Prediction
 from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Precision, ResizeMode, Runtime
+
+SAVED_QUALITY = 95  # JPEG quality of the images `predict --out` writes
 
 
 def _read(path: Path) -> bytes | str:
@@ -72,9 +74,12 @@ def save_images(prediction: Prediction, out: Path) -> None:
         if result.image is None:
             continue
         source = Path(result.file)
-        path = out / (source.stem + (".png" if source.suffix.lower() == ".png" else ".jpg"))
-        if not cv2.imwrite(str(path), cv2.cvtColor(result.image, cv2.COLOR_RGB2BGR)):
-            raise ForkliftError(f"{path}: cannot write the image")
+        image_format = "png" if source.suffix.lower() == ".png" else "jpeg"
+        path = out / (source.stem + IMAGE_FORMATS[image_format][0])
+        try:
+            path.write_bytes(encode_image(result.image, image_format=image_format, quality=SAVED_QUALITY))
+        except OSError as exc:
+            raise ForkliftError(f"{path}: cannot write the image: {exc.strerror}") from exc
         result.saved = str(path)
 
 

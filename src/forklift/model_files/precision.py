@@ -48,14 +48,19 @@ class PrecisionCheck:
         return {**asdict(self), "drop": self.drop, "passed": self.passed}
 
 
+def find_int8_graph(model: ModelDirectory) -> Path | None:
+    """The model's INT8 graph (QDQ ONNX first, then OpenVINO IR), or None."""
+    return next((model.path / name for name in INT8_GRAPHS if (model.path / name).is_file()), None)
+
+
 def int8_graph(model: ModelDirectory) -> Path:
     """The model's INT8 graph, or one line saying how to make it."""
-    found = [model.path / name for name in INT8_GRAPHS if (model.path / name).is_file()]
-    if not found:
+    found = find_int8_graph(model)
+    if found is None:
         raise ForkliftError(
             f"{model.path}: no INT8 model; make one with 'forklift models quantize {model.path} --data DATA_SET'"
         )
-    return found[0]
+    return found
 
 
 def default_precision(model: ModelDirectory) -> Precision:
@@ -103,5 +108,5 @@ def offered_precisions(model: ModelDirectory) -> list[Precision]:
     the precisions `sweep` and `serve --instances auto` try."""
     checks = precision_checks(model)
     passed = [p for p, check in checks.items() if check.passed and p != Precision.F32]
-    has_int8 = any((model.path / name).is_file() for name in INT8_GRAPHS)
+    has_int8 = find_int8_graph(model) is not None
     return [Precision.F32, *(p for p in passed if p != Precision.INT8 or has_int8)]

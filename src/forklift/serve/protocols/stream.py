@@ -93,13 +93,11 @@ class Stream:
             if message["type"] == "websocket.disconnect":
                 return
             if message.get("bytes") is not None:
-                self._count("received")
                 async with self.wake:
                     if self.waiting is not None:
-                        self.counts.dropped += 1
                         self._count("dropped")
                     self.waiting = Frame(self.counts.received, message["bytes"])
-                    self.counts.received += 1
+                    self._count("received")
                     self.wake.notify()
             elif message.get("text") is not None:
                 await self._control(message["text"])
@@ -141,11 +139,9 @@ class Stream:
                 continue
             async with self.send_lock:
                 if frame.number < self.counts.last_sent:
-                    self.counts.stale += 1
                     self._count("stale")
                     continue
                 self.counts.last_sent = frame.number
-                self.counts.answered += 1
                 self._count("answered")
                 facts = {
                     "frame": frame.number,
@@ -158,6 +154,8 @@ class Stream:
                     await self.websocket.send_bytes(result.encoded)
 
     def _count(self, outcome: str) -> None:
+        """One more frame with this outcome: in the stream's own counts (sent with each answer) and in /metrics."""
+        setattr(self.counts, outcome, getattr(self.counts, outcome) + 1)
         self.state.metrics.stream_frames.labels(self.pool.name, outcome).inc()
 
     async def _send_json(self, body: dict) -> None:
