@@ -71,7 +71,16 @@ class Optimizer(StrEnum):
     ADADELTA = "adadelta"
 
 
-Word = TypeVar("Word", Task, Runtime, Precision, ResizeMode, DataFormat, Optimizer)
+class LrScaling(StrEnum):
+    """How the learning rate follows the global batch of a data-parallel run (`forklift.train.lr_scaling`)."""
+
+    AUTO = "auto"  # linear for the gradient-descent optimisers, square root for the adaptive ones
+    LINEAR = "linear"
+    SQRT = "sqrt"
+    NONE = "none"
+
+
+Word = TypeVar("Word", Task, Runtime, Precision, ResizeMode, DataFormat, Optimizer, LrScaling)
 
 
 def words(kind: type[StrEnum]) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: a verb may run itself again (--nproc)
     handler: Handler = args.handler
     try:
         return handler(args)

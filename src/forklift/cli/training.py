@@ -17,7 +17,8 @@ from forklift.cli.common import (
     threshold,
     verb_parser,
 )
-from forklift.vocabulary import Optimizer, Precision, Runtime, words
+from forklift.errors import ForkliftError
+from forklift.vocabulary import LrScaling, Optimizer, Precision, Runtime, words
 
 
 def register(verbs: Any) -> None:
@@ -110,7 +111,8 @@ def add_train(verbs: Any) -> None:
         "forklift train --data data/shapes --cfg yolov3-tiny.cfg --epochs 30 --batch 16 --img 320 out/shapes-tiny\n"
         "  forklift train --data data/shapes-seg --arch deeplabv3_mobilenet_v3_large --img 256 out/seg\n"
         "  forklift train --task style --data photos/ --style-image candy.jpg --loss-net-weights vgg16.pth out/candy\n"
-        "  forklift train --resume out/shapes-tiny",
+        "  forklift train --resume out/shapes-tiny\n"
+        "  forklift train --nproc 2 --data data/shapes --cfg yolov3-tiny.cfg --batch 8 out/shapes-ddp",
     )
     train.add_argument(
         "--data", type=Path, metavar="DATA", help="a forklift data set folder (with --resume: the checkpoint's)"
@@ -159,6 +161,25 @@ def add_train(verbs: Any) -> None:
     )
     train.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     train.add_argument(
+        "--nproc",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="data-parallel: N ranks on this host (torchrun), each with its own CPU set (and GPU); --batch is per rank",
+    )
+    train.add_argument(
+        "--sync-bn",
+        action="store_true",
+        default=None,
+        help="data-parallel: batch norm statistics over all ranks' batches (for small per-rank batches)",
+    )
+    train.add_argument(
+        "--lr-scaling",
+        choices=words(LrScaling),
+        help="data-parallel: how --lr follows the global batch: linear, sqrt, none, or auto (linear for sgd and "
+        "momentum, sqrt for the others; the default); printed at the start",
+    )
+    train.add_argument(
         "--amp",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -200,6 +221,10 @@ def add_network_source(parser: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from forklift.distributed.ranks import from_environment
+
+    if args.nproc > 1 and not from_environment().distributed:
+        return _launch_ranks(args)
     from forklift.train.settings import TrainSettings
     from forklift.train.trainer import train
 
@@ -214,8 +239,22 @@ def run_train(args: argparse.Namespace) -> int:
         time_budget_s=None if args.minutes is None else args.minutes * 60,
         lms={"min_bytes": round(args.lms_min_mib * 2**20), "spill_dir": args.lms_spill_dir} if args.lms else None,
     )
+    if not from_environment().leader:
+        return 0
     print(f"wrote {out}: a model directory (forklift predict {out} IMAGE); per-epoch figures in {out / 'metrics.csv'}")
     return 0
+
+
+def _launch_ranks(args: argparse.Namespace) -> int:
+    """`--nproc N`: the same command as N ranks, once what can be checked here is (so a bad OUT or data path is
+    one line, not N)."""
+    from forklift.distributed.local_launch import launch_local
+    from forklift.train.trainer import check_out
+
+    check_out(args.out, args.out / "checkpoints" / "last.pt", args.resume)
+    if args.data is not None and not args.data.exists():
+        raise ForkliftError(f"--data {args.data}: no such folder")
+    return launch_local(args.argv, args.nproc)
 
 
 def add_demo(verbs: Any) -> None:

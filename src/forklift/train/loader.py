@@ -8,6 +8,7 @@ an epoch's batches are the same whether or not the run was interrupted before it
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -209,10 +210,39 @@ def epoch_loader(
     shuffle: bool,
     workers: int = 0,
     collate_fn: Callable[[list[Any]], Any] = collate,
+    *,
+    rank: int = 0,
+    world: int = 1,
 ) -> DataLoader:
-    """The batches of one epoch: shuffled by (seed, epoch), augmented by (seed, epoch, image)."""
+    """The batches of one epoch for `rank` of `world`: shuffled by (seed, epoch), augmented by (seed, epoch,
+    image); `batch` is this rank's share of each global batch (`global_batches`)."""
     images.epoch = epoch
     generator = torch.Generator().manual_seed(images.seed * 100_003 + epoch)
+    order = torch.randperm(len(images), generator=generator).tolist() if shuffle else list(range(len(images)))
     return DataLoader(
-        images, batch_size=batch, shuffle=shuffle, collate_fn=collate_fn, num_workers=workers, generator=generator
+        images,
+        batch_sampler=global_batches(order, batch, rank=rank, world=world),
+        collate_fn=collate_fn,
+        num_workers=workers,
     )
+
+
+def global_batches(order: list[int], batch: int, *, rank: int, world: int) -> list[list[int]]:
+    """Rank `rank`'s batches: the epoch's `order` cut into global batches of `batch` x `world` images, of which
+    each rank takes its own contiguous share. So the ranks together see exactly the batches one process of
+    `batch` x `world` would (what makes N ranks train like one process with N times the batch), and no image
+    twice. The order is first padded to a multiple of `world` with its own first images, so every rank takes
+    the same number of steps (a rank with nothing to do would stall the others' gradient exchange)."""
+    padded = order + order[: (-len(order)) % world] if order else order
+    size = batch * world
+    batches = []
+    for start in range(0, len(padded), size):
+        chunk = padded[start : start + size]
+        share = len(chunk) // world
+        batches.append(chunk[rank * share : (rank + 1) * share])
+    return batches
+
+
+def steps_per_epoch(images: int, batch: int, world: int = 1) -> int:
+    """How many steps `global_batches` makes of an epoch of `images` images."""
+    return math.ceil(math.ceil(images / world) * world / (batch * world))

@@ -55,6 +55,8 @@ class TrainSettings:
     loss_net_weights: Path | None = None  # style networks: VGG16's ImageNet weights (the perceptual loss)
     content_weight: float | None = None  # style networks: weight of the content loss (None: 1e5)
     style_weight: float | None = None  # style networks: weight of the style loss (None: 1e10)
+    sync_bn: bool = False  # data-parallel runs: batch norm statistics over all ranks' batches
+    lr_scaling: str = "auto"  # data-parallel runs: how --lr follows the global batch (forklift.train.lr_scaling)
 
     @staticmethod
     def option_names() -> tuple[str, ...]:

@@ -4,6 +4,10 @@ Read top to bottom, like nanoGPT's loop: the data, the task (its network, inputs
 `forklift.train.tasks.base`), the optimiser and schedule, the epochs (each ending in metrics, a validation that keeps
 the best weights, and an atomic checkpoint), then the model directory that `forklift predict` and `serve` use,
 made from the best epoch and evaluated. An interrupted run continues with `resume=True` from its last epoch.
+
+Started by torchrun (`forklift train --nproc`, `forklift run`), the same loop is data-parallel: every rank
+trains its share of each global batch through DistributedDataParallel (`forklift.distributed`), and rank 0 alone
+validates and writes checkpoints, metrics, TensorBoard and the model directory.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from torch.optim import Optimizer as TorchOptimizer
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
@@ -29,8 +34,12 @@ from forklift.atomic import written_atomically
 from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import INDEX, Dataset, ImageRecord
 from forklift.data.image_folder import image_folder_dataset
+from forklift.distributed import ranks as rank_context
+from forklift.distributed.ranks import Ranks
+from forklift.distributed.sync_batchnorm import synchronise_batchnorm
 from forklift.errors import ForkliftError
-from forklift.train.loader import Augmentation, epoch_loader
+from forklift.train import lr_scaling
+from forklift.train.loader import Augmentation, epoch_loader, steps_per_epoch
 from forklift.train.optimizers import make_optimizer
 from forklift.train.settings import TrainSettings, new_settings, resumed_settings
 from forklift.train.tasks import NetworkSource, StyleOptions, TrainingTask, TwoStageOptions, make_task
@@ -77,6 +86,8 @@ def train(
     loss_net_weights: Path | None = None,
     content_weight: float | None = None,
     style_weight: float | None = None,
+    sync_bn: bool | None = None,
+    lr_scaling: str | None = None,
     device: str = "cpu",
     resume: bool = False,
     workers: int = 0,
@@ -96,6 +107,8 @@ def train(
     `weights`, `anchor_sizes`, `proposals`: two-stage detectors only (`forklift.train.tasks.two_stage`).
     `task="style"` trains a style network on a folder of images (or a data set's images) with `style_image`,
     `loss_net_weights`, `content_weight` and `style_weight` (`forklift.train.tasks.style`).
+    `sync_bn`, `lr_scaling`: data-parallel runs only (under torchrun): batch norm over all ranks, and how the
+    learning rate follows the global batch (`forklift.train.lr_scaling`); `batch` is then each rank's.
     `lms`: large model support around each epoch's steps, with these settings (`forklift.lms.Options`).
     `on_validated(epoch, metrics)`: called after each measured epoch is saved (a search reports and prunes there;
     what it raises ends the run).
@@ -103,16 +116,42 @@ def train(
     budget_start = time.perf_counter()
     out = Path(out)
     _check_device(device)
+    ranks = rank_context.from_environment()
     checkpoints = out / "checkpoints"
-    _check_out(out, checkpoints / "last.pt", resume)
+    resume = resume or (ranks.restarts > 0 and (checkpoints / "last.pt").is_file())  # torchrun restarted the run
+    if ranks.leader and not ranks.restarts:
+        check_out(out, checkpoints / "last.pt", resume)
     given = {"data": data, "cfg": cfg, "model": model, "arch": arch, "epochs": epochs, "batch": batch, "img": img,
              "lr": lr, "optimizer": optimizer, "momentum": momentum, "weight_decay": weight_decay, "seed": seed,
              "val_every": val_every, "mosaic": mosaic, "aug_scale": aug_scale, "aug_shift": aug_shift,
              "aug_hsv": aug_hsv, "amp": amp, "weights": weights, "anchor_sizes": anchor_sizes,
              "proposals": proposals, "task": task, "style_image": style_image,
              "loss_net_weights": loss_net_weights, "content_weight": content_weight,
-             "style_weight": style_weight}  # fmt: skip
-    checkpoint = _read_checkpoint(checkpoints / "last.pt", device) if resume else None
+             "style_weight": style_weight, "sync_bn": sync_bn, "lr_scaling": lr_scaling}  # fmt: skip
+    device = rank_context.start(ranks, device)
+    try:
+        return _train(given, out, ranks, device=device, resume=resume, workers=workers, budget_start=budget_start,
+                      time_budget_s=time_budget_s, lms=lms, on_validated=on_validated)  # fmt: skip
+    finally:
+        rank_context.stop(ranks)
+
+
+def _train(
+    given: dict[str, Any],
+    out: Path,
+    ranks: Ranks,
+    *,
+    device: str,
+    resume: bool,
+    workers: int,
+    budget_start: float,
+    time_budget_s: float | None,
+    lms: Settings | None,
+    on_validated: Callable[[int, dict[str, float | None]], None] | None,
+) -> Path:
+    """`train` once the run's ranks are started (one, outside torchrun)."""
+    checkpoints = out / "checkpoints"
+    checkpoint = _shared_checkpoint(checkpoints / "last.pt", ranks) if resume else None
     settings = _settings(given, checkpoint, checkpoints / "last.pt")
     if settings.img is not None and settings.img % 32:
         raise ForkliftError(f"--img {settings.img}: must be a multiple of 32 (the networks' largest stride)")
@@ -127,41 +166,56 @@ def train(
     )
     plugin = make_task(dataset, source, seed=settings.seed, augmentation=augmentation, two_stage=two_stage, style=style)
     net = plugin.net.to(device)
+    if settings.sync_bn and ranks.distributed:
+        synchronise_batchnorm(net)
     precision = _Precision(device, settings.amp)
     epochs, batch = settings.epochs, settings.batch
+    leader = ranks.leader
 
     images = plugin.images(train_images, augment=True)
-    steps_per_epoch = math.ceil(len(images) / batch)
+    steps = steps_per_epoch(len(images), batch, ranks.world)
     groups = plugin.parameter_groups(weight_decay=settings.weight_decay)
-    optimiser = make_optimizer(Optimizer(settings.optimizer), groups, lr=settings.lr, momentum=settings.momentum)
-    schedule = LambdaLR(optimiser, _lr_factor(steps_per_epoch, epochs))
+    rule, factor = lr_scaling.lr_factor(settings.lr_scaling, settings.optimizer, ranks.world)
+    if ranks.distributed and leader:
+        print(lr_scaling.describe(rule, factor, settings.lr, ranks.world, batch), flush=True)
+    lr = settings.lr * factor
+    optimiser = make_optimizer(Optimizer(settings.optimizer), groups, lr=lr, momentum=settings.momentum)
+    schedule = LambdaLR(optimiser, _lr_factor(steps, epochs))
+    stepper = _stepper(plugin, ranks, device)
     fields = ("epoch", *plugin.loss_terms, *STEP_FIELDS, *plugin.metric_names)
     best = _Best()
-    run = _Run(settings, plugin, optimiser, schedule, precision, best)
-    if checkpoint is None:  # what draws from torch's own RNG (torchvision's box samplers) starts from the seed;
-        torch.manual_seed(settings.seed)  # a resumed run takes the checkpoint's state instead
+    run = _Run(settings, plugin, optimiser, schedule, precision, best, ranks)
+    if checkpoint is None:  # what draws from torch's own RNG (torchvision's box samplers) starts from the seed
+        torch.manual_seed(settings.seed + ranks.rank)  # (each rank its own); a resumed run takes the checkpoint's
     first_epoch = run.restore(checkpoint, checkpoints / "last.pt") + 1 if checkpoint is not None else 1
-    out.mkdir(parents=True, exist_ok=True)
     metrics = out / "metrics.csv"
-    _keep_metric_rows(metrics, fields, first_epoch - 1)
-    writer = _tensorboard(out)
+    writer = None
+    if leader:
+        out.mkdir(parents=True, exist_ok=True)
+        _keep_metric_rows(metrics, fields, first_epoch - 1)
+        writer = _tensorboard(out)
 
     last_epoch_seconds = 0.0
     for epoch in range(first_epoch, epochs + 1):
         spent = time.perf_counter() - budget_start
-        if time_budget_s is not None and epoch > first_epoch and spent + last_epoch_seconds > time_budget_s:
-            print(f"time budget of {time_budget_s:g} s: stopping before epoch {epoch}/{epochs}", flush=True)
+        over = time_budget_s is not None and epoch > first_epoch and spent + last_epoch_seconds > time_budget_s
+        if _agreed(over, ranks):  # rank 0's clock decides for all
+            if leader:
+                print(f"time budget of {time_budget_s:g} s: stopping before epoch {epoch}/{epochs}", flush=True)
             break
         started = time.perf_counter()
         net.train()
         totals, seen = dict.fromkeys(plugin.loss_terms, 0.0), 0
-        loader = epoch_loader(images, batch, epoch, shuffle=True, workers=workers, collate_fn=plugin.collate)
-        bar = tqdm(loader, desc=f"epoch {epoch}/{epochs}", unit="batch", disable=None, leave=False)
+        loader = epoch_loader(
+            images, batch, epoch, shuffle=True, workers=workers, collate_fn=plugin.collate, rank=ranks.rank,
+            world=ranks.world,
+        )  # fmt: skip
+        bar = tqdm(loader, desc=f"epoch {epoch}/{epochs}", unit="batch", disable=None if leader else True, leave=False)
         with _swapping(lms) as swapped:
             for inputs, targets in bar:
                 inputs, targets = inputs.to(device), _to(targets, device)
                 with precision.autocast():
-                    terms = plugin.loss(inputs, targets)
+                    terms = stepper(inputs, targets)
                 optimiser.zero_grad(set_to_none=True)
                 precision.step(terms["loss"], net, optimiser)
                 schedule.step()
@@ -171,10 +225,14 @@ def train(
                 bar.set_postfix({k: f"{v / seen:.3f}" for k, v in totals.items()})
         if swapped is not None:
             print(f"epoch {epoch}/{epochs}: {swapped.summary()}", flush=True)
+        totals, seen = _summed(totals, seen, ranks)
         seconds = time.perf_counter() - started
         row: dict = {"epoch": epoch, **{k: v / max(seen, 1) for k, v in totals.items()}}
         row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
         validated = bool(val_images) and (epoch % settings.val_every == 0 or epoch == epochs)
+        states = _rank_rng_states(ranks)
+        if not leader:
+            continue
         if validated:
             row.update(plugin.validate(val_images, checkpoints / "val-model"))
             best.consider(epoch, row[plugin.metric_names[0]], plugin, checkpoints / "best.pt")
@@ -184,7 +242,7 @@ def train(
             for key, value in row.items():
                 if key != "epoch" and value is not None:
                     writer.add_scalar(f"{'val' if key in plugin.metric_names else 'train'}/{key}", value, epoch)
-        run.save(checkpoints / "last.pt", epoch)
+        run.save(checkpoints / "last.pt", epoch, states)
         shown = [f"{k} {row[k]:.4f}" for k in (*plugin.loss_terms, *plugin.metric_names) if row.get(k) is not None]
         print(f"epoch {epoch}/{epochs}: " + ", ".join(shown), flush=True)
         last_epoch_seconds = time.perf_counter() - started
@@ -193,12 +251,75 @@ def train(
 
     if writer is not None:
         writer.close()
+    if not leader:
+        return out
     best_epoch = best.restore(plugin, checkpoints / "best.pt")
     net.cpu()
     plugin.write_model_dir(out)
     if val_images and plugin.evaluated:
         _evaluate(out, settings.data, best_epoch)
     return out
+
+
+class _LossOf(torch.nn.Module):
+    """The task's loss as a module's forward, so DistributedDataParallel can wrap it: the task's net is its
+    submodule (the parameters DDP averages), and a task may call any method of its net inside `loss`."""
+
+    def __init__(self, plugin: TrainingTask) -> None:
+        super().__init__()
+        self.plugin = plugin
+        self.net = plugin.net
+
+    def forward(self, inputs: torch.Tensor, targets: object) -> dict[str, torch.Tensor]:
+        return self.plugin.loss(inputs, targets)
+
+
+def _stepper(plugin: TrainingTask, ranks: Ranks, device: str) -> Callable[[torch.Tensor, object], dict]:
+    """What a training step calls for the loss terms: the task's loss, through DistributedDataParallel (which
+    averages the gradients over the ranks as backward produces them) when there are several ranks."""
+    if not ranks.distributed:
+        return plugin.loss
+    device_ids = [torch.device(device)] if torch.device(device).type == "cuda" else None
+    return DistributedDataParallel(_LossOf(plugin), device_ids=device_ids)
+
+
+def _agreed(decision: bool, ranks: Ranks) -> bool:
+    """Rank 0's `decision`, on every rank (a rank that stopped alone would leave the others waiting)."""
+    if not ranks.distributed:
+        return decision
+    flag = torch.tensor([int(decision)])
+    torch.distributed.broadcast(flag, src=0)
+    return bool(flag.item())
+
+
+def _summed(totals: dict[str, float], seen: int, ranks: Ranks) -> tuple[dict[str, float], int]:
+    """The epoch's loss totals and image count over all ranks: metrics.csv describes the global batch."""
+    if not ranks.distributed:
+        return totals, seen
+    summed = torch.tensor([*totals.values(), float(seen)], dtype=torch.float64)
+    torch.distributed.all_reduce(summed)
+    return dict(zip(totals, summed[:-1].tolist(), strict=True)), int(summed[-1].item())
+
+
+def _rank_rng_states(ranks: Ranks) -> list[tuple[Any, Any]] | None:
+    """Every rank's torch and numpy RNG states, gathered on rank 0 (None elsewhere): a checkpoint keeps them all
+    so that a resumed data-parallel run draws what the uninterrupted one would have."""
+    own = (torch.get_rng_state(), np.random.get_state())
+    if not ranks.distributed:
+        return [own]
+    gathered: list[Any] = [None] * ranks.world if ranks.leader else []
+    torch.distributed.gather_object(own, gathered if ranks.leader else None, dst=0)
+    return gathered if ranks.leader else None
+
+
+def _shared_checkpoint(path: Path, ranks: Ranks) -> dict[str, Any]:
+    """The checkpoint to resume, read by rank 0 and sent to the others (their hosts need not share OUT)."""
+    if not ranks.distributed:
+        return _read_checkpoint(path, "cpu")
+    box = [_read_checkpoint(path, "cpu") if ranks.leader else None]
+    torch.distributed.broadcast_object_list(box, src=0)
+    assert box[0] is not None
+    return box[0]
 
 
 def _swapping(lms: Settings | None) -> contextlib.AbstractContextManager[Stats | None]:
@@ -322,7 +443,7 @@ def _settings(given: dict[str, Any], checkpoint: dict[str, Any] | None, path: Pa
     return settings
 
 
-def _check_out(out: Path, checkpoint: Path, resume: bool) -> None:
+def check_out(out: Path, checkpoint: Path, resume: bool) -> None:
     if resume and not checkpoint.is_file():
         raise ForkliftError(f"{out}: nothing to resume (no {checkpoint.relative_to(out)})")
     if not resume and out.exists() and any(out.iterdir()):
@@ -354,8 +475,11 @@ class _Run:
     schedule: LambdaLR
     precision: _Precision
     best: _Best
+    ranks: Ranks
 
-    def save(self, path: Path, epoch: int) -> None:
+    def save(self, path: Path, epoch: int, rng_states: list[tuple[Any, Any]] | None) -> None:
+        """Rank 0 writes the checkpoint, with every rank's RNG states (`_rank_rng_states`)."""
+        assert rng_states is not None
         state = {
             "epoch": epoch,
             "settings": self.settings.to_json(),
@@ -364,13 +488,21 @@ class _Run:
             "schedule": self.schedule.state_dict(),
             "scaler": self.precision.scaler.state_dict(),
             "best": (self.best.epoch, self.best.score),
-            "torch_rng": torch.get_rng_state(),
-            "numpy_rng": np.random.get_state(),
+            "torch_rng": rng_states[0][0],
+            "numpy_rng": rng_states[0][1],
+            "ranks": self.ranks.world,
+            "rank_rngs": rng_states,
         }
         _atomic_save(state, path)
 
     def restore(self, state: dict[str, Any], path: Path) -> int:
         """Continue from the checkpoint `state` read from `path`; returns the epoch it ended."""
+        recorded = state.get("ranks", 1)
+        if recorded != self.ranks.world:
+            raise ForkliftError(
+                f"{path}: trained with {recorded} rank(s), resumed with {self.ranks.world}; resume with the same "
+                f"number (--nproc {recorded}, or the same hosts and --nproc-per-node of forklift run)"
+            )
         try:
             self.task.net.load_state_dict(state["model"])
             self.optimiser.load_state_dict(state["optimiser"])
@@ -379,8 +511,9 @@ class _Run:
             self.best.epoch, self.best.score = state["best"]
         except (RuntimeError, KeyError, ValueError) as exc:
             raise ForkliftError(f"{path}: not a checkpoint of this network: {str(exc).splitlines()[0]}") from exc
-        torch.set_rng_state(state["torch_rng"])
-        np.random.set_state(state["numpy_rng"])
+        torch_rng, numpy_rng = state.get("rank_rngs", [(state["torch_rng"], state["numpy_rng"])])[self.ranks.rank]
+        torch.set_rng_state(torch_rng)
+        np.random.set_state(numpy_rng)
         return int(state["epoch"])
 
 

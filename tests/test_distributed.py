@@ -1,0 +1,105 @@
+"""Data-parallel training on one host (`forklift train --nproc`): N ranks train exactly like one process with N
+times the batch, resume exactly, and refuse what cannot work in one line."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import CFGS, forklift
+
+from forklift.data.synth import synth_shapes
+from forklift.train.loader import global_batches, steps_per_epoch
+from forklift.train.lr_scaling import lr_factor
+
+CLASSIFIER = CFGS / "shapes-classifier.cfg"
+PLAIN = ("--optimizer", "momentum", "--lr", "0.01", "--aug-scale", "0", "--aug-shift", "0", "--aug-hsv", "0")
+
+
+def test_ranks_share_each_global_batch_without_overlap() -> None:
+    order = [7, 3, 9, 1, 4, 0, 8, 2, 6, 5]  # 10 images, batch 3 per rank, 2 ranks: global batches of 6
+    zero = global_batches(order, 3, rank=0, world=2)
+    one = global_batches(order, 3, rank=1, world=2)
+    assert zero == [[7, 3, 9], [8, 2]] and one == [[1, 4, 0], [6, 5]]
+    assert global_batches(order, 6, rank=0, world=1) == [order[:6], order[6:]]  # one process, twice the batch
+    odd = order[:9]  # padded with the first image, so both ranks take as many steps
+    assert [len(b) for b in global_batches(odd, 3, rank=0, world=2)] == [3, 2]
+    assert [len(b) for b in global_batches(odd, 3, rank=1, world=2)] == [3, 2]
+    for images, batch, world in ((10, 3, 2), (9, 3, 2), (64, 8, 3), (5, 16, 4)):
+        assert steps_per_epoch(images, batch, world) == len(global_batches(list(range(images)), batch, rank=0,
+                                                                           world=world))  # fmt: skip
+
+
+def test_learning_rate_rules() -> None:
+    assert lr_factor("auto", "momentum", 4) == ("linear", 4.0)
+    assert lr_factor("auto", "adamw", 4) == ("sqrt", 2.0)
+    assert lr_factor("none", "sgd", 8)[1] == 1.0
+    assert lr_factor("linear", "adam", 1)[1] == 1.0
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ddp") / "data"
+    synth_shapes(root, 64, 64, seed=0, task="classify")
+    return root
+
+
+def _weights(out: Path) -> dict[str, torch.Tensor]:
+    return torch.load(out / "checkpoints" / "last.pt", weights_only=False)["model"]
+
+
+def _largest_difference(a: Path, b: Path) -> float:
+    one, two = _weights(a), _weights(b)
+    assert one.keys() == two.keys()
+    return max(float((one[k].double() - two[k].double()).abs().max()) for k in one)
+
+
+@pytest.mark.slow
+def test_two_ranks_train_like_one_process_with_twice_the_batch(data: Path, tmp_path: Path) -> None:
+    common = ("--data", data, "--cfg", CLASSIFIER, "--epochs", "2", *PLAIN)
+    forklift("train", *common, "--batch", "16", tmp_path / "one")
+    run = forklift("train", "--nproc", "2", *common, "--batch", "8", "--sync-bn", "--lr-scaling", "none",
+                   tmp_path / "two")  # fmt: skip
+    assert "2 ranks; rank 0 on CPUs" in run.stdout
+    assert "learning rate: --lr 0.01 x 1 (none rule for a global batch of 16 = 2 ranks x 8) = 0.01" in run.stdout
+    assert run.stdout.count("epoch 2/2:") == 1  # rank 0 alone reports (and validates)
+    assert _largest_difference(tmp_path / "one", tmp_path / "two") < 1e-4
+    with (tmp_path / "two" / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["epoch"] for row in rows] == ["1", "2"] and all(row["top1"] for row in rows)
+    assert (tmp_path / "two" / "shapes-classifier.onnx").is_file() and (tmp_path / "two" / "eval").is_dir()
+    # without --sync-bn each rank normalises by its own half of the batch: the weights drift apart
+    forklift("train", "--nproc", "2", *common, "--batch", "8", "--lr-scaling", "none", tmp_path / "local-bn")
+    assert _largest_difference(tmp_path / "one", tmp_path / "local-bn") > 1e-3
+
+
+@pytest.mark.slow
+def test_a_data_parallel_run_resumes_exactly(data: Path, tmp_path: Path) -> None:
+    common = ("--nproc", "2", "--data", data, "--cfg", CLASSIFIER, "--epochs", "3", "--batch", "8", "--sync-bn")
+    forklift("train", *common, tmp_path / "whole")
+    stopped = forklift("train", *common, "--minutes", "0.0001", tmp_path / "parts")  # stops after epoch 1
+    assert "stopping before epoch 2/3" in stopped.stdout
+    resumed = forklift("train", "--nproc", "2", "--resume", tmp_path / "parts")
+    assert "epoch 3/3:" in resumed.stdout
+    assert _largest_difference(tmp_path / "whole", tmp_path / "parts") == 0.0
+    refused = forklift("train", "--resume", tmp_path / "parts", check=False)
+    assert refused.returncode == 2
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .endswith("resume with the same number (--nproc 2, or the same hosts and --nproc-per-node of forklift run)")
+    )
+
+
+def test_nproc_checks_what_it_can_before_starting_ranks(data: Path, tmp_path: Path) -> None:
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    refused = forklift("train", "--nproc", "2", "--data", data, "--cfg", CLASSIFIER, tmp_path / "full", check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "already exists" in refused.stderr
+    failed = forklift("train", "--nproc", "2", "--data", data, "--cfg", CFGS / "missing.cfg", tmp_path / "o",
+                      check=False)  # fmt: skip
+    assert failed.returncode == 2
+    assert "missing.cfg: no such cfg file" in failed.stderr
+    assert failed.stderr.strip().splitlines()[-1].startswith("forklift: error: --nproc 2: rank ")
