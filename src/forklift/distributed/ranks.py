@@ -18,9 +18,9 @@ import torch.distributed as dist
 
 from forklift.errors import ForkliftError
 from forklift.system.placement import make_plan
-from forklift.system.topology import current, format_cpu_list
+from forklift.system.topology import Topology, current, format_cpu_list
 
-RESTART_VARIABLE = "TORCHELASTIC_RESTART_COUNT"  # set by torchrun's agent: how often it restarted the workers
+JOB_VARIABLE = "TORCHELASTIC_RUN_ID"  # set by torchrun's agent: the job's rendezvous id, the same across restarts
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)  # rank 0 validates and evaluates while the others wait in a collective
 PCI_DEVICES = Path("/sys/bus/pci/devices")
 
@@ -33,7 +33,7 @@ class Ranks:
     world: int = 1
     local_rank: int = 0
     local_world: int = 1
-    restarts: int = 0  # how often torchrun restarted the run's workers (0 on the first start)
+    job: str | None = None  # torchrun's id of the job: a run that finds its own job's files in OUT was restarted
 
     @property
     def distributed(self) -> bool:
@@ -55,33 +55,54 @@ def from_environment() -> Ranks:
             world=int(os.environ["WORLD_SIZE"]),
             local_rank=int(os.environ["LOCAL_RANK"]),
             local_world=int(os.environ["LOCAL_WORLD_SIZE"]),
-            restarts=int(os.environ.get(RESTART_VARIABLE, "0")),
+            job=os.environ.get(JOB_VARIABLE),
         )
     except (KeyError, ValueError) as exc:
         raise ForkliftError(f"torchrun's environment is incomplete or not numbers: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where one rank of a host runs: its CPUs (one NUMA node's), that node, and its GPU (None on CPUs)."""
+
+    cpus: tuple[int, ...]
+    node: int
+    gpu: int | None = None
+
+
+def places(topology: Topology, count: int, gpus: list[int] | None = None) -> list[Place]:
+    """The places of a host's `count` ranks, by local rank: CPU sets from `forklift.system.placement` (one NUMA
+    node's CPUs each, whole cores first, none shared), and with `gpus` (the NUMA node of each GPU) the GPU nearest
+    each set (`nearest_gpu`). `forklift run` lays out its table with this, and each rank pins itself with it."""
+    plan = make_plan(topology, instances=count)
+    chosen = []
+    for instance in plan.instances:
+        gpu = None
+        if gpus is not None:
+            neighbours = [other.index for other in plan.instances if other.node == instance.node]
+            gpu = nearest_gpu(gpus, instance.node, neighbours.index(instance.index), instance.index)
+        chosen.append(Place(instance.cpus, instance.node, gpu))
+    return chosen
+
+
 def start(ranks: Ranks, device: str) -> str:
     """Join the process group (gloo on CPUs, NCCL on GPUs), pin this rank, and return the device it trains on.
 
-    Each rank takes its own CPU set from `forklift.system.placement` (one NUMA node's CPUs, whole cores first,
-    LOCAL_WORLD_SIZE sets per host) and runs one thread per CPU of it, so ranks never share a core. On CUDA each
-    rank takes the GPU attached to its CPU set's NUMA node (`nearest_gpu`)."""
+    Each rank takes its place (`places`): it runs on its own CPU set with one thread per CPU, so ranks never share
+    a core, and on CUDA it takes the GPU attached to its CPU set's NUMA node."""
     if not ranks.distributed:
         return device
-    plan = make_plan(current(), instances=ranks.local_world)
-    mine = plan.instances[ranks.local_rank]
-    os.sched_setaffinity(0, mine.cpus)
-    torch.set_num_threads(mine.threads)
     cuda = torch.device(device).type == "cuda"
-    if cuda:
-        neighbours = [instance.index for instance in plan.instances if instance.node == mine.node]
-        device = f"cuda:{nearest_gpu(mine.node, neighbours.index(mine.index), ranks.local_rank)}"
+    mine = places(current(), ranks.local_world, gpu_nodes() if cuda else None)[ranks.local_rank]
+    os.sched_setaffinity(0, mine.cpus)
+    torch.set_num_threads(len(mine.cpus))
+    if mine.gpu is not None:
+        device = f"cuda:{mine.gpu}"
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if cuda else "gloo", timeout=COLLECTIVE_TIMEOUT)
     if ranks.leader:
         print(f"{ranks.world} ranks; rank 0 on CPUs {format_cpu_list(mine.cpus)} (node {mine.node}, "
-              f"{mine.threads} threads){f', {device}' if cuda else ''}", flush=True)  # fmt: skip
+              f"{len(mine.cpus)} threads){f', {device}' if cuda else ''}", flush=True)  # fmt: skip
     return device
 
 
@@ -104,10 +125,10 @@ def gpu_nodes() -> list[int]:
     return nodes
 
 
-def nearest_gpu(node: int, position: int, local_rank: int) -> int:
+def nearest_gpu(nodes: list[int], node: int, position: int, local_rank: int) -> int:
     """The GPU for a rank whose CPUs are on NUMA `node`, the `position`-th rank there: the ranks on a node take
-    that node's GPUs in turn; with none on the node (or none known), GPUs go round by local rank."""
-    nodes = gpu_nodes()
+    that node's GPUs in turn; with none on the node (or none known), GPUs go round by local rank. `nodes`: the
+    NUMA node of each GPU (`gpu_nodes`)."""
     if not nodes:
         raise ForkliftError("--device cuda: no CUDA device on this host")
     local = [gpu for gpu, gpu_node in enumerate(nodes) if gpu_node == node]

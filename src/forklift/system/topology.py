@@ -126,6 +126,15 @@ class Topology:
             "cpus": [asdict(cpu) for cpu in self.cpus],
         }
 
+    @staticmethod
+    def from_json(saved: dict[str, Any], source: str | None = None) -> Topology:
+        """The topology `to_json` wrote (another host's, as `forklift run` reads it over ssh)."""
+        try:
+            cpus = tuple(Cpu(**cpu) for cpu in saved["cpus"])
+        except (KeyError, TypeError) as exc:
+            raise ForkliftError(f"{source or 'topology'}: not a topology as forklift writes it ({exc})") from exc
+        return Topology(cpus, source or str(saved.get("source", "topology")))
+
 
 def read_sysfs(root: Path = SYSFS, allowed: Collection[int] | None = None) -> Topology:
     """The topology the kernel shows under ROOT/devices/system; CPUs outside `allowed` are left out."""

@@ -54,6 +54,7 @@ WARMUP_EPOCHS = 1.0  # linear warm-up over this many epochs' steps (at least WAR
 WARMUP_MIN_STEPS = 10
 FINAL_LR = 0.05  # of the peak, at the end of the cosine
 CLIP_NORM = 10.0
+JOB_FILE = "torchrun-job"  # in OUT/checkpoints: the id of the torchrun job that writes OUT
 STEP_FIELDS = ("lr", "images_per_s", "seconds", "elapsed")  # seconds: training; elapsed: since train() began
 
 
@@ -118,8 +119,9 @@ def train(
     _check_device(device)
     ranks = rank_context.from_environment()
     checkpoints = out / "checkpoints"
-    resume = resume or (ranks.restarts > 0 and (checkpoints / "last.pt").is_file())  # torchrun restarted the run
-    if ranks.leader and not ranks.restarts:
+    job_file = checkpoints / JOB_FILE
+    restarted = ranks.job is not None and job_file.is_file() and job_file.read_text(encoding="utf-8") == ranks.job
+    if ranks.leader and not restarted:
         check_out(out, checkpoints / "last.pt", resume)
     given = {"data": data, "cfg": cfg, "model": model, "arch": arch, "epochs": epochs, "batch": batch, "img": img,
              "lr": lr, "optimizer": optimizer, "momentum": momentum, "weight_decay": weight_decay, "seed": seed,
@@ -129,6 +131,10 @@ def train(
              "loss_net_weights": loss_net_weights, "content_weight": content_weight,
              "style_weight": style_weight, "sync_bn": sync_bn, "lr_scaling": lr_scaling}  # fmt: skip
     device = rank_context.start(ranks, device)
+    if _agreed(restarted and not resume and (checkpoints / "last.pt").is_file(), ranks):  # rank 0's view counts
+        resume = True  # torchrun restarted the job's ranks after a failure: continue from its last checkpoint
+        if ranks.leader:
+            print(f"restarted: resuming {out} from its last checkpoint", flush=True)
     try:
         return _train(given, out, ranks, device=device, resume=resume, workers=workers, budget_start=budget_start,
                       time_budget_s=time_budget_s, lms=lms, on_validated=on_validated)  # fmt: skip
@@ -192,6 +198,9 @@ def _train(
     writer = None
     if leader:
         out.mkdir(parents=True, exist_ok=True)
+        if ranks.job is not None:  # so that a restart of this job (and only of this one) knows OUT as its own
+            checkpoints.mkdir(exist_ok=True)
+            (checkpoints / JOB_FILE).write_text(ranks.job, encoding="utf-8")
         _keep_metric_rows(metrics, fields, first_epoch - 1)
         writer = _tensorboard(out)
 

@@ -1,0 +1,88 @@
+"""`forklift run`: one training job across hosts over ssh, checked, laid out and started with torchrun."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from forklift.cli.common import positive, verb_parser
+from forklift.errors import ForkliftError
+
+
+def register(verbs: Any) -> None:
+    run = verb_parser(
+        verbs,
+        "run",
+        "Run a training job across hosts (ddlrun's way, on torchrun): over ssh, read the first host's topology "
+        "and check that every host matches it, has the same Python, forklift and torch, has the command's paths "
+        "and reaches the rendezvous port (one line per failed check); lay out the ranks (host, CPUs, memory node, "
+        "GPU) and print the table; print and run each host's torchrun line (c10d rendezvous on the first host), "
+        "streaming every rank's output with its host and rank. A failed rank, Ctrl-C or SIGTERM stops every rank "
+        "on every host. The command runs in the current directory's path on every host, with this Python's path.",
+        "forklift run -H node1,node2 --nproc-per-node 2 -- forklift train --data data/shapes --cfg yolov3-tiny.cfg "
+        "--batch 8 --sync-bn out/ddp\n"
+        "  forklift run --hostfile hosts.txt --emit slurm -- forklift train ... > job.sbatch",
+    )
+    hosts = run.add_mutually_exclusive_group(required=True)
+    hosts.add_argument(
+        "-H", "--hosts", metavar="HOST[:SLOTS],...", help="ssh destinations; the first hosts the rendezvous"
+    )
+    hosts.add_argument(
+        "--hostfile", type=Path, metavar="FILE", help="one host per line: HOST, HOST:SLOTS or HOST slots=N"
+    )
+    run.add_argument(
+        "--nproc-per-node",
+        default="auto",
+        metavar="N|auto",
+        help="ranks per host (default auto: one per GPU, or one per NUMA node on hosts without GPUs)",
+    )
+    run.add_argument("--dry-run", action="store_true", help="check, print the layout and commands, run nothing")
+    run.add_argument("--skip-checks", action="store_true", help="start without comparing the hosts")
+    run.add_argument("--ssh-port", type=positive, metavar="P", help="ssh port of every host")
+    run.add_argument("--ssh-config", type=Path, metavar="FILE", help="ssh client config file (ssh -F)")
+    run.add_argument("--port", type=positive, default=29500, help="rendezvous port on the first host (default 29500)")
+    run.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        metavar="R",
+        help="restart every rank up to R times after a failure; forklift train resumes from its last checkpoint",
+    )
+    run.add_argument("--python", metavar="PATH", help=f"Python on every host (default: this one, {sys.executable})")
+    run.add_argument("--emit", choices=("rankfile", "slurm", "k8s"), help="print the job as an MPI rankfile, an "
+                     "sbatch script or a Kubernetes PyTorchJob instead of running it")  # fmt: skip
+    run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="forklift train ... or a script")
+    run.set_defaults(handler=run_run)
+
+
+def run_run(args: argparse.Namespace) -> int:
+    from forklift.distributed.hosts import parse_host_list, read_hostfile
+    from forklift.distributed.launcher import RunOptions, run_job
+    from forklift.distributed.remote import Ssh
+
+    command = tuple(args.command[1:] if args.command[:1] == ["--"] else args.command)
+    if args.nproc_per_node == "auto":
+        nproc = None
+    elif args.nproc_per_node.isdigit() and int(args.nproc_per_node) > 0:
+        nproc = int(args.nproc_per_node)
+    else:
+        raise ForkliftError(f"--nproc-per-node {args.nproc_per_node}: a whole number of at least 1, or auto")
+    if args.max_restarts < 0:
+        raise ForkliftError(f"--max-restarts {args.max_restarts}: must be 0 or more")
+    hosts = parse_host_list(args.hosts) if args.hosts is not None else read_hostfile(args.hostfile)
+    options = RunOptions(
+        hosts=hosts,
+        nproc_per_node=nproc,
+        ssh=Ssh(args.ssh_config, args.ssh_port),
+        port=args.port,
+        max_restarts=args.max_restarts,
+        python=args.python or sys.executable,
+        workdir=os.getcwd(),
+        dry_run=args.dry_run,
+        skip_checks=args.skip_checks,
+        emit=args.emit,
+    )
+    return run_job(command, options)

@@ -1,0 +1,155 @@
+"""The commands of a `forklift run` job: what each rank runs, the torchrun line for each host, and the same job
+for clusters with a scheduler (`--emit slurm|k8s`).
+
+COMMAND is `forklift VERB ...` (run as `python -m forklift.cli VERB ...`, so every host uses the Python that
+has forklift, not whichever `forklift` is first on its PATH), `python -m MODULE ...`, `python SCRIPT.py ...` or
+`SCRIPT.py ...`. torchrun starts each host's ranks with c10d rendezvous on the first host.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from forklift.errors import ForkliftError
+
+RDZV_PORT = 29500
+PATH_OPTIONS = ("--data", "--cfg", "--model", "--weights", "--style-image", "--loss-net-weights")
+RANK_PREFIX = "[rank${rank}] "  # torchrun's --log-line-prefix-template: each line of a rank starts with its rank
+IMAGE = "forklift"
+# Each rendezvous round gets a fresh store for the ranks: torchrun's default shares the first round's store across
+# restarts, where the ranks of a restarted job read the previous round's addresses and cannot connect.
+FRESH_STORE = ("env", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job: the user's COMMAND, run by `nodes` torchrun agents meeting at `endpoint`."""
+
+    command: tuple[str, ...]
+    nodes: int
+    endpoint: str  # address:port of the rendezvous, on the first host
+    run_id: str
+    max_restarts: int
+    python: str  # the interpreter on every host (the same path, as mpirun assumes)
+    workdir: str  # where the command runs on every host (relative paths in it are relative to this)
+
+
+def worker_args(command: tuple[str, ...]) -> list[str]:
+    """What torchrun runs for each rank, after its interpreter: `-m forklift.cli ...`, `-m MODULE ...` or
+    `SCRIPT.py ...`; anything else is refused in one line."""
+    if not command:
+        raise ForkliftError("forklift run: give the COMMAND after --, e.g. -- forklift train --data DATA ... OUT")
+    first, rest = command[0], list(command[1:])
+    if first.rsplit("/", 1)[-1] == "forklift":
+        return ["-m", "forklift.cli", *rest]
+    if first.rsplit("/", 1)[-1].startswith("python") and rest:
+        if rest[0] == "-m" and len(rest) > 1:
+            return rest
+        if rest[0].endswith(".py"):
+            return rest
+    if first.endswith(".py"):
+        return [first, *rest]
+    raise ForkliftError(
+        f"forklift run: COMMAND {shlex.join(command)!r}: give `forklift VERB ...`, `python -m MODULE ...`, "
+        f"`python SCRIPT.py ...` or `SCRIPT.py ...`"
+    )
+
+
+def needed_paths(command: tuple[str, ...]) -> list[str]:
+    """The files and folders COMMAND reads, which must exist on every host: a forklift verb's input options (and
+    OUT when it resumes), or a script itself."""
+    args = worker_args(command)
+    if args[:2] == ["-m", "forklift.cli"]:
+        paths = [value for option, value in itertools.pairwise(args) if option in PATH_OPTIONS]
+        paths += [arg.split("=", 1)[1] for arg in args if arg.split("=", 1)[0] in PATH_OPTIONS and "=" in arg]
+        if "--resume" in args and not args[-1].startswith("-"):
+            paths.append(args[-1])
+        return paths
+    return [args[0]] if args[0] != "-m" else []
+
+
+def torchrun_args(job: Job, *, nproc: int, local_addr: str, is_host: bool) -> list[str]:
+    """One host's torchrun line: `nproc` ranks, c10d rendezvous at the job's endpoint (hosted by the first host),
+    each rank's output line by line with its rank in front."""
+    return [
+        *FRESH_STORE, job.python, "-m", "torch.distributed.run",
+        "--nnodes", str(job.nodes),
+        "--nproc-per-node", str(nproc),
+        "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", job.endpoint,
+        "--rdzv-id", job.run_id,
+        "--rdzv-conf", f"is_host={'true' if is_host else 'false'}",
+        "--local-addr", local_addr,
+        "--max-restarts", str(job.max_restarts),
+        "--tee", "3",
+        "--log-line-prefix-template", RANK_PREFIX,
+        *worker_args(job.command),
+    ]  # fmt: skip
+
+
+def slurm_script(job: Job, *, nproc: int, cpus: int, gpus: int) -> str:
+    """An sbatch script for the job: one torchrun per node (srun), the rendezvous on the allocation's first node."""
+    run = [
+        *FRESH_STORE, job.python, "-m", "torch.distributed.run", "--nnodes", "$SLURM_NNODES",
+        "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"$head:{RDZV_PORT}",
+        "--rdzv-id", "$SLURM_JOB_ID", "--max-restarts", str(job.max_restarts), *worker_args(job.command),
+    ]  # fmt: skip
+    quoted = " ".join(f'"{arg}"' if "$" in arg else shlex.quote(arg) for arg in run)  # the shell expands those
+    lines = [
+        "#!/bin/bash",
+        "# forklift run --emit slurm: the same job for a Slurm cluster (sbatch THIS_FILE)",
+        "#SBATCH --job-name=forklift",
+        f"#SBATCH --nodes={job.nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --cpus-per-task={cpus}",
+        *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
+        "set -euo pipefail",
+        f"cd {shlex.quote(job.workdir)}",
+        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        f"srun {quoted}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def k8s_job(job: Job, *, nproc: int, cpus: int, gpus: int) -> str:
+    """A Kubeflow PyTorchJob for the job: `nodes` worker pods of `nproc` ranks, c10d rendezvous set up by the
+    training operator (it hands torchrun its settings as PET_* variables)."""
+    limits: dict[str, Any] = {"cpu": str(cpus)}
+    if gpus:
+        limits["nvidia.com/gpu"] = gpus
+    container = {
+        "name": "pytorch",
+        "image": IMAGE,
+        "workingDir": job.workdir,
+        "command": ["python", "-m", "torch.distributed.run", *worker_args(job.command)],
+        "env": [{"name": FRESH_STORE[1].split("=")[0], "value": FRESH_STORE[1].split("=")[1]}],
+        "resources": {"requests": limits, "limits": limits},
+    }
+    spec = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "forklift-train"},
+        "spec": {
+            "nprocPerNode": str(nproc),
+            "elasticPolicy": {
+                "rdzvBackend": "c10d",
+                "minReplicas": job.nodes,
+                "maxReplicas": job.nodes,
+                "maxRestarts": job.max_restarts,
+            },
+            "pytorchReplicaSpecs": {
+                "Worker": {
+                    "replicas": job.nodes,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [container]}},
+                }
+            },
+        },
+    }
+    note = "# forklift run --emit k8s: the same job as a Kubeflow PyTorchJob (kubectl apply -f THIS_FILE)\n"
+    return note + yaml.safe_dump(spec, sort_keys=False)
