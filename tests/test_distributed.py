@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import CFGS, forklift
+from helpers import CFGS, SHARED, forklift
 
 from forklift.data.synth import synth_shapes
 from forklift.train.loader import global_batches, steps_per_epoch
@@ -103,3 +103,37 @@ def test_nproc_checks_what_it_can_before_starting_ranks(data: Path, tmp_path: Pa
     assert failed.returncode == 2
     assert "missing.cfg: no such cfg file" in failed.stderr
     assert failed.stderr.strip().splitlines()[-1].startswith("forklift: error: --nproc 2: rank ")
+
+
+@pytest.fixture(scope="module")
+def every_task(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from forklift.train.perceptual import random_vgg16_weights
+
+    root = tmp_path_factory.mktemp("ddp-tasks")
+    synth_shapes(root / "detect", 32, 96, seed=0)
+    synth_shapes(root / "segment", 24, 64, seed=0, task="segment")
+    synth_shapes(root / "two-stage", 16, 128, seed=0, objects=(1, 2), object_size=(32, 56))
+    random_vgg16_weights(root / "vgg16.pth")
+    return root
+
+
+TASKS = {
+    "detect": ("--data", "detect", "--cfg", str(CFGS / "tiny-detector.cfg"), "--batch", "4", "--sync-bn"),
+    "segment": ("--data", "segment", "--arch", "lraspp_mobilenet_v3_large", "--img", "64", "--batch", "4", "--sync-bn"),
+    "two-stage": ("--data", "two-stage", "--arch", "fasterrcnn_mobilenet_v3_large_320_fpn", "--img", "128", "--batch",
+                  "2"),
+    "style": ("--task", "style", "--data", str(SHARED / "images"), "--style-image", str(SHARED / "images" / "dog.jpg"),
+              "--loss-net-weights", "vgg16.pth", "--img", "64", "--batch", "2"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", TASKS)
+def test_every_task_trains_data_parallel(every_task: Path, task: str) -> None:
+    out = every_task / f"out-{task}"
+    args = [every_task / arg if (every_task / arg).exists() else arg for arg in TASKS[task]]
+    run = forklift("train", "--nproc", "2", "--epochs", "1", *args, out)
+    assert "2 ranks; rank 0 on CPUs" in run.stdout and run.stdout.count("epoch 1/1:") == 1
+    with (out / "metrics.csv").open(newline="") as handle:
+        assert [row["epoch"] for row in csv.DictReader(handle)] == ["1"]
+    assert list(out.glob("*.onnx")), sorted(path.name for path in out.iterdir())
