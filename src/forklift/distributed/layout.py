@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forklift.distributed.ranks import places
+from forklift.distributed.places import places
 from forklift.errors import ForkliftError
 from forklift.system.topology import Topology, format_cpu_list
 

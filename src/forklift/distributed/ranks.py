@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from forklift.distributed.places import places
 from forklift.errors import ForkliftError
-from forklift.system.placement import make_plan
-from forklift.system.topology import Topology, current, format_cpu_list
+from forklift.system.topology import current, format_cpu_list
 
 JOB_VARIABLE = "TORCHELASTIC_RUN_ID"  # set by torchrun's agent: the job's rendezvous id, the same across restarts
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)  # rank 0 validates and evaluates while the others wait in a collective
@@ -61,30 +61,6 @@ def from_environment() -> Ranks:
         raise ForkliftError(f"torchrun's environment is incomplete or not numbers: {exc}") from exc
 
 
-@dataclass(frozen=True)
-class Place:
-    """Where one rank of a host runs: its CPUs (one NUMA node's), that node, and its GPU (None on CPUs)."""
-
-    cpus: tuple[int, ...]
-    node: int
-    gpu: int | None = None
-
-
-def places(topology: Topology, count: int, gpus: list[int] | None = None) -> list[Place]:
-    """The places of a host's `count` ranks, by local rank: CPU sets from `forklift.system.placement` (one NUMA
-    node's CPUs each, whole cores first, none shared), and with `gpus` (the NUMA node of each GPU) the GPU nearest
-    each set (`nearest_gpu`). `forklift run` lays out its table with this, and each rank pins itself with it."""
-    plan = make_plan(topology, instances=count)
-    chosen = []
-    for instance in plan.instances:
-        gpu = None
-        if gpus is not None:
-            neighbours = [other.index for other in plan.instances if other.node == instance.node]
-            gpu = nearest_gpu(gpus, instance.node, neighbours.index(instance.index), instance.index)
-        chosen.append(Place(instance.cpus, instance.node, gpu))
-    return chosen
-
-
 def start(ranks: Ranks, device: str) -> str:
     """Join the process group (gloo on CPUs, NCCL on GPUs), pin this rank, and return the device it trains on.
 
@@ -123,15 +99,3 @@ def gpu_nodes() -> list[int]:
         except (OSError, ValueError):
             nodes.append(-1)
     return nodes
-
-
-def nearest_gpu(nodes: list[int], node: int, position: int, local_rank: int) -> int:
-    """The GPU for a rank whose CPUs are on NUMA `node`, the `position`-th rank there: the ranks on a node take
-    that node's GPUs in turn; with none on the node (or none known), GPUs go round by local rank. `nodes`: the
-    NUMA node of each GPU (`gpu_nodes`)."""
-    if not nodes:
-        raise ForkliftError("--device cuda: no CUDA device on this host")
-    local = [gpu for gpu, gpu_node in enumerate(nodes) if gpu_node == node]
-    if local:
-        return local[position % len(local)]
-    return local_rank % len(nodes)

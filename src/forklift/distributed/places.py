@@ -1,0 +1,46 @@
+"""Where the ranks of one host run: each its own CPU set on one NUMA node, and the GPU nearest it. Torch-free, so
+that `forklift run` lays out a job without importing torch, and each rank pins itself with the same answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forklift.errors import ForkliftError
+from forklift.system.placement import make_plan
+from forklift.system.topology import Topology
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one rank of a host runs: its CPUs (one NUMA node's), that node, and its GPU (None on CPUs)."""
+
+    cpus: tuple[int, ...]
+    node: int
+    gpu: int | None = None
+
+
+def places(topology: Topology, count: int, gpus: list[int] | None = None) -> list[Place]:
+    """The places of a host's `count` ranks, by local rank: CPU sets from `forklift.system.placement` (one NUMA
+    node's CPUs each, whole cores first, none shared), and with `gpus` (the NUMA node of each GPU) the GPU nearest
+    each set (`nearest_gpu`). `forklift run` lays out its table with this, and each rank pins itself with it."""
+    plan = make_plan(topology, instances=count)
+    chosen = []
+    for instance in plan.instances:
+        gpu = None
+        if gpus is not None:
+            neighbours = [other.index for other in plan.instances if other.node == instance.node]
+            gpu = nearest_gpu(gpus, instance.node, neighbours.index(instance.index), instance.index)
+        chosen.append(Place(instance.cpus, instance.node, gpu))
+    return chosen
+
+
+def nearest_gpu(nodes: list[int], node: int, position: int, local_rank: int) -> int:
+    """The GPU for a rank whose CPUs are on NUMA `node`, the `position`-th rank there: the ranks on a node take
+    that node's GPUs in turn; with none on the node (or none known), GPUs go round by local rank. `nodes`: the
+    NUMA node of each GPU (`gpu_nodes`)."""
+    if not nodes:
+        raise ForkliftError("--device cuda: no CUDA device on this host")
+    local = [gpu for gpu, gpu_node in enumerate(nodes) if gpu_node == node]
+    if local:
+        return local[position % len(local)]
+    return local_rank % len(nodes)
