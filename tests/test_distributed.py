@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import CFGS, SHARED, forklift
+from helpers import CFGS, SHARED, forklift, sandbox
 
 from forklift.data.synth import synth_shapes
+from forklift.distributed.commands import needed_paths, worker_args
+from forklift.distributed.hosts import HostSpec, parse_host_list, read_hostfile
+from forklift.distributed.layout import HostFacts, lay_out, rankfile, ranks_per_host
+from forklift.errors import ForkliftError
+from forklift.system.topology import format_cpu_list
 from forklift.train.loader import global_batches, steps_per_epoch
 from forklift.train.lr_scaling import lr_factor
 
@@ -137,3 +142,45 @@ def test_every_task_trains_data_parallel(every_task: Path, task: str) -> None:
     with (out / "metrics.csv").open(newline="") as handle:
         assert [row["epoch"] for row in csv.DictReader(handle)] == ["1"]
     assert list(out.glob("*.onnx")), sorted(path.name for path in out.iterdir())
+
+
+def test_hosts_from_a_list_and_a_hostfile(tmp_path: Path) -> None:
+    assert parse_host_list("node1:4, node2") == [HostSpec("node1", 4), HostSpec("node2")]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# the cluster\nnode1 slots=2\nnode2:1  # a comment\n\nroot@198.18.0.9\n")
+    assert read_hostfile(hostfile) == [HostSpec("node1", 2), HostSpec("node2", 1), HostSpec("root@198.18.0.9")]
+    for bad, said in (("node1,node1", "node1 is named twice"), ("node1:0", "slots must be at least 1"),
+                      ("node1:x", "is not HOST, HOST:SLOTS")):  # fmt: skip
+        with pytest.raises(ForkliftError, match=said):
+            parse_host_list(bad)
+
+
+def test_what_a_command_runs_and_needs() -> None:
+    train = ("forklift", "train", "--data", "data/shapes", "--cfg=tiny.cfg", "--batch", "8", "out")
+    assert worker_args(train) == ["-m", "forklift.cli", *train[1:]]
+    assert needed_paths(train) == ["data/shapes", "tiny.cfg"]
+    assert needed_paths(("forklift", "train", "--resume", "out/run")) == ["out/run"]
+    assert worker_args(("python", "train.py", "--lr", "1")) == ["train.py", "--lr", "1"]
+    assert needed_paths(("train.py",)) == ["train.py"]
+    assert worker_args(("python3", "-m", "pkg.train")) == ["-m", "pkg.train"]
+    with pytest.raises(ForkliftError, match="give `forklift VERB"):
+        worker_args(("bash", "-c", "true"))
+
+
+def test_layout_follows_placement_and_the_rendezvous_numbering() -> None:
+    power10 = sandbox(8)  # the reference Power10 LPAR: its NUMA nodes and SMT-8 cores
+    nodes = len(power10.nodes)
+    far = HostFacts("b-host", "10.0.0.2", power10)
+    near = HostFacts("a-host", "10.0.0.10", power10)  # as text, "10.0.0.10" < "10.0.0.2": the rendezvous's order
+    slots = lay_out([(far, ranks_per_host(far, None, None)), (near, 2)], gpus=False)
+    assert [(s.rank, s.host, s.local_rank) for s in slots][:3] == [(0, "a-host", 0), (1, "a-host", 1), (2, "b-host", 0)]
+    assert len(slots) == 2 + nodes  # auto: one rank per NUMA node on a host without GPUs
+    for slot in slots:
+        assert set(slot.cpus) <= set(power10.nodes[slot.node])  # NUMA-local
+    a_host = [s for s in slots if s.host == "a-host"]
+    assert not set(a_host[0].cpus) & set(a_host[1].cpus)  # no CPU shared between ranks
+    with_gpus = HostFacts("g", "10.0.0.3", power10, gpu_nodes=(0, 0, 1, 1) if nodes > 1 else (0, 0))
+    gpu_slots = lay_out([(with_gpus, len(with_gpus.gpu_nodes))], gpus=True)
+    assert sorted(s.gpu for s in gpu_slots) == list(range(len(with_gpus.gpu_nodes)))
+    assert all(with_gpus.gpu_nodes[s.gpu] == s.node for s in gpu_slots if s.gpu is not None)
+    assert rankfile(slots[:1]).splitlines()[1] == f"rank 0=a-host slot={format_cpu_list(slots[0].cpus)}"

@@ -115,12 +115,23 @@ def _rank_pid(hosts: Hosts, host: str) -> int | None:
     return None
 
 
-def _kill_rank_after_first_checkpoint(hosts: Hosts, out: Path, running: subprocess.Popen[str]) -> None:
+def _wait_for_first_checkpoint(out: Path, running: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 120
     while not (out / "checkpoints" / "last.pt").is_file():
         assert running.poll() is None, "the job ended before its first checkpoint"
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def _no_rank_left(hosts: Hosts) -> None:
+    deadline = time.monotonic() + 30
+    while any(_rank_pid(hosts, name) for name in hosts.names):  # every rank on every host has ended
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def _kill_rank_after_first_checkpoint(hosts: Hosts, out: Path, running: subprocess.Popen[str]) -> None:
+    _wait_for_first_checkpoint(out, running)
     pid = _rank_pid(hosts, "host2")
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
@@ -135,10 +146,18 @@ def test_a_killed_rank_stops_the_job_with_one_line(hosts: Hosts, work: Path) -> 
     assert stderr.strip().splitlines()[-1] == (
         "forklift: error: rank 1 on host2 failed (killed by SIGKILL); stopped the other ranks"
     ), stderr[-3000:]
-    deadline = time.monotonic() + 30
-    while any(_rank_pid(hosts, name) for name in hosts.names):  # every rank on every host has ended
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    _no_rank_left(hosts)
+
+
+def test_sigterm_stops_every_rank_on_every_host(hosts: Hosts, work: Path) -> None:
+    running = subprocess.Popen(_run(hosts, "--", *_train(40, "out-terminated"), cwd=work, port=29515), cwd=work,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _wait_for_first_checkpoint(work / "out-terminated", running)
+    running.send_signal(signal.SIGTERM)
+    stdout, stderr = running.communicate(timeout=120)
+    assert running.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert stderr.strip().splitlines()[-1] == "forklift run: stopped by SIGTERM; every host's ranks ended"
+    _no_rank_left(hosts)
 
 
 def test_max_restarts_resumes_and_finishes(hosts: Hosts, work: Path) -> None:

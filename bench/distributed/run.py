@@ -125,7 +125,7 @@ def startup(work: Path, *, starts: int) -> dict:
 
 
 def _p90(values: list[float]) -> float:
-    return statistics.quantiles(values, n=10)[-1] if len(values) > 1 else values[0]
+    return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
 def main() -> None:

@@ -20,9 +20,13 @@ class Place:
 
 
 def places(topology: Topology, count: int, gpus: list[int] | None = None) -> list[Place]:
-    """The places of a host's `count` ranks, by local rank: CPU sets from `forklift.system.placement` (one NUMA
-    node's CPUs each, whole cores first, none shared), and with `gpus` (the NUMA node of each GPU) the GPU nearest
-    each set (`nearest_gpu`). `forklift run` lays out its table with this, and each rank pins itself with it."""
+    """The places of a host's `count` ranks, by local rank. With one rank per GPU whose NUMA nodes are known
+    (`gpus`: the node of each GPU), rank k takes GPU k and a CPU set on that GPU's node (`_per_gpu`). Otherwise
+    CPU sets come from `forklift.system.placement` (one NUMA node's CPUs each, whole cores first, none shared)
+    and, with `gpus`, each takes the GPU nearest its set (`nearest_gpu`). `forklift run` lays out its table with
+    this, and each rank pins itself with it."""
+    if gpus is not None and len(gpus) == count and all(node in topology.nodes for node in gpus):
+        return _per_gpu(topology, gpus)
     plan = make_plan(topology, instances=count)
     chosen = []
     for instance in plan.instances:
@@ -31,6 +35,22 @@ def places(topology: Topology, count: int, gpus: list[int] | None = None) -> lis
             neighbours = [other.index for other in plan.instances if other.node == instance.node]
             gpu = nearest_gpu(gpus, instance.node, neighbours.index(instance.index), instance.index)
         chosen.append(Place(instance.cpus, instance.node, gpu))
+    return chosen
+
+
+def _per_gpu(topology: Topology, gpus: list[int]) -> list[Place]:
+    """One rank per GPU on the GPU's own NUMA node: each node's CPUs are shared out (by placement's rules) among
+    the ranks whose GPUs hang off it, so the host-to-GPU copies never cross the socket link."""
+    sets: dict[int, list[tuple[int, ...]]] = {}
+    for node in sorted(set(gpus)):
+        node_only = Topology(tuple(cpu for cpu in topology.cpus if cpu.node == node), topology.source)
+        plan = make_plan(node_only, instances=gpus.count(node))
+        sets[node] = [instance.cpus for instance in plan.instances]
+    taken: dict[int, int] = {}
+    chosen = []
+    for gpu, node in enumerate(gpus):
+        chosen.append(Place(sets[node][taken.get(node, 0)], node, gpu))
+        taken[node] = taken.get(node, 0) + 1
     return chosen
 
 
