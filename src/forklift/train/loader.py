@@ -218,6 +218,9 @@ def epoch_loader(
     image); `batch` is this rank's share of each global batch (`global_batches`)."""
     images.epoch = epoch
     generator = torch.Generator().manual_seed(images.seed * 100_003 + epoch)
+    # The draw a shuffling DataLoader makes from its generator (its workers' base seed) before the permutation:
+    # taken here too, so the order is the one forklift's runs always had (an older checkpoint resumes unchanged).
+    torch.empty((), dtype=torch.int64).random_(generator=generator)
     order = torch.randperm(len(images), generator=generator).tolist() if shuffle else list(range(len(images)))
     return DataLoader(
         images,
