@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint bench clean webapp
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,15 +13,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The app's front end (webapp/, Vite + TypeScript) built into the package's static files (not committed).
+WEBAPP_BUILT := src/forklift/app/static/index.html
+webapp/node_modules/.package-lock.json: webapp/package.json webapp/package-lock.json
+	cd webapp && npm ci --no-audit --no-fund --loglevel=error
+
+$(WEBAPP_BUILT): webapp/node_modules/.package-lock.json $(wildcard webapp/src/*.ts webapp/src/*.tsx webapp/src/*.css webapp/src/pages/*.tsx) webapp/index.html webapp/vite.config.ts
+	cd webapp && npm run --silent build
+
+webapp: $(WEBAPP_BUILT)
+
+demo: $(STAMP) $(WEBAPP_BUILT)
 	$(BIN)/forklift demo
 
 # Everything: lint, types, every test. What CI runs.
-test: lint
+test: lint $(WEBAPP_BUILT)
 	$(BIN)/pytest -q
 
 # The inner loop: lint, types and the tests not marked slow (under 2 minutes on 2 cores).
-test-fast: lint
+test-fast: lint $(WEBAPP_BUILT)
 	$(BIN)/pytest -q -m "not slow"
 
 lint: $(STAMP)
@@ -34,4 +44,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/serve/run.py
 
 clean:
-	rm -rf $(VENV) build out
+	rm -rf $(VENV) build out webapp/node_modules src/forklift/app/static

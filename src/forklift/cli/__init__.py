@@ -11,11 +11,11 @@ import sys
 from collections.abc import Sequence
 
 from forklift import __version__
-from forklift.cli import data, distributed, models, serving, training, tuning
+from forklift.cli import app, data, distributed, models, serving, training, tuning
 from forklift.cli.common import EXIT_BAD_INPUT, Handler, HelpFormatter
 from forklift.errors import ForkliftError
 
-GROUPS = (models, serving, data, training, distributed, tuning)  # in the order `forklift --help` lists their verbs
+GROUPS = (models, serving, data, training, distributed, tuning, app)  # in the order `forklift --help` lists their verbs
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,41 @@
+"""Accounts for an app served beyond loopback: `forklift app user add|list|remove` and `forklift app token add`
+work on the database directly (the app need not run)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from forklift.app.security import hash_password, new_token
+from forklift.app.tables import ROLES, ApiToken, User
+from forklift.errors import ForkliftError
+
+MIN_PASSWORD = 8
+
+
+def add_user(session: Session, name: str, role: str, password: str) -> User:
+    if role not in ROLES:
+        raise ForkliftError(f"--role {role}: one of {', '.join(ROLES)}")
+    if len(password) < MIN_PASSWORD:
+        raise ForkliftError(f"the password: at least {MIN_PASSWORD} characters")
+    if session.scalar(select(User).where(User.name == name)) is not None:
+        raise ForkliftError(f"user {name}: exists already")
+    user = User(name=name, role=role, password_hash=hash_password(password))
+    session.add(user)
+    session.commit()
+    return user
+
+
+def add_token(session: Session, user_name: str, name: str) -> str:
+    """A new API token for the user; returned once (only its hash is kept)."""
+    user = session.scalar(select(User).where(User.name == user_name))
+    if user is None:
+        raise ForkliftError(f"--user {user_name}: no such user (forklift app user add makes one)")
+    token, digest = new_token()
+    session.add(ApiToken(user_id=user.id, name=name, token_hash=digest))
+    session.commit()
+    return token
+
+
+def has_admin(session: Session) -> bool:
+    return session.scalar(select(User.id).where(User.role == "admin").limit(1)) is not None

@@ -1,0 +1,43 @@
+"""What routes depend on (FastAPI dependencies): a database session per request, the storage, and the principal
+with at least a role."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from forklift.app.errors import AppError
+from forklift.app.security import Principal, authenticate
+from forklift.app.storage import Storage
+
+
+def database(request: Request) -> Iterator[Session]:
+    with request.app.state.sessionmaker() as session:
+        yield session
+
+
+def storage(request: Request) -> Storage:
+    storage: Storage = request.app.state.storage
+    return storage
+
+
+Db = Annotated[Session, Depends(database)]
+Files = Annotated[Storage, Depends(storage)]
+
+
+def _role(role: str) -> Callable[[Request, Session], Principal]:
+    def check(request: Request, session: Db) -> Principal:
+        principal = authenticate(request, session)
+        if not principal.may(role):
+            raise AppError(403, f"{principal.name} is a {principal.role}; this needs an {role} or more")
+        return principal
+
+    return check
+
+
+Viewer = Annotated[Principal, Depends(_role("viewer"))]
+Editor = Annotated[Principal, Depends(_role("editor"))]
+Admin = Annotated[Principal, Depends(_role("admin"))]

@@ -1,0 +1,1 @@
+"""One module per schema change, in order (down_revision)."""

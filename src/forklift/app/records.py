@@ -1,0 +1,109 @@
+"""Rows of the app's tables as the API shows them, and the lookups every router needs (a row or a 404 naming it)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from forklift.app import schemas
+from forklift.app.errors import AppError
+from forklift.app.tables import Annotation, Base, DataSet, Image, Label, Video
+
+Row = TypeVar("Row", bound=Base)
+
+
+def get_or_404(session: Session, kind: type[Row], row_id: int) -> Row:
+    row = session.get(kind, row_id)
+    if row is None:
+        raise AppError(404, f"no {kind.__tablename__.rstrip('s')} {row_id}")
+    return row
+
+
+def image_out(image: Image, class_label: str | None) -> schemas.ImageOut:
+    return schemas.ImageOut(
+        id=image.id,
+        dataset_id=image.dataset_id,
+        original_name=image.original_name,
+        width=image.width,
+        height=image.height,
+        split=image.split,  # type: ignore[arg-type]
+        status=image.status,  # type: ignore[arg-type]
+        class_label=class_label,
+        version=image.version,
+        file=f"/api/images/{image.id}/file",
+        thumbnail=f"/api/images/{image.id}/thumbnail",
+        video_id=image.video_id,
+        video_time_s=None if image.video_ms is None else image.video_ms / 1000,
+        derived_from=image.derived_from,
+    )
+
+
+def images_out(session: Session, images: list[Image]) -> list[schemas.ImageOut]:
+    names = label_names(session, {image.dataset_id for image in images})
+    return [image_out(image, names.get(image.class_id) if image.class_id else None) for image in images]
+
+
+def label_names(session: Session, dataset_ids: set[int]) -> dict[int, str]:
+    if not dataset_ids:
+        return {}
+    return dict(session.execute(select(Label.id, Label.name).where(Label.dataset_id.in_(dataset_ids))).all())
+
+
+def label_counts(session: Session, dataset: DataSet) -> list[schemas.LabelCount]:
+    """Each label of the data set with how often it is used (annotations, or images for a classify set)."""
+    if dataset.task == "classify":
+        used = select(Image.class_id, func.count()).where(Image.dataset_id == dataset.id).group_by(Image.class_id)
+    else:
+        used = (
+            select(Annotation.label_id, func.count())
+            .join(Image, Image.id == Annotation.image_id)
+            .where(Image.dataset_id == dataset.id)
+            .group_by(Annotation.label_id)
+        )
+    counts = dict(session.execute(used).all())
+    labels = session.scalars(select(Label).where(Label.dataset_id == dataset.id).order_by(Label.name)).all()
+    return [schemas.LabelCount(id=label.id, name=label.name, count=counts.get(label.id, 0)) for label in labels]
+
+
+def dataset_out(session: Session, dataset: DataSet) -> schemas.DataSetOut:
+    images = select(func.count()).select_from(Image).where(Image.dataset_id == dataset.id)
+    first = session.scalar(select(Image.id).where(Image.dataset_id == dataset.id).order_by(Image.id).limit(1))
+    return schemas.DataSetOut(
+        id=dataset.id,
+        name=dataset.name,
+        task=dataset.task,  # type: ignore[arg-type]
+        created_at=dataset.created_at,
+        images=session.scalar(images) or 0,
+        labelled=session.scalar(images.where(Image.status != "unlabelled")) or 0,
+        labels=label_counts(session, dataset),
+        thumbnail=None if first is None else f"/api/images/{first}/thumbnail",
+    )
+
+
+def video_out(session: Session, video: Video) -> schemas.VideoOut:
+    frames = session.scalar(select(func.count()).select_from(Image).where(Image.video_id == video.id)) or 0
+    return schemas.VideoOut(
+        id=video.id,
+        dataset_id=video.dataset_id,
+        original_name=video.original_name,
+        duration_s=video.duration_s,
+        fps=video.fps,
+        width=video.width,
+        height=video.height,
+        file=f"/api/videos/{video.id}/file",
+        frames=frames,
+    )
+
+
+def label_named(session: Session, dataset_id: int, name: str, *, create: bool) -> Label:
+    """The data set's label of that name; made when `create`, else a 422 naming it."""
+    label = session.scalar(select(Label).where(Label.dataset_id == dataset_id, Label.name == name))
+    if label is None:
+        if not create:
+            raise AppError(422, f"label {name!r}: not a label of this data set")
+        label = Label(dataset_id=dataset_id, name=name)
+        session.add(label)
+        session.flush()
+    return label

@@ -1,0 +1,78 @@
+"""/api/datasets: list, create, rename, duplicate and delete data sets."""
+
+from __future__ import annotations
+
+import shutil
+
+from fastapi import APIRouter
+from sqlalchemy import select
+
+from forklift.app import schemas
+from forklift.app.deps import Db, Editor, Files, Viewer
+from forklift.app.records import dataset_out, get_or_404
+from forklift.app.tables import Annotation, DataSet, Image, Label
+
+router = APIRouter(prefix="/api/datasets", tags=["data sets"])
+
+
+@router.get("")
+def list_datasets(session: Db, _: Viewer) -> list[schemas.DataSetOut]:
+    return [dataset_out(session, d) for d in session.scalars(select(DataSet).order_by(DataSet.created_at.desc()))]
+
+
+@router.post("", status_code=201)
+def create_dataset(body: schemas.DataSetIn, session: Db, _: Editor) -> schemas.DataSetOut:
+    dataset = DataSet(name=body.name, task=body.task)
+    session.add(dataset)
+    session.commit()
+    return dataset_out(session, dataset)
+
+
+@router.get("/{dataset_id}")
+def get_dataset(dataset_id: int, session: Db, _: Viewer) -> schemas.DataSetOut:
+    return dataset_out(session, get_or_404(session, DataSet, dataset_id))
+
+
+@router.patch("/{dataset_id}")
+def rename_dataset(dataset_id: int, body: schemas.DataSetRename, session: Db, _: Editor) -> schemas.DataSetOut:
+    dataset = get_or_404(session, DataSet, dataset_id)
+    dataset.name = body.name
+    session.commit()
+    return dataset_out(session, dataset)
+
+
+@router.delete("/{dataset_id}", status_code=204)
+def delete_dataset(dataset_id: int, session: Db, files: Files, _: Editor) -> None:
+    dataset = get_or_404(session, DataSet, dataset_id)
+    session.delete(dataset)
+    session.commit()  # the records go first: files without records are only disk, records without files are broken
+    files.remove_dataset(dataset_id)
+
+
+@router.post("/{dataset_id}/duplicate", status_code=201)
+def duplicate_dataset(dataset_id: int, session: Db, files: Files, _: Editor) -> schemas.DataSetOut:
+    """A copy with its own files: its labels, images (with their annotations and splits) and nothing else."""
+    source = get_or_404(session, DataSet, dataset_id)
+    copy = DataSet(name=f"{source.name} (copy)", task=source.task)
+    session.add(copy)
+    session.flush()
+    labels = {}
+    for label in session.scalars(select(Label).where(Label.dataset_id == source.id)):
+        labels[label.id] = Label(dataset_id=copy.id, name=label.name)
+        session.add(labels[label.id])
+    session.flush()
+    folder = files.dataset_folder(copy.id) / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    for image in session.scalars(select(Image).where(Image.dataset_id == source.id).order_by(Image.id)):
+        target = folder / files.path(image.file).name
+        shutil.copyfile(files.path(image.file), target)
+        twin = Image(dataset_id=copy.id, file=str(target.relative_to(files.root)), original_name=image.original_name,
+                     width=image.width, height=image.height, split=image.split, status=image.status,
+                     class_id=labels[image.class_id].id if image.class_id else None)  # fmt: skip
+        session.add(twin)
+        session.flush()
+        for shape in session.scalars(select(Annotation).where(Annotation.image_id == image.id)):
+            session.add(Annotation(image_id=twin.id, label_id=labels[shape.label_id].id, kind=shape.kind,
+                                   points=shape.points))  # fmt: skip
+    session.commit()
+    return dataset_out(session, copy)

@@ -1,0 +1,210 @@
+"""Images of a data set: upload, the grid's pages with filters, one image's file, thumbnail and annotations, and
+changes to many at once."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Query, Request, UploadFile
+from fastapi.responses import FileResponse
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from forklift.app import schemas
+from forklift.app.deps import Db, Editor, Files, Viewer
+from forklift.app.errors import AppError
+from forklift.app.records import get_or_404, images_out, label_named
+from forklift.app.tables import Annotation, DataSet, Image, Label
+from forklift.errors import ForkliftError
+
+router = APIRouter(tags=["images"])
+PAGE_MAX = 500
+
+
+@router.post("/api/datasets/{dataset_id}/images", status_code=201)
+def upload_images(
+    dataset_id: int, request: Request, files: Annotated[list[UploadFile], File()], session: Db, storage: Files,
+    _: Editor,
+) -> schemas.UploadResult:  # fmt: skip
+    """Each file is checked and kept on its own: a bad one is refused by name, the rest are added."""
+    get_or_404(session, DataSet, dataset_id)
+    limit = request.app.state.config.max_image_bytes
+    added, refused = [], []
+    for upload in files:
+        name = upload.filename or "upload"
+        try:
+            stored = storage.save_image(dataset_id, upload.file, name, limit=limit)
+        except ForkliftError as exc:
+            refused.append(str(exc))
+            continue
+        image = Image(dataset_id=dataset_id, file=stored.file, original_name=name, width=stored.width,
+                      height=stored.height)  # fmt: skip
+        session.add(image)
+        session.commit()  # each image is confirmed on its own: a crash later keeps it
+        added.append(image)
+    return schemas.UploadResult(added=images_out(session, added), refused=refused)
+
+
+@router.get("/api/datasets/{dataset_id}/images")
+def list_images(
+    dataset_id: int,
+    session: Db,
+    _: Viewer,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 100,
+    status: schemas.Status | None = None,
+    label: str | None = None,
+    split: schemas.Split | None = None,
+    video_id: int | None = None,
+) -> schemas.ImagePage:
+    """One page of the grid, oldest first; filtered by status, label (an annotation's or the class), split."""
+    dataset = get_or_404(session, DataSet, dataset_id)
+    query = select(Image).where(Image.dataset_id == dataset_id)
+    if status is not None:
+        query = query.where(Image.status == status)
+    if split is not None:
+        query = query.where(Image.split == split)
+    if video_id is not None:
+        query = query.where(Image.video_id == video_id)
+    if label is not None:
+        label_id = label_named(session, dataset_id, label, create=False).id
+        if dataset.task == "classify":
+            query = query.where(Image.class_id == label_id)
+        else:
+            query = query.where(Image.id.in_(select(Annotation.image_id).where(Annotation.label_id == label_id)))
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = list(session.scalars(query.order_by(Image.id).offset(offset).limit(limit)))
+    return schemas.ImagePage(total=total, offset=offset, items=images_out(session, page))
+
+
+@router.get("/api/images/{image_id}")
+def get_image(image_id: int, session: Db, _: Viewer) -> schemas.ImageOut:
+    return images_out(session, [get_or_404(session, Image, image_id)])[0]
+
+
+@router.get("/api/images/{image_id}/neighbours")
+def neighbours(image_id: int, session: Db, _: Viewer) -> schemas.Neighbours:
+    """The images before and after this one in its data set (the grid's order), and for a video frame the frame
+    captured just before it (whose boxes the editor can copy)."""
+    image = get_or_404(session, Image, image_id)
+    same = Image.dataset_id == image.dataset_id
+    before = session.scalar(select(Image.id).where(same, Image.id < image_id).order_by(Image.id.desc()).limit(1))
+    after = session.scalar(select(Image.id).where(same, Image.id > image_id).order_by(Image.id).limit(1))
+    frame = None
+    if image.video_id is not None and image.video_ms is not None:
+        frame = session.scalar(select(Image.id).where(Image.video_id == image.video_id, Image.video_ms < image.video_ms)
+                               .order_by(Image.video_ms.desc()).limit(1))  # fmt: skip
+    return schemas.Neighbours(previous=before, next=after, previous_frame=frame)
+
+
+@router.get("/api/images/{image_id}/file", response_class=FileResponse)
+def image_file(image_id: int, session: Db, storage: Files, _: Viewer) -> FileResponse:
+    image = get_or_404(session, Image, image_id)
+    return FileResponse(storage.path(image.file), headers={"Cache-Control": "private, max-age=86400"})
+
+
+@router.get("/api/images/{image_id}/thumbnail", response_class=FileResponse)
+def image_thumbnail(image_id: int, session: Db, storage: Files, _: Viewer) -> FileResponse:
+    image = get_or_404(session, Image, image_id)
+    thumb = storage.thumbnail(image.file, image.id, image.dataset_id)
+    return FileResponse(thumb, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+
+
+@router.get("/api/images/{image_id}/annotations")
+def get_annotations(image_id: int, session: Db, _: Viewer) -> schemas.AnnotationsOut:
+    return annotations_out(session, get_or_404(session, Image, image_id))
+
+
+@router.put("/api/images/{image_id}/annotations")
+def put_annotations(image_id: int, body: schemas.AnnotationsIn, session: Db, _: Editor) -> schemas.AnnotationsOut:
+    """Replace an image's annotations, if nobody changed them since `version` (else 409 with the current ones'
+    version in the message: reload them). New label names are added to the data set."""
+    image = get_or_404(session, Image, image_id)
+    for shape in body.shapes:
+        _check_shape(shape, image)
+    changed = session.execute(
+        update(Image).where(Image.id == image_id, Image.version == body.version).values(version=Image.version + 1)
+    )
+    if changed.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        current = session.scalar(select(Image.version).where(Image.id == image_id))
+        raise AppError(409, f"image {image_id} changed since version {body.version} (now {current}): reload it")
+    session.execute(delete(Annotation).where(Annotation.image_id == image_id))
+    for shape in body.shapes:
+        label = label_named(session, image.dataset_id, shape.label, create=True)
+        session.add(Annotation(image_id=image_id, label_id=label.id, kind=shape.kind, points=shape.points))
+    image.class_id = (
+        label_named(session, image.dataset_id, body.class_label, create=True).id if body.class_label else None
+    )
+    image.status = body.status or ("labelled" if body.shapes or body.class_label else "unlabelled")
+    session.commit()
+    session.refresh(image)
+    return annotations_out(session, image)
+
+
+def annotations_out(session: Session, image: Image) -> schemas.AnnotationsOut:
+    rows = session.execute(
+        select(Annotation, Label.name).join(Label, Label.id == Annotation.label_id)
+        .where(Annotation.image_id == image.id).order_by(Annotation.id)
+    ).all()  # fmt: skip
+    class_label = session.get(Label, image.class_id).name if image.class_id else None  # type: ignore[union-attr]
+    return schemas.AnnotationsOut(
+        image_id=image.id,
+        version=image.version,
+        status=image.status,  # type: ignore[arg-type]
+        shapes=[schemas.Shape(kind=a.kind, label=name, points=a.points) for a, name in rows],  # type: ignore[arg-type]
+        class_label=class_label,
+    )
+
+
+def _check_shape(shape: schemas.Shape, image: Image) -> None:
+    """A box is [x1, y1, x2, y2] with x1 < x2, y1 < y2 inside the image; a polygon 3 or more [x, y] inside it."""
+    where = f"image {image.id} ({image.width}x{image.height}), {shape.kind} {shape.label!r}"
+    if shape.kind == "box":
+        if len(shape.points) != 4 or not all(isinstance(v, float | int) for v in shape.points):
+            raise AppError(422, f"{where}: a box is [x1, y1, x2, y2]")
+        x1, y1, x2, y2 = shape.points
+        inside = 0 <= x1 < x2 <= image.width and 0 <= y1 < y2 <= image.height  # type: ignore[operator]
+        if not inside:
+            raise AppError(422, f"{where}: {shape.points} is empty or outside the image")
+        return
+    points = shape.points
+    if len(points) < 3 or not all(isinstance(p, list) and len(p) == 2 for p in points):
+        raise AppError(422, f"{where}: a polygon is three or more [x, y] points")
+    if not all(0 <= p[0] <= image.width and 0 <= p[1] <= image.height for p in points):  # type: ignore[index]
+        raise AppError(422, f"{where}: a point lies outside the image")
+
+
+@router.delete("/api/images/{image_id}", status_code=204)
+def delete_image(image_id: int, session: Db, storage: Files, _: Editor) -> None:
+    image = get_or_404(session, Image, image_id)
+    file = storage.path(image.file)
+    session.delete(image)
+    session.commit()
+    file.unlink(missing_ok=True)
+
+
+@router.post("/api/datasets/{dataset_id}/images/bulk")
+def bulk_change(dataset_id: int, body: schemas.BulkIn, session: Db, storage: Files, _: Editor) -> schemas.BulkOut:
+    """Delete the selected images, move them to a split, or (classify sets) give them a class."""
+    dataset = get_or_404(session, DataSet, dataset_id)
+    chosen = Image.dataset_id == dataset_id, Image.id.in_(body.image_ids)
+    if body.action == "delete":
+        files = list(session.scalars(select(Image.file).where(*chosen)))
+        session.execute(delete(Image).where(*chosen))
+        session.commit()
+        for file in files:
+            storage.path(file).unlink(missing_ok=True)
+        return schemas.BulkOut(changed=len(files))
+    if body.action == "split":
+        if body.split is None:
+            raise AppError(422, "action split: give split (train, val or test)")
+        values: dict = {"split": body.split}
+    else:
+        if dataset.task != "classify" or not body.class_label:
+            raise AppError(422, "action class: for classify data sets, with class_label")
+        label = label_named(session, dataset_id, body.class_label, create=True)
+        values = {"class_id": label.id, "status": "labelled", "version": Image.version + 1}
+    changed = session.execute(update(Image).where(*chosen).values(**values)).rowcount  # type: ignore[attr-defined]
+    session.commit()
+    return schemas.BulkOut(changed=changed)

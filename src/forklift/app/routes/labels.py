@@ -1,0 +1,68 @@
+"""A data set's labels: add, rename, merge into another, delete (with the annotations that use it)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from sqlalchemy import update
+
+from forklift.app import schemas
+from forklift.app.deps import Db, Editor, Viewer
+from forklift.app.errors import AppError
+from forklift.app.records import get_or_404, label_counts, label_named
+from forklift.app.tables import Annotation, DataSet, Image, Label
+
+router = APIRouter(tags=["labels"])
+
+
+@router.get("/api/datasets/{dataset_id}/labels")
+def list_labels(dataset_id: int, session: Db, _: Viewer) -> list[schemas.LabelCount]:
+    return label_counts(session, get_or_404(session, DataSet, dataset_id))
+
+
+@router.post("/api/datasets/{dataset_id}/labels", status_code=201)
+def add_label(dataset_id: int, body: schemas.LabelIn, session: Db, _: Editor) -> list[schemas.LabelCount]:
+    dataset = get_or_404(session, DataSet, dataset_id)
+    label_named(session, dataset_id, body.name, create=True)
+    session.commit()
+    return label_counts(session, dataset)
+
+
+@router.patch("/api/labels/{label_id}")
+def change_label(label_id: int, body: schemas.LabelChange, session: Db, _: Editor) -> list[schemas.LabelCount]:
+    """Rename a label, or merge it into another label of the same data set (its uses move there)."""
+    label = get_or_404(session, Label, label_id)
+    dataset = get_or_404(session, DataSet, label.dataset_id)
+    if body.merge_into is not None:
+        target = get_or_404(session, Label, body.merge_into)
+        if target.dataset_id != label.dataset_id or target.id == label.id:
+            raise AppError(422, f"merge_into {body.merge_into}: another label of the same data set")
+        session.execute(update(Annotation).where(Annotation.label_id == label.id).values(label_id=target.id))
+        session.execute(update(Image).where(Image.class_id == label.id).values(class_id=target.id))
+        session.delete(label)
+    elif body.name is not None:
+        if body.name != label.name and label_named_exists(session, label.dataset_id, body.name):
+            raise AppError(409, f"label {body.name!r} exists already; merge into it instead")
+        label.name = body.name
+    else:
+        raise AppError(422, "give name (rename) or merge_into (merge)")
+    session.commit()
+    return label_counts(session, dataset)
+
+
+@router.delete("/api/labels/{label_id}")
+def delete_label(label_id: int, session: Db, _: Editor) -> list[schemas.LabelCount]:
+    """Delete a label and every box or polygon with it; images it classified become unlabelled."""
+    label = get_or_404(session, Label, label_id)
+    dataset = get_or_404(session, DataSet, label.dataset_id)
+    session.execute(update(Image).where(Image.class_id == label.id).values(class_id=None, status="unlabelled"))
+    session.delete(label)
+    session.commit()
+    return label_counts(session, dataset)
+
+
+def label_named_exists(session: Db, dataset_id: int, name: str) -> bool:
+    try:
+        label_named(session, dataset_id, name, create=False)
+    except AppError:
+        return False
+    return True

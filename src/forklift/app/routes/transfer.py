@@ -1,0 +1,136 @@
+"""/api/datasets/{id}/export and /import: a data set out as a zip in forklift's or another tool's format, and a zip
+of images or of a COCO, VOC, YOLO or PowerAI Vision export into a data set."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
+from starlette.background import BackgroundTask
+
+from forklift.app import schemas
+from forklift.app.deps import Db, Editor, Files, Viewer
+from forklift.app.errors import AppError
+from forklift.app.records import get_or_404, images_out, label_named
+from forklift.app.storage import Storage
+from forklift.app.tables import Annotation, DataSet, Image
+from forklift.app.transfer import as_forklift_dataset, export_zip, iter_files, located_source, safe_extract
+from forklift.data.interchange import import_dataset
+from forklift.errors import ForkliftError
+
+router = APIRouter(tags=["import and export"])
+ImportFormat = Literal["images", "coco", "voc", "yolo", "powerai"]
+
+
+@router.get("/api/datasets/{dataset_id}/export", response_class=StreamingResponse)
+def export(
+    dataset_id: int, session: Db, storage: Files, _: Viewer,
+    format: Literal["forklift", "coco", "voc", "yolo", "powerai"] = "coco",
+) -> StreamingResponse:  # fmt: skip
+    """The labelled images and their labels as a zip, streamed (its size is sent first, so browsers show
+    progress)."""
+    dataset = get_or_404(session, DataSet, dataset_id)
+    data = as_forklift_dataset(session, dataset, storage.root)
+    if not data.images:
+        raise AppError(422, f"data set {dataset.name!r}: no labelled images to export")
+    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in dataset.name) or "dataset"
+    try:
+        stream, scratch = export_zip(data, format, f"{name}-{format}")
+    except ForkliftError as exc:
+        raise AppError(422, str(exc)) from exc
+    headers = {"Content-Disposition": f'attachment; filename="{name}-{format}.zip"', "Content-Length": str(len(stream))}
+    return StreamingResponse(iter(stream), media_type="application/zip", headers=headers,
+                             background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True))  # fmt: skip
+
+
+@router.post("/api/datasets/{dataset_id}/import", status_code=201)
+def import_zip(
+    dataset_id: int, request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor,
+    format: Annotated[ImportFormat, Form()] = "images",
+) -> schemas.UploadResult:  # fmt: skip
+    """Add a zip's images (and, for a format, their labels and splits) to the data set; what cannot be imported is
+    listed by name, the rest is added."""
+    dataset = get_or_404(session, DataSet, dataset_id)
+    config = request.app.state.config
+    scratch = Path(tempfile.mkdtemp(prefix="forklift-import-", dir=storage.root))
+    try:
+        archive = scratch / "upload.zip"
+        with archive.open("wb") as out:
+            shutil.copyfileobj(file.file, out, 1 << 20)
+        if archive.stat().st_size > config.max_zip_bytes:
+            raise AppError(413, f"{file.filename}: larger than {config.max_zip_bytes // 2**20} MiB")
+        try:
+            extracted = safe_extract(archive, scratch / "unpacked")
+            if format == "images":
+                return _add_images(session, storage, dataset, iter_files(extracted.folder), extracted.refused,
+                                   config.max_image_bytes, extracted.folder)  # fmt: skip
+            source = located_source(format, extracted.folder, archive)
+            imported = import_dataset(format, source, scratch / "dataset", task=dataset.task)
+        except ForkliftError as exc:
+            raise AppError(422, str(exc)) from exc
+        return _add_dataset(session, storage, dataset, imported.out, [*extracted.refused, *imported.lines()[1:]],
+                            config.max_image_bytes)  # fmt: skip
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _add_images(
+    session: Session,
+    storage: Storage,
+    dataset: DataSet,
+    paths: Iterable[Path],
+    refused: list[str],
+    limit: int,
+    folder: Path,
+) -> schemas.UploadResult:
+    added: list[Image] = []
+    for path in paths:
+        name = str(path.relative_to(folder))
+        try:
+            with path.open("rb") as source:
+                stored = storage.save_image(dataset.id, source, name, limit=limit)
+        except ForkliftError as exc:
+            refused.append(str(exc))
+            continue
+        image = Image(dataset_id=dataset.id, file=stored.file, original_name=name, width=stored.width,
+                      height=stored.height)  # fmt: skip
+        session.add(image)
+        session.commit()
+        added.append(image)
+    return schemas.UploadResult(added=images_out(session, added), refused=refused)
+
+
+def _add_dataset(
+    session: Session, storage: Storage, dataset: DataSet, folder: Path, refused: list[str], limit: int
+) -> schemas.UploadResult:
+    from forklift.data.dataset import load_dataset
+
+    data = load_dataset(folder)
+    added: list[Image] = []
+    for record in data.images:
+        try:
+            with data.path(record).open("rb") as source:
+                stored = storage.save_image(dataset.id, source, record.file, limit=limit)
+        except ForkliftError as exc:
+            refused.append(str(exc))
+            continue
+        image = Image(dataset_id=dataset.id, file=stored.file, original_name=Path(record.file).name,
+                      width=stored.width, height=stored.height, split=record.split,
+                      status="labelled" if record.boxes or record.label else "unlabelled")  # fmt: skip
+        if record.label:
+            image.class_id = label_named(session, dataset.id, record.label, create=True).id
+        session.add(image)
+        session.flush()
+        for box in record.boxes:
+            label = label_named(session, dataset.id, box.label, create=True)
+            session.add(Annotation(image_id=image.id, label_id=label.id, kind="box",
+                                   points=[box.x1, box.y1, box.x2, box.y2]))  # fmt: skip
+        session.commit()
+        added.append(image)
+    return schemas.UploadResult(added=images_out(session, added), refused=refused)

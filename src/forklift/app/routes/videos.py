@@ -1,0 +1,88 @@
+"""Videos of a data set: upload (MP4, AVI, MOV, WebM...; anything FFmpeg decodes), play, and capture frames into
+the data set, automatically every N seconds or by hand at the player's time. Each frame remembers its video and
+time, and a time already captured is not captured again."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from fastapi import APIRouter, File, Request, UploadFile
+from fastapi.responses import FileResponse
+from sqlalchemy import select
+
+from forklift.app import schemas
+from forklift.app.deps import Db, Editor, Files, Viewer
+from forklift.app.errors import AppError
+from forklift.app.records import get_or_404, images_out, video_out
+from forklift.app.tables import DataSet, Image, Video
+from forklift.app.video_frames import frames_at, video_facts
+from forklift.errors import ForkliftError
+
+router = APIRouter(tags=["videos"])
+MAX_FRAMES = 5000  # per capture request
+
+
+@router.post("/api/datasets/{dataset_id}/videos", status_code=201)
+def upload_video(
+    dataset_id: int, request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor
+) -> schemas.VideoOut:
+    get_or_404(session, DataSet, dataset_id)
+    name = file.filename or "video"
+    try:
+        path = storage.receive_file(dataset_id, file.file, name, limit=request.app.state.config.max_video_bytes,
+                                    kind="videos")  # fmt: skip
+    except ForkliftError as exc:
+        raise AppError(413, str(exc)) from exc
+    try:
+        facts = video_facts(path, name)
+    except ForkliftError as exc:
+        path.unlink(missing_ok=True)
+        raise AppError(422, str(exc)) from exc
+    video = Video(dataset_id=dataset_id, file=str(path.relative_to(storage.root)), original_name=name,
+                  duration_s=facts.duration_s, fps=facts.fps, width=facts.width, height=facts.height)  # fmt: skip
+    session.add(video)
+    session.commit()
+    return video_out(session, video)
+
+
+@router.get("/api/datasets/{dataset_id}/videos")
+def list_videos(dataset_id: int, session: Db, _: Viewer) -> list[schemas.VideoOut]:
+    get_or_404(session, DataSet, dataset_id)
+    videos = session.scalars(select(Video).where(Video.dataset_id == dataset_id).order_by(Video.id))
+    return [video_out(session, video) for video in videos]
+
+
+@router.get("/api/videos/{video_id}/file", response_class=FileResponse)
+def video_file(video_id: int, session: Db, storage: Files, _: Viewer) -> FileResponse:
+    return FileResponse(storage.path(get_or_404(session, Video, video_id).file))
+
+
+@router.post("/api/videos/{video_id}/capture", status_code=201)
+def capture(video_id: int, body: schemas.CaptureIn, session: Db, storage: Files, _: Editor) -> schemas.CaptureOut:
+    """Frames into the data set: one every `every_s` seconds from the start, or at the times `at_s`."""
+    video = get_or_404(session, Video, video_id)
+    if (body.every_s is None) == (body.at_s is None):
+        raise AppError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
+    if body.every_s is not None:
+        times = [k * body.every_s for k in range(math.floor(video.duration_s / body.every_s + 1e-9) + 1)]
+    else:
+        times = list(body.at_s or [])
+    bad = [t for t in times if not 0 <= t <= video.duration_s + 1e-3]
+    if bad:
+        raise AppError(422, f"at_s {bad[0]}: outside the video (0 to {video.duration_s:.3f} s)")
+    if len(times) > MAX_FRAMES:
+        raise AppError(422, f"{len(times)} frames asked for; at most {MAX_FRAMES} per capture")
+    taken = set(session.scalars(select(Image.video_ms).where(Image.video_id == video_id)))
+    fresh = [t for t in times if round(t * 1000) not in taken]
+    added = []
+    for moment, jpeg in frames_at(storage.path(video.file), fresh):
+        file = storage.save_bytes(video.dataset_id, jpeg, ".jpg")
+        stem = video.original_name.rsplit(".", 1)[0]
+        image = Image(dataset_id=video.dataset_id, file=file, original_name=f"{stem}@{moment:.3f}s.jpg",
+                      width=video.width, height=video.height, video_id=video.id,
+                      video_ms=round(moment * 1000))  # fmt: skip
+        session.add(image)
+        session.commit()
+        added.append(image)
+    return schemas.CaptureOut(added=images_out(session, added), skipped=len(times) - len(fresh))

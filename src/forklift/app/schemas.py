@@ -1,0 +1,149 @@
+"""The JSON the API takes and gives (pydantic models: FastAPI validates with them and documents them in
+/openapi.json)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Task = Literal["detect", "classify"]
+Split = Literal["train", "val", "test"]
+Status = Literal["unlabelled", "labelled", "auto", "reviewed"]
+Name = Field(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")
+
+
+class LabelCount(BaseModel):
+    id: int
+    name: str
+    count: int  # boxes and polygons (detect) or images (classify) with this label
+
+
+class DataSetIn(BaseModel):
+    name: str = Name
+    task: Task = "detect"
+
+
+class DataSetRename(BaseModel):
+    name: str = Name
+
+
+class DataSetOut(BaseModel):
+    id: int
+    name: str
+    task: Task
+    created_at: datetime
+    images: int
+    labelled: int
+    labels: list[LabelCount]
+    thumbnail: str | None  # the first image's thumbnail URL
+
+
+class Shape(BaseModel):
+    kind: Literal["box", "polygon"]
+    label: str = Name
+    points: list[float] | list[list[float]]  # box: [x1, y1, x2, y2]; polygon: [[x, y], ...], pixels
+
+
+class AnnotationsIn(BaseModel):
+    version: int  # the version these edits start from: an older one is refused (409)
+    shapes: list[Shape] = []
+    class_label: str | None = None  # classify sets
+    status: Status | None = None  # default: labelled when anything is labelled, else unlabelled
+
+
+class AnnotationsOut(BaseModel):
+    image_id: int
+    version: int
+    status: Status
+    shapes: list[Shape]
+    class_label: str | None
+
+
+class ImageOut(BaseModel):
+    id: int
+    dataset_id: int
+    original_name: str
+    width: int
+    height: int
+    split: Split
+    status: Status
+    class_label: str | None
+    version: int
+    file: str  # URL of the image
+    thumbnail: str  # URL of its thumbnail
+    video_id: int | None
+    video_time_s: float | None
+    derived_from: int | None
+
+
+class ImagePage(BaseModel):
+    total: int
+    offset: int
+    items: list[ImageOut]
+
+
+class Neighbours(BaseModel):
+    previous: int | None
+    next: int | None
+    previous_frame: int | None  # video frames: the one captured just before
+
+
+class UploadResult(BaseModel):
+    added: list[ImageOut]
+    refused: list[str]  # one line per file: its name and the problem
+
+
+class BulkIn(BaseModel):
+    image_ids: list[int] = Field(min_length=1, max_length=10_000)
+    action: Literal["delete", "split", "class"]
+    split: Split | None = None
+    class_label: str | None = None
+
+
+class BulkOut(BaseModel):
+    changed: int
+
+
+class LabelIn(BaseModel):
+    name: str = Name
+
+
+class LabelChange(BaseModel):
+    name: str | None = Field(default=None, min_length=1, max_length=200)  # rename to this
+    merge_into: int | None = None  # move its annotations to this label and delete it
+
+
+class VideoOut(BaseModel):
+    id: int
+    dataset_id: int
+    original_name: str
+    duration_s: float
+    fps: float
+    width: int
+    height: int
+    file: str  # URL of the video
+    frames: int  # images captured from it
+
+
+class CaptureIn(BaseModel):
+    every_s: float | None = Field(default=None, gt=0)  # a frame every this many seconds
+    at_s: list[float] | None = None  # or the frames at these times
+
+
+class CaptureOut(BaseModel):
+    added: list[ImageOut]
+    skipped: int  # times already captured
+
+
+class LoginIn(BaseModel):
+    name: str
+    password: str
+
+
+class SessionOut(BaseModel):
+    name: str
+    role: str
+    local: bool
+    csrf: str | None = None

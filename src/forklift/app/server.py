@@ -1,0 +1,72 @@
+"""The app's ASGI application: the API routers under /api (documented at /openapi.json and /docs), errors as
+JSON, and the built front end (a single-page app: any other path answers its index.html)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from forklift import __version__
+from forklift.app.config import AppConfig
+from forklift.app.database import make_engine, session_factory, upgrade
+from forklift.app.errors import AppError
+from forklift.app.routes import datasets, images, labels, session, transfer, videos
+from forklift.app.security import Sessions, secret_key
+from forklift.app.storage import Storage
+
+STATIC = Path(__file__).resolve().parent / "static"
+NOT_BUILT = """<!doctype html><title>forklift app</title><p>The front end is not built: run <code>make webapp</code>
+(npm) in the repository, then start <code>forklift app</code> again. The API answers at <a href="/docs">/docs</a>."""
+
+
+def create_app(config: AppConfig) -> FastAPI:
+    """The app over `config`'s data directory and database (migrated to the newest schema first)."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(config.db_url)
+    upgrade(engine)
+    app = FastAPI(title="forklift app", version=__version__, summary="Data sets, labelling and video frames.")
+    app.state.config = config
+    app.state.engine = engine
+    app.state.sessionmaker = session_factory(engine)
+    app.state.storage = Storage(config.data_dir)
+    app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
+    for module in (session, datasets, images, labels, videos, transfer):
+        app.include_router(module.router)
+    app.add_exception_handler(AppError, _app_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+
+    @app.get("/{path:path}", include_in_schema=False)
+    def front_end(path: str) -> Response:
+        if path.startswith("api/"):
+            raise AppError(404, f"/{path}: no such API route (see /docs)")
+        wanted = (STATIC / path).resolve()
+        if path and wanted.is_file() and wanted.is_relative_to(STATIC):
+            return FileResponse(wanted)
+        index = STATIC / "index.html"
+        return FileResponse(index) if index.is_file() else HTMLResponse(NOT_BUILT)
+
+    return app
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"status": "error", "error": message}, status_code=status)
+
+
+def _app_error(_request: Request, exc: AppError) -> JSONResponse:
+    return _error(exc.status, exc.message)
+
+
+def _http_error(_request: Request, exc: HTTPException) -> JSONResponse:
+    return _error(exc.status_code, str(exc.detail))
+
+
+def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 with the first problem in one line: where it is (body.name, query.limit...) and what is wrong."""
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return _error(422, f"{where}: {first.get('msg', 'invalid')}")

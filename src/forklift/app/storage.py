@@ -1,0 +1,132 @@
+"""The app's files on disk: each data set's images, thumbnails and videos under the data directory, named by the
+app (never by the uploader), written whole or not at all.
+
+An upload is checked before it is kept: a file that is not an image, a truncated one, or one whose header claims
+more than MAX_PIXELS (a decompression bomb: a few kilobytes that decode to gigabytes) is refused with one line
+naming it. Sizes are EXIF-upright, as every engine of forklift decodes them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from PIL import Image as PILImage
+from PIL import ImageOps, UnidentifiedImageError
+
+from forklift.errors import ForkliftError
+
+MAX_PIXELS = 100_000_000  # an image header claiming more is refused before any pixel is decoded
+THUMBNAIL = 256  # the longer side of a grid thumbnail, in pixels
+IMAGE_SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "BMP": ".bmp", "TIFF": ".tif", "WEBP": ".webp", "GIF": ".gif"}
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    file: str  # relative to the data directory
+    width: int
+    height: int
+
+
+class Storage:
+    """Files under `root` (the data directory): datasets/<id>/images, thumbs and videos."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+    def dataset_folder(self, dataset_id: int) -> Path:
+        return self.root / "datasets" / str(dataset_id)
+
+    def remove_dataset(self, dataset_id: int) -> None:
+        shutil.rmtree(self.dataset_folder(dataset_id), ignore_errors=True)
+
+    def save_image(self, dataset_id: int, source: BinaryIO, name: str, *, limit: int) -> StoredImage:
+        """Copy an uploaded image into the data set's folder, checked (see the module); one line when refused."""
+        partial = self._receive(dataset_id, source, name, limit=limit)
+        try:
+            kind, width, height = check_image(partial, name)
+        except ForkliftError:
+            partial.unlink(missing_ok=True)
+            raise
+        final = partial.with_name(partial.name.split(".")[0] + IMAGE_SUFFIXES[kind])
+        os.replace(partial, final)
+        return StoredImage(str(final.relative_to(self.root)), width, height)
+
+    def save_bytes(self, dataset_id: int, content: bytes, suffix: str, kind: str = "images") -> str:
+        """Write generated content (a video frame, an augmented image) into the data set; returns its file."""
+        folder = self.dataset_folder(dataset_id) / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        final = folder / f"{uuid.uuid4().hex}{suffix}"
+        partial = final.with_suffix(final.suffix + ".partial")
+        partial.write_bytes(content)
+        os.replace(partial, final)
+        return str(final.relative_to(self.root))
+
+    def receive_file(self, dataset_id: int, source: BinaryIO, name: str, *, limit: int, kind: str) -> Path:
+        """Copy an upload (a video, a zip) into the data set's `kind` folder as it is; the caller checks it."""
+        partial = self._receive(dataset_id, source, name, limit=limit, kind=kind)
+        final = partial.with_name(partial.name.removesuffix(".partial"))
+        os.replace(partial, final)
+        return final
+
+    def _receive(self, dataset_id: int, source: BinaryIO, name: str, *, limit: int, kind: str = "images") -> Path:
+        """The upload copied in chunks to a `.partial` file (never whole in memory), refused past `limit` bytes."""
+        folder = self.dataset_folder(dataset_id) / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / f"{uuid.uuid4().hex}{Path(name).suffix.lower()[:8]}.partial"
+        written = 0
+        with partial.open("wb") as out:
+            while chunk := source.read(CHUNK):
+                written += len(chunk)
+                if written > limit:
+                    out.close()
+                    partial.unlink(missing_ok=True)
+                    raise ForkliftError(f"{name}: larger than the upload limit of {limit // 2**20} MiB")
+                out.write(chunk)
+        return partial
+
+    def thumbnail(self, relative: str, image_id: int, dataset_id: int) -> Path:
+        """A JPEG of at most THUMBNAIL px a side, made once and kept beside the images."""
+        thumb = self.dataset_folder(dataset_id) / "thumbs" / f"{image_id}.jpg"
+        if not thumb.is_file():
+            thumb.parent.mkdir(parents=True, exist_ok=True)
+            with PILImage.open(self.path(relative)) as image:
+                small = ImageOps.exif_transpose(image).convert("RGB")
+                small.thumbnail((THUMBNAIL, THUMBNAIL))
+                partial = thumb.with_suffix(".partial")
+                small.save(partial, "JPEG", quality=85)
+            os.replace(partial, thumb)
+        return thumb
+
+
+def check_image(path: Path, name: str) -> tuple[str, int, int]:
+    """(format, width, height upright) of a whole, decodable image of at most MAX_PIXELS; else one line."""
+    try:
+        with PILImage.open(path) as image:
+            kind = image.format or ""
+            width, height = image.size
+            if width * height > MAX_PIXELS:
+                raise ForkliftError(f"{name}: {width}x{height} pixels is more than {MAX_PIXELS:,} (a decompression "
+                                    f"bomb?)")  # fmt: skip
+            image.load()  # decodes every pixel: a truncated file fails here
+            upright = ImageOps.exif_transpose(image)
+            width, height = upright.size
+    except ForkliftError:
+        raise
+    except UnidentifiedImageError as exc:
+        raise ForkliftError(f"{name}: not an image (JPEG, PNG, BMP, TIFF, WebP or GIF)") from exc
+    except PILImage.DecompressionBombError as exc:
+        raise ForkliftError(f"{name}: too many pixels to decode safely (a decompression bomb?)") from exc
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ForkliftError(f"{name}: a broken or truncated image ({exc})") from exc
+    if kind not in IMAGE_SUFFIXES:
+        raise ForkliftError(f"{name}: a {kind or 'unknown'} image; give JPEG, PNG, BMP, TIFF, WebP or GIF")
+    return kind, width, height

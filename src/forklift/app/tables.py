@@ -1,0 +1,112 @@
+"""The app's records: users and their API tokens, data sets, their labels, images, annotations and videos.
+
+Image and video files live on disk under the data directory (`forklift.app.storage`); a row names its file.
+Annotations are rows of their own (label, kind, geometry), so counts, renames and merges are SQL, and each image
+has a `version` that every change of its annotations bumps: a write that names an older version is refused
+(409), which is how two people editing one image never overwrite each other silently.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Float, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+ROLES = ("viewer", "editor", "admin")  # each may do what the one before it may, and more
+STATUSES = ("unlabelled", "labelled", "auto", "reviewed")
+SPLITS = ("train", "val", "test")
+SHAPES = ("box", "polygon")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """The app's tables."""
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(80), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    password_hash: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(80))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 of the token: tokens are random
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+    user: Mapped[User] = relationship()
+
+
+class DataSet(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    task: Mapped[str] = mapped_column(String(16))  # detect | classify
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Label(Base):
+    __tablename__ = "labels"
+    __table_args__ = (UniqueConstraint("dataset_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+
+
+class Video(Base):
+    __tablename__ = "videos"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    file: Mapped[str] = mapped_column(String(300))  # relative to the data directory
+    original_name: Mapped[str] = mapped_column(String(300))
+    duration_s: Mapped[float] = mapped_column(Float)
+    fps: Mapped[float] = mapped_column(Float)
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Image(Base):
+    __tablename__ = "images"
+    __table_args__ = (UniqueConstraint("video_id", "video_ms"),)  # a video's moment is captured once
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    file: Mapped[str] = mapped_column(String(300))  # relative to the data directory
+    original_name: Mapped[str] = mapped_column(String(300))
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    split: Mapped[str] = mapped_column(String(8), default="train")
+    status: Mapped[str] = mapped_column(String(16), default="unlabelled", index=True)
+    class_id: Mapped[int | None] = mapped_column(ForeignKey("labels.id", ondelete="SET NULL"))  # classify sets
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    video_id: Mapped[int | None] = mapped_column(ForeignKey("videos.id", ondelete="SET NULL"))
+    video_ms: Mapped[int | None] = mapped_column(Integer)  # where in its video the frame was captured
+    derived_from: Mapped[int | None] = mapped_column(ForeignKey("images.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Annotation(Base):
+    __tablename__ = "annotations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"), index=True)
+    label_id: Mapped[int] = mapped_column(ForeignKey("labels.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # box | polygon
+    points: Mapped[list[Any]] = mapped_column(JSON)  # box: [x1, y1, x2, y2]; polygon: [[x, y], ...]; pixels

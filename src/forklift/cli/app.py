@@ -1,0 +1,124 @@
+"""`forklift app`: the web app for data sets, labelling and video frames, and its accounts."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from forklift.cli.common import positive, verb_parser
+from forklift.errors import ForkliftError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+DEFAULT_DATA = Path("forklift-app")
+
+
+def register(verbs: Any) -> None:
+    app = verb_parser(
+        verbs,
+        "app",
+        "The web app: data sets, labelling (boxes, polygons, classes), video frames and augmentation in the browser, "
+        "with a JSON API documented at /docs. Records in SQLite in the data directory (or --db postgresql://...), "
+        "files under it. On 127.0.0.1 it runs for you alone without a login; on any other address it needs "
+        "accounts (forklift app user add NAME --role admin) and refuses to start without an admin.",
+        "forklift app --data-dir ~/forklift-app            # then open http://127.0.0.1:8080\n"
+        "  forklift app user add ana --role admin --data-dir ~/forklift-app\n"
+        "  forklift app --host 0.0.0.0 --db postgresql://forklift@db/forklift --data-dir /srv/forklift",
+    )
+    _where(app)
+    app.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: no login)")
+    app.add_argument("--port", type=positive, default=8080, help="(default 8080)")
+    app.set_defaults(handler=run_app)
+    accounts = app.add_subparsers(dest="what", metavar="user|token")
+    user = accounts.add_parser("user", help="accounts: add NAME --role ROLE, list, remove NAME")
+    user_verbs = user.add_subparsers(dest="action", metavar="add|list|remove", required=True)
+    add = user_verbs.add_parser("add", help="add an account; the password is asked for (or read from stdin)")
+    add.add_argument("name")
+    add.add_argument("--role", choices=("viewer", "editor", "admin"), default="editor")
+    add.add_argument("--password-stdin", action="store_true", help="read the password from stdin (for scripts)")
+    _where(add)
+    add.set_defaults(handler=run_user_add)
+    listing = user_verbs.add_parser("list", help="the accounts and their roles")
+    _where(listing)
+    listing.set_defaults(handler=run_user_list)
+    token = accounts.add_parser("token", help="API tokens for scripts: add NAME --user USER (printed once)")
+    token_verbs = token.add_subparsers(dest="action", metavar="add", required=True)
+    token_add = token_verbs.add_parser("add")
+    token_add.add_argument("name", help="what the token is for")
+    token_add.add_argument("--user", required=True, help="the account the token acts as")
+    _where(token_add)
+    token_add.set_defaults(handler=run_token_add)
+
+
+def _where(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir", type=Path, default=DEFAULT_DATA, help=f"files and records (default {DEFAULT_DATA})"
+    )
+    parser.add_argument("--db", metavar="URL", help="database URL (default: sqlite in the data directory)")
+
+
+def _session(args: argparse.Namespace) -> Session:
+    from forklift.app.database import make_engine, session_factory, sqlite_url, upgrade
+
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(args.db or sqlite_url(args.data_dir))
+    upgrade(engine)
+    return session_factory(engine)()
+
+
+def run_app(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from forklift.app.accounts import has_admin
+    from forklift.app.config import AppConfig, is_loopback
+    from forklift.app.database import sqlite_url
+    from forklift.app.server import create_app
+
+    if not is_loopback(args.host):
+        with _session(args) as session:
+            if not has_admin(session):
+                raise ForkliftError(
+                    f"--host {args.host}: served beyond this machine the app needs accounts, and there is no admin; "
+                    f"add one with: forklift app user add NAME --role admin --data-dir {args.data_dir}"
+                )
+    config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port)
+    app = create_app(config)
+    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    print(f"forklift app: http://{shown}:{args.port}/  (data in {args.data_dir}; API docs at /docs)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def run_user_add(args: argparse.Namespace) -> int:
+    from forklift.app.accounts import add_user
+
+    password = (
+        sys.stdin.readline().rstrip("\n") if args.password_stdin else getpass.getpass(f"password for {args.name}: ")
+    )
+    with _session(args) as session:
+        add_user(session, args.name, args.role, password)
+    print(f"added {args.name} ({args.role})")
+    return 0
+
+
+def run_user_list(args: argparse.Namespace) -> int:
+    from sqlalchemy import select
+
+    from forklift.app.tables import User
+
+    with _session(args) as session:
+        for user in session.scalars(select(User).order_by(User.name)):
+            print(f"{user.name}\t{user.role}")
+    return 0
+
+
+def run_token_add(args: argparse.Namespace) -> int:
+    from forklift.app.accounts import add_token
+
+    with _session(args) as session:
+        print(add_token(session, args.user, args.name))
+    return 0

@@ -1,0 +1,87 @@
+"""Helpers for the app's tests: an app over a fresh data directory and database (SQLite, or a database of its own on
+a real PostgreSQL server), generated images, zips and videos."""
+
+from __future__ import annotations
+
+import io
+import uuid
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import av
+import numpy as np
+from fastapi.testclient import TestClient
+from PIL import Image
+from sqlalchemy import create_engine, text
+
+from forklift.app.config import AppConfig
+from forklift.app.database import sqlite_url
+from forklift.app.server import create_app
+
+
+def fresh_database(server_url: str | None, data_dir: Path) -> str:
+    """SQLite in the data directory, or a new empty database on the PostgreSQL server at `server_url`."""
+    if server_url is None:
+        return sqlite_url(data_dir)
+    name = f"app_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return server_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@contextmanager
+def app_client(data_dir: Path, db_url: str, *, host: str = "127.0.0.1") -> Iterator[TestClient]:
+    app = create_app(AppConfig(data_dir, db_url, host=host))
+    with TestClient(app) as client:
+        yield client
+    app.state.engine.dispose()
+
+
+def png(width: int = 64, height: int = 48, seed: int = 0) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 255, (height, width, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def bomb_png() -> bytes:
+    """A small PNG whose header claims 30000 x 30000 pixels: decoding it would take gigabytes."""
+    buffer = io.BytesIO()
+    Image.new("1", (30000, 30000)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def zip_of(entries: dict[str, bytes], *, symlinks: tuple[str, ...] = ()) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for name, content in entries.items():
+            zipped.writestr(name, content)
+        for name in symlinks:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o120777 << 16  # a symlink's mode
+            zipped.writestr(info, "/etc/passwd")
+    return buffer.getvalue()
+
+
+def video(path: Path, *, seconds: float = 3.0, fps: int = 10, size: tuple[int, int] = (96, 64)) -> Path:
+    """A generated MP4 (H.264 when the FFmpeg build has it, else MPEG-4 part 2): a bright square moving right."""
+    width, height = size
+    with av.open(str(path), "w") as container:
+        try:
+            stream = container.add_stream("libx264", rate=fps)
+        except (av.error.FFmpegError, ValueError):
+            stream = container.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for k in range(round(seconds * fps)):
+            frame = np.full((height, width, 3), 40, dtype=np.uint8)
+            x = int(k * (width - 16) / max(1, seconds * fps - 1))
+            frame[20:36, x : x + 16] = 230
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path

@@ -1,0 +1,265 @@
+"""The app's JSON API, against SQLite and against a real PostgreSQL server: data sets, uploads and what they refuse,
+annotations with stale writes refused, labels, the grid's filters, export checked with pycocotools, safe zip
+imports, video frames, accounts and CSRF, and migrations that keep the data."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from app_helpers import app_client, bomb_png, fresh_database, png, video, zip_of
+from fastapi.testclient import TestClient
+from postgres import postgres_server
+from pycocotools.coco import COCO
+
+from forklift.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    if request.param == "sqlite":
+        yield None
+    else:
+        with postgres_server() as url:
+            yield url
+
+
+@pytest.fixture
+def client(backend: str | None, tmp_path: Path) -> Iterator[TestClient]:
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(backend, data)) as made:
+        yield made
+
+
+def _dataset(client: TestClient, name: str = "shapes", task: str = "detect") -> int:
+    made = client.post("/api/datasets", json={"name": name, "task": task})
+    assert made.status_code == 201, made.text
+    return int(made.json()["id"])
+
+
+def _upload(client: TestClient, dataset: int, files: dict[str, bytes]) -> dict:
+    answer = client.post(f"/api/datasets/{dataset}/images", files=[("files", (n, c)) for n, c in files.items()])
+    assert answer.status_code == 201, answer.text
+    return dict(answer.json())
+
+
+def _box(client: TestClient, image: dict, label: str, box: list[float], version: int | None = None) -> dict:
+    shapes = [{"kind": "box", "label": label, "points": box}]
+    answer = client.put(f"/api/images/{image['id']}/annotations",
+                        json={"version": version or image["version"], "shapes": shapes})  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def test_data_sets_are_made_renamed_duplicated_and_deleted(client: TestClient) -> None:
+    dataset = _dataset(client)
+    image = _upload(client, dataset, {"a.png": png(seed=1)})["added"][0]
+    _box(client, image, "circle", [1, 2, 30, 40])
+    assert client.patch(f"/api/datasets/{dataset}", json={"name": "renamed"}).json()["name"] == "renamed"
+    copy = client.post(f"/api/datasets/{dataset}/duplicate").json()
+    assert copy["name"] == "renamed (copy)" and copy["images"] == 1 and copy["labelled"] == 1
+    assert copy["labels"] == [{"id": copy["labels"][0]["id"], "name": "circle", "count": 1}]
+    assert client.delete(f"/api/datasets/{dataset}").status_code == 204
+    assert client.get(f"/api/datasets/{dataset}").status_code == 404
+    copied = client.get(f"/api/datasets/{copy['id']}/images").json()["items"][0]
+    assert client.get(copied["file"]).content == png(seed=1)  # the copy has files of its own
+    assert client.post("/api/datasets", json={"name": "  "}).status_code == 422
+
+
+def test_uploads_keep_the_good_and_name_each_bad_file(client: TestClient) -> None:
+    dataset = _dataset(client)
+    good = png(80, 60)
+    result = _upload(client, dataset, {
+        "good.png": good, "text.png": b"not an image at all", "cut.png": good[: len(good) // 2],
+        "bomb.png": bomb_png(),
+    })  # fmt: skip
+    assert [(i["original_name"], i["width"], i["height"]) for i in result["added"]] == [("good.png", 80, 60)]
+    refused = " | ".join(result["refused"])
+    assert "text.png: not an image" in refused and "cut.png: a broken or truncated image" in refused
+    assert "bomb.png:" in refused and "decompression bomb" in refused
+    thumbnail = client.get(result["added"][0]["thumbnail"])
+    assert thumbnail.headers["content-type"] == "image/jpeg" and thumbnail.content[:2] == b"\xff\xd8"
+
+
+def test_a_stale_write_is_refused_and_nothing_is_overwritten(client: TestClient) -> None:
+    dataset = _dataset(client)
+    image = _upload(client, dataset, {"a.png": png()})["added"][0]
+    first = _box(client, image, "cat", [1, 1, 20, 20])  # person A saves
+    stale = client.put(f"/api/images/{image['id']}/annotations",
+                       json={"version": image["version"], "shapes": []})  # fmt: skip  # person B, from before A
+    assert stale.status_code == 409 and "reload it" in stale.json()["error"]
+    now = client.get(f"/api/images/{image['id']}/annotations").json()
+    assert now == first and now["shapes"][0]["label"] == "cat"
+    wide = [{"kind": "box", "label": "x", "points": [0, 0, 999, 5]}]
+    outside = client.put(f"/api/images/{image['id']}/annotations", json={"version": now["version"], "shapes": wide})
+    assert outside.status_code == 422 and "outside the image" in outside.json()["error"]
+    polygon = client.put(f"/api/images/{image['id']}/annotations", json={"version": now["version"], "shapes": [
+        {"kind": "polygon", "label": "dog", "points": [[1, 1], [30, 2], [20, 40]]}]})  # fmt: skip
+    assert polygon.status_code == 200 and polygon.json()["status"] == "labelled"
+
+
+def test_labels_are_counted_renamed_merged_and_deleted(client: TestClient) -> None:
+    dataset = _dataset(client)
+    a, b = _upload(client, dataset, {"a.png": png(seed=1), "b.png": png(seed=2)})["added"]
+    _box(client, a, "cat", [1, 1, 10, 10])
+    _box(client, b, "kitty", [2, 2, 12, 12])
+    labels = {label["name"]: label for label in client.get(f"/api/datasets/{dataset}/labels").json()}
+    assert {name: label["count"] for name, label in labels.items()} == {"cat": 1, "kitty": 1}
+    merged = client.patch(f"/api/labels/{labels['kitty']['id']}", json={"merge_into": labels["cat"]["id"]}).json()
+    assert [(label["name"], label["count"]) for label in merged] == [("cat", 2)]
+    assert client.patch(f"/api/labels/{labels['cat']['id']}", json={"name": "feline"}).status_code == 200
+    assert client.get(f"/api/images/{b['id']}/annotations").json()["shapes"][0]["label"] == "feline"
+    assert client.delete(f"/api/labels/{labels['cat']['id']}").json() == []
+    assert client.get(f"/api/images/{a['id']}/annotations").json()["shapes"] == []
+
+
+def test_the_grid_pages_and_filters(client: TestClient) -> None:
+    dataset = _dataset(client)
+    added = _upload(client, dataset, {f"{k:02}.png": png(seed=k) for k in range(12)})["added"]
+    for image in added[:5]:
+        _box(client, image, "dog" if image["id"] % 2 else "cat", [1, 1, 9, 9])
+    page = client.get(f"/api/datasets/{dataset}/images?offset=10&limit=5").json()
+    assert page["total"] == 12 and [i["original_name"] for i in page["items"]] == ["10.png", "11.png"]
+    assert client.get(f"/api/datasets/{dataset}/images?status=unlabelled").json()["total"] == 7
+    dogs = sum(1 for image in added[:5] if image["id"] % 2)
+    assert client.get(f"/api/datasets/{dataset}/images?label=dog").json()["total"] == dogs
+    two = [added[0]["id"], added[1]["id"]]
+    moved = client.post(
+        f"/api/datasets/{dataset}/images/bulk", json={"image_ids": two, "action": "split", "split": "val"}
+    )
+    assert moved.json() == {"changed": 2}
+    assert client.get(f"/api/datasets/{dataset}/images?split=val").json()["total"] == 2
+    gone = client.post(
+        f"/api/datasets/{dataset}/images/bulk", json={"image_ids": [added[11]["id"]], "action": "delete"}
+    )
+    assert gone.json() == {"changed": 1} and client.get(f"/api/images/{added[11]['id']}").status_code == 404
+    bad = client.get(f"/api/datasets/{dataset}/images?limit=100000")
+    assert bad.status_code == 422 and bad.json()["error"].startswith("query.limit:")
+
+
+def test_export_to_coco_reads_back_in_pycocotools_and_imports_again(client: TestClient, tmp_path: Path) -> None:
+    dataset = _dataset(client)
+    images = _upload(client, dataset, {"a.png": png(64, 48, 1), "b.png": png(64, 48, 2), "c.png": png(64, 48, 3)})
+    a, b, _unlabelled = images["added"]
+    _box(client, a, "circle", [4, 6, 24, 30])
+    _box(client, b, "square", [10.5, 2, 60, 40])
+    answer = client.get(f"/api/datasets/{dataset}/export?format=coco")
+    assert answer.status_code == 200 and int(answer.headers["content-length"]) == len(answer.content)
+    zipped = zipfile.ZipFile(io.BytesIO(answer.content))
+    (annotations,) = [name for name in zipped.namelist() if name.endswith("annotations.json")]
+    (tmp_path / "coco.json").write_bytes(zipped.read(annotations))
+    coco = COCO(str(tmp_path / "coco.json"))
+    assert len(coco.getImgIds()) == 2 and sorted(c["name"] for c in coco.loadCats(coco.getCatIds())) == [
+        "circle",
+        "square",
+    ]
+    square = coco.loadAnns(coco.getAnnIds(catIds=coco.getCatIds(catNms=["square"])))[0]
+    assert square["bbox"] == pytest.approx([10.5, 2, 49.5, 38])  # COCO's x, y, width, height
+    again = _dataset(client, "again")
+    imported = client.post(f"/api/datasets/{again}/import", data={"format": "coco"},
+                           files={"file": ("export.zip", answer.content)})  # fmt: skip
+    assert imported.status_code == 201, imported.text
+    assert len(imported.json()["added"]) == 2
+    counts = {label["name"]: label["count"] for label in client.get(f"/api/datasets/{again}/labels").json()}
+    assert counts == {"circle": 1, "square": 1}
+    assert client.get(f"/api/datasets/{dataset}/export?format=nope").status_code == 422
+
+
+def test_a_zip_import_refuses_unsafe_entries_and_keeps_the_rest(client: TestClient) -> None:
+    dataset = _dataset(client)
+    archive = zip_of({"ok/one.png": png(seed=1), "two.png": png(seed=2), "../evil.png": png(seed=3),
+                      "/abs.png": png(seed=4), "bomb.bin": b"\0" * (30 * 2**20), "notes.txt": b"hello"},
+                     symlinks=("link.png",))  # fmt: skip
+    answer = client.post(f"/api/datasets/{dataset}/import", files={"file": ("batch.zip", archive)})
+    assert answer.status_code == 201, answer.text
+    result = answer.json()
+    assert sorted(i["original_name"] for i in result["added"]) == ["ok/one.png", "two.png"]
+    refused = " | ".join(result["refused"])
+    for said in ("../evil.png: an absolute path or one that climbs out", "/abs.png: an absolute path",
+                 "link.png: a symlink", "bomb.bin: unpacks to", "notes.txt: not an image"):  # fmt: skip
+        assert said in refused, refused
+    broken = client.post(f"/api/datasets/{dataset}/import", files={"file": ("x.zip", b"PK\3\4 broken")})
+    assert broken.status_code == 422 and "not a readable zip" in broken.json()["error"]
+
+
+def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path) -> None:
+    dataset = _dataset(client)
+    clip = video(tmp_path / "clip.mp4", seconds=3.0, fps=10)
+    uploaded = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("clip.mp4", clip.read_bytes())})
+    assert uploaded.status_code == 201, uploaded.text
+    facts = uploaded.json()
+    assert facts["width"] == 96 and facts["height"] == 64 and facts["duration_s"] == pytest.approx(3.0, abs=0.15)
+    every = client.post(f"/api/videos/{facts['id']}/capture", json={"every_s": 1.0}).json()
+    times = [image["video_time_s"] for image in every["added"]]
+    assert times == [0.0, 1.0, 2.0] or times == [0.0, 1.0, 2.0, 3.0]
+    again = client.post(f"/api/videos/{facts['id']}/capture", json={"at_s": [1.0, 1.5]}).json()
+    assert again["skipped"] == 1 and [i["video_time_s"] for i in again["added"]] == [1.5]
+    frame = client.get(again["added"][0]["file"]).content
+    assert frame[:2] == b"\xff\xd8"
+    first = client.get(f"/api/images/{every['added'][1]['id']}/neighbours").json()
+    assert first["previous_frame"] == every["added"][0]["id"]
+    corrupt = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("bad.mp4", b"\0\0\0 not a video")})
+    assert corrupt.status_code == 422 and corrupt.json()["error"].startswith("bad.mp4: not a video")
+    assert client.get(f"/api/datasets/{dataset}/videos").json()[0]["frames"] == len(times) + 1
+
+
+def test_accounts_sessions_csrf_roles_and_tokens(backend: str | None, tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    db = fresh_database(backend, data)
+    where = ["--data-dir", str(data), "--db", db]
+    assert main(["app", "--host", "0.0.0.0", *where]) == 2  # no admin: refused before listening
+    for name, role in (("ana", "admin"), ("vic", "viewer")):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("sys.stdin", io.StringIO("correct horse\n"))
+            assert main(["app", "user", "add", name, "--role", role, "--password-stdin", *where]) == 0
+    with app_client(data, db, host="0.0.0.0") as client:
+        assert client.get("/api/datasets").status_code == 401
+        assert client.post("/api/login", json={"name": "ana", "password": "wrong"}).status_code == 401
+        session = client.post("/api/login", json={"name": "ana", "password": "correct horse"})
+        cookie = session.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        csrf = session.json()["csrf"]
+        assert client.post("/api/datasets", json={"name": "x"}).status_code == 403  # the cookie alone is not enough
+        made = client.post("/api/datasets", json={"name": "x"}, headers={"X-CSRF-Token": csrf})
+        assert made.status_code == 201
+        client.post("/api/logout")
+        client.cookies.clear()
+        viewer = client.post("/api/login", json={"name": "vic", "password": "correct horse"}).json()
+        assert client.get("/api/datasets").status_code == 200
+        refused = client.post("/api/datasets", json={"name": "y"}, headers={"X-CSRF-Token": viewer["csrf"]})
+        assert refused.status_code == 403 and "viewer" in refused.json()["error"]
+        client.cookies.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        out = io.StringIO()
+        patch.setattr("sys.stdout", out)
+        assert main(["app", "token", "add", "script", "--user", "ana", *where]) == 0
+        token = out.getvalue().strip()
+    with app_client(data, db, host="0.0.0.0") as client:
+        scripted = client.post(
+            "/api/datasets", json={"name": "by script"}, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert scripted.status_code == 201  # tokens need no CSRF header: a browser never sends them by itself
+        assert client.get("/api/datasets", headers={"Authorization": "Bearer fk_nope"}).status_code == 401
+
+
+def test_a_restart_migrates_and_keeps_everything(backend: str | None, tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    db = fresh_database(backend, data)
+    with app_client(data, db) as client:
+        dataset = _dataset(client)
+        _box(client, _upload(client, dataset, {"a.png": png()})["added"][0], "cat", [1, 1, 9, 9])
+    with app_client(data, db) as client:  # upgrade() again on the same database: nothing lost, nothing doubled
+        kept = client.get(f"/api/datasets/{dataset}").json()
+        assert kept["images"] == 1 and kept["labels"][0]["count"] == 1
+        schema = client.get("/openapi.json").json()
+        assert "/api/images/{image_id}/annotations" in schema["paths"]
+        assert json.loads(json.dumps(schema))["info"]["title"] == "forklift app"

@@ -1,0 +1,155 @@
+"""The app end to end in Debian's Chromium (Playwright): create a data set, upload images and a generated video,
+capture frames, draw a box with the mouse, change its label, reload and see it, copy a frame's boxes to the next
+frame, and export COCO, checked with pycocotools. Each page is saved as a screenshot in the test's folder."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from app_helpers import video
+from pycocotools.coco import COCO
+
+from forklift.serve.process import free_port
+from forklift.shared_data import shared_data_root
+
+pytestmark = pytest.mark.slow
+
+STATIC = Path(__file__).resolve().parents[1] / "src" / "forklift" / "app" / "static" / "index.html"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+@pytest.fixture
+def app_url(tmp_path: Path) -> Iterator[str]:
+    if not STATIC.is_file():
+        pytest.skip("the front end is not built (make webapp)")
+    port = free_port()
+    command = [sys.executable, "-m", "forklift.cli", "app", "--data-dir", str(tmp_path / "data"), "--port", str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/api/session", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, server.stdout.read() if server.stdout else ""
+            assert time.monotonic() < deadline, "the app did not answer within 60 s"
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(20)
+
+
+def _drag(page, x: float, y: float, dx: float, dy: float) -> None:  # type: ignore[no-untyped-def]
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + dx / 2, y + dy / 2, steps=6)
+    page.mouse.move(x + dx, y + dy, steps=6)
+    page.mouse.up()
+
+
+def _saved(page) -> None:  # type: ignore[no-untyped-def]
+    page.wait_for_timeout(400)  # the editor saves 250 ms after the last change
+    page.wait_for_selector("[data-testid=save-state].saved", timeout=15000)
+
+
+def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    photos = sorted((shared_data_root() / "images").glob("*.jpg"))[:4]
+    clip = video(tmp_path / "street.mp4", seconds=3.0, fps=10, size=(320, 240))
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(app_url)
+            page.fill("input[aria-label='New data set name']", "Street scenes")
+            page.click("button:has-text('Create')")
+            page.wait_for_selector("text=Upload images")
+            page.set_input_files("input[type=file][accept='image/*']", [str(p) for p in photos])
+            page.wait_for_function("document.querySelectorAll('.tile').length === 4")
+            page.set_input_files("input[type=file][accept^='video']", str(clip))
+            page.wait_for_selector(".video-panel")
+            page.fill("input[aria-label='Seconds between frames']", "1")
+            page.click(".video-panel button:text-is('Capture')")
+            page.wait_for_function("document.querySelectorAll('.tile').length >= 7")
+            page.wait_for_function(
+                "[...document.querySelectorAll('.tile img')].every(i => i.complete && i.naturalWidth > 0)"
+            )
+            page.screenshot(path=str(shots / "dataset.png"))
+
+            page.click(".tile a >> nth=0")  # the first photo
+            page.wait_for_selector(".editor img")
+            _saved(page)
+            frame = page.locator(".zoomed img").bounding_box()
+            assert frame is not None
+            _drag(page, frame["x"] + 100, frame["y"] + 80, 150, 120)
+            _saved(page)
+            page.mouse.click(frame["x"] + 170, frame["y"] + 140)  # select the box
+            page.fill("input[aria-label='Current label']", "bicycle")
+            page.press("input[aria-label='Current label']", "Enter")
+            _saved(page)
+            image_id = page.url.rsplit("/", 1)[1]
+            shapes = httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()["shapes"]
+            assert [s["label"] for s in shapes] == ["bicycle"]
+            assert shapes[0]["points"] == pytest.approx([100, 80, 250, 200], abs=3)  # image pixels, at 100 % zoom
+            page.reload()
+            page.wait_for_selector(".editor img")
+            _saved(page)
+            page.wait_for_selector("text=bicycle")
+            drawn = page.locator("svg g.a9s-annotation:not(.a9s-rubberband)")  # the rubberband is the drawing tool's
+            assert drawn.count() == 1  # Annotorious draws the saved box again
+            page.screenshot(path=str(shots / "editor.png"))
+
+            frames = httpx.get(f"{app_url}/api/datasets/1/images?offset=4").json()["items"]
+            page.goto(f"{app_url}/#/datasets/1/images/{frames[0]['id']}")
+            page.wait_for_selector(".editor img")
+            _saved(page)
+            first = page.locator(".zoomed img").bounding_box()
+            assert first is not None
+            _drag(page, first["x"] + 20, first["y"] + 20, 60, 40)
+            _saved(page)
+            page.keyboard.press("ArrowRight")  # the next frame
+            page.wait_for_selector("button:has-text('Copy previous frame')")
+            _saved(page)
+            page.click("button:has-text('Copy previous frame')")
+            _saved(page)
+            copied = httpx.get(f"{app_url}/api/images/{frames[1]['id']}/annotations").json()["shapes"]
+            assert len(copied) == 1 and copied[0]["points"] == pytest.approx([20, 20, 80, 60], abs=3)
+
+            page.goto(app_url)
+            page.wait_for_selector(".dataset .title")
+            page.screenshot(path=str(shots / "datasets.png"))
+            exported = page.request.get(f"{app_url}/api/datasets/1/export?format=coco")
+            assert exported.ok
+            body = exported.body()
+            assert not errors, errors
+        finally:
+            browser.close()
+    zipped = zipfile.ZipFile(io.BytesIO(body))
+    (name,) = [n for n in zipped.namelist() if n.endswith("annotations.json")]
+    (tmp_path / "coco.json").write_bytes(zipped.read(name))
+    coco = COCO(str(tmp_path / "coco.json"))
+    assert len(coco.getImgIds()) == 3  # the photo and two frames are labelled
+    assert sorted(c["name"] for c in coco.loadCats(coco.getCatIds())) == ["bicycle", "object"]
+    assert all((shots / f"{page_name}.png").stat().st_size > 20_000 for page_name in ("dataset", "editor", "datasets"))

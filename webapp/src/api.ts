@@ -1,0 +1,67 @@
+// The app's JSON API: every call goes through `api`, which sends the CSRF token of the session (when there is
+// one) and turns an error answer into an Error with the server's one-line message.
+
+export type Task = "detect" | "classify";
+export type Status = "unlabelled" | "labelled" | "auto" | "reviewed";
+export type Split = "train" | "val" | "test";
+
+export interface LabelCount { id: number; name: string; count: number }
+export interface DataSet {
+  id: number; name: string; task: Task; created_at: string; images: number; labelled: number;
+  labels: LabelCount[]; thumbnail: string | null;
+}
+export interface ImageRecord {
+  id: number; dataset_id: number; original_name: string; width: number; height: number; split: Split;
+  status: Status; class_label: string | null; version: number; file: string; thumbnail: string;
+  video_id: number | null; video_time_s: number | null; derived_from: number | null;
+}
+export interface ImagePage { total: number; offset: number; items: ImageRecord[] }
+export interface Shape { kind: "box" | "polygon"; label: string; points: number[] | number[][] }
+export interface Annotations {
+  image_id: number; version: number; status: Status; shapes: Shape[]; class_label: string | null;
+}
+export interface Video {
+  id: number; dataset_id: number; original_name: string; duration_s: number; fps: number; width: number;
+  height: number; file: string; frames: number;
+}
+export interface UploadResult { added: ImageRecord[]; refused: string[] }
+export interface Session { name: string; role: string; local: boolean; csrf: string | null }
+export interface Neighbours { previous: number | null; next: number | null; previous_frame: number | null }
+
+let csrf: string | null = null;
+
+export class ApiError extends Error {
+  constructor(public status: number, message: string) { super(message); }
+}
+
+export async function api<T>(path: string, options: RequestInit = {}): Promise<T> {
+  const headers = new Headers(options.headers);
+  if (csrf) headers.set("X-CSRF-Token", csrf);
+  if (options.body && !(options.body instanceof FormData)) headers.set("Content-Type", "application/json");
+  const response = await fetch(path, { ...options, headers, credentials: "same-origin" });
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try { message = (await response.json()).error ?? message; } catch { /* not JSON */ }
+    throw new ApiError(response.status, message);
+  }
+  return (response.status === 204 ? undefined : await response.json()) as T;
+}
+
+export const json = (method: string, body: unknown): RequestInit => ({ method, body: JSON.stringify(body) });
+
+export async function loadSession(): Promise<Session | null> {
+  try {
+    const session = await api<Session>("/api/session");
+    csrf = session.csrf;
+    return session;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return null;
+    throw error;
+  }
+}
+
+export async function login(name: string, password: string): Promise<Session> {
+  const session = await api<Session>("/api/login", json("POST", { name, password }));
+  csrf = session.csrf;
+  return session;
+}

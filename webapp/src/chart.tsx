@@ -1,0 +1,21 @@
+// The label counts as a bar chart (Chart.js), so an unbalanced data set shows at a glance.
+import { useEffect, useRef } from "preact/hooks";
+import { BarController, BarElement, CategoryScale, Chart, LinearScale, Tooltip } from "chart.js";
+import type { LabelCount } from "./api";
+
+Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip);
+
+export function LabelChart({ labels }: { labels: LabelCount[] }) {
+  const canvas = useRef<HTMLCanvasElement>(null);
+  useEffect(() => {
+    if (!canvas.current || labels.length === 0) return;
+    const chart = new Chart(canvas.current, {
+      type: "bar",
+      data: { labels: labels.map((l) => l.name), datasets: [{ data: labels.map((l) => l.count), backgroundColor: "#3b82f6" }] },
+      options: { animation: false, indexAxis: "y", plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } } }, maintainAspectRatio: false },
+    });
+    return () => chart.destroy();
+  }, [labels]);
+  if (labels.length === 0) return <p class="muted">No labels yet: draw a box and type its label.</p>;
+  return <div class="chart" style={{ height: `${Math.max(80, labels.length * 26)}px` }}><canvas ref={canvas} /></div>;
+}

@@ -1,0 +1,47 @@
+// forklift app: a single-page front end over the JSON API. Routes live in the URL's hash, so a reload shows the
+// same page: #/ (data sets), #/datasets/ID (the grid), #/datasets/ID/images/IMAGE (the labelling editor).
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { loadSession, type Session } from "./api";
+import { DataSets } from "./pages/DataSets";
+import { DataSetPage } from "./pages/DataSetPage";
+import { Editor } from "./pages/Editor";
+import { Login } from "./pages/Login";
+import "./styles.css";
+
+function useHash(): string {
+  const [hash, setHash] = useState(location.hash || "#/");
+  useEffect(() => {
+    const changed = () => setHash(location.hash || "#/");
+    addEventListener("hashchange", changed);
+    return () => removeEventListener("hashchange", changed);
+  }, []);
+  return hash;
+}
+
+function App() {
+  const hash = useHash();
+  const [session, setSession] = useState<Session | null | undefined>(undefined);
+  useEffect(() => { loadSession().then(setSession, () => setSession(null)); }, []);
+  if (session === undefined) return <div class="loading">Loading…</div>;
+  if (session === null) return <Login onDone={setSession} />;
+  const editor = hash.match(/^#\/datasets\/(\d+)\/images\/(\d+)/);
+  const dataset = hash.match(/^#\/datasets\/(\d+)/);
+  const canEdit = session.role !== "viewer";
+  return (
+    <div class="shell">
+      <header class="topbar">
+        <a class="brand" href="#/">forklift</a>
+        <nav><a href="#/">Data sets</a><a href="/docs" target="_blank">API</a></nav>
+        <span class="who">{session.local ? "local" : `${session.name} · ${session.role}`}</span>
+      </header>
+      <main>
+        {editor ? <Editor datasetId={+editor[1]} imageId={+editor[2]} canEdit={canEdit} key={editor[2]} />
+          : dataset ? <DataSetPage datasetId={+dataset[1]} canEdit={canEdit} />
+          : <DataSets canEdit={canEdit} />}
+      </main>
+    </div>
+  );
+}
+
+render(<App />, document.getElementById("app")!);

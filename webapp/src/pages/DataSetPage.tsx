@@ -1,0 +1,197 @@
+// One data set: the image grid (pages of 100, filters, multi-select for bulk changes), its labels with counts
+// and a chart, uploads of images and videos, and frame capture from a video's player.
+import { useEffect, useRef, useState } from "preact/hooks";
+import {
+  api, json, type DataSet, type ImagePage, type Split, type Status, type UploadResult, type Video,
+} from "../api";
+import { LabelChart } from "../chart";
+import { Message, useMessage } from "../widgets";
+
+const PAGE = 100;
+
+export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit: boolean }) {
+  const [set, setSet] = useState<DataSet | null>(null);
+  const [page, setPage] = useState<ImagePage | null>(null);
+  const [offset, setOffset] = useState(0);
+  const [status, setStatus] = useState<Status | "">("");
+  const [label, setLabel] = useState("");
+  const [split, setSplit] = useState<Split | "">("");
+  const [chosen, setChosen] = useState<Set<number>>(new Set());
+  const [videos, setVideos] = useState<Video[]>([]);
+  const [message, say] = useMessage();
+
+  const query = () => {
+    const q = new URLSearchParams({ offset: String(offset), limit: String(PAGE) });
+    if (status) q.set("status", status);
+    if (label) q.set("label", label);
+    if (split) q.set("split", split);
+    return q;
+  };
+  const reload = () => {
+    api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, (e) => say(e.message, true));
+    api<ImagePage>(`/api/datasets/${datasetId}/images?${query()}`).then(setPage, (e) => say(e.message, true));
+    api<Video[]>(`/api/datasets/${datasetId}/videos`).then(setVideos, () => undefined);
+  };
+  useEffect(reload, [datasetId, offset, status, label, split]);
+
+  const upload = async (files: FileList | null) => {
+    if (!files?.length) return;
+    const form = new FormData();
+    for (const file of Array.from(files)) form.append("files", file);
+    say(`Uploading ${files.length} file(s)…`);
+    try {
+      const result = await api<UploadResult>(`/api/datasets/${datasetId}/images`, { method: "POST", body: form });
+      say(`Added ${result.added.length} image(s).` + (result.refused.length ? ` Refused: ${result.refused.join("; ")}` : ""), result.refused.length > 0);
+      reload();
+    } catch (e) { say((e as Error).message, true); }
+  };
+  const uploadVideo = async (input: HTMLInputElement) => {
+    const file = input.files?.[0];
+    if (!file) return;
+    const form = new FormData();
+    form.append("file", file);
+    say(`Uploading ${file.name}…`);
+    try {
+      const video = await api<Video>(`/api/datasets/${datasetId}/videos`, { method: "POST", body: form });
+      say(`Added ${video.original_name}: ${video.duration_s.toFixed(1)} s, ${video.width}×${video.height}.`);
+      reload();
+    } catch (e) { say((e as Error).message, true); }
+    input.value = "";
+  };
+  const bulk = async (body: Record<string, unknown>, done: string) => {
+    try {
+      const result = await api<{ changed: number }>(`/api/datasets/${datasetId}/images/bulk`, json("POST", { image_ids: [...chosen], ...body }));
+      say(`${done}: ${result.changed} image(s).`);
+      setChosen(new Set());
+      reload();
+    } catch (e) { say((e as Error).message, true); }
+  };
+  const toggle = (id: number) => {
+    const next = new Set(chosen);
+    next.has(id) ? next.delete(id) : next.add(id);
+    setChosen(next);
+  };
+
+  if (!set) return <div><Message message={message} /><p class="muted">Loading…</p></div>;
+  const pages = page ? Math.max(1, Math.ceil(page.total / PAGE)) : 1;
+  return (
+    <section class="dataset-page">
+      <div class="page-head">
+        <h1><a href="#/">Data sets</a> › {set.name}</h1>
+        <span class="counts">{set.images} images · {set.labelled} labelled</span>
+        {canEdit && <div class="actions">
+          <label class="button primary">Upload images<input type="file" accept="image/*" multiple hidden onChange={(e) => upload(e.currentTarget.files)} /></label>
+          <label class="button">Upload video<input type="file" accept="video/*,.mp4,.avi,.mov,.webm,.mkv" hidden onChange={(e) => uploadVideo(e.currentTarget)} /></label>
+        </div>}
+      </div>
+      <Message message={message} />
+      <div class="columns">
+        <div class="grid-column"
+          onDragOver={(e) => e.preventDefault()}
+          onDrop={(e) => { e.preventDefault(); if (canEdit) upload(e.dataTransfer?.files ?? null); }}>
+          <div class="filters">
+            <select value={status} onChange={(e) => { setOffset(0); setStatus(e.currentTarget.value as Status | ""); }} aria-label="Status filter">
+              <option value="">All images</option><option value="unlabelled">Unlabelled</option><option value="labelled">Labelled</option>
+              <option value="auto">Auto-labelled</option><option value="reviewed">Reviewed</option>
+            </select>
+            <select value={label} onChange={(e) => { setOffset(0); setLabel(e.currentTarget.value); }} aria-label="Label filter">
+              <option value="">Any label</option>{set.labels.map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
+            </select>
+            <select value={split} onChange={(e) => { setOffset(0); setSplit(e.currentTarget.value as Split | ""); }} aria-label="Split filter">
+              <option value="">Any split</option><option value="train">train</option><option value="val">val</option><option value="test">test</option>
+            </select>
+            <span class="muted">{page?.total ?? 0} shown</span>
+            {canEdit && chosen.size > 0 && <span class="bulk">
+              <strong>{chosen.size} selected</strong>
+              <select aria-label="Move to split" onChange={(e) => { if (e.currentTarget.value) bulk({ action: "split", split: e.currentTarget.value }, "Moved"); e.currentTarget.value = ""; }}>
+                <option value="">Move to split…</option><option value="train">train</option><option value="val">val</option><option value="test">test</option>
+              </select>
+              {set.task === "classify" && <select aria-label="Assign class" onChange={(e) => { if (e.currentTarget.value) bulk({ action: "class", class_label: e.currentTarget.value }, "Classified"); e.currentTarget.value = ""; }}>
+                <option value="">Assign class…</option>{set.labels.map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
+              </select>}
+              <button class="danger" onClick={() => { if (confirm(`Delete ${chosen.size} image(s)?`)) bulk({ action: "delete" }, "Deleted"); }}>Delete</button>
+              <button onClick={() => setChosen(new Set())}>Clear</button>
+            </span>}
+          </div>
+          {page && page.items.length === 0 ? <p class="empty">No images here yet. Upload images or a video (or drop files here).</p> : (
+            <ul class="grid">
+              {page?.items.map((image) => (
+                <li key={image.id} class={chosen.has(image.id) ? "tile chosen" : "tile"}>
+                  <a href={`#/datasets/${datasetId}/images/${image.id}`} title={image.original_name}>
+                    <img src={image.thumbnail} alt={image.original_name} loading="lazy" width={160} height={120} />
+                  </a>
+                  <span class={`status ${image.status}`}>{image.class_label ?? image.status}</span>
+                  {canEdit && <input type="checkbox" class="pick" checked={chosen.has(image.id)} onChange={() => toggle(image.id)} aria-label={`Select ${image.original_name}`} />}
+                </li>
+              ))}
+            </ul>
+          )}
+          <div class="pager">
+            <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>‹ Previous</button>
+            <span>Page {Math.floor(offset / PAGE) + 1} of {pages}</span>
+            <button disabled={!page || offset + PAGE >= page.total} onClick={() => setOffset(offset + PAGE)}>Next ›</button>
+          </div>
+        </div>
+        <aside class="side">
+          <Labels set={set} canEdit={canEdit} onChange={reload} say={say} />
+          {videos.map((video) => <VideoPanel key={video.id} video={video} canEdit={canEdit} onCaptured={reload} say={say} />)}
+        </aside>
+      </div>
+    </section>
+  );
+}
+
+function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolean; onChange: () => void; say: (t: string, e?: boolean) => void }) {
+  const [name, setName] = useState("");
+  const run = async (call: Promise<unknown>, done: string) => {
+    try { await call; say(done); onChange(); } catch (e) { say((e as Error).message, true); }
+  };
+  return (
+    <div class="card labels-panel">
+      <h2>Labels</h2>
+      <LabelChart labels={set.labels} />
+      <ul class="label-list">
+        {set.labels.map((label) => (
+          <li key={label.id}>
+            <span class="name">{label.name}</span><span class="count">{label.count}</span>
+            {canEdit && <span class="row-actions">
+              <button title="Rename" onClick={() => { const n = prompt("Rename label", label.name); if (n && n !== label.name) run(api(`/api/labels/${label.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>✎</button>
+              <select title="Merge into" aria-label={`Merge ${label.name} into`} onChange={(e) => { const into = +e.currentTarget.value; if (into && confirm(`Merge ${label.name} into ${e.currentTarget.selectedOptions[0].text}?`)) run(api(`/api/labels/${label.id}`, json("PATCH", { merge_into: into })), "Merged."); e.currentTarget.value = ""; }}>
+                <option value="">⇢</option>{set.labels.filter((l) => l.id !== label.id).map((l) => <option key={l.id} value={l.id}>{l.name}</option>)}
+              </select>
+              <button title="Delete" class="danger" onClick={() => { if (confirm(`Delete ${label.name} and its ${label.count} use(s)?`)) run(api(`/api/labels/${label.id}`, { method: "DELETE" }), "Deleted."); }}>✕</button>
+            </span>}
+          </li>
+        ))}
+      </ul>
+      {canEdit && <form class="inline" onSubmit={(e) => { e.preventDefault(); run(api(`/api/datasets/${set.id}/labels`, json("POST", { name: name.trim() })), "Added."); setName(""); }}>
+        <input placeholder="New label" value={name} onInput={(e) => setName(e.currentTarget.value)} required aria-label="New label" />
+        <button type="submit">Add</button>
+      </form>}
+    </div>
+  );
+}
+
+function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit: boolean; onCaptured: () => void; say: (t: string, e?: boolean) => void }) {
+  const player = useRef<HTMLVideoElement>(null);
+  const [every, setEvery] = useState(1);
+  const capture = async (body: Record<string, unknown>) => {
+    try {
+      const result = await api<{ added: unknown[]; skipped: number }>(`/api/videos/${video.id}/capture`, json("POST", body));
+      say(`Captured ${result.added.length} frame(s)` + (result.skipped ? `; ${result.skipped} already captured.` : "."));
+      onCaptured();
+    } catch (e) { say((e as Error).message, true); }
+  };
+  return (
+    <div class="card video-panel">
+      <h2>{video.original_name}</h2>
+      <p class="muted">{video.duration_s.toFixed(1)} s · {video.fps.toFixed(0)} fps · {video.width}×{video.height} · {video.frames} frames captured</p>
+      <video ref={player} src={video.file} controls preload="metadata" />
+      {canEdit && <div class="actions">
+        <button onClick={() => capture({ at_s: [Math.round((player.current?.currentTime ?? 0) * 1000) / 1000] })}>Capture this frame</button>
+        <label>every <input type="number" min="0.1" step="0.1" value={every} onInput={(e) => setEvery(+e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
+        <button onClick={() => capture({ every_s: every })}>Capture</button>
+      </div>}
+    </div>
+  );
+}

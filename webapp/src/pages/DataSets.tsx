@@ -1,0 +1,103 @@
+// The data sets page: each set with its thumbnail and counts; create, rename, duplicate, delete, import, export.
+import { useEffect, useState } from "preact/hooks";
+import { api, json, type DataSet, type Task, type UploadResult } from "../api";
+import { Message, useMessage } from "../widgets";
+
+export function DataSets({ canEdit }: { canEdit: boolean }) {
+  const [sets, setSets] = useState<DataSet[] | null>(null);
+  const [name, setName] = useState("");
+  const [task, setTask] = useState<Task>("detect");
+  const [message, say] = useMessage();
+  const reload = () => api<DataSet[]>("/api/datasets").then(setSets, (e) => say(e.message, true));
+  useEffect(() => { reload(); }, []);
+
+  const create = async (event: Event) => {
+    event.preventDefault();
+    try {
+      const made = await api<DataSet>("/api/datasets", json("POST", { name: name.trim(), task }));
+      setName("");
+      location.hash = `#/datasets/${made.id}`;
+    } catch (e) { say((e as Error).message, true); }
+  };
+  const act = async (what: () => Promise<unknown>, done: string) => {
+    try { await what(); say(done); reload(); } catch (e) { say((e as Error).message, true); }
+  };
+  const rename = (set: DataSet) => {
+    const next = prompt("New name", set.name);
+    if (next && next.trim() !== set.name) act(() => api(`/api/datasets/${set.id}`, json("PATCH", { name: next.trim() })), "Renamed.");
+  };
+  const remove = (set: DataSet) => {
+    if (confirm(`Delete “${set.name}” and its ${set.images} images? This cannot be undone.`))
+      act(() => api(`/api/datasets/${set.id}`, { method: "DELETE" }), `Deleted ${set.name}.`);
+  };
+  const importZip = async (set: DataSet, input: HTMLInputElement, format: string) => {
+    const file = input.files?.[0];
+    if (!file) return;
+    const form = new FormData();
+    form.append("file", file);
+    form.append("format", format);
+    say(`Importing ${file.name}…`);
+    try {
+      const result = await api<UploadResult>(`/api/datasets/${set.id}/import`, { method: "POST", body: form });
+      say(`Imported ${result.added.length} images` + (result.refused.length ? `; refused: ${result.refused.join("; ")}` : "."), result.refused.length > 0);
+      reload();
+    } catch (e) { say((e as Error).message, true); }
+    input.value = "";
+  };
+
+  return (
+    <section>
+      <div class="page-head">
+        <h1>Data sets</h1>
+        {canEdit && (
+          <form class="inline" onSubmit={create}>
+            <input placeholder="New data set name" value={name} onInput={(e) => setName(e.currentTarget.value)} required aria-label="New data set name" />
+            <select value={task} onChange={(e) => setTask(e.currentTarget.value as Task)} aria-label="Task">
+              <option value="detect">Object detection</option>
+              <option value="classify">Classification</option>
+            </select>
+            <button class="primary" type="submit">Create</button>
+          </form>
+        )}
+      </div>
+      <Message message={message} />
+      {sets === null ? <p class="muted">Loading…</p> : sets.length === 0 ? (
+        <p class="empty">No data sets yet. Create one, then upload images or a video.</p>
+      ) : (
+        <ul class="cards">
+          {sets.map((set) => (
+            <li class="card dataset" key={set.id}>
+              <a href={`#/datasets/${set.id}`} class="thumb">
+                {set.thumbnail ? <img src={set.thumbnail} alt="" loading="lazy" /> : <span class="muted">no images</span>}
+              </a>
+              <div class="body">
+                <a href={`#/datasets/${set.id}`} class="title">{set.name}</a>
+                <span class="tag">{set.task === "detect" ? "detection" : "classification"}</span>
+                <p class="counts">{set.images} images · {set.labelled} labelled</p>
+                <p class="labels">{set.labels.map((l) => <span class="chip" key={l.id}>{l.name} {l.count}</span>)}</p>
+                <div class="actions">
+                  <a class="button" href={`/api/datasets/${set.id}/export?format=coco`} download>Export COCO</a>
+                  <select aria-label="Export format" onChange={(e) => { if (e.currentTarget.value) location.href = `/api/datasets/${set.id}/export?format=${e.currentTarget.value}`; e.currentTarget.value = ""; }}>
+                    <option value="">Export as…</option>
+                    <option value="forklift">forklift</option><option value="voc">Pascal VOC</option>
+                    <option value="yolo">YOLO</option><option value="powerai">PowerAI Vision</option>
+                  </select>
+                  {canEdit && <>
+                    <label class="button">Import zip<input type="file" accept=".zip" hidden onChange={(e) => importZip(set, e.currentTarget, (e.currentTarget.closest(".actions")!.querySelector("select[name=format]") as HTMLSelectElement).value)} /></label>
+                    <select name="format" aria-label="Import format">
+                      <option value="images">images</option><option value="coco">COCO</option><option value="voc">VOC</option>
+                      <option value="yolo">YOLO</option><option value="powerai">PowerAI Vision</option>
+                    </select>
+                    <button onClick={() => rename(set)}>Rename</button>
+                    <button onClick={() => act(() => api(`/api/datasets/${set.id}/duplicate`, { method: "POST" }), "Duplicated.")}>Duplicate</button>
+                    <button class="danger" onClick={() => remove(set)}>Delete</button>
+                  </>}
+                </div>
+              </div>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,195 @@
+// The labelling editor: boxes and polygons drawn with Annotorious on the image, saved at every change (the
+// server refuses a stale write with 409, and the editor then reloads what is current). Keys: 1-9 pick a label
+// (and relabel the selected shape), R rectangle, G polygon, Delete removes the selected shape, Ctrl+Z / Ctrl+Y
+// undo and redo, → or N next image, ← or P previous, + / - / 0 zoom.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from "@annotorious/annotorious";
+import "@annotorious/annotorious/annotorious.css";
+import { api, ApiError, json, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape } from "../api";
+import { Message, useMessage } from "../widgets";
+
+type Tool = "rectangle" | "polygon";
+
+const tag = (annotation: string, value: string) => ({ id: `${annotation}-label`, annotation, purpose: "tagging", value });
+
+function toAnnotation(shape: Shape, index: number): ImageAnnotation {
+  const id = `shape-${index}-${Math.random().toString(36).slice(2, 8)}`;
+  if (shape.kind === "box") {
+    const [x1, y1, x2, y2] = shape.points as number[];
+    return { id, bodies: [tag(id, shape.label)], target: { annotation: id, selector: {
+      type: "RECTANGLE", geometry: { x: x1, y: y1, w: x2 - x1, h: y2 - y1, bounds: { minX: x1, minY: y1, maxX: x2, maxY: y2 } },
+    } } } as unknown as ImageAnnotation;
+  }
+  const points = shape.points as number[][];
+  const xs = points.map((p) => p[0]), ys = points.map((p) => p[1]);
+  return { id, bodies: [tag(id, shape.label)], target: { annotation: id, selector: {
+    type: "POLYGON", geometry: { points, bounds: { minX: Math.min(...xs), minY: Math.min(...ys), maxX: Math.max(...xs), maxY: Math.max(...ys) } },
+  } } } as unknown as ImageAnnotation;
+}
+
+function toShape(annotation: ImageAnnotation, width: number, height: number, fallback: string): Shape | null {
+  const label = annotation.bodies.find((b) => b.purpose === "tagging")?.value || fallback;
+  const selector = annotation.target.selector as unknown as { type: string; geometry: { x: number; y: number; w: number; h: number; points: number[][] } };
+  const clampX = (v: number) => Math.min(Math.max(v, 0), width), clampY = (v: number) => Math.min(Math.max(v, 0), height);
+  if (selector.type === "RECTANGLE") {
+    const g = selector.geometry;
+    const box = [clampX(g.x), clampY(g.y), clampX(g.x + g.w), clampY(g.y + g.h)].map((v) => Math.round(v * 10) / 10);
+    return box[2] > box[0] && box[3] > box[1] ? { kind: "box", label, points: box } : null;
+  }
+  const points = selector.geometry.points.map(([x, y]) => [Math.round(clampX(x) * 10) / 10, Math.round(clampY(y) * 10) / 10]);
+  return points.length >= 3 ? { kind: "polygon", label, points } : null;
+}
+
+export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; imageId: number; canEdit: boolean }) {
+  const [set, setSet] = useState<DataSet | null>(null);
+  const [image, setImage] = useState<ImageRecord | null>(null);
+  const [near, setNear] = useState<Neighbours | null>(null);
+  const [current, setCurrent] = useState("");
+  const [tool, setTool] = useState<Tool>("rectangle");
+  const [zoom, setZoom] = useState(1);
+  const [state, setState] = useState("loading");
+  const [classLabel, setClassLabel] = useState<string | null>(null);
+  const [message, say] = useMessage();
+  const img = useRef<HTMLImageElement>(null);
+  const annotator = useRef<ImageAnnotator | null>(null);
+  const version = useRef(0);
+  const timer = useRef<number | undefined>(undefined);
+  const currentRef = useRef("");
+  currentRef.current = current;
+
+  useEffect(() => {
+    Promise.all([
+      api<DataSet>(`/api/datasets/${datasetId}`), api<ImageRecord>(`/api/images/${imageId}`),
+      api<Neighbours>(`/api/images/${imageId}/neighbours`),
+    ]).then(([s, i, n]) => { setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || "object"); },
+      (e) => say(e.message, true));
+    return () => { window.clearTimeout(timer.current); annotator.current?.destroy(); annotator.current = null; };
+  }, [imageId]);
+
+  const load = async () => {
+    const doc = await api<Annotations>(`/api/images/${imageId}/annotations`);
+    version.current = doc.version;
+    setClassLabel(doc.class_label);
+    annotator.current?.setAnnotations(doc.shapes.map(toAnnotation), true);
+    setState("saved");
+  };
+
+  const save = async (extra: Partial<{ class_label: string | null }> = {}) => {
+    if (!image || !annotator.current) return;
+    const shapes = annotator.current.getAnnotations().map((a) => toShape(a, image.width, image.height, currentRef.current)).filter((s): s is Shape => s !== null);
+    setState("saving");
+    try {
+      const doc = await api<Annotations>(`/api/images/${imageId}/annotations`, json("PUT", { version: version.current, shapes, class_label: extra.class_label !== undefined ? extra.class_label : classLabel }));
+      version.current = doc.version;
+      setState("saved");
+      api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 409) {
+        say("Someone else changed this image: reloaded their version.", true);
+        await load();
+      } else { say((e as Error).message, true); setState("not saved"); }
+    }
+  };
+  const saveSoon = () => { setState("saving"); window.clearTimeout(timer.current); timer.current = window.setTimeout(() => save(), 250); };
+
+  const start = () => {
+    if (!img.current || annotator.current || !set) return;
+    const anno = createImageAnnotator(img.current, { drawingEnabled: canEdit && set.task === "detect", drawingMode: "drag", userSelectAction: canEdit ? "EDIT" : "SELECT",
+      style: { fill: "#3b82f6", fillOpacity: 0.15, stroke: "#93c5fd", strokeWidth: 2 } } as never);
+    anno.setDrawingTool(tool);
+    anno.on("createAnnotation", (a: ImageAnnotation) => {
+      if (!a.bodies.some((b) => b.purpose === "tagging")) anno.updateAnnotation({ ...a, bodies: [tag(a.id, currentRef.current)] });
+      saveSoon();
+    });
+    anno.on("updateAnnotation", saveSoon);
+    anno.on("deleteAnnotation", saveSoon);
+    annotator.current = anno;
+    load().catch((e) => say(e.message, true));
+  };
+  useEffect(() => { annotator.current?.setDrawingTool(tool); }, [tool]);
+
+  const relabel = (name: string) => {
+    setCurrent(name);
+    const anno = annotator.current;
+    const chosen = anno?.getSelected() ?? [];
+    for (const a of chosen) anno!.updateAnnotation({ ...a, bodies: [tag(a.id, name)] });
+    if (chosen.length) saveSoon();
+  };
+  const copyPrevious = async () => {
+    if (!near?.previous_frame || !annotator.current) return;
+    const doc = await api<Annotations>(`/api/images/${near.previous_frame}/annotations`);
+    for (const [i, shape] of doc.shapes.entries()) annotator.current.addAnnotation(toAnnotation(shape, i + 1000));
+    say(`Copied ${doc.shapes.length} shape(s) from the previous frame.`);
+    save();
+  };
+  const go = (id: number | null | undefined) => { if (id) location.hash = `#/datasets/${datasetId}/images/${id}`; };
+
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      const target = e.target as HTMLElement;
+      if (target.tagName === "INPUT" || target.tagName === "SELECT" || e.ctrlKey || e.metaKey) return;
+      if (e.key === "ArrowRight" || e.key === "n") go(near?.next);
+      else if (e.key === "ArrowLeft" || e.key === "p") go(near?.previous);
+      else if (e.key === "r") setTool("rectangle");
+      else if (e.key === "g") setTool("polygon");
+      else if (e.key === "+" || e.key === "=") setZoom((z) => Math.min(8, z * 1.25));
+      else if (e.key === "-") setZoom((z) => Math.max(0.25, z / 1.25));
+      else if (e.key === "0") setZoom(1);
+      else if ((e.key === "Delete" || e.key === "Backspace") && canEdit) {
+        const anno = annotator.current;
+        for (const a of anno?.getSelected() ?? []) anno!.removeAnnotation(a.id);
+      } else if (/^[1-9]$/.test(e.key) && set) {
+        const label = set.labels[+e.key - 1];
+        if (label) { if (set.task === "classify") { setClassLabel(label.name); save({ class_label: label.name }); } else relabel(label.name); }
+      } else return;
+      e.preventDefault();
+    };
+    addEventListener("keydown", onKey);
+    return () => removeEventListener("keydown", onKey);
+  }, [near, set, canEdit, classLabel]);
+
+  if (!set || !image) return <div><Message message={message} /><p class="muted">Loading…</p></div>;
+  return (
+    <section class="editor">
+      <div class="page-head">
+        <h1><a href="#/">Data sets</a> › <a href={`#/datasets/${datasetId}`}>{set.name}</a> › {image.original_name}</h1>
+        <span class={`save-state ${state.replace(" ", "-")}`} data-testid="save-state">{state}</span>
+      </div>
+      <Message message={message} />
+      <div class="toolbar">
+        <button onClick={() => go(near?.previous)} disabled={!near?.previous} title="Previous image (←)">‹</button>
+        <button onClick={() => go(near?.next)} disabled={!near?.next} title="Next image (→)">›</button>
+        {set.task === "detect" && canEdit && <>
+          <button class={tool === "rectangle" ? "on" : ""} onClick={() => setTool("rectangle")} title="Rectangle (R)">▭ Box</button>
+          <button class={tool === "polygon" ? "on" : ""} onClick={() => setTool("polygon")} title="Polygon (G)">⬠ Polygon</button>
+          <label>Label <input list="labels" value={current} onInput={(e) => setCurrent(e.currentTarget.value)} onChange={(e) => relabel(e.currentTarget.value)} aria-label="Current label" /></label>
+          <datalist id="labels">{set.labels.map((l) => <option key={l.id} value={l.name} />)}</datalist>
+          {near?.previous_frame && <button onClick={copyPrevious} title="Copy the previous frame's boxes">Copy previous frame</button>}
+        </>}
+        <span class="zoom"><button onClick={() => setZoom((z) => Math.max(0.25, z / 1.25))}>−</button>{Math.round(zoom * 100)}%<button onClick={() => setZoom((z) => Math.min(8, z * 1.25))}>+</button></span>
+      </div>
+      <div class="editor-body">
+        <div class="canvas" onWheel={(e) => { if (e.ctrlKey) { e.preventDefault(); setZoom((z) => Math.min(8, Math.max(0.25, z * (e.deltaY < 0 ? 1.1 : 1 / 1.1)))); } }}>
+          <div style={{ width: `${image.width * zoom}px` }} class="zoomed">
+            <img ref={img} src={image.file} alt={image.original_name} onLoad={start} style={{ width: "100%" }} draggable={false} />
+          </div>
+        </div>
+        <aside class="side card">
+          <h2>{set.task === "classify" ? "Class" : "Labels"}</h2>
+          <ol class="keys">
+            {set.labels.map((l, i) => (
+              <li key={l.id}>
+                <button class={(set.task === "classify" ? classLabel : current) === l.name ? "on" : ""}
+                  onClick={() => { if (set.task === "classify") { setClassLabel(l.name); save({ class_label: l.name }); } else relabel(l.name); }}>
+                  {i < 9 && <kbd>{i + 1}</kbd>} {l.name} <span class="count">{l.count}</span>
+                </button>
+              </li>
+            ))}
+          </ol>
+          <p class="muted">{image.width}×{image.height} · {image.split}{image.video_time_s !== null ? ` · frame at ${image.video_time_s.toFixed(2)} s` : ""}</p>
+          <p class="muted small">Drag to draw. 1–9 label · R box · G polygon · Del delete · Ctrl+Z/Y undo/redo · ←/→ images · +/− zoom</p>
+        </aside>
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,9 @@
+import { defineConfig } from "vite";
+import preact from "@preact/preset-vite";
+
+// The build goes into the Python package, which serves it (forklift.app.server); it is not committed.
+export default defineConfig({
+  plugins: [preact()],
+  build: { outDir: "../src/forklift/app/static", emptyOutDir: true, chunkSizeWarningLimit: 1500 },
+  server: { proxy: { "/api": "http://127.0.0.1:8080" } },
+});
