@@ -263,3 +263,25 @@ def test_a_restart_migrates_and_keeps_everything(backend: str | None, tmp_path: 
         schema = client.get("/openapi.json").json()
         assert "/api/images/{image_id}/annotations" in schema["paths"]
         assert json.loads(json.dumps(schema))["info"]["title"] == "forklift app"
+
+
+def test_augmented_variants_carry_their_boxes_and_polygons(client: TestClient) -> None:
+    dataset = _dataset(client)
+    source = _upload(client, dataset, {"a.png": png(160, 120, 5)})["added"][0]
+    shapes = [{"kind": "box", "label": "car", "points": [50, 40, 110, 90]},
+              {"kind": "polygon", "label": "road", "points": [[60, 50], [100, 52], [80, 85]]}]  # fmt: skip
+    client.put(f"/api/images/{source['id']}/annotations", json={"version": 1, "shapes": shapes})
+    made = client.post(f"/api/datasets/{dataset}/augment", json={"image_ids": [source["id"]], "variants": 4})
+    assert made.status_code == 201, made.text
+    variants = made.json()["added"]
+    assert len(variants) == 4 and all(v["derived_from"] == source["id"] for v in variants)
+    pictures = {client.get(v["file"]).content for v in variants}
+    assert len(pictures) == 4  # four different variants
+    for variant in variants:
+        moved = client.get(f"/api/images/{variant['id']}/annotations").json()["shapes"]
+        box = next(s for s in moved if s["kind"] == "box")  # the box is well inside: no operation loses it
+        assert 0 <= box["points"][0] < box["points"][2] <= 160 and 0 <= box["points"][1] < box["points"][3] <= 120
+    again = client.post(f"/api/datasets/{dataset}/augment", json={"image_ids": [source["id"]], "variants": 1}).json()
+    assert client.get(again["added"][0]["file"]).content in pictures  # the same seed makes the same first variant
+    bad = client.post(f"/api/datasets/{dataset}/augment", json={"image_ids": [source["id"]], "operations": ["melt"]})
+    assert bad.status_code == 422 and bad.json()["error"].startswith("body.operations.0:")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 
 from forklift.app.errors import AppError
@@ -25,6 +25,7 @@ def storage(request: Request) -> Storage:
 
 
 Db = Annotated[Session, Depends(database)]
+RowId = Annotated[int, Path(ge=1, le=2**31 - 1, description="a record's id")]
 Files = Annotated[Storage, Depends(storage)]
 
 

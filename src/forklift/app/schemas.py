@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -12,6 +12,8 @@ Task = Literal["detect", "classify"]
 Split = Literal["train", "val", "test"]
 Status = Literal["unlabelled", "labelled", "auto", "reviewed"]
 Name = Field(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")
+MAX_ID = 2**31 - 1  # what every database's integer column holds
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 
 
 class LabelCount(BaseModel):
@@ -47,7 +49,7 @@ class Shape(BaseModel):
 
 
 class AnnotationsIn(BaseModel):
-    version: int  # the version these edits start from: an older one is refused (409)
+    version: int = Field(ge=0, le=MAX_ID)  # the version these edits start from: an older one is refused (409)
     shapes: list[Shape] = []
     class_label: str | None = None  # classify sets
     status: Status | None = None  # default: labelled when anything is labelled, else unlabelled
@@ -96,10 +98,19 @@ class UploadResult(BaseModel):
 
 
 class BulkIn(BaseModel):
-    image_ids: list[int] = Field(min_length=1, max_length=10_000)
+    image_ids: list[Id] = Field(min_length=1, max_length=10_000)
     action: Literal["delete", "split", "class"]
     split: Split | None = None
     class_label: str | None = None
+
+
+class AugmentIn(BaseModel):
+    image_ids: list[Id] = Field(min_length=1, max_length=1000)
+    variants: int = Field(default=3, ge=1, le=20)  # per image
+    operations: list[Literal["flip", "rotate", "blur", "sharpen", "colour", "crop", "noise"]] = Field(
+        default=["flip", "rotate", "blur", "sharpen", "colour", "crop", "noise"], min_length=1
+    )
+    seed: int = Field(default=0, ge=0, le=MAX_ID)
 
 
 class BulkOut(BaseModel):
@@ -112,7 +123,7 @@ class LabelIn(BaseModel):
 
 class LabelChange(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=200)  # rename to this
-    merge_into: int | None = None  # move its annotations to this label and delete it
+    merge_into: Id | None = None  # move its annotations to this label and delete it
 
 
 class VideoOut(BaseModel):
@@ -129,7 +140,7 @@ class VideoOut(BaseModel):
 
 class CaptureIn(BaseModel):
     every_s: float | None = Field(default=None, gt=0)  # a frame every this many seconds
-    at_s: list[float] | None = None  # or the frames at these times
+    at_s: list[float] | None = Field(default=None, max_length=5000)  # or the frames at these times
 
 
 class CaptureOut(BaseModel):

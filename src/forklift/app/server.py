@@ -14,7 +14,7 @@ from forklift import __version__
 from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.errors import AppError
-from forklift.app.routes import datasets, images, labels, session, transfer, videos
+from forklift.app.routes import augmentation, datasets, images, labels, session, transfer, videos
 from forklift.app.security import Sessions, secret_key
 from forklift.app.storage import Storage
 
@@ -33,8 +33,9 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.engine = engine
     app.state.sessionmaker = session_factory(engine)
     app.state.storage = Storage(config.data_dir)
+    app.state.storage.sweep_partials()
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
-    for module in (session, datasets, images, labels, videos, transfer):
+    for module in (session, datasets, images, labels, videos, transfer, augmentation):
         app.include_router(module.router)
     app.add_exception_handler(AppError, _app_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]

@@ -42,6 +42,14 @@ class Storage:
     def path(self, relative: str) -> Path:
         return self.root / relative
 
+    def sweep_partials(self) -> int:
+        """Remove the `.partial` files an app killed mid-write left behind (none was ever confirmed); at start."""
+        swept = 0
+        for leftover in (self.root / "datasets").glob("*/*/*.partial"):
+            leftover.unlink(missing_ok=True)
+            swept += 1
+        return swept
+
     def dataset_folder(self, dataset_id: int) -> Path:
         return self.root / "datasets" / str(dataset_id)
 

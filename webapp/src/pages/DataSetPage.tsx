@@ -66,6 +66,17 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
       reload();
     } catch (e) { say((e as Error).message, true); }
   };
+  const augment = async () => {
+    const count = Number(prompt("Variants per image (flip, rotate, blur, sharpen, colour, crop, noise at random)", "3"));
+    if (!count) return;
+    say(`Making ${count * chosen.size} variant(s)…`);
+    try {
+      const result = await api<UploadResult>(`/api/datasets/${datasetId}/augment`, json("POST", { image_ids: [...chosen], variants: count }));
+      say(`Added ${result.added.length} augmented image(s).`);
+      setChosen(new Set());
+      reload();
+    } catch (e) { say((e as Error).message, true); }
+  };
   const toggle = (id: number) => {
     const next = new Set(chosen);
     next.has(id) ? next.delete(id) : next.add(id);
@@ -109,6 +120,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
               {set.task === "classify" && <select aria-label="Assign class" onChange={(e) => { if (e.currentTarget.value) bulk({ action: "class", class_label: e.currentTarget.value }, "Classified"); e.currentTarget.value = ""; }}>
                 <option value="">Assign class…</option>{set.labels.map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
               </select>}
+              <button title="New images: flipped, rotated, blurred, sharpened, recoloured, cropped, noisy; boxes follow" onClick={() => augment()}>Augment…</button>
               <button class="danger" onClick={() => { if (confirm(`Delete ${chosen.size} image(s)?`)) bulk({ action: "delete" }, "Deleted"); }}>Delete</button>
               <button onClick={() => setChosen(new Set())}>Clear</button>
             </span>}

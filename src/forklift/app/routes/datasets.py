@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from sqlalchemy import select
 
 from forklift.app import schemas
-from forklift.app.deps import Db, Editor, Files, Viewer
+from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.records import dataset_out, get_or_404
 from forklift.app.tables import Annotation, DataSet, Image, Label
 
@@ -29,12 +29,12 @@ def create_dataset(body: schemas.DataSetIn, session: Db, _: Editor) -> schemas.D
 
 
 @router.get("/{dataset_id}")
-def get_dataset(dataset_id: int, session: Db, _: Viewer) -> schemas.DataSetOut:
+def get_dataset(dataset_id: RowId, session: Db, _: Viewer) -> schemas.DataSetOut:
     return dataset_out(session, get_or_404(session, DataSet, dataset_id))
 
 
 @router.patch("/{dataset_id}")
-def rename_dataset(dataset_id: int, body: schemas.DataSetRename, session: Db, _: Editor) -> schemas.DataSetOut:
+def rename_dataset(dataset_id: RowId, body: schemas.DataSetRename, session: Db, _: Editor) -> schemas.DataSetOut:
     dataset = get_or_404(session, DataSet, dataset_id)
     dataset.name = body.name
     session.commit()
@@ -42,7 +42,7 @@ def rename_dataset(dataset_id: int, body: schemas.DataSetRename, session: Db, _:
 
 
 @router.delete("/{dataset_id}", status_code=204)
-def delete_dataset(dataset_id: int, session: Db, files: Files, _: Editor) -> None:
+def delete_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> None:
     dataset = get_or_404(session, DataSet, dataset_id)
     session.delete(dataset)
     session.commit()  # the records go first: files without records are only disk, records without files are broken
@@ -50,7 +50,7 @@ def delete_dataset(dataset_id: int, session: Db, files: Files, _: Editor) -> Non
 
 
 @router.post("/{dataset_id}/duplicate", status_code=201)
-def duplicate_dataset(dataset_id: int, session: Db, files: Files, _: Editor) -> schemas.DataSetOut:
+def duplicate_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> schemas.DataSetOut:
     """A copy with its own files: its labels, images (with their annotations and splits) and nothing else."""
     source = get_or_404(session, DataSet, dataset_id)
     copy = DataSet(name=f"{source.name} (copy)", task=source.task)

@@ -11,7 +11,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
-from forklift.app.deps import Db, Editor, Files, Viewer
+from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out, label_named
 from forklift.app.tables import Annotation, DataSet, Image, Label
@@ -23,7 +23,7 @@ PAGE_MAX = 500
 
 @router.post("/api/datasets/{dataset_id}/images", status_code=201)
 def upload_images(
-    dataset_id: int, request: Request, files: Annotated[list[UploadFile], File()], session: Db, storage: Files,
+    dataset_id: RowId, request: Request, files: Annotated[list[UploadFile], File()], session: Db, storage: Files,
     _: Editor,
 ) -> schemas.UploadResult:  # fmt: skip
     """Each file is checked and kept on its own: a bad one is refused by name, the rest are added."""
@@ -47,15 +47,15 @@ def upload_images(
 
 @router.get("/api/datasets/{dataset_id}/images")
 def list_images(
-    dataset_id: int,
+    dataset_id: RowId,
     session: Db,
     _: Viewer,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=schemas.MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 100,
     status: schemas.Status | None = None,
     label: str | None = None,
     split: schemas.Split | None = None,
-    video_id: int | None = None,
+    video_id: Annotated[int | None, Query(ge=1, le=schemas.MAX_ID)] = None,
 ) -> schemas.ImagePage:
     """One page of the grid, oldest first; filtered by status, label (an annotation's or the class), split."""
     dataset = get_or_404(session, DataSet, dataset_id)
@@ -78,12 +78,12 @@ def list_images(
 
 
 @router.get("/api/images/{image_id}")
-def get_image(image_id: int, session: Db, _: Viewer) -> schemas.ImageOut:
+def get_image(image_id: RowId, session: Db, _: Viewer) -> schemas.ImageOut:
     return images_out(session, [get_or_404(session, Image, image_id)])[0]
 
 
 @router.get("/api/images/{image_id}/neighbours")
-def neighbours(image_id: int, session: Db, _: Viewer) -> schemas.Neighbours:
+def neighbours(image_id: RowId, session: Db, _: Viewer) -> schemas.Neighbours:
     """The images before and after this one in its data set (the grid's order), and for a video frame the frame
     captured just before it (whose boxes the editor can copy)."""
     image = get_or_404(session, Image, image_id)
@@ -98,25 +98,25 @@ def neighbours(image_id: int, session: Db, _: Viewer) -> schemas.Neighbours:
 
 
 @router.get("/api/images/{image_id}/file", response_class=FileResponse)
-def image_file(image_id: int, session: Db, storage: Files, _: Viewer) -> FileResponse:
+def image_file(image_id: RowId, session: Db, storage: Files, _: Viewer) -> FileResponse:
     image = get_or_404(session, Image, image_id)
     return FileResponse(storage.path(image.file), headers={"Cache-Control": "private, max-age=86400"})
 
 
 @router.get("/api/images/{image_id}/thumbnail", response_class=FileResponse)
-def image_thumbnail(image_id: int, session: Db, storage: Files, _: Viewer) -> FileResponse:
+def image_thumbnail(image_id: RowId, session: Db, storage: Files, _: Viewer) -> FileResponse:
     image = get_or_404(session, Image, image_id)
     thumb = storage.thumbnail(image.file, image.id, image.dataset_id)
     return FileResponse(thumb, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
 
 
 @router.get("/api/images/{image_id}/annotations")
-def get_annotations(image_id: int, session: Db, _: Viewer) -> schemas.AnnotationsOut:
+def get_annotations(image_id: RowId, session: Db, _: Viewer) -> schemas.AnnotationsOut:
     return annotations_out(session, get_or_404(session, Image, image_id))
 
 
 @router.put("/api/images/{image_id}/annotations")
-def put_annotations(image_id: int, body: schemas.AnnotationsIn, session: Db, _: Editor) -> schemas.AnnotationsOut:
+def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _: Editor) -> schemas.AnnotationsOut:
     """Replace an image's annotations, if nobody changed them since `version` (else 409 with the current ones'
     version in the message: reload them). New label names are added to the data set."""
     image = get_or_404(session, Image, image_id)
@@ -176,7 +176,7 @@ def _check_shape(shape: schemas.Shape, image: Image) -> None:
 
 
 @router.delete("/api/images/{image_id}", status_code=204)
-def delete_image(image_id: int, session: Db, storage: Files, _: Editor) -> None:
+def delete_image(image_id: RowId, session: Db, storage: Files, _: Editor) -> None:
     image = get_or_404(session, Image, image_id)
     file = storage.path(image.file)
     session.delete(image)
@@ -185,7 +185,7 @@ def delete_image(image_id: int, session: Db, storage: Files, _: Editor) -> None:
 
 
 @router.post("/api/datasets/{dataset_id}/images/bulk")
-def bulk_change(dataset_id: int, body: schemas.BulkIn, session: Db, storage: Files, _: Editor) -> schemas.BulkOut:
+def bulk_change(dataset_id: RowId, body: schemas.BulkIn, session: Db, storage: Files, _: Editor) -> schemas.BulkOut:
     """Delete the selected images, move them to a split, or (classify sets) give them a class."""
     dataset = get_or_404(session, DataSet, dataset_id)
     chosen = Image.dataset_id == dataset_id, Image.id.in_(body.image_ids)

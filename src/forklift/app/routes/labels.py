@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from sqlalchemy import update
 
 from forklift.app import schemas
-from forklift.app.deps import Db, Editor, Viewer
+from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, label_counts, label_named
 from forklift.app.tables import Annotation, DataSet, Image, Label
@@ -15,12 +15,12 @@ router = APIRouter(tags=["labels"])
 
 
 @router.get("/api/datasets/{dataset_id}/labels")
-def list_labels(dataset_id: int, session: Db, _: Viewer) -> list[schemas.LabelCount]:
+def list_labels(dataset_id: RowId, session: Db, _: Viewer) -> list[schemas.LabelCount]:
     return label_counts(session, get_or_404(session, DataSet, dataset_id))
 
 
 @router.post("/api/datasets/{dataset_id}/labels", status_code=201)
-def add_label(dataset_id: int, body: schemas.LabelIn, session: Db, _: Editor) -> list[schemas.LabelCount]:
+def add_label(dataset_id: RowId, body: schemas.LabelIn, session: Db, _: Editor) -> list[schemas.LabelCount]:
     dataset = get_or_404(session, DataSet, dataset_id)
     label_named(session, dataset_id, body.name, create=True)
     session.commit()
@@ -28,7 +28,7 @@ def add_label(dataset_id: int, body: schemas.LabelIn, session: Db, _: Editor) ->
 
 
 @router.patch("/api/labels/{label_id}")
-def change_label(label_id: int, body: schemas.LabelChange, session: Db, _: Editor) -> list[schemas.LabelCount]:
+def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Editor) -> list[schemas.LabelCount]:
     """Rename a label, or merge it into another label of the same data set (its uses move there)."""
     label = get_or_404(session, Label, label_id)
     dataset = get_or_404(session, DataSet, label.dataset_id)
@@ -50,7 +50,7 @@ def change_label(label_id: int, body: schemas.LabelChange, session: Db, _: Edito
 
 
 @router.delete("/api/labels/{label_id}")
-def delete_label(label_id: int, session: Db, _: Editor) -> list[schemas.LabelCount]:
+def delete_label(label_id: RowId, session: Db, _: Editor) -> list[schemas.LabelCount]:
     """Delete a label and every box or polygon with it; images it classified become unlabelled."""
     label = get_or_404(session, Label, label_id)
     dataset = get_or_404(session, DataSet, label.dataset_id)
@@ -60,7 +60,7 @@ def delete_label(label_id: int, session: Db, _: Editor) -> list[schemas.LabelCou
     return label_counts(session, dataset)
 
 
-def label_named_exists(session: Db, dataset_id: int, name: str) -> bool:
+def label_named_exists(session: Db, dataset_id: RowId, name: str) -> bool:
     try:
         label_named(session, dataset_id, name, create=False)
     except AppError:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
 from forklift.app import schemas
-from forklift.app.deps import Db, Editor, Files, Viewer
+from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out, label_named
 from forklift.app.storage import Storage
@@ -30,7 +30,7 @@ ImportFormat = Literal["images", "coco", "voc", "yolo", "powerai"]
 
 @router.get("/api/datasets/{dataset_id}/export", response_class=StreamingResponse)
 def export(
-    dataset_id: int, session: Db, storage: Files, _: Viewer,
+    dataset_id: RowId, session: Db, storage: Files, _: Viewer,
     format: Literal["forklift", "coco", "voc", "yolo", "powerai"] = "coco",
 ) -> StreamingResponse:  # fmt: skip
     """The labelled images and their labels as a zip, streamed (its size is sent first, so browsers show
@@ -51,7 +51,7 @@ def export(
 
 @router.post("/api/datasets/{dataset_id}/import", status_code=201)
 def import_zip(
-    dataset_id: int, request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor,
+    dataset_id: RowId, request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor,
     format: Annotated[ImportFormat, Form()] = "images",
 ) -> schemas.UploadResult:  # fmt: skip
     """Add a zip's images (and, for a format, their labels and splits) to the data set; what cannot be imported is

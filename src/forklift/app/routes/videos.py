@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse
 from sqlalchemy import select
 
 from forklift.app import schemas
-from forklift.app.deps import Db, Editor, Files, Viewer
+from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out, video_out
 from forklift.app.tables import DataSet, Image, Video
@@ -25,7 +25,7 @@ MAX_FRAMES = 5000  # per capture request
 
 @router.post("/api/datasets/{dataset_id}/videos", status_code=201)
 def upload_video(
-    dataset_id: int, request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor
+    dataset_id: RowId, request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor
 ) -> schemas.VideoOut:
     get_or_404(session, DataSet, dataset_id)
     name = file.filename or "video"
@@ -47,19 +47,19 @@ def upload_video(
 
 
 @router.get("/api/datasets/{dataset_id}/videos")
-def list_videos(dataset_id: int, session: Db, _: Viewer) -> list[schemas.VideoOut]:
+def list_videos(dataset_id: RowId, session: Db, _: Viewer) -> list[schemas.VideoOut]:
     get_or_404(session, DataSet, dataset_id)
     videos = session.scalars(select(Video).where(Video.dataset_id == dataset_id).order_by(Video.id))
     return [video_out(session, video) for video in videos]
 
 
 @router.get("/api/videos/{video_id}/file", response_class=FileResponse)
-def video_file(video_id: int, session: Db, storage: Files, _: Viewer) -> FileResponse:
+def video_file(video_id: RowId, session: Db, storage: Files, _: Viewer) -> FileResponse:
     return FileResponse(storage.path(get_or_404(session, Video, video_id).file))
 
 
 @router.post("/api/videos/{video_id}/capture", status_code=201)
-def capture(video_id: int, body: schemas.CaptureIn, session: Db, storage: Files, _: Editor) -> schemas.CaptureOut:
+def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: Files, _: Editor) -> schemas.CaptureOut:
     """Frames into the data set: one every `every_s` seconds from the start, or at the times `at_s`."""
     video = get_or_404(session, Video, video_id)
     if (body.every_s is None) == (body.at_s is None):
