@@ -121,6 +121,17 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
             assert drawn.count() == 1  # Annotorious draws the saved box again
             page.screenshot(path=str(shots / "editor.png"))
 
+            # someone else changes this image meanwhile: the editor's next save is refused and it shows theirs
+            current = httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()
+            theirs = [{"kind": "box", "label": "car", "points": [300, 300, 400, 380]}]
+            assert httpx.put(f"{app_url}/api/images/{image_id}/annotations",
+                             json={"version": current["version"], "shapes": theirs}).status_code == 200  # fmt: skip
+            _drag(page, frame["x"] + 500, frame["y"] + 60, 80, 60)
+            page.wait_for_selector("text=Someone else changed this image", timeout=15000)
+            _saved(page)
+            assert httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()["shapes"] == theirs
+            assert drawn.count() == 1  # their one box, not ours on top of it
+
             frames = httpx.get(f"{app_url}/api/datasets/1/images?offset=4").json()["items"]
             page.goto(f"{app_url}/#/datasets/1/images/{frames[0]['id']}")
             page.wait_for_selector(".editor img")
@@ -151,5 +162,5 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
     (tmp_path / "coco.json").write_bytes(zipped.read(name))
     coco = COCO(str(tmp_path / "coco.json"))
     assert len(coco.getImgIds()) == 3  # the photo and two frames are labelled
-    assert sorted(c["name"] for c in coco.loadCats(coco.getCatIds())) == ["bicycle", "object"]
+    assert sorted(c["name"] for c in coco.loadCats(coco.getCatIds())) == ["bicycle", "car", "object"]
     assert all((shots / f"{page_name}.png").stat().st_size > 20_000 for page_name in ("dataset", "editor", "datasets"))

@@ -37,8 +37,10 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   const upload = async (files: FileList | null) => {
     if (!files?.length) return;
     const form = new FormData();
-    for (const file of Array.from(files)) form.append("files", file);
-    say(`Uploading ${files.length} file(s)…`);
+    const images = Array.from(files).filter((file) => file.type.startsWith("image/") || /\.(jpe?g|png|bmp|tiff?|webp|gif)$/i.test(file.name));
+    for (const file of images) form.append("files", file, file.webkitRelativePath || file.name);
+    if (!images.length) { say("No images among the chosen files.", true); return; }
+    say(`Uploading ${images.length} image(s)…`);
     try {
       const result = await api<UploadResult>(`/api/datasets/${datasetId}/images`, { method: "POST", body: form });
       say(`Added ${result.added.length} image(s).` + (result.refused.length ? ` Refused: ${result.refused.join("; ")}` : ""), result.refused.length > 0);
@@ -92,6 +94,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
         <span class="counts">{set.images} images · {set.labelled} labelled</span>
         {canEdit && <div class="actions">
           <label class="button primary">Upload images<input type="file" accept="image/*" multiple hidden onChange={(e) => upload(e.currentTarget.files)} /></label>
+          <label class="button" title="Every image in a folder (and its subfolders)">Upload folder<input type="file" multiple hidden ref={(el) => el?.setAttribute("webkitdirectory", "")} onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button">Upload video<input type="file" accept="video/*,.mp4,.avi,.mov,.webm,.mkv" hidden onChange={(e) => uploadVideo(e.currentTarget)} /></label>
         </div>}
       </div>
