@@ -148,6 +148,23 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
             copied = httpx.get(f"{app_url}/api/images/{frames[1]['id']}/annotations").json()["shapes"]
             assert len(copied) == 1 and copied[0]["points"] == pytest.approx([20, 20, 80, 60], abs=3)
 
+            page.keyboard.press("ArrowRight")  # the third frame: draw, undo, redo
+            page.wait_for_url(f"**/images/{frames[2]['id']}")
+            page.wait_for_selector(".editor img")
+            _saved(page)
+            third = page.locator(".zoomed img").bounding_box()
+            assert third is not None
+            _drag(page, third["x"] + 30, third["y"] + 30, 50, 50)
+            _saved(page)
+            shapes_now = f"{app_url}/api/images/{frames[2]['id']}/annotations"
+            assert len(httpx.get(shapes_now).json()["shapes"]) == 1
+            page.keyboard.press("Control+z")
+            _saved(page)
+            assert httpx.get(shapes_now).json()["shapes"] == []
+            page.keyboard.press("Control+y")
+            _saved(page)
+            assert len(httpx.get(shapes_now).json()["shapes"]) == 1
+
             page.goto(app_url)
             page.wait_for_selector(".dataset .title")
             page.screenshot(path=str(shots / "datasets.png"))
@@ -161,6 +178,6 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
     (name,) = [n for n in zipped.namelist() if n.endswith("annotations.json")]
     (tmp_path / "coco.json").write_bytes(zipped.read(name))
     coco = COCO(str(tmp_path / "coco.json"))
-    assert len(coco.getImgIds()) == 3  # the photo and two frames are labelled
+    assert len(coco.getImgIds()) == 4  # the photo and three frames are labelled
     assert sorted(c["name"] for c in coco.loadCats(coco.getCatIds())) == ["bicycle", "car", "object"]
     assert all((shots / f"{page_name}.png").stat().st_size > 20_000 for page_name in ("dataset", "editor", "datasets"))
