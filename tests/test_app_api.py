@@ -285,3 +285,30 @@ def test_augmented_variants_carry_their_boxes_and_polygons(client: TestClient) -
     assert client.get(again["added"][0]["file"]).content in pictures  # the same seed makes the same first variant
     bad = client.post(f"/api/datasets/{dataset}/augment", json={"image_ids": [source["id"]], "operations": ["melt"]})
     assert bad.status_code == 422 and bad.json()["error"].startswith("body.operations.0:")
+
+
+@pytest.mark.parametrize("format_name", ["forklift", "voc", "yolo", "powerai"])
+def test_every_export_format_imports_back(format_name: str, tmp_path: Path) -> None:
+    """On SQLite only: the formats are the same code on either database."""
+    with app_client(tmp_path, fresh_database(None, tmp_path)) as client:
+        _round_trip(client, format_name)
+
+
+def _round_trip(client: TestClient, format_name: str) -> None:
+    dataset = _dataset(client)
+    a, b = _upload(client, dataset, {"a.png": png(64, 48, 1), "b.png": png(64, 48, 2)})["added"]
+    _box(client, a, "circle", [4, 6, 24, 30])
+    _box(client, b, "square", [10, 2, 60, 40])
+    exported = client.get(f"/api/datasets/{dataset}/export?format={format_name}")
+    assert exported.status_code == 200 and int(exported.headers["content-length"]) == len(exported.content)
+    if format_name == "forklift":
+        names = zipfile.ZipFile(io.BytesIO(exported.content)).namelist()
+        assert any(n.endswith("dataset.json") for n in names) and sum(n.endswith(".png") for n in names) == 2
+        return
+    again = _dataset(client, f"from {format_name}")
+    imported = client.post(f"/api/datasets/{again}/import", data={"format": format_name},
+                           files={"file": ("export.zip", exported.content)})  # fmt: skip
+    assert imported.status_code == 201, imported.text
+    assert len(imported.json()["added"]) == 2
+    counts = {label["name"]: label["count"] for label in client.get(f"/api/datasets/{again}/labels").json()}
+    assert counts == {"circle": 1, "square": 1}

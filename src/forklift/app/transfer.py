@@ -13,7 +13,7 @@ import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -61,18 +61,22 @@ def _box(annotation: Annotation, label: str) -> Box:
     return Box(label, float(x1), float(y1), float(x2), float(y2))
 
 
-def export_zip(data: Dataset, format_name: str, name: str) -> tuple[ZipStream, Path]:
-    """A zip stream of the data set written in `format_name` into a scratch folder (removed by the caller once
-    the stream is sent); images are stored as they are (no recompression), so the zip's size is known up front."""
+def export_zip(data: Dataset, format_name: str, name: str) -> tuple[Iterable[bytes], int, Path]:
+    """(the zip's bytes as a stream, its size, the scratch folder to remove once it is sent): the data set written in
+    `format_name` into a scratch folder on disk and zipped as it is sent, images stored as they are (so the size is
+    known up front). PowerAI Vision's format is itself a zip: that zip is sent."""
     if format_name not in EXPORTS:
         raise ForkliftError(f"format {format_name}: one of {', '.join(EXPORTS)}")
     scratch = Path(tempfile.mkdtemp(prefix="forklift-export-"))
     try:
         out = scratch / name
+        if format_name == "powerai":
+            FORMATS[DataFormat.POWERAI].write(data, out.with_suffix(".zip"))
+            return _chunks(out.with_suffix(".zip")), out.with_suffix(".zip").stat().st_size, scratch
         if format_name == "forklift":
             _write_forklift(data, out)
         else:
-            FORMATS[DataFormat(format_name)].write(data, out.with_suffix(".zip") if format_name == "powerai" else out)
+            FORMATS[DataFormat(format_name)].write(data, out)
         stream = ZipStream(compress_type=ZIP_STORED, sized=True)
         for path in sorted(scratch.rglob("*")):
             if path.is_file():
@@ -80,7 +84,13 @@ def export_zip(data: Dataset, format_name: str, name: str) -> tuple[ZipStream, P
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return stream, scratch
+    return iter(stream), len(stream), scratch
+
+
+def _chunks(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as source:
+        while chunk := source.read(1 << 20):
+            yield chunk
 
 
 def _write_forklift(data: Dataset, out: Path) -> None:

@@ -41,11 +41,11 @@ def export(
         raise AppError(422, f"data set {dataset.name!r}: no labelled images to export")
     name = "".join(c if c.isalnum() or c in "-_" else "-" for c in dataset.name) or "dataset"
     try:
-        stream, scratch = export_zip(data, format, f"{name}-{format}")
+        stream, size, scratch = export_zip(data, format, f"{name}-{format}")
     except ForkliftError as exc:
         raise AppError(422, str(exc)) from exc
-    headers = {"Content-Disposition": f'attachment; filename="{name}-{format}.zip"', "Content-Length": str(len(stream))}
-    return StreamingResponse(iter(stream), media_type="application/zip", headers=headers,
+    headers = {"Content-Disposition": f'attachment; filename="{name}-{format}.zip"', "Content-Length": str(size)}
+    return StreamingResponse(stream, media_type="application/zip", headers=headers,
                              background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True))  # fmt: skip
 
 
