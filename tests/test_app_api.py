@@ -312,3 +312,21 @@ def _round_trip(client: TestClient, format_name: str) -> None:
     assert len(imported.json()["added"]) == 2
     counts = {label["name"]: label["count"] for label in client.get(f"/api/datasets/{again}/labels").json()}
     assert counts == {"circle": 1, "square": 1}
+
+
+def test_a_classification_set_takes_classes_in_bulk_and_exports_them(client: TestClient) -> None:
+    dataset = _dataset(client, "pets", task="classify")
+    a, b, c = _upload(client, dataset, {f"{k}.png": png(seed=k) for k in range(3)})["added"]
+    given = client.post(f"/api/datasets/{dataset}/images/bulk",
+                        json={"image_ids": [a["id"], b["id"]], "action": "class", "class_label": "cat"})  # fmt: skip
+    assert given.json() == {"changed": 2}
+    one = client.put(f"/api/images/{c['id']}/annotations", json={"version": c["version"], "class_label": "dog"})
+    assert one.status_code == 200 and one.json()["class_label"] == "dog"
+    counts = {label["name"]: label["count"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
+    assert counts == {"cat": 2, "dog": 1}
+    assert client.get(f"/api/datasets/{dataset}/images?label=cat").json()["total"] == 2
+    exported = zipfile.ZipFile(io.BytesIO(client.get(f"/api/datasets/{dataset}/export?format=forklift").content))
+    index = json.loads(exported.read(next(n for n in exported.namelist() if n.endswith("dataset.json"))))
+    assert index["task"] == "classify" and sorted(i["label"] for i in index["images"]) == ["cat", "cat", "dog"]
+    refused = client.get(f"/api/datasets/{dataset}/export?format=coco")
+    assert refused.status_code == 422 and "classify data set" in refused.json()["error"]
