@@ -6,7 +6,6 @@ from fastapi import APIRouter
 from sqlalchemy import select
 
 from forklift.app import schemas
-from forklift.app.augment import Shape, augmented
 from forklift.app.deps import Db, Editor, Files, RowId
 from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out
@@ -19,6 +18,8 @@ router = APIRouter(tags=["augmentation"])
 def augment(dataset_id: RowId, body: schemas.AugmentIn, session: Db, storage: Files, _: Editor) -> schemas.UploadResult:
     """Each variant: a random non-empty subset of the operations asked for, boxes and polygons transformed with the
     image; it keeps its source's split, status and class, and names its source in `derived_from`."""
+    from forklift.app.augment import Shape, augmented  # albumentations imports torch: only when asked for
+
     get_or_404(session, DataSet, dataset_id)
     sources = list(session.scalars(select(Image).where(Image.dataset_id == dataset_id, Image.id.in_(body.image_ids))))
     if len(sources) != len(set(body.image_ids)):
