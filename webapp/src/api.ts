@@ -65,3 +65,10 @@ export async function login(name: string, password: string): Promise<Session> {
   csrf = session.csrf;
   return session;
 }
+
+export interface Job {
+  id: number; dataset_id: number; model: string; settings: Record<string, unknown>;
+  state: "queued" | "running" | "done" | "failed" | "cancelled" | "interrupted"; epoch: number; epochs: number;
+  pid: number | null; created_by: string; created_at: string; started_at: string | null; finished_at: string | null;
+  error: string | null;
+}

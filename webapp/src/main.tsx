@@ -6,6 +6,7 @@ import { loadSession, type Session } from "./api";
 import { DataSets } from "./pages/DataSets";
 import { DataSetPage } from "./pages/DataSetPage";
 import { Editor } from "./pages/Editor";
+import { JobPage, Jobs } from "./pages/Jobs";
 import { Login } from "./pages/Login";
 import "./styles.css";
 
@@ -27,16 +28,19 @@ function App() {
   if (session === null) return <Login onDone={setSession} />;
   const editor = hash.match(/^#\/datasets\/(\d+)\/images\/(\d+)/);
   const dataset = hash.match(/^#\/datasets\/(\d+)/);
+  const job = hash.match(/^#\/jobs\/(\d+)/);
   const canEdit = session.role !== "viewer";
   return (
     <div class="shell">
       <header class="topbar">
         <a class="brand" href="#/">forklift</a>
-        <nav><a href="#/">Data sets</a><a href="/docs" target="_blank">API</a></nav>
+        <nav><a href="#/">Data sets</a><a href="#/jobs">Training</a><a href="/docs" target="_blank">API</a></nav>
         <span class="who">{session.local ? "local" : `${session.name} · ${session.role}`}</span>
       </header>
       <main>
-        {editor ? <Editor datasetId={+editor[1]} imageId={+editor[2]} canEdit={canEdit} key={editor[2]} />
+        {job ? <JobPage jobId={+job[1]} canEdit={canEdit} key={job[1]} />
+          : hash.startsWith("#/jobs") ? <Jobs canEdit={canEdit} />
+          : editor ? <Editor datasetId={+editor[1]} imageId={+editor[2]} canEdit={canEdit} key={editor[2]} />
           : dataset ? <DataSetPage datasetId={+dataset[1]} canEdit={canEdit} />
           : <DataSets canEdit={canEdit} />}
       </main>

@@ -158,3 +158,28 @@ class SessionOut(BaseModel):
     role: str
     local: bool
     csrf: str | None = None
+
+
+class JobIn(BaseModel):
+    model: Literal["yolov3-tiny", "faster-rcnn"] = "yolov3-tiny"  # optimized for speed, or for accuracy
+    epochs: int = Field(default=30, ge=1, le=10_000)
+    batch: int = Field(default=16, ge=1, le=1024)
+    img: int | None = Field(default=None, ge=32, le=4096, multiple_of=32)
+    lr: float | None = Field(default=None, gt=0, le=10)
+    weight_decay: float | None = Field(default=None, ge=0, le=1)
+
+
+class JobOut(BaseModel):
+    id: int
+    dataset_id: int
+    model: str
+    settings: dict
+    state: Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
+    epoch: int
+    epochs: int
+    pid: int | None  # the training process, while it runs
+    created_by: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None

@@ -3,6 +3,8 @@ JSON, and the built front end (a single-page app: any other path answers its ind
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -14,7 +16,8 @@ from forklift import __version__
 from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.errors import AppError
-from forklift.app.routes import augmentation, datasets, images, labels, session, transfer, videos
+from forklift.app.jobs import JobRunner
+from forklift.app.routes import augmentation, datasets, images, jobs, labels, session, transfer, videos
 from forklift.app.security import Sessions, secret_key
 from forklift.app.storage import Storage
 
@@ -28,14 +31,23 @@ def create_app(config: AppConfig) -> FastAPI:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(config.db_url)
     upgrade(engine)
-    app = FastAPI(title="forklift app", version=__version__, summary="Data sets, labelling and video frames.")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(started: FastAPI) -> AsyncIterator[None]:
+        started.state.jobs.start()  # training jobs are followed while the app serves
+        yield
+        started.state.jobs.stop()
+
+    app = FastAPI(title="forklift app", version=__version__, summary="Data sets, labelling and video frames.",
+                  lifespan=lifespan)  # fmt: skip
     app.state.config = config
     app.state.engine = engine
     app.state.sessionmaker = session_factory(engine)
     app.state.storage = Storage(config.data_dir)
     app.state.storage.sweep_partials()
+    app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir)
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
-    for module in (session, datasets, images, labels, videos, transfer, augmentation):
+    for module in (session, datasets, images, labels, videos, transfer, augmentation, jobs):
         app.include_router(module.router)
     app.add_exception_handler(AppError, _app_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]

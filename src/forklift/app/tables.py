@@ -110,3 +110,27 @@ class Annotation(Base):
     label_id: Mapped[int] = mapped_column(ForeignKey("labels.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(16))  # box | polygon
     points: Mapped[list[Any]] = mapped_column(JSON)  # box: [x1, y1, x2, y2]; polygon: [[x, y], ...]; pixels
+
+
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+
+
+class Job(Base):
+    """A training run of a data set: a `forklift train` process of its own, never the web process."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    model: Mapped[str] = mapped_column(String(40))  # what is trained (forklift.app.jobs.MODELS)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # hyperparameters, as `forklift train` options
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    out_dir: Mapped[str] = mapped_column(String(300))  # relative to the data directory
+    created_by: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+    started_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
+    epoch: Mapped[int] = mapped_column(Integer, default=0)
+    epochs: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(String(2000))

@@ -93,6 +93,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
         <h1><a href="#/">Data sets</a> › {set.name}</h1>
         <span class="counts">{set.images} images · {set.labelled} labelled</span>
         {canEdit && <div class="actions">
+          {set.task === "detect" && <Train datasetId={datasetId} labelled={set.labelled} say={say} />}
           <label class="button primary">Upload images<input type="file" accept="image/*" multiple hidden onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button" title="Every image in a folder (and its subfolders)">Upload folder<input type="file" multiple hidden ref={(el) => el?.setAttribute("webkitdirectory", "")} onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button">Upload video<input type="file" accept="video/*,.mp4,.avi,.mov,.webm,.mkv" hidden onChange={(e) => uploadVideo(e.currentTarget)} /></label>
@@ -208,5 +209,32 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
         <button onClick={() => capture({ every_s: every })}>Capture</button>
       </div>}
     </div>
+  );
+}
+
+function Train({ datasetId, labelled, say }: { datasetId: number; labelled: number; say: (t: string, e?: boolean) => void }) {
+  const [open, setOpen] = useState(false);
+  const [form, setForm] = useState({ model: "yolov3-tiny", epochs: 30, batch: 16, img: 320, lr: 0.001 });
+  const set = (key: string, value: string) => setForm({ ...form, [key]: key === "model" ? value : Number(value) });
+  const start = async (event: Event) => {
+    event.preventDefault();
+    try {
+      const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", form));
+      location.hash = `#/jobs/${job.id}`;
+    } catch (e) { say((e as Error).message, true); }
+  };
+  if (!open) return <button onClick={() => setOpen(true)} disabled={labelled === 0} title={labelled ? "Train a model on the labelled images" : "Label some images first"}>Train…</button>;
+  return (
+    <form class="inline train-form card" onSubmit={start}>
+      <select value={form.model} onChange={(e) => set("model", e.currentTarget.value)} aria-label="Model">
+        <option value="yolov3-tiny">Optimized for speed (YOLOv3-tiny)</option>
+        <option value="faster-rcnn">Optimized for accuracy (Faster R-CNN)</option>
+      </select>
+      <label>epochs <input type="number" min="1" value={form.epochs} onInput={(e) => set("epochs", e.currentTarget.value)} /></label>
+      <label>batch <input type="number" min="1" value={form.batch} onInput={(e) => set("batch", e.currentTarget.value)} /></label>
+      <label>size <input type="number" min="32" step="32" value={form.img} onInput={(e) => set("img", e.currentTarget.value)} /></label>
+      <label>lr <input type="number" min="0" step="any" value={form.lr} onInput={(e) => set("lr", e.currentTarget.value)} /></label>
+      <button class="primary" type="submit">Start</button><button type="button" onClick={() => setOpen(false)}>Close</button>
+    </form>
   );
 }

@@ -1,0 +1,167 @@
+"""Training jobs: each a `forklift train` process of its own (the web process never trains), queued one at a time
+per machine, found again after an app restart, cancelled by signal, resumed with `forklift train --resume`.
+
+A job trains on a snapshot of its data set taken when it starts (OUT/data: dataset.json and hard links to the
+app's image files), so labels changed during training do not move under it; its model directory is OUT/model,
+whose metrics.csv the runner reads for progress and the live charts.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from forklift.app.tables import DataSet, Job
+from forklift.app.transfer import as_forklift_dataset
+from forklift.data.dataset import Dataset, save_dataset
+from forklift.data.split import assign_splits
+from forklift.shared_data import shared_data_root
+
+POLL_S = 0.5
+VAL_SHARE = 0.2  # of the images, when the data set has no val split of its own
+MODELS = {  # what a job trains: "optimized for speed" (a YOLO from the Darknet cfgs) or "for accuracy"
+    "yolov3-tiny": ["--cfg", "darknet/yolov3-tiny.cfg"],
+    "faster-rcnn": ["--arch", "fasterrcnn_mobilenet_v3_large_320_fpn"],
+}
+OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer")
+
+
+def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Path:
+    """The data set as a forklift data set folder of hard links (copies across file systems), val assigned when
+    the data set has none."""
+    data = as_forklift_dataset(session, dataset, root)
+    (folder / "images").mkdir(parents=True)
+    records = []
+    for k, record in enumerate(data.images):
+        target = folder / "images" / f"{k:06}{Path(record.file).suffix}"
+        try:
+            os.link(data.path(record), target)
+        except OSError:
+            target.write_bytes(data.path(record).read_bytes())
+        records.append(replace(record, file=f"images/{target.name}"))
+    copy = Dataset(data.task, data.classes, records, folder)
+    if not any(record.split == "val" for record in records):
+        assign_splits(copy, VAL_SHARE, 0.0, seed=0)
+    save_dataset(copy, folder)
+    return folder
+
+
+def train_command(job: Job, out: Path) -> list[str]:
+    model = [arg if not arg.startswith("darknet/") else str(shared_data_root() / arg) for arg in MODELS[job.model]]
+    options = [part for key in OPTIONS if job.settings.get(key) is not None
+               for part in (f"--{key.replace('_', '-')}", str(job.settings[key]))]  # fmt: skip
+    return [sys.executable, "-m", "forklift.cli", "train", "--data", str(out / "data"), *model, *options,
+            str(out / "model")]  # fmt: skip
+
+
+def progress(out: Path) -> list[dict[str, str]]:
+    """The rows of the job's metrics.csv so far (one per epoch)."""
+    metrics = out / "model" / "metrics.csv"
+    if not metrics.is_file():
+        return []
+    with metrics.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+class JobRunner:
+    """Starts queued jobs one at a time and follows them; a thread of the app."""
+
+    def __init__(self, sessions: sessionmaker[Session], root: Path) -> None:
+        self.sessions, self.root = sessions, root
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Follow the jobs (again: an app's lifespan may start and stop more than once)."""
+        if self.thread is not None and self.thread.is_alive():
+            return
+        with self.sessions() as session:
+            for job in session.scalars(select(Job).where(Job.state == "running")):
+                if not _alive(job.pid, job.out_dir):
+                    job.state, job.error = "interrupted", "the app stopped while it ran; resume continues it"
+            session.commit()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="forklift-jobs", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(5)
+
+    def cancel(self, job: Job) -> None:
+        if job.pid is not None and _alive(job.pid, job.out_dir):
+            os.killpg(job.pid, signal.SIGTERM)
+
+    def _loop(self) -> None:
+        while not self.stopping.wait(POLL_S):
+            with self.sessions() as session:
+                running = list(session.scalars(select(Job).where(Job.state == "running")))
+                for job in running:
+                    self._follow(job)
+                if not any(job.state == "running" for job in running):
+                    queued = session.scalar(select(Job).where(Job.state == "queued").order_by(Job.id).limit(1))
+                    if queued is not None:
+                        self._launch(session, queued)
+                session.commit()
+
+    def _launch(self, session: Session, job: Job) -> None:
+        out = self.root / job.out_dir
+        resuming = (out / "model" / "checkpoints" / "last.pt").is_file()
+        if not resuming:
+            dataset = session.get(DataSet, job.dataset_id)
+            assert dataset is not None
+            snapshot(session, dataset, self.root, out / "data")
+        command = ([sys.executable, "-m", "forklift.cli", "train", "--resume", str(out / "model")] if resuming
+                   else train_command(job, out))  # fmt: skip
+        log = (out / "train.log").open("ab")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes[job.id] = process
+        job.pid, job.state, job.error = process.pid, "running", None
+        job.started_at = job.started_at or datetime.now(UTC)
+
+    def _follow(self, job: Job) -> None:
+        out = self.root / job.out_dir
+        job.epoch = len(progress(out))
+        process = self.processes.get(job.id)
+        code = process.poll() if process is not None else (None if _alive(job.pid, job.out_dir) else -1)
+        if code is None:
+            return
+        self.processes.pop(job.id, None)
+        job.finished_at = datetime.now(UTC)
+        if code == 0 or (code == -1 and (out / "model" / "forklift.json").is_file()):  # -1: an earlier app's child
+            job.state = "done"
+        elif code == -1:
+            job.state, job.error = "interrupted", "its process ended without a model directory; resume continues it"
+        elif code in (-signal.SIGTERM, 128 + signal.SIGTERM, 130):
+            job.state = "cancelled"
+        else:
+            job.state = "failed"
+            tail = (
+                (out / "train.log").read_text(errors="replace").strip().splitlines()[-1:]
+                if (out / "train.log").is_file()
+                else []
+            )
+            job.error = (tail[0] if tail else f"exit code {code}")[:2000]
+
+
+def _alive(pid: int | None, out_dir: str) -> bool:
+    """Whether `pid` is still this job's training process (a pid can be reused by another program)."""
+    if pid is None:
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return f"{out_dir}/".encode() in command

@@ -1,0 +1,112 @@
+"""/api/jobs: training jobs of a data set: start, list, follow (metrics per epoch), cancel, resume."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy import select
+
+from forklift.app import schemas
+from forklift.app.deps import Db, Editor, RowId, Viewer
+from forklift.app.errors import AppError
+from forklift.app.jobs import progress
+from forklift.app.records import get_or_404
+from forklift.app.tables import DataSet, Image, Job
+
+router = APIRouter(tags=["training jobs"])
+EVENT_POLL_S = 0.5
+
+
+def job_out(job: Job) -> schemas.JobOut:
+    return schemas.JobOut.model_validate(job, from_attributes=True)
+
+
+@router.post("/api/datasets/{dataset_id}/jobs", status_code=201)
+def start_job(dataset_id: RowId, body: schemas.JobIn, session: Db, who: Editor) -> schemas.JobOut:
+    """Queue a training job on the data set's labelled images; it starts when the machine is free."""
+    dataset = get_or_404(session, DataSet, dataset_id)
+    if dataset.task != "detect":
+        raise AppError(422, f"data set {dataset.name!r}: training jobs train detectors for now")
+    labelled = select(Image.id).where(Image.dataset_id == dataset_id, Image.status != "unlabelled").limit(1)
+    if session.scalar(labelled) is None:
+        raise AppError(422, f"data set {dataset.name!r}: no labelled images to train on")
+    settings = body.model_dump(exclude={"model"}, exclude_none=True)
+    job = Job(dataset_id=dataset_id, model=body.model, settings=settings, out_dir="", created_by=who.name,
+              epochs=body.epochs)  # fmt: skip
+    session.add(job)
+    session.flush()
+    job.out_dir = f"jobs/{job.id}"
+    session.commit()
+    return job_out(job)
+
+
+@router.get("/api/jobs")
+def list_jobs(session: Db, _: Viewer) -> list[schemas.JobOut]:
+    return [job_out(job) for job in session.scalars(select(Job).order_by(Job.id.desc()))]
+
+
+@router.get("/api/jobs/{job_id}")
+def get_job(job_id: RowId, session: Db, _: Viewer) -> schemas.JobOut:
+    return job_out(get_or_404(session, Job, job_id))
+
+
+@router.get("/api/jobs/{job_id}/metrics")
+def job_metrics(job_id: RowId, request: Request, session: Db, _: Viewer) -> list[dict[str, str]]:
+    """metrics.csv so far: one row per epoch (loss terms, learning rate, images/s, val metrics)."""
+    job = get_or_404(session, Job, job_id)
+    return progress(request.app.state.storage.path(job.out_dir))
+
+
+@router.get("/api/jobs/{job_id}/events", response_class=StreamingResponse)
+def job_events(job_id: RowId, request: Request, session: Db, _: Viewer) -> StreamingResponse:
+    """Server-sent events while the job lives: `epoch` with each new metrics.csv row (loss terms, lr, images/s,
+    val metrics), `state` with the job whenever its state or progress changes; the stream ends with the job."""
+    get_or_404(session, Job, job_id)
+    sessions, out_dir = request.app.state.sessionmaker, request.app.state.storage.path(f"jobs/{job_id}")
+
+    def events() -> Iterator[str]:
+        sent_rows, last = 0, None
+        while True:
+            with sessions() as fresh:
+                job = job_out(get_or_404(fresh, Job, job_id))
+            rows = progress(out_dir)
+            for row in rows[sent_rows:]:
+                yield f"event: epoch\ndata: {json.dumps(row)}\n\n"
+            sent_rows = len(rows)
+            shown = job.model_dump_json()
+            if shown != last:
+                yield f"event: state\ndata: {shown}\n\n"
+                last = shown
+            if job.state not in ("queued", "running"):
+                return
+            time.sleep(EVENT_POLL_S)
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.post("/api/jobs/{job_id}/cancel")
+def cancel_job(job_id: RowId, request: Request, session: Db, _: Editor) -> schemas.JobOut:
+    job = get_or_404(session, Job, job_id)
+    if job.state == "queued":
+        job.state = "cancelled"
+        session.commit()
+    elif job.state == "running":
+        request.app.state.jobs.cancel(job)
+    else:
+        raise AppError(409, f"job {job_id} is {job.state}: nothing to cancel")
+    return job_out(job)
+
+
+@router.post("/api/jobs/{job_id}/resume")
+def resume_job(job_id: RowId, session: Db, _: Editor) -> schemas.JobOut:
+    """Queue an interrupted, cancelled or failed job again: it continues from its last checkpoint."""
+    job = get_or_404(session, Job, job_id)
+    if job.state not in ("interrupted", "cancelled", "failed"):
+        raise AppError(409, f"job {job_id} is {job.state}: only an interrupted, cancelled or failed job resumes")
+    job.state, job.finished_at = "queued", None
+    session.commit()
+    return job_out(job)

@@ -1,0 +1,94 @@
+"""Training jobs in the app: a real `forklift train` process per job, followed to the end, cancelled and resumed,
+and found again by an app started anew while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from app_helpers import app_client, fresh_database
+from fastapi.testclient import TestClient
+
+from forklift.data.synth import synth_shapes
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"model": "yolov3-tiny", "batch": 8, "img": 64, "lr": 0.001}
+
+
+def _labelled_set(client: TestClient, tmp_path: Path) -> int:
+    """24 generated shapes images with their true boxes, through the API."""
+    data = synth_shapes(tmp_path / "shapes", 24, 64, seed=0)
+    dataset = client.post("/api/datasets", json={"name": "shapes"}).json()["id"]
+    files = [("files", (Path(r.file).name, (data.root / r.file).read_bytes())) for r in data.images]
+    added = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+    for image, record in zip(added, data.images, strict=True):
+        shapes = [{"kind": "box", "label": b.label, "points": [b.x1, b.y1, b.x2, b.y2]} for b in record.boxes]
+        client.put(f"/api/images/{image['id']}/annotations", json={"version": 1, "shapes": shapes})
+    return int(dataset)
+
+
+def _wait(client: TestClient, job: int, done: tuple[str, ...], *, epoch: int = 0, seconds: float = 240) -> dict:
+    deadline = time.monotonic() + seconds
+    while True:
+        seen = client.get(f"/api/jobs/{job}").json()
+        if seen["state"] in done and seen["epoch"] >= epoch:
+            return dict(seen)
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.3)
+
+
+def test_a_job_trains_in_its_own_process_and_resumes_after_a_cancel(tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(None, data)) as client:
+        dataset = _labelled_set(client, tmp_path)
+        job = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 3}).json()
+        assert job["state"] == "queued" and job["created_by"] == "local"
+        running = _wait(client, job["id"], ("running",), epoch=1)
+        assert client.post(f"/api/jobs/{job['id']}/cancel").status_code == 200
+        cancelled = _wait(client, job["id"], ("cancelled",))
+        assert cancelled["epoch"] >= running["epoch"] and cancelled["finished_at"]
+        assert client.post(f"/api/jobs/{job['id']}/resume").json()["state"] == "queued"
+        epochs, states = [], []
+        with client.stream("GET", f"/api/jobs/{job['id']}/events") as events:  # the live charts' feed
+            kind = ""
+            for line in events.iter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    (epochs if kind == "epoch" else states).append(json.loads(line[6:]))
+        assert [row["epoch"] for row in epochs] == ["1", "2", "3"] and float(epochs[-1]["loss"]) > 0
+        assert states[-1]["state"] == "done" and states[-1]["epoch"] == 3
+        finished = _wait(client, job["id"], ("done", "failed"))
+        assert finished["state"] == "done", finished
+        rows = client.get(f"/api/jobs/{job['id']}/metrics").json()
+        assert [row["epoch"] for row in rows] == ["1", "2", "3"] and all(row["map50"] for row in rows)
+        model = data / "jobs" / str(job["id"]) / "model"
+        assert (model / "yolov3-tiny.onnx").is_file() and (model / "eval" / "eval.json").is_file()
+
+
+def test_a_restarted_app_finds_its_running_job_or_marks_it_interrupted(tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    db = fresh_database(None, data)
+    with app_client(data, db) as client:
+        dataset = _labelled_set(client, tmp_path)
+        first = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 2}).json()["id"]
+        _wait(client, first, ("running",))
+    with app_client(data, db) as client:  # a new app while the job's process goes on
+        assert _wait(client, first, ("done", "failed"))["state"] == "done"
+        second = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 40}).json()["id"]
+        pid = _wait(client, second, ("running",), epoch=1)["pid"]
+    os.killpg(pid, signal.SIGKILL)  # the machine loses the job while no app runs
+    with app_client(data, db) as client:
+        seen = client.get(f"/api/jobs/{second}").json()
+        assert seen["state"] == "interrupted" and "resume continues it" in seen["error"], seen
+        assert client.post(f"/api/jobs/{second}/resume").json()["state"] == "queued"
+        assert _wait(client, second, ("running",), epoch=2)["epoch"] >= 2  # from its checkpoint, not from scratch
+        assert client.post(f"/api/jobs/{second}/cancel").status_code == 200
+        _wait(client, second, ("cancelled",))

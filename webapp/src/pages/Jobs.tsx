@@ -1,0 +1,111 @@
+// Training jobs: the list (state, progress, who started it) and one job's live charts of loss and validation
+// metrics per epoch, fed by server-sent events (not by polling a log).
+import { useEffect, useRef, useState } from "preact/hooks";
+import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from "chart.js";
+import { api, type Job } from "../api";
+import { Message, useMessage } from "../widgets";
+
+Chart.register(LineController, LineElement, PointElement, LinearScale, CategoryScale, Legend, Tooltip);
+
+function Progress({ job }: { job: Job }) {
+  return <span class="progress"><span style={{ width: `${(100 * job.epoch) / job.epochs}%` }} /><em>{job.epoch}/{job.epochs}</em></span>;
+}
+
+function Actions({ job, canEdit, onChange, say }: { job: Job; canEdit: boolean; onChange: (j: Job) => void; say: (t: string, e?: boolean) => void }) {
+  if (!canEdit) return null;
+  const run = (what: string) => api<Job>(`/api/jobs/${job.id}/${what}`, { method: "POST" }).then(onChange, (e) => say(e.message, true));
+  return <span class="row-actions">
+    {(job.state === "queued" || job.state === "running") && <button class="danger" onClick={() => run("cancel")}>Cancel</button>}
+    {["interrupted", "cancelled", "failed"].includes(job.state) && <button onClick={() => run("resume")}>Resume</button>}
+  </span>;
+}
+
+export function Jobs({ canEdit }: { canEdit: boolean }) {
+  const [jobs, setJobs] = useState<Job[] | null>(null);
+  const [message, say] = useMessage();
+  useEffect(() => {
+    const load = () => api<Job[]>("/api/jobs").then(setJobs, (e) => say(e.message, true));
+    load();
+    const timer = setInterval(load, 3000);
+    return () => clearInterval(timer);
+  }, []);
+  return (
+    <section>
+      <div class="page-head"><h1>Training</h1></div>
+      <Message message={message} />
+      {jobs === null ? <p class="muted">Loading…</p> : jobs.length === 0 ? <p class="empty">No training jobs yet: open a labelled data set and press Train.</p> : (
+        <table class="jobs card">
+          <thead><tr><th>Job</th><th>Data set</th><th>Model</th><th>State</th><th>Progress</th><th>Started by</th><th /></tr></thead>
+          <tbody>{jobs.map((job) => (
+            <tr key={job.id}>
+              <td><a href={`#/jobs/${job.id}`}>#{job.id}</a></td>
+              <td><a href={`#/datasets/${job.dataset_id}`}>{job.dataset_id}</a></td>
+              <td>{job.model}</td><td><span class={`state ${job.state}`}>{job.state}</span></td>
+              <td><Progress job={job} /></td><td>{job.created_by}</td>
+              <td><Actions job={job} canEdit={canEdit} onChange={() => undefined} say={say} /></td>
+            </tr>))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean }) {
+  const [job, setJob] = useState<Job | null>(null);
+  const [rows, setRows] = useState<Record<string, string>[]>([]);
+  const [message, say] = useMessage();
+  const canvas = useRef<HTMLCanvasElement>(null);
+  const chart = useRef<Chart | null>(null);
+  const [stream, setStream] = useState(0);
+
+  useEffect(() => {
+    setRows([]);
+    const events = new EventSource(`/api/jobs/${jobId}/events`);
+    events.addEventListener("epoch", (e) => setRows((r) => [...r, JSON.parse((e as MessageEvent).data)]));
+    events.addEventListener("state", (e) => setJob(JSON.parse((e as MessageEvent).data)));
+    events.onerror = () => events.close();  // the stream ends with the job
+    return () => events.close();
+  }, [jobId, stream]);
+
+  useEffect(() => {
+    if (!canvas.current) return;
+    const keys = rows.length ? Object.keys(rows[0]).filter((k) => k === "loss" || k.startsWith("map") || k === "top1" || k === "miou") : [];
+    const colours = ["#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2"];
+    const data = { labels: rows.map((r) => r.epoch), datasets: keys.map((k, i) => ({
+      label: k, data: rows.map((r) => (r[k] === "" ? null : Number(r[k]))), borderColor: colours[i % colours.length],
+      yAxisID: k === "loss" ? "loss" : "metric", tension: 0.2, spanGaps: true,
+    })) };
+    if (!chart.current) {
+      chart.current = new Chart(canvas.current, { type: "line", data, options: { animation: false, maintainAspectRatio: false,
+        scales: { loss: { type: "linear", position: "left", title: { display: true, text: "loss" } },
+                  metric: { type: "linear", position: "right", min: 0, max: 1, grid: { drawOnChartArea: false }, title: { display: true, text: "val" } } } } });
+    } else { chart.current.data = data; chart.current.update(); }
+  }, [rows]);
+  useEffect(() => () => { chart.current?.destroy(); chart.current = null; }, []);
+
+  const last = rows[rows.length - 1];
+  return (
+    <section class="job-page">
+      <div class="page-head">
+        <h1><a href="#/jobs">Training</a> › job #{jobId}</h1>
+        {job && <><span class={`state ${job.state}`} data-testid="job-state">{job.state}</span><Progress job={job} />
+          <Actions job={job} canEdit={canEdit} onChange={(j) => { setJob(j); setStream((s) => s + 1); }} say={say} /></>}
+      </div>
+      <Message message={message} />
+      {job?.error && <p class="message error">{job.error}</p>}
+      <div class="columns">
+        <div class="card chart-card"><div class="chart" style={{ height: "360px" }}><canvas ref={canvas} /></div></div>
+        <aside class="card side-facts">
+          {job && <dl>
+            <dt>Model</dt><dd>{job.model}</dd>
+            <dt>Data set</dt><dd><a href={`#/datasets/${job.dataset_id}`}>#{job.dataset_id}</a></dd>
+            {Object.entries(job.settings).map(([k, v]) => <><dt key={k}>{k}</dt><dd>{String(v)}</dd></>)}
+            <dt>Started by</dt><dd>{job.created_by}</dd>
+            {last && <><dt>Learning rate</dt><dd>{Number(last.lr).toExponential(2)}</dd><dt>Images/s</dt><dd>{Number(last.images_per_s).toFixed(1)}</dd></>}
+          </dl>}
+        </aside>
+      </div>
+    </section>
+  );
+}
