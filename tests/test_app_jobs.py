@@ -3,14 +3,16 @@ and found again by an app started anew while it runs."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
-from app_helpers import app_client, fresh_database
+from app_helpers import app_client, fresh_database, zip_of
 from fastapi.testclient import TestClient
 
 from forklift.data.synth import synth_shapes
@@ -92,3 +94,31 @@ def test_a_restarted_app_finds_its_running_job_or_marks_it_interrupted(tmp_path:
         assert _wait(client, second, ("running",), epoch=2)["epoch"] >= 2  # from its checkpoint, not from scratch
         assert client.post(f"/api/jobs/{second}/cancel").status_code == 200
         _wait(client, second, ("cancelled",))
+
+
+def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(None, data)) as client:
+        dataset = _labelled_set(client, tmp_path)
+        job = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 1}).json()["id"]
+        assert _wait(client, job, ("done", "failed"))["state"] == "done"
+        (model,) = client.get("/api/models").json()
+        assert model["job_id"] == job and model["name"] == "shapes #" + str(job)
+        assert "map50" in model["metrics"] and model["settings"]["epochs"] == 1 and len(model["dataset_digest"]) == 64
+        exported = client.get(f"/api/models/{model['id']}/export")
+        names = zipfile.ZipFile(io.BytesIO(exported.content)).namelist()
+        assert (
+            "model.json" in names
+            and "yolov3-tiny.onnx" in names
+            and not any(n.startswith("checkpoints") for n in names)
+        )
+        client.patch(f"/api/models/{model['id']}", json={"name": "first"})
+        imported = client.post("/api/models/import", files={"file": ("first.zip", exported.content)})
+        assert imported.status_code == 201, imported.text
+        twin = imported.json()["model"]
+        assert twin["name"] == "shapes #" + str(job) and twin["metrics"] == model["metrics"]  # the record travelled
+        assert (data / "models").is_dir() and client.delete(f"/api/models/{model['id']}").status_code == 204
+        assert [m["id"] for m in client.get("/api/models").json()] == [twin["id"]]
+        junk = client.post("/api/models/import", files={"file": ("junk.zip", zip_of({"notes.txt": b"hello"}))})
+        assert junk.status_code == 422 and junk.json()["error"].startswith("junk.zip:")

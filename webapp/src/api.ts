@@ -72,3 +72,8 @@ export interface Job {
   pid: number | null; created_by: string; created_at: string; started_at: string | null; finished_at: string | null;
   error: string | null;
 }
+
+export interface Model {
+  id: number; name: string; job_id: number | null; dataset_id: number | null; dataset_digest: string | null;
+  settings: Record<string, unknown>; metrics: Record<string, number>; created_at: string;
+}

@@ -7,6 +7,7 @@ import { DataSets } from "./pages/DataSets";
 import { DataSetPage } from "./pages/DataSetPage";
 import { Editor } from "./pages/Editor";
 import { JobPage, Jobs } from "./pages/Jobs";
+import { Models } from "./pages/Models";
 import { Login } from "./pages/Login";
 import "./styles.css";
 
@@ -34,12 +35,13 @@ function App() {
     <div class="shell">
       <header class="topbar">
         <a class="brand" href="#/">forklift</a>
-        <nav><a href="#/">Data sets</a><a href="#/jobs">Training</a><a href="/docs" target="_blank">API</a></nav>
+        <nav><a href="#/">Data sets</a><a href="#/jobs">Training</a><a href="#/models">Models</a><a href="/docs" target="_blank">API</a></nav>
         <span class="who">{session.local ? "local" : `${session.name} · ${session.role}`}</span>
       </header>
       <main>
         {job ? <JobPage jobId={+job[1]} canEdit={canEdit} key={job[1]} />
           : hash.startsWith("#/jobs") ? <Jobs canEdit={canEdit} />
+          : hash.startsWith("#/models") ? <Models canEdit={canEdit} />
           : editor ? <Editor datasetId={+editor[1]} imageId={+editor[2]} canEdit={canEdit} key={editor[2]} />
           : dataset ? <DataSetPage datasetId={+dataset[1]} canEdit={canEdit} />
           : <DataSets canEdit={canEdit} />}

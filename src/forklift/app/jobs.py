@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from forklift.app.registry import register_job
 from forklift.app.tables import DataSet, Job
 from forklift.app.transfer import as_forklift_dataset
 from forklift.data.dataset import Dataset, save_dataset
@@ -109,7 +110,7 @@ class JobRunner:
             with self.sessions() as session:
                 running = list(session.scalars(select(Job).where(Job.state == "running")))
                 for job in running:
-                    self._follow(job)
+                    self._follow(session, job)
                 if not any(job.state == "running" for job in running):
                     queued = session.scalar(select(Job).where(Job.state == "queued").order_by(Job.id).limit(1))
                     if queued is not None:
@@ -131,7 +132,7 @@ class JobRunner:
         job.pid, job.state, job.error = process.pid, "running", None
         job.started_at = job.started_at or datetime.now(UTC)
 
-    def _follow(self, job: Job) -> None:
+    def _follow(self, session: Session, job: Job) -> None:
         out = self.root / job.out_dir
         job.epoch = len(progress(out))
         process = self.processes.get(job.id)
@@ -142,6 +143,7 @@ class JobRunner:
         job.finished_at = datetime.now(UTC)
         if code == 0 or (code == -1 and (out / "model" / "forklift.json").is_file()):  # -1: an earlier app's child
             job.state = "done"
+            register_job(session, job, self.root)
         elif code == -1:
             job.state, job.error = "interrupted", "its process ended without a model directory; resume continues it"
         elif code in (-signal.SIGTERM, 128 + signal.SIGTERM, 130):

@@ -183,3 +183,23 @@ class JobOut(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     error: str | None
+
+
+class ModelOut(BaseModel):
+    id: int
+    name: str
+    job_id: int | None
+    dataset_id: int | None
+    dataset_digest: str | None  # the data set as trained on: two models with the same digest saw the same labels
+    settings: dict
+    metrics: dict
+    created_at: datetime
+
+
+class ModelRename(BaseModel):
+    name: str = Name
+
+
+class ModelImport(BaseModel):
+    model: ModelOut
+    refused: list[str]

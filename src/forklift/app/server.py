@@ -17,7 +17,7 @@ from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.errors import AppError
 from forklift.app.jobs import JobRunner
-from forklift.app.routes import augmentation, datasets, images, jobs, labels, session, transfer, videos
+from forklift.app.routes import augmentation, datasets, images, jobs, labels, models, session, transfer, videos
 from forklift.app.security import Sessions, secret_key
 from forklift.app.storage import Storage
 
@@ -47,7 +47,7 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.storage.sweep_partials()
     app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir)
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
-    for module in (session, datasets, images, labels, videos, transfer, augmentation, jobs):
+    for module in (session, datasets, images, labels, videos, transfer, augmentation, jobs, models):
         app.include_router(module.router)
     app.add_exception_handler(AppError, _app_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]

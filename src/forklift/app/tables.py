@@ -134,3 +134,19 @@ class Job(Base):
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     epochs: Mapped[int] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(String(2000))
+
+
+class Model(Base):
+    """A model in the registry: a model directory under the data directory, with where it came from."""
+
+    __tablename__ = "models"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    dir: Mapped[str] = mapped_column(String(300))  # relative to the data directory
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    dataset_id: Mapped[int | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"))
+    dataset_digest: Mapped[str | None] = mapped_column(String(64))  # the data set as trained on (its snapshot's hash)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)  # eval.json's figures (no curves)
+    created_at: Mapped[datetime] = mapped_column(default=_now)

@@ -1,0 +1,86 @@
+"""The model registry: every finished training job becomes a model (its data set and that data set's version as
+trained on, hyperparameters, metrics, model directory); models are renamed, deleted, exported as a zip (the model
+directory plus its record, `model.json`) and imported from such a zip or from any model directory forklift can
+load (Darknet, Caffe, ONNX, zipped)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+from zipstream import ZIP_DEFLATED, ZipStream
+
+from forklift.app.tables import DataSet, Job, Model
+from forklift.app.transfer import safe_extract
+from forklift.errors import ForkliftError
+from forklift.model_files.model_dir import open_model_dir
+
+RECORD = "model.json"
+LEFT_OUT = ("checkpoints", "tensorboard")  # training state, not the model
+
+
+def scalar_metrics(model_dir: Path) -> dict[str, Any]:
+    """eval.json's single figures (mAP, top-1...), without its curves and matrices."""
+    report = model_dir / "eval" / "eval.json"
+    if not report.is_file():
+        return {}
+    found = json.loads(report.read_text(encoding="utf-8"))
+    return {k: v for k, v in found.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def register_job(session: Session, job: Job, root: Path) -> Model:
+    """The model of a finished job, recorded with its data set's digest as trained on."""
+    out = root / job.out_dir
+    index = out / "data" / "dataset.json"
+    digest = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
+    dataset = session.get(DataSet, job.dataset_id)
+    model = Model(name=f"{dataset.name if dataset else 'data set'} #{job.id}", dir=f"{job.out_dir}/model",
+                  job_id=job.id, dataset_id=job.dataset_id, dataset_digest=digest,
+                  settings={"model": job.model, **job.settings}, metrics=scalar_metrics(out / "model"))  # fmt: skip
+    session.add(model)
+    return model
+
+
+def record(model: Model) -> dict[str, Any]:
+    """What model.json holds beside the files: where the model came from and how it measured."""
+    return {"name": model.name, "dataset_id": model.dataset_id, "dataset_digest": model.dataset_digest,
+            "settings": model.settings, "metrics": model.metrics,
+            "created_at": model.created_at.isoformat()}  # fmt: skip
+
+
+def export_stream(model: Model, root: Path) -> Iterable[bytes]:
+    """The model directory (less its training state) and model.json, zipped as it is sent."""
+    folder = root / model.dir
+    stream = ZipStream(compress_type=ZIP_DEFLATED)
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if path.is_file() and relative.parts[0] not in LEFT_OUT:
+            stream.add_path(str(path), str(relative))
+    stream.add(json.dumps(record(model), indent=1).encode(), RECORD)
+    return iter(stream)
+
+
+def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) -> tuple[Model, list[str]]:
+    """A model from a zip of a model directory (with or without model.json); unsafe entries refused by name."""
+    folder = root / "models" / uuid.uuid4().hex
+    try:
+        extracted = safe_extract(archive, folder)
+        inside = [p for p in folder.iterdir() if not p.name.startswith(".")]
+        model_dir = inside[0] if len(inside) == 1 and inside[0].is_dir() else folder
+        open_model_dir(model_dir)  # a model forklift can load, or one line saying why not
+    except ForkliftError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    saved = json.loads((model_dir / RECORD).read_text(encoding="utf-8")) if (model_dir / RECORD).is_file() else {}
+    model = Model(name=str(saved.get("name") or fallback_name), dir=str(model_dir.relative_to(root)),
+                  dataset_digest=saved.get("dataset_digest"), settings=saved.get("settings") or {},
+                  metrics=saved.get("metrics") or scalar_metrics(model_dir))  # fmt: skip
+    session.add(model)
+    session.commit()
+    return model, extracted.refused

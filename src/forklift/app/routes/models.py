@@ -1,0 +1,80 @@
+"""/api/models: the model registry: list, look, rename, delete, export as a zip, import a zip."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, File, Request, UploadFile
+from fastapi.responses import StreamingResponse
+from sqlalchemy import select
+
+from forklift.app import schemas
+from forklift.app.deps import Db, Editor, Files, RowId, Viewer
+from forklift.app.errors import AppError
+from forklift.app.records import get_or_404
+from forklift.app.registry import export_stream, import_zip
+from forklift.app.tables import Model
+from forklift.errors import ForkliftError
+
+router = APIRouter(tags=["models"])
+
+
+def model_out(model: Model) -> schemas.ModelOut:
+    return schemas.ModelOut.model_validate(model, from_attributes=True)
+
+
+@router.get("/api/models")
+def list_models(session: Db, _: Viewer) -> list[schemas.ModelOut]:
+    return [model_out(m) for m in session.scalars(select(Model).order_by(Model.id.desc()))]
+
+
+@router.get("/api/models/{model_id}")
+def get_model(model_id: RowId, session: Db, _: Viewer) -> schemas.ModelOut:
+    return model_out(get_or_404(session, Model, model_id))
+
+
+@router.patch("/api/models/{model_id}")
+def rename_model(model_id: RowId, body: schemas.ModelRename, session: Db, _: Editor) -> schemas.ModelOut:
+    model = get_or_404(session, Model, model_id)
+    model.name = body.name
+    session.commit()
+    return model_out(model)
+
+
+@router.delete("/api/models/{model_id}", status_code=204)
+def delete_model(model_id: RowId, session: Db, storage: Files, _: Editor) -> None:
+    model = get_or_404(session, Model, model_id)
+    folder = storage.path(model.dir)
+    session.delete(model)
+    session.commit()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@router.get("/api/models/{model_id}/export", response_class=StreamingResponse)
+def export_model(model_id: RowId, session: Db, storage: Files, _: Viewer) -> StreamingResponse:
+    model = get_or_404(session, Model, model_id)
+    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in model.name) or "model"
+    return StreamingResponse(export_stream(model, storage.root), media_type="application/zip",
+                             headers={"Content-Disposition": f'attachment; filename="{name}.zip"'})  # fmt: skip
+
+
+@router.post("/api/models/import", status_code=201)
+def import_model(
+    request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor
+) -> schemas.ModelImport:
+    """A zip of a model directory (an export of this app, or Darknet, Caffe or ONNX files forklift can load)."""
+    limit = request.app.state.config.max_zip_bytes
+    with tempfile.TemporaryDirectory(dir=storage.root) as scratch:
+        archive = Path(scratch) / "model.zip"
+        with archive.open("wb") as out:
+            shutil.copyfileobj(file.file, out, 1 << 20)
+        if archive.stat().st_size > limit:
+            raise AppError(413, f"{file.filename}: larger than {limit // 2**20} MiB")
+        try:
+            model, refused = import_zip(session, archive, storage.root, Path(file.filename or "model").stem)
+        except ForkliftError as exc:
+            raise AppError(422, f"{file.filename}: {exc}") from exc
+    return schemas.ModelImport(model=model_out(model), refused=refused)

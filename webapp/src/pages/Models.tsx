@@ -1,0 +1,66 @@
+// The model registry: every finished training job is a model; compare them side by side, rename, delete,
+// export a model as a zip (its directory and its record) and import one.
+import { useEffect, useState } from "preact/hooks";
+import { api, json, type Model } from "../api";
+import { Message, useMessage } from "../widgets";
+
+export function Models({ canEdit }: { canEdit: boolean }) {
+  const [models, setModels] = useState<Model[] | null>(null);
+  const [chosen, setChosen] = useState<number[]>([]);
+  const [message, say] = useMessage();
+  const reload = () => api<Model[]>("/api/models").then(setModels, (e) => say(e.message, true));
+  useEffect(() => { reload(); }, []);
+  const act = async (call: Promise<unknown>, done: string) => {
+    try { await call; say(done); reload(); } catch (e) { say((e as Error).message, true); }
+  };
+  const importZip = async (input: HTMLInputElement) => {
+    const file = input.files?.[0];
+    if (!file) return;
+    const form = new FormData();
+    form.append("file", file);
+    await act(api("/api/models/import", { method: "POST", body: form }), `Imported ${file.name}.`);
+    input.value = "";
+  };
+  const compared = (models ?? []).filter((m) => chosen.includes(m.id));
+  const keys = (pick: (m: Model) => Record<string, unknown>) => [...new Set(compared.flatMap((m) => Object.keys(pick(m))))].sort();
+  const shown = (v: unknown) => (typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(4)) : v === undefined ? "–" : String(v));
+  return (
+    <section>
+      <div class="page-head">
+        <h1>Models</h1>
+        {canEdit && <div class="actions"><label class="button">Import model zip<input type="file" accept=".zip" hidden onChange={(e) => importZip(e.currentTarget)} /></label></div>}
+      </div>
+      <Message message={message} />
+      {models === null ? <p class="muted">Loading…</p> : models.length === 0 ? <p class="empty">No models yet: a finished training job becomes one.</p> : (
+        <table class="jobs card">
+          <thead><tr><th /><th>Model</th><th>Data set</th><th>mAP@.5</th><th>Created</th><th /></tr></thead>
+          <tbody>{models.map((m) => (
+            <tr key={m.id}>
+              <td><input type="checkbox" aria-label={`Compare ${m.name}`} checked={chosen.includes(m.id)} onChange={() => setChosen(chosen.includes(m.id) ? chosen.filter((id) => id !== m.id) : [...chosen, m.id])} /></td>
+              <td>{m.name}{m.job_id && <> · <a href={`#/jobs/${m.job_id}`}>job #{m.job_id}</a></>}</td>
+              <td>{m.dataset_id ? <a href={`#/datasets/${m.dataset_id}`}>#{m.dataset_id}</a> : "–"}</td>
+              <td>{shown(m.metrics.map50)}</td><td>{new Date(m.created_at).toLocaleString()}</td>
+              <td class="row-actions">
+                <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
+                {canEdit && <>
+                  <button onClick={() => { const n = prompt("Rename model", m.name); if (n && n.trim() !== m.name) act(api(`/api/models/${m.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>Rename</button>
+                  <button class="danger" onClick={() => { if (confirm(`Delete ${m.name} and its files?`)) act(api(`/api/models/${m.id}`, { method: "DELETE" }), "Deleted."); }}>Delete</button>
+                </>}
+              </td>
+            </tr>))}
+          </tbody>
+        </table>
+      )}
+      {compared.length >= 2 && (
+        <table class="jobs card compare">
+          <thead><tr><th /> {compared.map((m) => <th key={m.id}>{m.name}</th>)}</tr></thead>
+          <tbody>
+            {keys((m) => m.metrics).map((k) => <tr key={`m-${k}`}><th>{k}</th>{compared.map((m) => <td key={m.id}>{shown(m.metrics[k])}</td>)}</tr>)}
+            {keys((m) => m.settings).map((k) => <tr key={`s-${k}`} class="muted"><th>{k}</th>{compared.map((m) => <td key={m.id}>{shown(m.settings[k])}</td>)}</tr>)}
+            <tr class="muted"><th>data set version</th>{compared.map((m) => <td key={m.id}>{m.dataset_digest?.slice(0, 10) ?? "–"}</td>)}</tr>
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
