@@ -77,3 +77,8 @@ export interface Model {
   id: number; name: string; job_id: number | null; dataset_id: number | null; dataset_digest: string | null;
   settings: Record<string, unknown>; metrics: Record<string, number>; created_at: string;
 }
+
+export interface Deployment {
+  id: number; model_id: number; name: string; port: number; url: string; curl: { native: string; powerai: string };
+  created_by: string;
+}

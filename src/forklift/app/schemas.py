@@ -203,3 +203,13 @@ class ModelRename(BaseModel):
 class ModelImport(BaseModel):
     model: ModelOut
     refused: list[str]
+
+
+class DeploymentOut(BaseModel):
+    id: int
+    model_id: int
+    name: str  # the model's name in the deployment's URLs
+    port: int
+    url: str
+    curl: dict[str, str]  # ready-to-paste calls: native and PowerAI Vision protocols
+    created_by: str

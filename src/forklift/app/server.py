@@ -4,6 +4,7 @@ JSON, and the built front end (a single-page app: any other path answers its ind
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,9 +16,21 @@ from starlette.exceptions import HTTPException
 from forklift import __version__
 from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
+from forklift.app.deploy import restore
 from forklift.app.errors import AppError
 from forklift.app.jobs import JobRunner
-from forklift.app.routes import augmentation, datasets, images, jobs, labels, models, session, transfer, videos
+from forklift.app.routes import (
+    augmentation,
+    datasets,
+    deployments,
+    images,
+    jobs,
+    labels,
+    models,
+    session,
+    transfer,
+    videos,
+)
 from forklift.app.security import Sessions, secret_key
 from forklift.app.storage import Storage
 
@@ -35,6 +48,7 @@ def create_app(config: AppConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         started.state.jobs.start()  # training jobs are followed while the app serves
+        threading.Thread(target=restore, args=(started.state.sessionmaker, config.data_dir), daemon=True).start()
         yield
         started.state.jobs.stop()
 
@@ -47,7 +61,7 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.storage.sweep_partials()
     app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir)
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
-    for module in (session, datasets, images, labels, videos, transfer, augmentation, jobs, models):
+    for module in (session, datasets, images, labels, videos, transfer, augmentation, jobs, models, deployments):
         app.include_router(module.router)
     app.add_exception_handler(AppError, _app_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]

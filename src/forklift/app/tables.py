@@ -150,3 +150,17 @@ class Model(Base):
     settings: Mapped[dict[str, Any]] = mapped_column(JSON)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON)  # eval.json's figures (no curves)
     created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Deployment(Base):
+    """A model served by `forklift serve` on a port of its own, for as long as it is deployed."""
+
+    __tablename__ = "deployments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(80))  # the served model's name in its URLs
+    port: Mapped[int] = mapped_column(Integer)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    created_by: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(default=_now)

@@ -1,14 +1,31 @@
 // The model registry: every finished training job is a model; compare them side by side, rename, delete,
 // export a model as a zip (its directory and its record) and import one.
 import { useEffect, useState } from "preact/hooks";
-import { api, json, type Model } from "../api";
+import { api, json, type Deployment, type Model } from "../api";
 import { Message, useMessage } from "../widgets";
 
 export function Models({ canEdit }: { canEdit: boolean }) {
   const [models, setModels] = useState<Model[] | null>(null);
   const [chosen, setChosen] = useState<number[]>([]);
+  const [deployments, setDeployments] = useState<Deployment[]>([]);
+  const [answer, setAnswer] = useState<string>("");
   const [message, say] = useMessage();
-  const reload = () => api<Model[]>("/api/models").then(setModels, (e) => say(e.message, true));
+  const reload = () => {
+    api<Model[]>("/api/models").then(setModels, (e) => say(e.message, true));
+    api<Deployment[]>("/api/deployments").then(setDeployments, () => undefined);
+  };
+  const tryImage = async (deployment: Deployment, input: HTMLInputElement) => {
+    const file = input.files?.[0];
+    if (!file) return;
+    const form = new FormData();
+    form.append("file", file);
+    try {
+      const result = await api<{ results?: { detections?: { label: string; score: number }[] }[] }>(`/api/deployments/${deployment.id}/predict`, { method: "POST", body: form });
+      const found = result.results?.[0]?.detections ?? [];
+      setAnswer(`${file.name}: ${found.length} detection(s)` + (found.length ? ": " + found.slice(0, 8).map((d) => `${d.label} ${d.score.toFixed(2)}`).join(", ") : ""));
+    } catch (e) { say((e as Error).message, true); }
+    input.value = "";
+  };
   useEffect(() => { reload(); }, []);
   const act = async (call: Promise<unknown>, done: string) => {
     try { await call; say(done); reload(); } catch (e) { say((e as Error).message, true); }
@@ -42,6 +59,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
               <td>{shown(m.metrics.map50)}</td><td>{new Date(m.created_at).toLocaleString()}</td>
               <td class="row-actions">
                 <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
+                {canEdit && !deployments.some((d) => d.model_id === m.id) && <button class="primary" onClick={() => { say(`Deploying ${m.name}…`); act(api(`/api/models/${m.id}/deploy`, { method: "POST" }), `Deployed ${m.name}.`); }}>Deploy</button>}
                 {canEdit && <>
                   <button onClick={() => { const n = prompt("Rename model", m.name); if (n && n.trim() !== m.name) act(api(`/api/models/${m.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>Rename</button>
                   <button class="danger" onClick={() => { if (confirm(`Delete ${m.name} and its files?`)) act(api(`/api/models/${m.id}`, { method: "DELETE" }), "Deleted."); }}>Delete</button>
@@ -50,6 +68,22 @@ export function Models({ canEdit }: { canEdit: boolean }) {
             </tr>))}
           </tbody>
         </table>
+      )}
+      {deployments.length > 0 && (
+        <div class="card deployments">
+          <h2>Deployed</h2>
+          {deployments.map((d) => (
+            <div key={d.id} class="deployment">
+              <strong>{(models ?? []).find((m) => m.id === d.model_id)?.name ?? `model ${d.model_id}`}</strong> at <a href={`${d.url}/docs`} target="_blank">{d.url}</a>
+              <pre>{d.curl.native}{"\n"}{d.curl.powerai}</pre>
+              <span class="row-actions">
+                <label class="button">Try an image<input type="file" accept="image/*" hidden onChange={(e) => tryImage(d, e.currentTarget)} /></label>
+                {canEdit && <button class="danger" onClick={() => act(api(`/api/deployments/${d.id}`, { method: "DELETE" }), "Undeployed.")}>Undeploy</button>}
+              </span>
+            </div>
+          ))}
+          {answer && <p class="message" role="status">{answer}</p>}
+        </div>
       )}
       {compared.length >= 2 && (
         <table class="jobs card compare">

@@ -1,0 +1,80 @@
+"""One-click deploy: a registered model served by `forklift serve` (pinned, batching workers) on a port of its
+own, as long as it is deployed. Deployments outlive the app's process: an app started anew finds each serving
+process again (its pid, checked against its command line) or starts it anew."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from forklift.app.tables import Deployment, Model
+from forklift.errors import ForkliftError
+from forklift.serve.process import ServerProcess, free_port
+
+STOP_S = 30.0
+
+
+def start_serving(model_dir: Path, name: str, port: int | None = None) -> tuple[int, int]:
+    """(port, pid) of a new `forklift serve` of the model once it answers /healthz; one line if it cannot."""
+    server = ServerProcess(f"{model_dir}={name}", "--instances", "1", port=port or free_port(), timeout=120)
+    return server.port, server.process.pid
+
+
+def serving(deployment: Deployment, model_dir: Path) -> bool:
+    """Whether the deployment's process is alive and is `forklift serve` of this model."""
+    if deployment.pid is None:
+        return False
+    try:
+        command = Path(f"/proc/{deployment.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"serve" in command and str(model_dir).encode() in command
+
+
+def stop_serving(deployment: Deployment, model_dir: Path) -> None:
+    """SIGTERM (the server drains), then wait for it to be gone."""
+    if not serving(deployment, model_dir):
+        return
+    assert deployment.pid is not None
+    os.kill(deployment.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    while serving(deployment, model_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if serving(deployment, model_dir):
+        os.kill(deployment.pid, signal.SIGKILL)
+
+
+def curl_lines(host: str, deployment: Deployment) -> dict[str, str]:
+    """Ready-to-paste calls of the deployment: forklift's native protocol and PowerAI Vision's."""
+    base = f"http://{host}:{deployment.port}"
+    return {
+        "native": f"curl -F files=@image.jpg {base}/predict/{deployment.name}",
+        "powerai": f"curl -F files=@image.jpg {base}/api/dlapis/{deployment.name}",
+    }
+
+
+def predict(deployment: Deployment, content: bytes, filename: str) -> dict:
+    """The deployment's answer for one image (the app's test page sends images through here)."""
+    answer = httpx.post(f"http://127.0.0.1:{deployment.port}/predict/{deployment.name}",
+                        files={"files": (filename, content)}, timeout=120)  # fmt: skip
+    return {"status_code": answer.status_code, **answer.json()}
+
+
+def restore(sessions: sessionmaker[Session], root: Path) -> None:
+    """After an app start: every deployment whose server is gone is started again (on its port when free)."""
+    with sessions() as session:
+        for deployment in session.scalars(select(Deployment)):
+            model = session.get(Model, deployment.model_id)
+            if model is None or serving(deployment, root / model.dir):
+                continue
+            try:
+                deployment.port, deployment.pid = start_serving(root / model.dir, deployment.name, deployment.port)
+            except ForkliftError:
+                deployment.port, deployment.pid = start_serving(root / model.dir, deployment.name)
+            session.commit()

@@ -1,0 +1,64 @@
+"""/api/deployments: deploy a registered model with forklift's serving, its endpoint and curl lines, a test call,
+undeploy."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Request, UploadFile
+from sqlalchemy import select
+
+from forklift.app import schemas
+from forklift.app.deploy import curl_lines, predict, start_serving, stop_serving
+from forklift.app.deps import Db, Editor, Files, RowId, Viewer
+from forklift.app.errors import AppError
+from forklift.app.records import get_or_404
+from forklift.app.tables import Deployment, Model
+from forklift.errors import ForkliftError
+
+router = APIRouter(tags=["deployments"])
+
+
+def deployment_out(request: Request, deployment: Deployment) -> schemas.DeploymentOut:
+    host = request.url.hostname or "127.0.0.1"
+    return schemas.DeploymentOut(id=deployment.id, model_id=deployment.model_id, name=deployment.name,
+                                 port=deployment.port, url=f"http://{host}:{deployment.port}",
+                                 curl=curl_lines(host, deployment), created_by=deployment.created_by)  # fmt: skip
+
+
+@router.post("/api/models/{model_id}/deploy", status_code=201)
+def deploy(model_id: RowId, request: Request, session: Db, storage: Files, who: Editor) -> schemas.DeploymentOut:
+    model = get_or_404(session, Model, model_id)
+    if session.scalar(select(Deployment).where(Deployment.model_id == model_id)) is not None:
+        raise AppError(409, f"model {model_id} is deployed already")
+    name = f"model{model_id}"
+    try:
+        port, pid = start_serving(storage.path(model.dir), name)
+    except ForkliftError as exc:
+        raise AppError(422, f"model {model.name!r} cannot be served: {str(exc).splitlines()[0]}") from exc
+    deployment = Deployment(model_id=model_id, name=name, port=port, pid=pid, created_by=who.name)
+    session.add(deployment)
+    session.commit()
+    return deployment_out(request, deployment)
+
+
+@router.get("/api/deployments")
+def list_deployments(request: Request, session: Db, _: Viewer) -> list[schemas.DeploymentOut]:
+    return [deployment_out(request, d) for d in session.scalars(select(Deployment).order_by(Deployment.id))]
+
+
+@router.delete("/api/deployments/{deployment_id}", status_code=204)
+def undeploy(deployment_id: RowId, session: Db, storage: Files, _: Editor) -> None:
+    """Stop serving: the workers end (after the requests in flight) and their port is free again."""
+    deployment = get_or_404(session, Deployment, deployment_id)
+    model = get_or_404(session, Model, deployment.model_id)
+    stop_serving(deployment, storage.path(model.dir))
+    session.delete(deployment)
+    session.commit()
+
+
+@router.post("/api/deployments/{deployment_id}/predict")
+def try_image(deployment_id: RowId, file: Annotated[UploadFile, File()], session: Db, _: Viewer) -> dict:
+    """The test page: one image through the deployment, its answer as the deployment gives it."""
+    deployment = get_or_404(session, Deployment, deployment_id)
+    return predict(deployment, file.file.read(), file.filename or "image")

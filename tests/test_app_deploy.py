@@ -1,0 +1,78 @@
+"""One-click deploy: a registered model served by `forklift serve` on its own port, answering forklift's native
+and PowerAI Vision's protocols, back after an app restart, and gone (port free) after undeploy."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+from app_helpers import app_client, fresh_database
+
+from forklift.cli import main
+from forklift.shared_data import shared_data_root
+
+pytestmark = pytest.mark.slow
+
+
+def _model_zip(tmp_path: Path) -> bytes:
+    darknet = shared_data_root() / "darknet"
+    assert main(["models", "new-darknet", "--cfg", str(darknet / "yolov3-tiny.cfg"), "--names",
+                 str(darknet / "coco.names"), str(tmp_path / "tiny")]) == 0  # fmt: skip
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        for path in (tmp_path / "tiny").iterdir():
+            zipped.write(path, f"tiny/{path.name}")
+    return buffer.getvalue()
+
+
+def _answering(url: str, seconds: float = 120) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return True
+        except httpx.TransportError:
+            time.sleep(0.3)
+    return False
+
+
+def test_deploy_answer_restart_and_undeploy(tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    db = fresh_database(None, data)
+    photo = (shared_data_root() / "images" / "dog.jpg").read_bytes()
+    with app_client(data, db) as client:
+        model = client.post("/api/models/import", files={"file": ("tiny.zip", _model_zip(tmp_path))}).json()["model"]
+        made = client.post(f"/api/models/{model['id']}/deploy")
+        assert made.status_code == 201, made.text
+        deployment = made.json()
+        assert deployment["curl"]["native"].endswith(f"/predict/{deployment['name']}")
+        assert client.post(f"/api/models/{model['id']}/deploy").status_code == 409
+        tried = client.post(f"/api/deployments/{deployment['id']}/predict", files={"file": ("dog.jpg", photo)}).json()
+        assert tried["status_code"] == 200 and tried["results"][0]["file"] == "dog.jpg"
+        url = f"http://127.0.0.1:{deployment['port']}"
+        powerai = httpx.post(f"{url}/api/dlapis/{deployment['name']}", files={"files": ("dog.jpg", photo)}).json()
+        assert powerai["result"] == "success"
+    with app_client(data, db) as client:  # the server outlived the app: found again, not started twice
+        (again,) = client.get("/api/deployments").json()
+        assert again["port"] == deployment["port"] and _answering(url, 5)
+        pid = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"]))
+    os.kill(pid, signal.SIGKILL)
+    with app_client(data, db) as client:  # the server died with the machine: started again
+        assert _answering(url, 120)
+        assert client.delete(f"/api/deployments/{again['id']}").status_code == 204
+        assert not _answering(url, 3) and client.get("/api/deployments").json() == []
+
+
+def _serves(pid: int, name: str) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"serve" in command and f"={name}".encode() in command
