@@ -66,13 +66,12 @@ def run_job(command: tuple[str, ...], options: RunOptions) -> int:
     job = commands.Job(command, len(names), f"{addresses[first]}:{options.port}", uuid.uuid4().hex[:12],
                        options.max_restarts, options.python, options.workdir)  # fmt: skip
     gpus = "--device" in command and any(arg.startswith("cuda") for arg in command)
-    counts = {
-        host.name: layout.ranks_per_host(_host_facts(host.name, addresses, facts), options.nproc_per_node, host.slots)
-        for host in options.hosts
-    }
-    slots = layout.lay_out([(_host_facts(n, addresses, facts), counts[n]) for n in names], gpus=gpus)
+    known = {name: _host_facts(name, addresses, facts) for name in names}
+    counts = {host.name: layout.ranks_per_host(known[host.name], options.nproc_per_node, host.slots)
+              for host in options.hosts}  # fmt: skip
+    slots = layout.lay_out([(known[name], counts[name]) for name in names], gpus=gpus)
     if options.emit is not None:
-        print(_emitted(options.emit, job, slots, counts[first], facts[first]), end="")
+        print(_emitted(options.emit, job, slots, counts[first], known[first]), end="")
         return 0
     print(f"forklift run: {len(slots)} ranks on {len(names)} hosts (checked in {time.perf_counter() - started:.1f} s)")
     print(layout.describe_layout(slots))
@@ -116,11 +115,10 @@ def _host_facts(name: str, addresses: dict[str, str], facts: dict[str, dict]) ->
                             tuple(gpu["node"] for gpu in seen.get("gpus", [])))  # fmt: skip
 
 
-def _emitted(kind: str, job: commands.Job, slots: list[layout.RankSlot], nproc: int, first: dict) -> str:
+def _emitted(kind: str, job: commands.Job, slots: list[layout.RankSlot], nproc: int, first: layout.HostFacts) -> str:
     if kind == "rankfile":
         return layout.rankfile(slots)
-    cpus = len(Topology.from_json(first["topology"]).online_cpus)
-    gpus = len(first.get("gpus", []))
+    cpus, gpus = len(first.topology.online_cpus), len(first.gpu_nodes)
     if kind == "slurm":
         return commands.slurm_script(job, nproc=nproc, cpus=cpus, gpus=gpus)
     return commands.k8s_job(job, nproc=nproc, cpus=cpus, gpus=gpus)

@@ -8,7 +8,6 @@ an epoch's batches are the same whether or not the run was interrupted before it
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -236,7 +235,7 @@ def global_batches(order: list[int], batch: int, *, rank: int, world: int) -> li
     `batch` x `world` would (what makes N ranks train like one process with N times the batch), and no image
     twice. The order is first padded to a multiple of `world` with its own first images, so every rank takes
     the same number of steps (a rank with nothing to do would stall the others' gradient exchange)."""
-    padded = order + order[: (-len(order)) % world] if order else order
+    padded = order + [order[k % len(order)] for k in range(-len(order) % world)] if order else order
     size = batch * world
     batches = []
     for start in range(0, len(padded), size):
@@ -248,4 +247,4 @@ def global_batches(order: list[int], batch: int, *, rank: int, world: int) -> li
 
 def steps_per_epoch(images: int, batch: int, world: int = 1) -> int:
     """How many steps `global_batches` makes of an epoch of `images` images."""
-    return math.ceil(math.ceil(images / world) * world / (batch * world))
+    return len(global_batches(list(range(images)), batch, rank=0, world=world))
