@@ -4,6 +4,8 @@ a real PostgreSQL server), generated images, zips and videos."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -19,6 +21,8 @@ from sqlalchemy import create_engine, text
 from forklift.app.config import AppConfig
 from forklift.app.database import sqlite_url
 from forklift.app.server import create_app
+from forklift.errors import ForkliftError
+from forklift.serve.process import wait_until_answering
 
 
 def fresh_database(server_url: str | None, data_dir: Path) -> str:
@@ -31,6 +35,21 @@ def fresh_database(server_url: str | None, data_dir: Path) -> str:
         connection.execute(text(f"CREATE DATABASE {name}"))
     engine.dispose()
     return server_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+def start_app(data_dir: Path, port: int, *, db: str | None = None, timeout: float = 60) -> subprocess.Popen[bytes]:
+    """`forklift app` as a process of its own on loopback, returned once it answers; its output is appended to
+    app-PORT.log beside the data directory (an error quotes it when the app dies or does not answer)."""
+    log = data_dir.parent / f"app-{port}.log"
+    command = [sys.executable, "-m", "forklift.cli", "app", "--data-dir", str(data_dir), "--port", str(port)]
+    with log.open("ab") as out:
+        server = subprocess.Popen([*command, *(["--db", db] if db else [])], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until_answering(f"http://127.0.0.1:{port}/api/session", server, log, timeout)
+    except ForkliftError:
+        server.kill()
+        raise
+    return server
 
 
 @contextmanager

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import io
 import shutil
-import subprocess
-import sys
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from app_helpers import video
+from app_helpers import start_app, video
 from pycocotools.coco import COCO
 
 from forklift.serve.process import free_port
@@ -33,21 +30,9 @@ def app_url(tmp_path: Path) -> Iterator[str]:
     if not STATIC.is_file():
         pytest.skip("the front end is not built (make webapp)")
     port = free_port()
-    command = [sys.executable, "-m", "forklift.cli", "app", "--data-dir", str(tmp_path / "data"), "--port", str(port)]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
+    server = start_app(tmp_path / "data", port)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/api/session", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None, server.stdout.read() if server.stdout else ""
-            assert time.monotonic() < deadline, "the app did not answer within 60 s"
-            time.sleep(0.2)
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         server.wait(20)

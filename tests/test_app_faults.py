@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,25 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_helpers import png
+from app_helpers import png, start_app
 
 from forklift.serve.process import free_port
 
 pytestmark = pytest.mark.slow
-
-
-def _start(data: Path, port: int) -> subprocess.Popen[str]:
-    server = subprocess.Popen([sys.executable, "-m", "forklift.cli", "app", "--data-dir", str(data), "--port",
-                               str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/session", timeout=2).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        assert server.poll() is None and time.monotonic() < deadline, server.stdout.read() if server.stdout else ""
-        time.sleep(0.2)
 
 
 def _slow_body(boundary: str, stop: threading.Event) -> Iterator[bytes]:
@@ -44,7 +28,7 @@ def _slow_body(boundary: str, stop: threading.Event) -> Iterator[bytes]:
 def test_a_kill_during_an_upload_loses_nothing_confirmed(tmp_path: Path) -> None:
     data, port = tmp_path / "data", free_port()
     url = f"http://127.0.0.1:{port}"
-    server = _start(data, port)
+    server = start_app(data, port)
     try:
         dataset = httpx.post(f"{url}/api/datasets", json={"name": "kept"}).json()["id"]
         added = httpx.post(f"{url}/api/datasets/{dataset}/images", files=[("files", ("a.png", png(seed=1)))]).json()
@@ -71,7 +55,7 @@ def test_a_kill_during_an_upload_loses_nothing_confirmed(tmp_path: Path) -> None
     finally:
         if server.poll() is None:
             server.kill()
-    server = _start(data, port)
+    server = start_app(data, port)
     try:
         page = httpx.get(f"{url}/api/datasets/{dataset}/images").json()
         assert [i["original_name"] for i in page["items"]] == ["a.png"]

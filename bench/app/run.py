@@ -22,7 +22,6 @@ import platform
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,7 +34,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from postgres import postgres_server  # noqa: E402 - the test helper, found through the line above
+from app_helpers import start_app  # noqa: E402 - the test helpers, found through the line above
+from postgres import postgres_server  # noqa: E402
 
 from forklift.data.interchange import export_dataset  # noqa: E402
 from forklift.data.synth import synth_shapes  # noqa: E402
@@ -66,19 +66,6 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
-def _start(data: Path, db: str | None, port: int) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "forklift.cli", "app", "--data-dir", str(data), "--port", str(port)]
-    server = subprocess.Popen([*command, *(["--db", db] if db else [])], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    for _ in range(300):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/session", timeout=2).status_code == 200:
-                return server
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise RuntimeError("the app did not start")
-
-
 def _first_page_ms(url: str, dataset: int) -> float:
     from playwright.sync_api import sync_playwright
 
@@ -98,7 +85,7 @@ def _first_page_ms(url: str, dataset: int) -> float:
 def measure(backend: str, db: str | None, coco_zip: Path, images_zip: Path, images: int, work: Path) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = _start(work / f"data-{backend}", db, port)
+    server = start_app(work / f"data-{backend}", port, db=db)
     client = httpx.Client(base_url=url, timeout=600)
     try:
         result: dict = {}

@@ -13,6 +13,7 @@ import httpx
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from forklift.app.processes import runs
 from forklift.app.tables import Deployment, Model
 from forklift.errors import ForkliftError
 from forklift.serve.process import ServerProcess, free_port
@@ -28,13 +29,7 @@ def start_serving(model_dir: Path, name: str, port: int | None = None) -> tuple[
 
 def serving(deployment: Deployment, model_dir: Path) -> bool:
     """Whether the deployment's process is alive and is `forklift serve` of this model."""
-    if deployment.pid is None:
-        return False
-    try:
-        command = Path(f"/proc/{deployment.pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"serve" in command and str(model_dir).encode() in command
+    return runs(deployment.pid, b"serve", str(model_dir).encode())
 
 
 def stop_serving(deployment: Deployment, model_dir: Path) -> None:

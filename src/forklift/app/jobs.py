@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from forklift.app.processes import runs
 from forklift.app.registry import register_job
 from forklift.app.tables import DataSet, Job
 from forklift.app.transfer import as_forklift_dataset
@@ -159,11 +160,5 @@ class JobRunner:
 
 
 def _alive(pid: int | None, out_dir: str) -> bool:
-    """Whether `pid` is still this job's training process (a pid can be reused by another program)."""
-    if pid is None:
-        return False
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return f"{out_dir}/".encode() in command
+    """Whether `pid` is still this job's training process."""
+    return runs(pid, f"{out_dir}/".encode())

@@ -1,14 +1,16 @@
-"""Rows of the app's tables as the API shows them, and the lookups every router needs (a row or a 404 naming it)."""
+"""Rows of the app's tables as the API shows them, the lookups every router needs (a row or a 404 naming it), and
+adding an image to a data set (its file checked and stored, its row made)."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.errors import AppError
+from forklift.app.storage import Storage
 from forklift.app.tables import Annotation, Base, DataSet, Image, Label, Video
 
 Row = TypeVar("Row", bound=Base)
@@ -19,6 +21,24 @@ def get_or_404(session: Session, kind: type[Row], row_id: int) -> Row:
     if row is None:
         raise AppError(404, f"no {kind.__tablename__.rstrip('s')} {row_id}")
     return row
+
+
+def file_name(text: str, fallback: str) -> str:
+    """A record's name as a download's file name: letters, digits, - and _ kept, anything else a -."""
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text) or fallback
+
+
+def add_image(
+    session: Session, storage: Storage, dataset_id: int, source: BinaryIO, name: str, *, limit: int, **fields: Any
+) -> Image:
+    """The upload `name` checked and stored in the data set, and its row (with `fields`: split, status...) added
+    and flushed; the caller commits. A refused file is a ForkliftError naming it."""
+    stored = storage.save_image(dataset_id, source, name, limit=limit)
+    fields.setdefault("original_name", name)
+    image = Image(dataset_id=dataset_id, file=stored.file, width=stored.width, height=stored.height, **fields)
+    session.add(image)
+    session.flush()
+    return image
 
 
 def image_out(image: Image, class_label: str | None) -> schemas.ImageOut:

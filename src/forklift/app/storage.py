@@ -90,15 +90,7 @@ class Storage:
         folder = self.dataset_folder(dataset_id) / kind
         folder.mkdir(parents=True, exist_ok=True)
         partial = folder / f"{uuid.uuid4().hex}{Path(name).suffix.lower()[:8]}.partial"
-        written = 0
-        with partial.open("wb") as out:
-            while chunk := source.read(CHUNK):
-                written += len(chunk)
-                if written > limit:
-                    out.close()
-                    partial.unlink(missing_ok=True)
-                    raise ForkliftError(f"{name}: larger than the upload limit of {limit // 2**20} MiB")
-                out.write(chunk)
+        copy_limited(source, partial, name, limit=limit)
         return partial
 
     def thumbnail(self, relative: str, image_id: int, dataset_id: int) -> Path:
@@ -113,6 +105,20 @@ class Storage:
                 small.save(partial, "JPEG", quality=85)
             os.replace(partial, thumb)
         return thumb
+
+
+def copy_limited(source: BinaryIO, target: Path, name: str, *, limit: int) -> None:
+    """Copy an upload to `target` in chunks (never whole in memory); past `limit` bytes the copy is removed and
+    one line names the upload."""
+    written = 0
+    with target.open("wb") as out:
+        while chunk := source.read(CHUNK):
+            written += len(chunk)
+            if written > limit:
+                out.close()
+                target.unlink(missing_ok=True)
+                raise ForkliftError(f"{name}: larger than the upload limit of {limit // 2**20} MiB")
+            out.write(chunk)
 
 
 def check_image(path: Path, name: str) -> tuple[str, int, int]:

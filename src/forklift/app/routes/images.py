@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.records import get_or_404, images_out, label_named
+from forklift.app.records import add_image, get_or_404, images_out, label_named
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.errors import ForkliftError
 
@@ -31,17 +31,12 @@ def upload_images(
     limit = request.app.state.config.max_image_bytes
     added, refused = [], []
     for upload in files:
-        name = upload.filename or "upload"
         try:
-            stored = storage.save_image(dataset_id, upload.file, name, limit=limit)
+            added.append(add_image(session, storage, dataset_id, upload.file, upload.filename or "upload", limit=limit))
         except ForkliftError as exc:
             refused.append(str(exc))
             continue
-        image = Image(dataset_id=dataset_id, file=stored.file, original_name=name, width=stored.width,
-                      height=stored.height)  # fmt: skip
-        session.add(image)
         session.commit()  # each image is confirmed on its own: a crash later keeps it
-        added.append(image)
     return schemas.UploadResult(added=images_out(session, added), refused=refused)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
@@ -40,7 +40,8 @@ def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Edi
         session.execute(update(Image).where(Image.class_id == label.id).values(class_id=target.id))
         session.delete(label)
     elif body.name is not None:
-        if body.name != label.name and label_named_exists(session, label.dataset_id, body.name):
+        taken = select(Label.id).where(Label.dataset_id == label.dataset_id, Label.name == body.name)
+        if body.name != label.name and session.scalar(taken) is not None:
             raise AppError(409, f"label {body.name!r} exists already; merge into it instead")
         label.name = body.name
     else:
@@ -58,11 +59,3 @@ def delete_label(label_id: RowId, session: Db, _: Editor) -> list[schemas.LabelC
     session.delete(label)
     session.commit()
     return label_counts(session, dataset)
-
-
-def label_named_exists(session: Db, dataset_id: RowId, name: str) -> bool:
-    try:
-        label_named(session, dataset_id, name, create=False)
-    except AppError:
-        return False
-    return True

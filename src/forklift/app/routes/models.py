@@ -14,8 +14,9 @@ from sqlalchemy import select
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.records import get_or_404
+from forklift.app.records import file_name, get_or_404
 from forklift.app.registry import export_stream, import_zip
+from forklift.app.storage import copy_limited
 from forklift.app.tables import Model
 from forklift.errors import ForkliftError
 
@@ -56,7 +57,7 @@ def delete_model(model_id: RowId, session: Db, storage: Files, _: Editor) -> Non
 @router.get("/api/models/{model_id}/export", response_class=StreamingResponse)
 def export_model(model_id: RowId, session: Db, storage: Files, _: Viewer) -> StreamingResponse:
     model = get_or_404(session, Model, model_id)
-    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in model.name) or "model"
+    name = file_name(model.name, "model")
     return StreamingResponse(export_stream(model, storage.root), media_type="application/zip",
                              headers={"Content-Disposition": f'attachment; filename="{name}.zip"'})  # fmt: skip
 
@@ -66,13 +67,12 @@ def import_model(
     request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor
 ) -> schemas.ModelImport:
     """A zip of a model directory (an export of this app, or Darknet, Caffe or ONNX files forklift can load)."""
-    limit = request.app.state.config.max_zip_bytes
     with tempfile.TemporaryDirectory(dir=storage.root) as scratch:
         archive = Path(scratch) / "model.zip"
-        with archive.open("wb") as out:
-            shutil.copyfileobj(file.file, out, 1 << 20)
-        if archive.stat().st_size > limit:
-            raise AppError(413, f"{file.filename}: larger than {limit // 2**20} MiB")
+        try:
+            copy_limited(file.file, archive, file.filename or "model.zip", limit=request.app.state.config.max_zip_bytes)
+        except ForkliftError as exc:
+            raise AppError(413, str(exc)) from exc
         try:
             model, refused = import_zip(session, archive, storage.root, Path(file.filename or "model").stem)
         except ForkliftError as exc:

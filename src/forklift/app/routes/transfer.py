@@ -17,8 +17,8 @@ from starlette.background import BackgroundTask
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.records import get_or_404, images_out, label_named
-from forklift.app.storage import Storage
+from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
+from forklift.app.storage import Storage, copy_limited
 from forklift.app.tables import Annotation, DataSet, Image
 from forklift.app.transfer import as_forklift_dataset, export_zip, iter_files, located_source, safe_extract
 from forklift.data.interchange import import_dataset
@@ -39,7 +39,7 @@ def export(
     data = as_forklift_dataset(session, dataset, storage.root)
     if not data.images:
         raise AppError(422, f"data set {dataset.name!r}: no labelled images to export")
-    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in dataset.name) or "dataset"
+    name = file_name(dataset.name, "dataset")
     try:
         stream, size, scratch = export_zip(data, format, f"{name}-{format}")
     except ForkliftError as exc:
@@ -61,10 +61,10 @@ def import_zip(
     scratch = Path(tempfile.mkdtemp(prefix="forklift-import-", dir=storage.root))
     try:
         archive = scratch / "upload.zip"
-        with archive.open("wb") as out:
-            shutil.copyfileobj(file.file, out, 1 << 20)
-        if archive.stat().st_size > config.max_zip_bytes:
-            raise AppError(413, f"{file.filename}: larger than {config.max_zip_bytes // 2**20} MiB")
+        try:
+            copy_limited(file.file, archive, file.filename or "upload.zip", limit=config.max_zip_bytes)
+        except ForkliftError as exc:
+            raise AppError(413, str(exc)) from exc
         try:
             extracted = safe_extract(archive, scratch / "unpacked")
             if format == "images":
@@ -91,18 +91,14 @@ def _add_images(
 ) -> schemas.UploadResult:
     added: list[Image] = []
     for path in paths:
-        name = str(path.relative_to(folder))
         try:
             with path.open("rb") as source:
-                stored = storage.save_image(dataset.id, source, name, limit=limit)
+                added.append(add_image(session, storage, dataset.id, source, str(path.relative_to(folder)),
+                                       limit=limit))  # fmt: skip
         except ForkliftError as exc:
             refused.append(str(exc))
             continue
-        image = Image(dataset_id=dataset.id, file=stored.file, original_name=name, width=stored.width,
-                      height=stored.height)  # fmt: skip
-        session.add(image)
         session.commit()
-        added.append(image)
     return schemas.UploadResult(added=images_out(session, added), refused=refused)
 
 
@@ -114,19 +110,16 @@ def _add_dataset(
     data = load_dataset(folder)
     added: list[Image] = []
     for record in data.images:
+        status = "labelled" if record.boxes or record.label else "unlabelled"
         try:
             with data.path(record).open("rb") as source:
-                stored = storage.save_image(dataset.id, source, record.file, limit=limit)
+                image = add_image(session, storage, dataset.id, source, record.file, limit=limit,
+                                  original_name=Path(record.file).name, split=record.split, status=status)  # fmt: skip
         except ForkliftError as exc:
             refused.append(str(exc))
             continue
-        image = Image(dataset_id=dataset.id, file=stored.file, original_name=Path(record.file).name,
-                      width=stored.width, height=stored.height, split=record.split,
-                      status="labelled" if record.boxes or record.label else "unlabelled")  # fmt: skip
         if record.label:
             image.class_id = label_named(session, dataset.id, record.label, create=True).id
-        session.add(image)
-        session.flush()
         for box in record.boxes:
             label = label_named(session, dataset.id, box.label, create=True)
             session.add(Annotation(image_id=image.id, label_id=label.id, kind="box",
