@@ -117,6 +117,34 @@ def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, 
     assert (out / "tiny.weights").read_bytes() == (trained / "tiny.weights").read_bytes()
 
 
+def test_a_stop_between_the_checkpoint_and_its_metrics_row_loses_and_repeats_no_row(
+    work: Path, trained: Path, monkeypatch
+) -> None:
+    """The checkpoint is written before the epoch's metrics.csv row: a stop between the two resumes with the row
+    restored from the checkpoint, so the file (which the app's live charts follow) has each epoch once."""
+    from forklift.train import trainer
+
+    real_append = trainer._append_metrics
+
+    def stop_at_epoch_2(path, fields, row):
+        if row["epoch"] == 2:
+            raise KeyboardInterrupt
+        real_append(path, fields, row)
+
+    out = work / "stopped-between"
+    monkeypatch.setattr(trainer, "_append_metrics", stop_at_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        train(work / "data", out, cfg=work / "tiny.cfg", **SETTINGS)
+    assert torch.load(out / "checkpoints" / "last.pt", weights_only=False)["epoch"] == 2
+    assert [r["epoch"] for r in _metrics(out)] == ["1"]
+    monkeypatch.setattr(trainer, "_append_metrics", real_append)
+    train(work / "data", out, resume=True, cfg=work / "tiny.cfg", **SETTINGS)
+    rows, expected = _metrics(out), _metrics(trained)
+    assert [r["epoch"] for r in rows] == ["1", "2", "3"]
+    for row, whole in zip(rows, expected, strict=True):
+        assert row["loss"] == whole["loss"] and row.get("map50") == whole.get("map50"), (row, whole)
+
+
 def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys) -> None:
     """`train --resume OUT` alone continues with the options the run started with; an option that contradicts
     them is refused with one line naming it and both values, and the run is left as it was."""

@@ -201,7 +201,7 @@ def _train(
         if ranks.job is not None:  # so that a restart of this job (and only of this one) knows OUT as its own
             checkpoints.mkdir(exist_ok=True)
             (checkpoints / JOB_FILE).write_text(ranks.job, encoding="utf-8")
-        _keep_metric_rows(metrics, fields, first_epoch - 1)
+        _keep_metric_rows(metrics, fields, first_epoch - 1, (checkpoint or {}).get("metrics_row"))
         writer = _tensorboard(out)
 
     last_epoch_seconds = 0.0
@@ -246,12 +246,12 @@ def _train(
             row.update(plugin.validate(val_images, checkpoints / "val-model"))
             best.consider(epoch, row[plugin.metric_names[0]], plugin, checkpoints / "best.pt")
         row["elapsed"] = time.perf_counter() - budget_start
-        _append_metrics(metrics, fields, row)
+        run.save(checkpoints / "last.pt", epoch, states, metrics_row=row)  # first: a stop between the two
+        _append_metrics(metrics, fields, row)  # writes leaves the row in the checkpoint, restored on resume
         if writer is not None:
             for key, value in row.items():
                 if key != "epoch" and value is not None:
                     writer.add_scalar(f"{'val' if key in plugin.metric_names else 'train'}/{key}", value, epoch)
-        run.save(checkpoints / "last.pt", epoch, states)
         shown = [f"{k} {row[k]:.4f}" for k in (*plugin.loss_terms, *plugin.metric_names) if row.get(k) is not None]
         print(f"epoch {epoch}/{epochs}: " + ", ".join(shown), flush=True)
         last_epoch_seconds = time.perf_counter() - started
@@ -486,11 +486,15 @@ class _Run:
     best: _Best
     ranks: Ranks
 
-    def save(self, path: Path, epoch: int, rng_states: list[tuple[Any, Any]] | None) -> None:
-        """Rank 0 writes the checkpoint, with every rank's RNG states (`_rank_rng_states`)."""
+    def save(
+        self, path: Path, epoch: int, rng_states: list[tuple[Any, Any]] | None, *, metrics_row: dict[str, Any]
+    ) -> None:
+        """Rank 0 writes the checkpoint, with every rank's RNG states (`_rank_rng_states`) and the epoch's
+        metrics.csv row."""
         assert rng_states is not None
         state = {
             "epoch": epoch,
+            "metrics_row": metrics_row,
             "settings": self.settings.to_json(),
             "model": self.task.net.state_dict(),
             "optimiser": self.optimiser.state_dict(),
@@ -541,12 +545,16 @@ def _atomic_save(state: dict, path: Path) -> None:
         torch.save(state, partial)
 
 
-def _keep_metric_rows(path: Path, fields: tuple[str, ...], last_epoch: int) -> None:
-    """Drop rows of epochs after the checkpoint (written before a crash), so a resumed run adds no duplicates."""
-    if not path.exists():
-        return
-    with path.open(newline="", encoding="utf-8") as handle:
-        rows = [row for row in csv.DictReader(handle) if int(row["epoch"]) <= last_epoch]
+def _keep_metric_rows(path: Path, fields: tuple[str, ...], last_epoch: int, last_row: dict | None) -> None:
+    """Make metrics.csv end at the checkpoint's epoch, so a resumed run neither repeats nor skips a row: rows of
+    later epochs (from a checkpoint older than them) go; the checkpoint's own row (`last_row`), when a stop came
+    between writing the checkpoint and the row, is added from the checkpoint."""
+    rows: list[dict] = []
+    if path.exists():
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = [row for row in csv.DictReader(handle) if int(row["epoch"]) <= last_epoch]
+    if last_row is not None and not any(int(row["epoch"]) == last_epoch for row in rows):
+        rows.append(_formatted(last_row))
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
@@ -559,7 +567,11 @@ def _append_metrics(path: Path, fields: tuple[str, ...], row: dict) -> None:
         writer = csv.DictWriter(handle, fieldnames=fields)
         if new:
             writer.writeheader()
-        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+        writer.writerow(_formatted(row))
+
+
+def _formatted(row: dict) -> dict:
+    return {k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()}
 
 
 def _tensorboard(out: Path) -> SummaryWriter | None:

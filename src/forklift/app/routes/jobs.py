@@ -69,14 +69,14 @@ def job_events(job_id: RowId, request: Request, session: Db, _: Viewer) -> Strea
     sessions, out_dir = request.app.state.sessionmaker, request.app.state.storage.path(f"jobs/{job_id}")
 
     def events() -> Iterator[str]:
-        sent_rows, last = 0, None
+        sent_epoch, last = 0, None
         while True:
             with sessions() as fresh:
                 job = job_out(get_or_404(fresh, Job, job_id))
-            rows = progress(out_dir)
-            for row in rows[sent_rows:]:
-                yield f"event: epoch\ndata: {json.dumps(row)}\n\n"
-            sent_rows = len(rows)
+            for row in progress(out_dir):
+                if int(row["epoch"]) > sent_epoch:  # by epoch, not by row: a resumed run rewrites the file
+                    yield f"event: epoch\ndata: {json.dumps(row)}\n\n"
+                    sent_epoch = int(row["epoch"])
             shown = job.model_dump_json()
             if shown != last:
                 yield f"event: state\ndata: {shown}\n\n"
