@@ -1,11 +1,12 @@
 """Helpers for the app's tests: an app over a fresh data directory and database (SQLite, or a database of its own on
-a real PostgreSQL server), generated images, zips and videos."""
+a real PostgreSQL server), generated images, zips and videos, a labelled data set and waiting for jobs."""
 
 from __future__ import annotations
 
 import io
 import subprocess
 import sys
+import time
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from sqlalchemy import create_engine, text
 from forklift.app.config import AppConfig
 from forklift.app.database import sqlite_url
 from forklift.app.server import create_app
+from forklift.data.dataset import Dataset
+from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.serve.process import wait_until_answering
 
@@ -104,3 +107,30 @@ def video(path: Path, *, seconds: float = 3.0, fps: int = 10, size: tuple[int, i
         for packet in stream.encode():
             container.mux(packet)
     return path
+
+
+def shapes_dataset(
+    client: TestClient, folder: Path, count: int, *, labelled: int | None = None
+) -> tuple[int, Dataset, list[dict]]:
+    """(its id, the generated set, the images as added) of a data set of `count` generated 64 px shapes images
+    made through the API, the first `labelled` (default: all) with their true boxes."""
+    data = synth_shapes(folder, count, 64, seed=0)
+    dataset = client.post("/api/datasets", json={"name": "shapes"}).json()["id"]
+    files = [("files", (Path(r.file).name, (data.root / r.file).read_bytes())) for r in data.images]
+    added = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+    for image, record in list(zip(added, data.images, strict=True))[:labelled]:
+        shapes = [{"kind": "box", "label": b.label, "points": [b.x1, b.y1, b.x2, b.y2]} for b in record.boxes]
+        client.put(f"/api/images/{image['id']}/annotations", json={"version": 1, "shapes": shapes})
+    return int(dataset), data, added
+
+
+def wait_for(client: TestClient, url: str, done: tuple[str, ...], *, epoch: int = 0, seconds: float = 240) -> dict:
+    """The record at `url` (a job or an auto-label run) once its state is one of `done` (a job: at `epoch` or
+    later)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        seen = client.get(url).json()
+        if seen["state"] in done and seen.get("epoch", 0) >= epoch:
+            return dict(seen)
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.3)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from postgres import postgres_server
 
 from forklift.nets.fresh_weights import new_darknet_dir
 
@@ -22,3 +24,14 @@ def darknet_models(tmp_path_factory: pytest.TempPathFactory):
         return made[key]
 
     return make
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def app_database(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The app's database server for a module's tests, each run on both: None for SQLite (a file per app), or
+    the URL of a real PostgreSQL server started for the module (each app makes a database of its own on it)."""
+    if request.param == "sqlite":
+        yield None
+    else:
+        with postgres_server() as url:
+            yield url

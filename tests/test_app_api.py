@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from app_helpers import app_client, bomb_png, fresh_database, png, video, zip_of
 from fastapi.testclient import TestClient
-from postgres import postgres_server
 from pycocotools.coco import COCO
 
 from forklift.cli import main
@@ -21,20 +20,11 @@ from forklift.cli import main
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-    else:
-        with postgres_server() as url:
-            yield url
-
-
 @pytest.fixture
-def client(backend: str | None, tmp_path: Path) -> Iterator[TestClient]:
+def client(app_database: str | None, tmp_path: Path) -> Iterator[TestClient]:
     data = tmp_path / "app"
     data.mkdir()
-    with app_client(data, fresh_database(backend, data)) as made:
+    with app_client(data, fresh_database(app_database, data)) as made:
         yield made
 
 
@@ -210,10 +200,10 @@ def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path)
     assert client.get(f"/api/datasets/{dataset}/videos").json()[0]["frames"] == len(times) + 1
 
 
-def test_accounts_sessions_csrf_roles_and_tokens(backend: str | None, tmp_path: Path) -> None:
+def test_accounts_sessions_csrf_roles_and_tokens(app_database: str | None, tmp_path: Path) -> None:
     data = tmp_path / "app"
     data.mkdir()
-    db = fresh_database(backend, data)
+    db = fresh_database(app_database, data)
     where = ["--data-dir", str(data), "--db", db]
     assert main(["app", "--host", "0.0.0.0", *where]) == 2  # no admin: refused before listening
     for name, role in (("ana", "admin"), ("vic", "viewer")):
@@ -250,10 +240,10 @@ def test_accounts_sessions_csrf_roles_and_tokens(backend: str | None, tmp_path: 
         assert client.get("/api/datasets", headers={"Authorization": "Bearer fk_nope"}).status_code == 401
 
 
-def test_a_restart_migrates_and_keeps_everything(backend: str | None, tmp_path: Path) -> None:
+def test_a_restart_migrates_and_keeps_everything(app_database: str | None, tmp_path: Path) -> None:
     data = tmp_path / "app"
     data.mkdir()
-    db = fresh_database(backend, data)
+    db = fresh_database(app_database, data)
     with app_client(data, db) as client:
         dataset = _dataset(client)
         _box(client, _upload(client, dataset, {"a.png": png()})["added"][0], "cat", [1, 1, 9, 9])

@@ -7,15 +7,12 @@ import io
 import json
 import os
 import signal
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
-from app_helpers import app_client, fresh_database, zip_of
+from app_helpers import app_client, fresh_database, shapes_dataset, wait_for, zip_of
 from fastapi.testclient import TestClient
-
-from forklift.data.synth import synth_shapes
 
 pytestmark = pytest.mark.slow
 
@@ -23,25 +20,11 @@ SMALL = {"model": "yolov3-tiny", "batch": 8, "img": 64, "lr": 0.001}
 
 
 def _labelled_set(client: TestClient, tmp_path: Path) -> int:
-    """24 generated shapes images with their true boxes, through the API."""
-    data = synth_shapes(tmp_path / "shapes", 24, 64, seed=0)
-    dataset = client.post("/api/datasets", json={"name": "shapes"}).json()["id"]
-    files = [("files", (Path(r.file).name, (data.root / r.file).read_bytes())) for r in data.images]
-    added = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
-    for image, record in zip(added, data.images, strict=True):
-        shapes = [{"kind": "box", "label": b.label, "points": [b.x1, b.y1, b.x2, b.y2]} for b in record.boxes]
-        client.put(f"/api/images/{image['id']}/annotations", json={"version": 1, "shapes": shapes})
-    return int(dataset)
+    return shapes_dataset(client, tmp_path / "shapes", 24)[0]
 
 
 def _wait(client: TestClient, job: int, done: tuple[str, ...], *, epoch: int = 0, seconds: float = 240) -> dict:
-    deadline = time.monotonic() + seconds
-    while True:
-        seen = client.get(f"/api/jobs/{job}").json()
-        if seen["state"] in done and seen["epoch"] >= epoch:
-            return dict(seen)
-        assert time.monotonic() < deadline, seen
-        time.sleep(0.3)
+    return wait_for(client, f"/api/jobs/{job}", done, epoch=epoch, seconds=seconds)
 
 
 def test_a_job_trains_in_its_own_process_and_resumes_after_a_cancel(tmp_path: Path) -> None:

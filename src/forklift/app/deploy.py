@@ -21,9 +21,14 @@ from forklift.serve.process import ServerProcess, free_port
 STOP_S = 30.0
 
 
+def serving_process(model_dir: Path, name: str, port: int | None = None) -> ServerProcess:
+    """A new `forklift serve` of the model under `name`, once it answers /healthz; one line if it cannot."""
+    return ServerProcess(f"{model_dir}={name}", "--instances", "1", port=port or free_port(), timeout=120)
+
+
 def start_serving(model_dir: Path, name: str, port: int | None = None) -> tuple[int, int]:
-    """(port, pid) of a new `forklift serve` of the model once it answers /healthz; one line if it cannot."""
-    server = ServerProcess(f"{model_dir}={name}", "--instances", "1", port=port or free_port(), timeout=120)
+    """(port, pid) of a deployment's server, which outlives this call (and the app)."""
+    server = serving_process(model_dir, name, port)
     return server.port, server.process.pid
 
 

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from forklift.app.processes import runs
 from forklift.app.registry import register_job
-from forklift.app.tables import DataSet, Job
+from forklift.app.tables import TRAINED_ON, DataSet, Job
 from forklift.app.transfer import as_forklift_dataset
 from forklift.data.dataset import Dataset, save_dataset
 from forklift.data.split import assign_splits
@@ -41,7 +41,7 @@ OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer")
 def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Path:
     """The data set as a forklift data set folder of hard links (copies across file systems), val assigned when
     the data set has none."""
-    data = as_forklift_dataset(session, dataset, root)
+    data = as_forklift_dataset(session, dataset, root, statuses=TRAINED_ON)
     (folder / "images").mkdir(parents=True)
     records = []
     for k, record in enumerate(data.images):
@@ -58,8 +58,13 @@ def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Pa
     return folder
 
 
-def train_command(job: Job, out: Path) -> list[str]:
-    model = [arg if not arg.startswith("darknet/") else str(shared_data_root() / arg) for arg in MODELS[job.model]]
+def train_command(job: Job, out: Path, root: Path) -> list[str]:
+    """The job's `forklift train`: from the kind's fresh weights, or fine-tuning a model (`from_model`, a model
+    directory under the data directory `root`)."""
+    if job.settings.get("from_model"):
+        model = ["--model", str(root / job.settings["from_model"])]
+    else:
+        model = [arg if not arg.startswith("darknet/") else str(shared_data_root() / arg) for arg in MODELS[job.model]]
     options = [part for key in OPTIONS if job.settings.get(key) is not None
                for part in (f"--{key.replace('_', '-')}", str(job.settings[key]))]  # fmt: skip
     return [sys.executable, "-m", "forklift.cli", "train", "--data", str(out / "data"), *model, *options,
@@ -126,7 +131,7 @@ class JobRunner:
             assert dataset is not None
             snapshot(session, dataset, self.root, out / "data")
         command = ([sys.executable, "-m", "forklift.cli", "train", "--resume", str(out / "model")] if resuming
-                   else train_command(job, out))  # fmt: skip
+                   else train_command(job, out, self.root))  # fmt: skip
         log = (out / "train.log").open("ab")
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes[job.id] = process

@@ -97,6 +97,7 @@ def dataset_out(session: Session, dataset: DataSet) -> schemas.DataSetOut:
         created_at=dataset.created_at,
         images=session.scalar(images) or 0,
         labelled=session.scalar(images.where(Image.status != "unlabelled")) or 0,
+        to_review=session.scalar(images.where(Image.status == "auto")) or 0,
         labels=label_counts(session, dataset),
         thumbnail=None if first is None else f"/api/images/{first}/thumbnail",
     )

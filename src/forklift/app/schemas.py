@@ -37,7 +37,8 @@ class DataSetOut(BaseModel):
     task: Task
     created_at: datetime
     images: int
-    labelled: int
+    labelled: int  # images with labels of any source
+    to_review: int  # images whose auto labels wait in the review queue
     labels: list[LabelCount]
     thumbnail: str | None  # the first image's thumbnail URL
 
@@ -46,6 +47,12 @@ class Shape(BaseModel):
     kind: Literal["box", "polygon"]
     label: str = Name
     points: list[float] | list[list[float]]  # box: [x1, y1, x2, y2]; polygon: [[x, y], ...], pixels
+
+
+class ShapeOut(Shape):
+    source: Literal["human", "auto"]  # drawn by a person, or found by a model (auto-label)
+    model_id: int | None  # an auto label's model
+    confidence: float | None  # an auto label's score
 
 
 class AnnotationsIn(BaseModel):
@@ -59,7 +66,7 @@ class AnnotationsOut(BaseModel):
     image_id: int
     version: int
     status: Status
-    shapes: list[Shape]
+    shapes: list[ShapeOut]
     class_label: str | None
 
 
@@ -169,6 +176,13 @@ class JobIn(BaseModel):
     weight_decay: float | None = Field(default=None, ge=0, le=1)
 
 
+class RetrainIn(BaseModel):
+    """Fine-tune a model on its data set as labelled now; what is not given is as the model was trained."""
+
+    epochs: int | None = Field(default=None, ge=1, le=10_000)
+    lr: float | None = Field(default=None, gt=0, le=10)
+
+
 class JobOut(BaseModel):
     id: int
     dataset_id: int
@@ -213,3 +227,42 @@ class DeploymentOut(BaseModel):
     url: str
     curl: dict[str, str]  # ready-to-paste calls: native and PowerAI Vision protocols
     created_by: str
+
+
+class AutoLabelIn(BaseModel):
+    model_id: Id  # a registered model (deployed or not)
+    threshold: float = Field(default=0.5, ge=0, le=1)  # boxes scoring less are not kept
+    video_id: Id | None = None  # only this video's frames; default: every unlabelled image of the data set
+
+
+class AutoLabelRunOut(BaseModel):
+    id: int
+    dataset_id: int
+    model_id: int | None
+    video_id: int | None
+    threshold: float
+    state: Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
+    total: int
+    done: int
+    boxes: int
+    created_by: str
+    created_at: datetime
+    finished_at: datetime | None
+    error: str | None
+
+
+class ReviewItem(BaseModel):
+    image: ImageOut
+    lowest_confidence: float | None  # of its auto labels; None: the model found nothing in it
+    boxes: int
+
+
+class ReviewPage(BaseModel):
+    total: int
+    offset: int
+    items: list[ReviewItem]
+
+
+class ReviewIn(BaseModel):
+    action: Literal["accept", "reject"]  # correct = edit in the editor (a saved edit counts as reviewed)
+    version: int = Field(ge=0, le=MAX_ID)

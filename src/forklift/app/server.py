@@ -14,6 +14,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from forklift import __version__
+from forklift.app.autolabel import AutoLabeler
 from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.deploy import restore
@@ -21,6 +22,7 @@ from forklift.app.errors import AppError
 from forklift.app.jobs import JobRunner
 from forklift.app.routes import (
     augmentation,
+    autolabel,
     datasets,
     deployments,
     images,
@@ -47,10 +49,12 @@ def create_app(config: AppConfig) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
-        started.state.jobs.start()  # training jobs are followed while the app serves
+        started.state.jobs.start()  # training jobs and auto-label runs are followed while the app serves
+        started.state.autolabel.start()
         threading.Thread(target=restore, args=(started.state.sessionmaker, config.data_dir), daemon=True).start()
         yield
         started.state.jobs.stop()
+        started.state.autolabel.stop()
 
     app = FastAPI(title="forklift app", version=__version__, summary="Data sets, labelling and video frames.",
                   lifespan=lifespan)  # fmt: skip
@@ -60,8 +64,10 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.storage = Storage(config.data_dir)
     app.state.storage.sweep_partials()
     app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir)
+    app.state.autolabel = AutoLabeler(app.state.sessionmaker, config.data_dir)
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
-    for module in (session, datasets, images, labels, videos, transfer, augmentation, jobs, models, deployments):
+    routers = (session, datasets, images, labels, videos, transfer, augmentation, jobs, models, deployments, autolabel)
+    for module in routers:
         app.include_router(module.router)
     app.add_exception_handler(AppError, _app_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]

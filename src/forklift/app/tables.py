@@ -16,6 +16,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 ROLES = ("viewer", "editor", "admin")  # each may do what the one before it may, and more
 STATUSES = ("unlabelled", "labelled", "auto", "reviewed")
+TRAINED_ON = ("labelled", "reviewed")  # by a person, or auto-labelled and reviewed: not auto labels unreviewed
 SPLITS = ("train", "val", "test")
 SHAPES = ("box", "polygon")
 
@@ -110,6 +111,9 @@ class Annotation(Base):
     label_id: Mapped[int] = mapped_column(ForeignKey("labels.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(16))  # box | polygon
     points: Mapped[list[Any]] = mapped_column(JSON)  # box: [x1, y1, x2, y2]; polygon: [[x, y], ...]; pixels
+    source: Mapped[str] = mapped_column(String(8), default="human", server_default="human")  # human | auto
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"))  # an auto label's
+    confidence: Mapped[float | None] = mapped_column(Float)  # an auto label's score
 
 
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
@@ -164,3 +168,26 @@ class Deployment(Base):
     pid: Mapped[int | None] = mapped_column(Integer)
     created_by: Mapped[str] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+AUTOLABEL_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+
+
+class AutoLabelRun(Base):
+    """A model labelling a data set's unlabelled images (or one video's frames) through forklift's serving."""
+
+    __tablename__ = "autolabel_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"))
+    video_id: Mapped[int | None] = mapped_column(ForeignKey("videos.id", ondelete="SET NULL"))  # only its frames
+    threshold: Mapped[float] = mapped_column(Float)  # boxes scoring less are not kept
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    total: Mapped[int] = mapped_column(Integer, default=0)  # images to label, counted when it starts
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    boxes: Mapped[int] = mapped_column(Integer, default=0)
+    created_by: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+    finished_at: Mapped[datetime | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(String(2000))

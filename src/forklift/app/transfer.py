@@ -32,11 +32,14 @@ MAX_UNPACKED = 8 * 2**30  # bytes, all entries together
 EXPORTS = ("forklift", "coco", "voc", "yolo", "powerai")
 
 
-def as_forklift_dataset(session: Session, dataset: DataSet, root: Path) -> Dataset:
+def as_forklift_dataset(
+    session: Session, dataset: DataSet, root: Path, *, statuses: tuple[str, ...] = ("labelled", "auto", "reviewed")
+) -> Dataset:
     """The app's data set as forklift's `Dataset` over the app's own files (`root`: the data directory). A
-    polygon goes out as its bounding box (forklift's detect sets hold boxes); unlabelled images are left out."""
+    polygon goes out as its bounding box (forklift's detect sets hold boxes); only images of `statuses` go (never
+    unlabelled ones: they would teach that nothing is in them)."""
     labels = dict(session.execute(select(Label.id, Label.name).where(Label.dataset_id == dataset.id)).all())
-    images = session.scalars(select(Image).where(Image.dataset_id == dataset.id, Image.status != "unlabelled")
+    images = session.scalars(select(Image).where(Image.dataset_id == dataset.id, Image.status.in_(statuses))
                              .order_by(Image.id)).all()  # fmt: skip
     shapes: dict[int, list[Annotation]] = {}
     query = select(Annotation).join(Image, Image.id == Annotation.image_id).where(Image.dataset_id == dataset.id)

@@ -182,6 +182,8 @@ def _train(
     steps = steps_per_epoch(len(images), batch, ranks.world)
     groups = plugin.parameter_groups(weight_decay=settings.weight_decay)
     rule, factor = lr_scaling.lr_factor(settings.lr_scaling, settings.optimizer, ranks.world)
+    if settings.model is not None and checkpoint is None and leader:
+        print(f"fine-tuning: starting from the weights of {settings.model}", flush=True)
     if ranks.distributed and leader:
         print(lr_scaling.describe(rule, factor, settings.lr, ranks.world, batch), flush=True)
     lr = settings.lr * factor

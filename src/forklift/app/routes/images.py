@@ -131,7 +131,7 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
     image.class_id = (
         label_named(session, image.dataset_id, body.class_label, create=True).id if body.class_label else None
     )
-    image.status = body.status or ("labelled" if body.shapes or body.class_label else "unlabelled")
+    image.status = body.status or _status_after_edit(image.status, bool(body.shapes or body.class_label))
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)
@@ -147,9 +147,23 @@ def annotations_out(session: Session, image: Image) -> schemas.AnnotationsOut:
         image_id=image.id,
         version=image.version,
         status=image.status,  # type: ignore[arg-type]
-        shapes=[schemas.Shape(kind=a.kind, label=name, points=a.points) for a, name in rows],  # type: ignore[arg-type]
+        shapes=[_shape_out(annotation, name) for annotation, name in rows],
         class_label=class_label,
     )
+
+
+def _shape_out(annotation: Annotation, label: str) -> schemas.ShapeOut:
+    return schemas.ShapeOut(kind=annotation.kind, label=label, points=annotation.points,  # type: ignore[arg-type]
+                            source=annotation.source, model_id=annotation.model_id,  # type: ignore[arg-type]
+                            confidence=annotation.confidence)  # fmt: skip
+
+
+def _status_after_edit(before: str, labelled: bool) -> str:
+    """A person's edit of auto labels is their review (what they saved, boxes or none, is the truth); elsewhere
+    an image with labels is labelled and one without is unlabelled."""
+    if before in ("auto", "reviewed"):
+        return "reviewed"
+    return "labelled" if labelled else "unlabelled"
 
 
 def _check_shape(shape: schemas.Shape, image: Image) -> None:

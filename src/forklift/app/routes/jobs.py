@@ -9,13 +9,14 @@ from collections.abc import Iterator
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.errors import AppError
 from forklift.app.jobs import progress
 from forklift.app.records import get_or_404
-from forklift.app.tables import DataSet, Image, Job
+from forklift.app.tables import TRAINED_ON, DataSet, Image, Job
 
 router = APIRouter(tags=["training jobs"])
 EVENT_POLL_S = 0.5
@@ -31,17 +32,22 @@ def start_job(dataset_id: RowId, body: schemas.JobIn, session: Db, who: Editor) 
     dataset = get_or_404(session, DataSet, dataset_id)
     if dataset.task != "detect":
         raise AppError(422, f"data set {dataset.name!r}: training jobs train detectors for now")
-    labelled = select(Image.id).where(Image.dataset_id == dataset_id, Image.status != "unlabelled").limit(1)
+    return job_out(queue_job(session, dataset, body.model, body.model_dump(exclude={"model"}, exclude_none=True),
+                             who.name))  # fmt: skip
+
+
+def queue_job(session: Session, dataset: DataSet, model: str, settings: dict, who: str) -> Job:
+    """A new queued job of the data set (refused when nothing in it is labelled to train on)."""
+    labelled = select(Image.id).where(Image.dataset_id == dataset.id, Image.status.in_(TRAINED_ON)).limit(1)
     if session.scalar(labelled) is None:
-        raise AppError(422, f"data set {dataset.name!r}: no labelled images to train on")
-    settings = body.model_dump(exclude={"model"}, exclude_none=True)
-    job = Job(dataset_id=dataset_id, model=body.model, settings=settings, out_dir="", created_by=who.name,
-              epochs=body.epochs)  # fmt: skip
+        raise AppError(422, f"data set {dataset.name!r}: no labelled (or reviewed) images to train on")
+    job = Job(dataset_id=dataset.id, model=model, settings=settings, out_dir="", created_by=who,
+              epochs=settings["epochs"])  # fmt: skip
     session.add(job)
     session.flush()
     job.out_dir = f"jobs/{job.id}"
     session.commit()
-    return job_out(job)
+    return job
 
 
 @router.get("/api/jobs")

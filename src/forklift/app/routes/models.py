@@ -1,4 +1,5 @@
-"""/api/models: the model registry: list, look, rename, delete, export as a zip, import a zip."""
+"""/api/models: the model registry: list, look, rename, delete, export as a zip, import a zip, retrain (fine-tune
+on its data set as labelled now)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from sqlalchemy import select
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
+from forklift.app.jobs import OPTIONS
 from forklift.app.records import file_name, get_or_404
 from forklift.app.registry import export_stream, import_zip
+from forklift.app.routes.jobs import job_out, queue_job
 from forklift.app.storage import copy_limited
-from forklift.app.tables import Model
+from forklift.app.tables import DataSet, Model
 from forklift.errors import ForkliftError
 
 router = APIRouter(tags=["models"])
@@ -78,3 +81,17 @@ def import_model(
         except ForkliftError as exc:
             raise AppError(422, f"{file.filename}: {exc}") from exc
     return schemas.ModelImport(model=model_out(model), refused=refused)
+
+
+@router.post("/api/models/{model_id}/retrain", status_code=201)
+def retrain(model_id: RowId, session: Db, who: Editor, body: schemas.RetrainIn | None = None) -> schemas.JobOut:
+    """The next round of the loop in one action: a job fine-tuning this model on its data set's labelled and
+    reviewed images, with the model's own settings unless given."""
+    model = get_or_404(session, Model, model_id)
+    dataset = session.get(DataSet, model.dataset_id) if model.dataset_id is not None else None
+    if dataset is None:
+        raise AppError(422, f"model {model.name!r}: its data set is not in this app; train a new job instead")
+    previous = {k: v for k, v in model.settings.items() if k in OPTIONS}
+    given = body.model_dump(exclude_none=True) if body is not None else {}
+    settings = {"epochs": 30, **previous, **given, "from_model": model.dir, "from_model_id": model.id}
+    return job_out(queue_job(session, dataset, str(model.settings.get("model", "yolov3-tiny")), settings, who.name))

@@ -1,0 +1,159 @@
+"""The auto-label loop: a registered model labels a data set's unlabelled images (or one video's frames) through
+forklift's serving, so the web process never runs a network. A deployed model is called where it is served; any
+other is served for the run and stopped after it.
+
+Each auto label keeps its source, model and confidence; its image becomes `auto` and waits in the review queue
+(lowest confidence first) until a person accepts it, corrects it in the editor (both make it `reviewed`, which
+trains like `labelled`) or rejects it (back to `unlabelled`). An image a person labelled while the run went on is
+left as the person left it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from forklift.app.deploy import serving, serving_process
+from forklift.app.records import label_named
+from forklift.app.tables import Annotation, AutoLabelRun, Deployment, Image, Model
+from forklift.errors import ForkliftError
+
+POLL_S = 0.5
+CHUNK = 8  # images per request: the server batches them
+TIMEOUT_S = 300.0
+
+
+class AutoLabeler:
+    """Runs queued auto-label runs one at a time; a thread of the app."""
+
+    def __init__(self, sessions: sessionmaker[Session], root: Path) -> None:
+        self.sessions, self.root = sessions, root
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Follow the runs; one that was running when the app stopped is interrupted (starting it again labels
+        the images still unlabelled)."""
+        if self.thread is not None and self.thread.is_alive():
+            return
+        with self.sessions() as session:
+            session.execute(update(AutoLabelRun).where(AutoLabelRun.state == "running")
+                            .values(state="interrupted", error="the app stopped while it ran"))  # fmt: skip
+            session.commit()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="forklift-autolabel", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(10)
+
+    def _loop(self) -> None:
+        while not self.stopping.wait(POLL_S):
+            with self.sessions() as session:
+                queued = session.scalar(
+                    select(AutoLabelRun.id).where(AutoLabelRun.state == "queued").order_by(AutoLabelRun.id).limit(1)
+                )
+            if queued is not None:
+                self._run(queued)
+
+    def _run(self, run_id: int) -> None:
+        with self.sessions() as session:
+            run = session.get(AutoLabelRun, run_id)
+            assert run is not None
+            model = session.get(Model, run.model_id) if run.model_id is not None else None
+            todo = select(Image.id).where(Image.dataset_id == run.dataset_id, Image.status == "unlabelled")
+            if run.video_id is not None:
+                todo = todo.where(Image.video_id == run.video_id)
+            ids = list(session.scalars(todo.order_by(Image.id)))
+            run.state, run.total, run.done, run.error = "running", len(ids), 0, None
+            session.commit()
+            deployment = session.scalar(select(Deployment).where(Deployment.model_id == run.model_id))
+            served = deployment is not None and model is not None and serving(deployment, self.root / model.dir)
+            endpoint = (deployment.port, deployment.name) if served and deployment is not None else None
+            model_dir = self.root / model.dir if model is not None else None
+        state, error = "done", None
+        try:
+            if model_dir is None:
+                raise ForkliftError("its model was deleted")
+            with _endpoint(model_dir, endpoint) as url:
+                for start in range(0, len(ids), CHUNK):
+                    if self.stopping.is_set() or not self._label(run_id, ids[start : start + CHUNK], url):
+                        state = "interrupted" if self.stopping.is_set() else "cancelled"
+                        break
+        except (ForkliftError, httpx.HTTPError, KeyError, ValueError) as exc:
+            state, error = "failed", str(exc).splitlines()[0][:2000] if str(exc) else type(exc).__name__
+        with self.sessions() as session:
+            run = session.get(AutoLabelRun, run_id)
+            assert run is not None
+            if run.state == "running":  # not cancelled meanwhile
+                run.state, run.error = state, error
+            run.finished_at = datetime.now(UTC)
+            session.commit()
+
+    def _label(self, run_id: int, ids: list[int], url: str) -> bool:
+        """Label these images (those still unlabelled); False when the run was cancelled."""
+        with self.sessions() as session:
+            run = session.get(AutoLabelRun, run_id)
+            assert run is not None
+            if run.state != "running":
+                return False
+            images = list(session.scalars(select(Image).where(Image.id.in_(ids), Image.status == "unlabelled")))
+            files = [("files", (Path(image.file).name, (self.root / image.file).read_bytes())) for image in images]
+            threshold = run.threshold
+        if files:
+            answer = httpx.post(url, files=files, data={"conf": str(threshold)}, timeout=TIMEOUT_S)
+            if answer.status_code != 200:
+                raise ForkliftError(f"the model's server answered {answer.status_code}: {answer.text[:300]}")
+            results = answer.json()["results"]
+        else:
+            results = []
+        with self.sessions() as session:
+            run = session.get(AutoLabelRun, run_id)
+            assert run is not None
+            for image, result in zip(images, results, strict=True):
+                run.boxes += _keep(session, image, result["detections"], threshold, run.model_id)
+            run.done += len(ids)
+            session.commit()
+        return True
+
+
+def _keep(session: Session, image: Image, detections: list[dict], threshold: float, model_id: int | None) -> int:
+    """The detections (clipped to the image) as the image's auto labels, if it is still unlabelled and unchanged;
+    how many boxes were kept."""
+    claimed = session.execute(
+        update(Image).where(Image.id == image.id, Image.status == "unlabelled", Image.version == image.version)
+        .values(status="auto", version=Image.version + 1)
+    )  # fmt: skip
+    if claimed.rowcount != 1:  # type: ignore[attr-defined]
+        return 0  # a person labelled it meanwhile
+    kept = 0
+    for found in detections:
+        box = found["bbox"]
+        x1, y1 = max(0.0, float(box["x1"])), max(0.0, float(box["y1"]))
+        x2, y2 = min(float(image.width), float(box["x2"])), min(float(image.height), float(box["y2"]))
+        if found["score"] < threshold or x2 <= x1 or y2 <= y1:
+            continue
+        label = label_named(session, image.dataset_id, str(found["label"]), create=True)
+        session.add(Annotation(image_id=image.id, label_id=label.id, kind="box", points=[x1, y1, x2, y2],
+                               source="auto", model_id=model_id, confidence=float(found["score"])))  # fmt: skip
+        kept += 1
+    return kept
+
+
+@contextlib.contextmanager
+def _endpoint(model_dir: Path, deployed: tuple[int, str] | None) -> Iterator[str]:
+    """The native predict URL of the model: its deployment's, or a server started for the run."""
+    if deployed is not None:
+        yield f"http://127.0.0.1:{deployed[0]}/predict/{deployed[1]}"
+        return
+    with serving_process(model_dir, "autolabel") as server:
+        yield f"{server.url}/predict/autolabel"

@@ -1,0 +1,126 @@
+"""The auto-label loop's API: start a run of a model over a data set's unlabelled images (or a video's frames),
+follow and cancel it, the review queue (lowest confidence first), accept or reject an image's auto labels."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy import delete, func, select, update
+
+from forklift.app import schemas
+from forklift.app.deps import Db, Editor, RowId, Viewer
+from forklift.app.errors import AppError
+from forklift.app.records import get_or_404, images_out
+from forklift.app.routes.images import PAGE_MAX, annotations_out
+from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Image, Model, Video
+
+router = APIRouter(tags=["auto-label"])
+
+
+def run_out(run: AutoLabelRun) -> schemas.AutoLabelRunOut:
+    return schemas.AutoLabelRunOut.model_validate(run, from_attributes=True)
+
+
+@router.post("/api/datasets/{dataset_id}/autolabel", status_code=201)
+def start_run(dataset_id: RowId, body: schemas.AutoLabelIn, session: Db, who: Editor) -> schemas.AutoLabelRunOut:
+    """Queue a run: the model labels every image still unlabelled when the run reaches it."""
+    dataset = get_or_404(session, DataSet, dataset_id)
+    if dataset.task != "detect":
+        raise AppError(422, f"data set {dataset.name!r}: auto-labelling labels detection data sets for now")
+    get_or_404(session, Model, body.model_id)
+    todo = select(func.count()).select_from(Image).where(Image.dataset_id == dataset_id, Image.status == "unlabelled")
+    if body.video_id is not None:
+        video = get_or_404(session, Video, body.video_id)
+        if video.dataset_id != dataset_id:
+            raise AppError(422, f"video {body.video_id}: not a video of data set {dataset.name!r}")
+        todo = todo.where(Image.video_id == body.video_id)
+    if not session.scalar(todo):
+        raise AppError(422, f"data set {dataset.name!r}: no unlabelled images to label")
+    run = AutoLabelRun(dataset_id=dataset_id, model_id=body.model_id, video_id=body.video_id,
+                       threshold=body.threshold, created_by=who.name)  # fmt: skip
+    session.add(run)
+    session.commit()
+    return run_out(run)
+
+
+@router.get("/api/datasets/{dataset_id}/autolabel")
+def list_runs(dataset_id: RowId, session: Db, _: Viewer) -> list[schemas.AutoLabelRunOut]:
+    get_or_404(session, DataSet, dataset_id)
+    query = select(AutoLabelRun).where(AutoLabelRun.dataset_id == dataset_id).order_by(AutoLabelRun.id.desc())
+    return [run_out(run) for run in session.scalars(query)]
+
+
+@router.get("/api/autolabel/{run_id}")
+def get_run(run_id: RowId, session: Db, _: Viewer) -> schemas.AutoLabelRunOut:
+    return run_out(get_or_404(session, AutoLabelRun, run_id))
+
+
+@router.post("/api/autolabel/{run_id}/cancel")
+def cancel_run(run_id: RowId, session: Db, _: Editor) -> schemas.AutoLabelRunOut:
+    """Stop after the images in flight; what it labelled stays in the review queue."""
+    run = get_or_404(session, AutoLabelRun, run_id)
+    if run.state not in ("queued", "running"):
+        raise AppError(409, f"auto-label run {run_id} is {run.state}: nothing to cancel")
+    run.state = "cancelled"
+    session.commit()
+    return run_out(run)
+
+
+@router.post("/api/autolabel/{run_id}/resume")
+def resume_run(run_id: RowId, session: Db, _: Editor) -> schemas.AutoLabelRunOut:
+    """Queue a stopped run again: it labels the images still unlabelled."""
+    run = get_or_404(session, AutoLabelRun, run_id)
+    if run.state in ("queued", "running", "done"):
+        raise AppError(409, f"auto-label run {run_id} is {run.state}: nothing to resume")
+    run.state, run.error, run.finished_at = "queued", None, None
+    session.commit()
+    return run_out(run)
+
+
+@router.get("/api/datasets/{dataset_id}/review")
+def review_queue(
+    dataset_id: RowId,
+    session: Db,
+    _: Viewer,
+    offset: Annotated[int, Query(ge=0, le=schemas.MAX_ID)] = 0,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
+) -> schemas.ReviewPage:
+    """The data set's auto-labelled images waiting for review, the least sure first: those where the model found
+    nothing, then by their lowest-scoring box."""
+    get_or_404(session, DataSet, dataset_id)
+    lowest = func.min(Annotation.confidence)
+    query = (
+        select(Image, lowest, func.count(Annotation.id))
+        .outerjoin(Annotation, Annotation.image_id == Image.id)
+        .where(Image.dataset_id == dataset_id, Image.status == "auto")
+        .group_by(Image.id)
+    )
+    total = session.scalar(select(func.count()).where(Image.dataset_id == dataset_id, Image.status == "auto")) or 0
+    rows = session.execute(query.order_by(lowest.is_not(None), lowest, Image.id).offset(offset).limit(limit)).all()
+    shown = images_out(session, [image for image, _, _ in rows])
+    items = [schemas.ReviewItem(image=out, lowest_confidence=low, boxes=count)
+             for out, (_, low, count) in zip(shown, rows, strict=True)]  # fmt: skip
+    return schemas.ReviewPage(total=total, offset=offset, items=items)
+
+
+@router.post("/api/images/{image_id}/review")
+def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> schemas.AnnotationsOut:
+    """Accept an image's auto labels as they are (they train as a person's would) or reject them (the image is
+    unlabelled again). To correct them, edit the image in the editor: a saved edit counts as reviewed."""
+    image = get_or_404(session, Image, image_id)
+    if image.status != "auto":
+        raise AppError(409, f"image {image_id} is {image.status}, not waiting for review")
+    status = "reviewed" if body.action == "accept" else "unlabelled"
+    changed = session.execute(
+        update(Image).where(Image.id == image_id, Image.version == body.version)
+        .values(status=status, version=Image.version + 1)
+    )  # fmt: skip
+    if changed.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        raise AppError(409, f"image {image_id} changed since version {body.version}: reload it")
+    if body.action == "reject":
+        session.execute(delete(Annotation).where(Annotation.image_id == image_id, Annotation.source == "auto"))
+    session.commit()
+    session.refresh(image)
+    return annotations_out(session, image)

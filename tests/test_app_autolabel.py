@@ -1,0 +1,110 @@
+"""The auto-label loop through the API, on SQLite and a real PostgreSQL server: a trained job's model labels the
+unlabelled images through forklift's serving (its boxes checked against the same model run in-process by
+forklift's predictor), the review queue comes lowest confidence first, accept / correct / reject, and a retrain
+fine-tunes the model on what people labelled and reviewed, never on unreviewed auto labels."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from app_helpers import app_client, fresh_database, shapes_dataset, wait_for
+
+from forklift.model_files.model_dir import open_model_dir
+from forklift.runtime.base import PredictOptions
+from forklift.runtime.load import load_predictor
+
+pytestmark = pytest.mark.slow
+
+TRAIN = {"model": "yolov3-tiny", "batch": 8, "img": 64, "lr": 0.001, "epochs": 2}
+
+
+def _reference(model_dir: Path, files: dict[int, bytes], conf: float) -> dict[int, list[dict]]:
+    """Each image's detections by the model run in this process (forklift's predictor, not its server)."""
+    predictor = load_predictor(open_model_dir(model_dir), options=PredictOptions(conf=conf))
+    return {key: predictor.predict([(f"{key}.png", content)]).to_json()["results"][0]["detections"]
+            for key, content in files.items()}  # fmt: skip
+
+
+def _same_boxes(shapes: list[dict], expected: list[dict]) -> bool:
+    def key(box: dict) -> tuple:
+        return (box["label"], *box["points"])
+
+    found = sorted(key(s) for s in shapes)
+    wanted = sorted((d["label"], d["bbox"]["x1"], d["bbox"]["y1"], d["bbox"]["x2"], d["bbox"]["y2"]) for d in expected)
+    return len(found) == len(wanted) and all(
+        a[0] == b[0] and all(abs(x - y) <= 2 for x, y in zip(a[1:], b[1:], strict=True))
+        for a, b in zip(found, wanted, strict=True)
+    )
+
+
+def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path: Path) -> None:
+    data_dir = tmp_path / "app"
+    data_dir.mkdir()
+    with app_client(data_dir, fresh_database(app_database, data_dir)) as client:
+        dataset, data, added = shapes_dataset(client, tmp_path / "shapes", 24, labelled=16)
+        job = client.post(f"/api/datasets/{dataset}/jobs", json=TRAIN).json()
+        assert wait_for(client, f"/api/jobs/{job['id']}", ("done", "failed"))["state"] == "done"
+        (model,) = client.get("/api/models").json()
+        unlabelled = {image["id"]: (data.root / record.file).read_bytes()
+                      for image, record in zip(added[16:], data.images[16:], strict=True)}  # fmt: skip
+        model_dir = data_dir / "jobs" / str(job["id"]) / "model"
+        scores = [d["score"] for found in _reference(model_dir, unlabelled, 0.001).values() for d in found]
+        assert scores, "the trained model finds nothing at all"
+        threshold = round(statistics.median(scores), 3)  # some boxes kept, some not
+        expected = _reference(model_dir, unlabelled, threshold)
+
+        for bad, code in (({"model_id": model["id"], "threshold": 2}, 422), ({"model_id": 999}, 404)):
+            answer = client.post(f"/api/datasets/{dataset}/autolabel", json=bad)
+            assert answer.status_code == code and "error" in answer.json(), answer.text
+        run = client.post(f"/api/datasets/{dataset}/autolabel", json={"model_id": model["id"], "threshold": threshold})
+        assert run.status_code == 201, run.text
+        finished = wait_for(client, f"/api/autolabel/{run.json()['id']}", ("done", "failed", "cancelled"))
+        assert finished["state"] == "done", finished
+        assert finished["total"] == finished["done"] == 8
+        assert finished["boxes"] == sum(len(found) for found in expected.values())
+
+        queue = client.get(f"/api/datasets/{dataset}/review").json()
+        assert queue["total"] == 8 and {item["image"]["id"] for item in queue["items"]} == set(unlabelled)
+        lowest = [item["lowest_confidence"] for item in queue["items"]]
+        assert lowest == sorted(lowest, key=lambda v: (v is not None, v or 0)), lowest  # no box first, then least sure
+        for item in queue["items"]:
+            shown = client.get(f"/api/images/{item['image']['id']}/annotations").json()
+            assert shown["status"] == "auto" and all(
+                s["source"] == "auto" and s["model_id"] == model["id"] and s["confidence"] >= threshold - 1e-4
+                for s in shown["shapes"]
+            )
+            assert _same_boxes(shown["shapes"], expected[item["image"]["id"]]), (shown["shapes"], expected)
+        assert client.get(f"/api/datasets/{dataset}").json()["to_review"] == 8
+
+        first, second, third = (item["image"] for item in queue["items"][:3])
+        stale = client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 1})
+        assert stale.status_code == 409 and "reload" in stale.json()["error"]
+        accepted = client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 2}).json()
+        assert accepted["status"] == "reviewed" and all(s["source"] == "auto" for s in accepted["shapes"])
+        again = client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 3})
+        assert again.status_code == 409 and "not waiting for review" in again.json()["error"]
+        rejected = client.post(f"/api/images/{second['id']}/review", json={"action": "reject", "version": 2}).json()
+        assert rejected["status"] == "unlabelled" and rejected["shapes"] == []
+        truth = data.images[added.index(next(a for a in added if a["id"] == third["id"]))].boxes
+        shapes = [{"kind": "box", "label": b.label, "points": [b.x1, b.y1, b.x2, b.y2]} for b in truth]
+        corrected = client.put(f"/api/images/{third['id']}/annotations", json={"version": 2, "shapes": shapes}).json()
+        assert corrected["status"] == "reviewed" and {s["source"] for s in corrected["shapes"]} == {"human"}
+        assert client.get(f"/api/datasets/{dataset}").json()["to_review"] == 5
+        assert [i["image"]["id"] for i in client.get(f"/api/datasets/{dataset}/review").json()["items"]] == [
+            item["image"]["id"] for item in queue["items"][3:]
+        ]
+
+        retrain = client.post(f"/api/models/{model['id']}/retrain", json={"epochs": 1})
+        assert retrain.status_code == 201, retrain.text
+        second_job = retrain.json()
+        assert second_job["settings"]["from_model_id"] == model["id"] and second_job["epochs"] == 1
+        assert wait_for(client, f"/api/jobs/{second_job['id']}", ("done", "failed"))["state"] == "done"
+        trained_on = json.loads((data_dir / "jobs" / str(second_job["id"]) / "data" / "dataset.json").read_text())
+        assert len(trained_on["images"]) == 16 + 2  # people's labels and the two reviewed, not the five auto
+        newest = client.get("/api/models").json()[0]
+        assert newest["id"] != model["id"] and newest["settings"]["from_model_id"] == model["id"]
+        train_log = (data_dir / "jobs" / str(second_job["id"]) / "train.log").read_text()
+        assert f"fine-tuning: starting from the weights of {model_dir}" in train_log, train_log[-2000:]

@@ -1,0 +1,51 @@
+"""The app's migrations: they build exactly the schema the tables describe, and a database of an older version is
+brought up to date with its rows kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
+
+from forklift.app.database import MIGRATIONS, make_engine, sqlite_url, upgrade
+from forklift.app.tables import Base
+
+
+def _upgrade_to(engine, revision: str) -> None:  # type: ignore[no-untyped-def]
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def test_the_migrations_build_the_tables_schema(tmp_path: Path) -> None:
+    engine = make_engine(sqlite_url(tmp_path))
+    upgrade(engine)
+    with engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert differences == []
+
+
+def test_annotations_of_an_older_database_become_a_persons(tmp_path: Path) -> None:
+    engine = make_engine(sqlite_url(tmp_path))
+    _upgrade_to(engine, "0004")
+    with engine.begin() as connection:
+        connection.execute(
+            text("INSERT INTO datasets (id, name, task, created_at) VALUES (1, 'd', 'detect', '2026-01-01')")
+        )
+        connection.execute(text("INSERT INTO labels (id, dataset_id, name) VALUES (1, 1, 'dog')"))
+        connection.execute(text(
+            "INSERT INTO images (id, dataset_id, file, original_name, width, height, split, status, version, "
+            "created_at) VALUES (1, 1, 'f.png', 'f.png', 8, 8, 'train', 'labelled', 1, '2026-01-01')"
+        ))  # fmt: skip
+        connection.execute(text("INSERT INTO annotations (id, image_id, label_id, kind, points) "
+                                "VALUES (1, 1, 1, 'box', '[0, 0, 4, 4]')"))  # fmt: skip
+    upgrade(engine)
+    with engine.connect() as connection:
+        row = connection.execute(text("SELECT source, model_id, confidence, points FROM annotations")).one()
+    assert tuple(row) == ("human", None, None, "[0, 0, 4, 4]")
