@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import av
+import httpx
 import numpy as np
 from fastapi.testclient import TestClient
 from PIL import Image
@@ -110,7 +111,7 @@ def video(path: Path, *, seconds: float = 3.0, fps: int = 10, size: tuple[int, i
 
 
 def shapes_dataset(
-    client: TestClient, folder: Path, count: int, *, labelled: int | None = None
+    client: httpx.Client, folder: Path, count: int, *, labelled: int | None = None
 ) -> tuple[int, Dataset, list[dict]]:
     """(its id, the generated set, the images as added) of a data set of `count` generated 64 px shapes images
     made through the API, the first `labelled` (default: all) with their true boxes."""
@@ -124,7 +125,7 @@ def shapes_dataset(
     return int(dataset), data, added
 
 
-def wait_for(client: TestClient, url: str, done: tuple[str, ...], *, epoch: int = 0, seconds: float = 240) -> dict:
+def wait_for(client: httpx.Client, url: str, done: tuple[str, ...], *, epoch: int = 0, seconds: float = 240) -> dict:
     """The record at `url` (a job or an auto-label run) once its state is one of `done` (a job: at `epoch` or
     later)."""
     deadline = time.monotonic() + seconds

@@ -18,7 +18,7 @@ from forklift.runtime.load import load_predictor
 
 pytestmark = pytest.mark.slow
 
-TRAIN = {"model": "yolov3-tiny", "batch": 8, "img": 64, "lr": 0.001, "epochs": 2}
+TRAIN = {"model": "yolov3-tiny-slim", "batch": 8, "img": 64, "lr": 0.001, "epochs": 2}
 
 
 def _reference(model_dir: Path, files: dict[int, bytes], conf: float) -> dict[int, list[dict]]:

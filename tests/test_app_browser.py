@@ -1,6 +1,8 @@
 """The app end to end in Debian's Chromium (Playwright): create a data set, upload images and a generated video,
 capture frames, draw a box with the mouse, change its label, reload and see it, copy a frame's boxes to the next
-frame, and export COCO, checked with pycocotools. Each page is saved as a screenshot in the test's folder."""
+frame, and export COCO, checked with pycocotools; then the loop: start a training job and watch its chart grow,
+deploy the model, auto-label with it and accept an image in the review queue. Each page is saved as a
+screenshot in the test's folder."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_helpers import start_app, video
+from app_helpers import shapes_dataset, start_app, video
 from pycocotools.coco import COCO
 
 from forklift.serve.process import free_port
@@ -166,3 +168,58 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
     assert len(coco.getImgIds()) == 4  # the photo and three frames are labelled
     assert sorted(c["name"] for c in coco.loadCats(coco.getCatIds())) == ["bicycle", "car", "object"]
     assert all((shots / f"{page_name}.png").stat().st_size > 20_000 for page_name in ("dataset", "editor", "datasets"))
+
+
+def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: Path) -> None:
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset, _, _ = shapes_dataset(client, tmp_path / "shapes", 24, labelled=16)
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 860})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(f"{app_url}/#/datasets/{dataset}")
+            page.get_by_role("button", name="Train…").click()
+            for name, value in (("epochs", "3"), ("batch", "8"), ("size", "64")):
+                page.get_by_label(name, exact=True).fill(value)
+            page.get_by_role("button", name="Start").click()
+            page.wait_for_url("**/#/jobs/*")
+            page.wait_for_function("document.querySelector('[data-testid=job-state]')?.textContent === 'running'",
+                                   timeout=120_000)  # fmt: skip
+            page.wait_for_selector(".progress em:has-text('1/3')", timeout=120_000)  # an epoch arrived live
+            page.wait_for_selector("[data-testid=job-state]:has-text('done')", timeout=240_000)
+            page.wait_for_selector("[data-testid=evaluation] img", timeout=30_000)
+            page.screenshot(path=str(shots / "job.png"), full_page=True)
+
+            page.goto(f"{app_url}/#/models")
+            page.get_by_role("button", name="Deploy").click()
+            page.wait_for_selector(".deployment pre", timeout=120_000)
+            assert "/predict/" in page.locator(".deployment pre").inner_text()
+            page.screenshot(path=str(shots / "models.png"), full_page=True)
+
+            page.goto(f"{app_url}/#/datasets/{dataset}")
+            page.get_by_role("button", name="Auto-label…").click()
+            page.get_by_label("Confidence threshold").fill("0.01")
+            page.get_by_role("button", name="Start").click()
+            page.wait_for_selector(".message:has-text('Auto-labelled 8 image(s)')", timeout=120_000)
+            page.get_by_role("link", name="Review 8 auto-labelled").click()
+            page.wait_for_selector("[data-testid=review-left]:has-text('8 to review')")
+            page.wait_for_selector(".review-figure svg")
+            page.screenshot(path=str(shots / "review.png"), full_page=True)
+            first = page.locator(".side h2").inner_text()
+            page.keyboard.press("a")
+            page.wait_for_selector("[data-testid=review-left]:has-text('7 to review')")
+            assert page.locator(".side h2").inner_text() != first
+            assert not errors, errors
+        finally:
+            browser.close()
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        reviewed = client.get(f"/api/datasets/{dataset}/images?status=reviewed").json()
+        assert reviewed["total"] == 1 and reviewed["items"][0]["original_name"] == first

@@ -1,18 +1,22 @@
 """`forklift demo` (`make demo`): the main job end to end, on this machine, with nothing downloaded.
 
 Generates a shapes data set, trains a small YOLO on it for a few minutes (progress bar showing), evaluates it
-with pycocotools, serves it on port 5000 and posts validation images to it, printing the detections, and draws
-them with the true boxes into pictures to look at. A second run reuses the data set and the trained model.
+with pycocotools, serves it on port 5000 and posts validation images to it, printing the detections, draws
+them with the true boxes into pictures to look at, and ends in the app: the data set, the model registered and
+deployed, held-back images auto-labelled for review (`forklift.app.demo`). A second run reuses the data set and
+the trained model.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from forklift.app.demo import show_in_app
 from forklift.data.dataset import Box, load_dataset
 from forklift.data.synth import CLASSES, synth_shapes
 from forklift.evaluation.detection import DetectionMetrics
@@ -54,17 +58,17 @@ def run_demo(out: Path) -> int:
     model_dir = out / f"{data.name}-tiny"
     source_cfg = shared_data_path("darknet/yolov3-tiny.cfg")
     if (data / "dataset.json").is_file():
-        print(f"[1/5] reusing the data set {data}")
+        print(f"[1/6] reusing the data set {data}")
     else:
-        print(f"[1/5] generating {IMAGES} shapes images of {SIZE}x{SIZE} in {data}")
+        print(f"[1/6] generating {IMAGES} shapes images of {SIZE}x{SIZE} in {data}")
         synth_shapes(data, IMAGES, SIZE, seed=0)
     if (model_dir / "forklift.json").is_file():
-        print(f"[2/5] reusing the trained model {model_dir}")
+        print(f"[2/6] reusing the trained model {model_dir}")
     else:
         text, _ = slim_cfg(source_cfg, len(CLASSES), SIZE)
         cfg = out / f"{model_dir.name}.cfg"
         cfg.write_text(text, encoding="utf-8")
-        print(f"[2/5] training a slim yolov3-tiny from scratch: {EPOCHS} epochs, about 4 minutes on 2 idle cores")
+        print(f"[2/6] training a slim yolov3-tiny from scratch: {EPOCHS} epochs, about 4 minutes on 2 idle cores")
         started = time.perf_counter()
         train(data, model_dir, cfg=cfg, epochs=EPOCHS, batch=BATCH, lr=LR, val_every=VAL_EVERY,
               resume=(model_dir / "checkpoints").is_dir(), time_budget_s=MINUTES * 60)  # fmt: skip
@@ -72,13 +76,15 @@ def run_demo(out: Path) -> int:
     result = evaluate(model_dir, data, split="val", out=out / "eval")
     metrics = result.metrics
     assert isinstance(metrics, DetectionMetrics)  # the shapes set is a detection set
-    print(f"[3/5] val mAP@.5 {metrics.map50:.3f}, mAP@[.5:.95] {metrics.map:.3f}, recall {metrics.recall:.2f} at "
+    print(f"[3/6] val mAP@.5 {metrics.map50:.3f}, mAP@[.5:.95] {metrics.map:.3f}, recall {metrics.recall:.2f} at "
           f"score {metrics.threshold:g} on {result.images} images (plots in {out / 'eval'})")  # fmt: skip
     posted = serve_and_post(model_dir, data)
     folder = out / "predictions"
     grid = write_pictures(posted, folder)
-    print(f"[5/5] drew the detections (coloured, with class and score) and the true boxes (thin white) of the "
+    print(f"[5/6] drew the detections (coloured, with class and score) and the true boxes (thin white) of the "
           f"posted images into {folder}/*.png; all of them on one sheet: {grid}")  # fmt: skip
+    print(f"[6/6] the app over {out / 'app'}: the data set, the model registered and deployed, auto-labels to review")
+    show_in_app(out, data, model_dir, interactive=sys.stdin.isatty() and sys.stdout.isatty())
     return 0
 
 
@@ -87,7 +93,7 @@ def serve_and_post(model_dir: Path, data: Path, port: int = DEMO_PORT) -> list[P
     name = open_model_dir(model_dir).name
     dataset = load_dataset(data)
     chosen = [image for image in dataset.images if image.split == "val"][:POSTED]
-    print(f"[4/5] serving {model_dir} on http://127.0.0.1:{port} and posting {len(chosen)} validation images")
+    print(f"[4/6] serving {model_dir} on http://127.0.0.1:{port} and posting {len(chosen)} validation images")
     posted = []
     with ServerProcess(model_dir, port=port) as server:
         for image in chosen:

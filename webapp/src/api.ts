@@ -7,7 +7,7 @@ export type Split = "train" | "val" | "test";
 
 export interface LabelCount { id: number; name: string; count: number }
 export interface DataSet {
-  id: number; name: string; task: Task; created_at: string; images: number; labelled: number;
+  id: number; name: string; task: Task; created_at: string; images: number; labelled: number; to_review: number;
   labels: LabelCount[]; thumbnail: string | null;
 }
 export interface ImageRecord {
@@ -17,8 +17,10 @@ export interface ImageRecord {
 }
 export interface ImagePage { total: number; offset: number; items: ImageRecord[] }
 export interface Shape { kind: "box" | "polygon"; label: string; points: number[] | number[][] }
+// As the server shows a shape: drawn by a person, or an auto label with its model and confidence.
+export interface ShapeOut extends Shape { source: "human" | "auto"; model_id: number | null; confidence: number | null }
 export interface Annotations {
-  image_id: number; version: number; status: Status; shapes: Shape[]; class_label: string | null;
+  image_id: number; version: number; status: Status; shapes: ShapeOut[]; class_label: string | null;
 }
 export interface Video {
   id: number; dataset_id: number; original_name: string; duration_s: number; fps: number; width: number;
@@ -82,3 +84,11 @@ export interface Deployment {
   id: number; model_id: number; name: string; port: number; url: string; curl: { native: string; powerai: string };
   created_by: string;
 }
+
+export interface AutoLabelRun {
+  id: number; dataset_id: number; model_id: number | null; video_id: number | null; threshold: number;
+  state: "queued" | "running" | "done" | "failed" | "cancelled" | "interrupted"; total: number; done: number;
+  boxes: number; created_by: string; created_at: string; finished_at: string | null; error: string | null;
+}
+export interface ReviewItem { image: ImageRecord; lowest_confidence: number | null; boxes: number }
+export interface ReviewPage { total: number; offset: number; items: ReviewItem[] }

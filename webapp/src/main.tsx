@@ -1,5 +1,6 @@
 // forklift app: a single-page front end over the JSON API. Routes live in the URL's hash, so a reload shows the
-// same page: #/ (data sets), #/datasets/ID (the grid), #/datasets/ID/images/IMAGE (the labelling editor).
+// same page: #/ (data sets), #/datasets/ID (the grid), #/datasets/ID/images/IMAGE (the labelling editor),
+// #/datasets/ID/review (the auto labels' review queue), #/jobs, #/jobs/ID, #/models.
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { loadSession, type Session } from "./api";
@@ -8,6 +9,7 @@ import { DataSetPage } from "./pages/DataSetPage";
 import { Editor } from "./pages/Editor";
 import { JobPage, Jobs } from "./pages/Jobs";
 import { Models } from "./pages/Models";
+import { Review } from "./pages/Review";
 import { Login } from "./pages/Login";
 import "./styles.css";
 
@@ -28,6 +30,7 @@ function App() {
   if (session === undefined) return <div class="loading">Loading…</div>;
   if (session === null) return <Login onDone={setSession} />;
   const editor = hash.match(/^#\/datasets\/(\d+)\/images\/(\d+)/);
+  const review = hash.match(/^#\/datasets\/(\d+)\/review/);
   const dataset = hash.match(/^#\/datasets\/(\d+)/);
   const job = hash.match(/^#\/jobs\/(\d+)/);
   const canEdit = session.role !== "viewer";
@@ -42,6 +45,7 @@ function App() {
         {job ? <JobPage jobId={+job[1]} canEdit={canEdit} key={job[1]} />
           : hash.startsWith("#/jobs") ? <Jobs canEdit={canEdit} />
           : hash.startsWith("#/models") ? <Models canEdit={canEdit} />
+          : review ? <Review datasetId={+review[1]} canEdit={canEdit} key={review[1]} />
           : editor ? <Editor datasetId={+editor[1]} imageId={+editor[2]} canEdit={canEdit} key={editor[2]} />
           : dataset ? <DataSetPage datasetId={+dataset[1]} canEdit={canEdit} />
           : <DataSets canEdit={canEdit} />}

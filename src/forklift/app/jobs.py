@@ -25,16 +25,19 @@ from forklift.app.processes import runs
 from forklift.app.registry import register_job
 from forklift.app.tables import TRAINED_ON, DataSet, Job
 from forklift.app.transfer import as_forklift_dataset
-from forklift.data.dataset import Dataset, save_dataset
+from forklift.data.dataset import Dataset, load_dataset, save_dataset
 from forklift.data.split import assign_splits
 from forklift.shared_data import shared_data_root
+from forklift.train.small_cfg import slim_cfg
 
 POLL_S = 0.5
 VAL_SHARE = 0.2  # of the images, when the data set has no val split of its own
 MODELS = {  # what a job trains: "optimized for speed" (a YOLO from the Darknet cfgs) or "for accuracy"
     "yolov3-tiny": ["--cfg", "darknet/yolov3-tiny.cfg"],
+    "yolov3-tiny-slim": ["--cfg", "yolov3-tiny-slim.cfg"],  # written into the job's folder (`slim_cfg`)
     "faster-rcnn": ["--arch", "fasterrcnn_mobilenet_v3_large_320_fpn"],
 }
+SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
 OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer")
 
 
@@ -63,6 +66,12 @@ def train_command(job: Job, out: Path, root: Path) -> list[str]:
     directory under the data directory `root`)."""
     if job.settings.get("from_model"):
         model = ["--model", str(root / job.settings["from_model"])]
+    elif job.model == "yolov3-tiny-slim":
+        classes = len(load_dataset(out / "data").classes)
+        text, _ = slim_cfg(shared_data_root() / "darknet" / "yolov3-tiny.cfg", classes,
+                           job.settings.get("img") or SLIM_SIZE)  # fmt: skip
+        (out / "yolov3-tiny-slim.cfg").write_text(text, encoding="utf-8")
+        model = ["--cfg", str(out / "yolov3-tiny-slim.cfg")]
     else:
         model = [arg if not arg.startswith("darknet/") else str(shared_data_root() / arg) for arg in MODELS[job.model]]
     options = [part for key in OPTIONS if job.settings.get(key) is not None

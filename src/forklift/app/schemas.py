@@ -168,7 +168,8 @@ class SessionOut(BaseModel):
 
 
 class JobIn(BaseModel):
-    model: Literal["yolov3-tiny", "faster-rcnn"] = "yolov3-tiny"  # optimized for speed, or for accuracy
+    # optimized for speed (the slim one: on CPUs), or for accuracy
+    model: Literal["yolov3-tiny", "yolov3-tiny-slim", "faster-rcnn"] = "yolov3-tiny"
     epochs: int = Field(default=30, ge=1, le=10_000)
     batch: int = Field(default=16, ge=1, le=1024)
     img: int | None = Field(default=None, ge=32, le=4096, multiple_of=32)

@@ -2,7 +2,8 @@
 // and a chart, uploads of images and videos, and frame capture from a video's player.
 import { useEffect, useRef, useState } from "preact/hooks";
 import {
-  api, json, type DataSet, type ImagePage, type Split, type Status, type UploadResult, type Video,
+  api, json, type AutoLabelRun, type DataSet, type Deployment, type ImagePage, type Model, type Split, type Status,
+  type UploadResult, type Video,
 } from "../api";
 import { LabelChart } from "../chart";
 import { Message, useMessage } from "../widgets";
@@ -92,8 +93,10 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
       <div class="page-head">
         <h1><a href="#/">Data sets</a> › {set.name}</h1>
         <span class="counts">{set.images} images · {set.labelled} labelled</span>
+        {set.to_review > 0 && <a class="button review-link" href={`#/datasets/${datasetId}/review`}>Review {set.to_review} auto-labelled</a>}
         {canEdit && <div class="actions">
           {set.task === "detect" && <Train datasetId={datasetId} labelled={set.labelled} say={say} />}
+          {set.task === "detect" && <AutoLabel datasetId={datasetId} videos={videos} onProgress={reload} say={say} />}
           <label class="button primary">Upload images<input type="file" accept="image/*" multiple hidden onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button" title="Every image in a folder (and its subfolders)">Upload folder<input type="file" multiple hidden ref={(el) => el?.setAttribute("webkitdirectory", "")} onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button">Upload video<input type="file" accept="video/*,.mp4,.avi,.mov,.webm,.mkv" hidden onChange={(e) => uploadVideo(e.currentTarget)} /></label>
@@ -228,6 +231,7 @@ function Train({ datasetId, labelled, say }: { datasetId: number; labelled: numb
     <form class="inline train-form card" onSubmit={start}>
       <select value={form.model} onChange={(e) => set("model", e.currentTarget.value)} aria-label="Model">
         <option value="yolov3-tiny">Optimized for speed (YOLOv3-tiny)</option>
+        <option value="yolov3-tiny-slim">Optimized for speed on CPUs (slim YOLOv3-tiny)</option>
         <option value="faster-rcnn">Optimized for accuracy (Faster R-CNN)</option>
       </select>
       <label>epochs <input type="number" min="1" value={form.epochs} onInput={(e) => set("epochs", e.currentTarget.value)} /></label>
@@ -235,6 +239,60 @@ function Train({ datasetId, labelled, say }: { datasetId: number; labelled: numb
       <label>size <input type="number" min="32" step="32" value={form.img} onInput={(e) => set("img", e.currentTarget.value)} /></label>
       <label>lr <input type="number" min="0" step="any" value={form.lr} onInput={(e) => set("lr", e.currentTarget.value)} /></label>
       <button class="primary" type="submit">Start</button><button type="button" onClick={() => setOpen(false)}>Close</button>
+    </form>
+  );
+}
+
+const FINISHED = ["done", "failed", "cancelled", "interrupted"];
+
+function AutoLabel({ datasetId, videos, onProgress, say }: { datasetId: number; videos: Video[]; onProgress: () => void; say: (t: string, e?: boolean) => void }) {
+  const [open, setOpen] = useState(false);
+  const [models, setModels] = useState<Model[]>([]);
+  const [deployed, setDeployed] = useState<number[]>([]);
+  const [form, setForm] = useState({ model_id: 0, threshold: 0.5, video_id: 0 });
+  const [run, setRun] = useState<AutoLabelRun | null>(null);
+  useEffect(() => {
+    if (!open) return;
+    api<Model[]>("/api/models").then((found) => { setModels(found); setForm((f) => ({ ...f, model_id: f.model_id || found[0]?.id || 0 })); }, (e) => say(e.message, true));
+    api<Deployment[]>("/api/deployments").then((d) => setDeployed(d.map((x) => x.model_id)), () => undefined);
+  }, [open]);
+  useEffect(() => {  // follow the run until it ends
+    if (!run || FINISHED.includes(run.state)) return;
+    const timer = window.setTimeout(() => api<AutoLabelRun>(`/api/autolabel/${run.id}`).then((r) => {
+      setRun(r);
+      onProgress();
+      if (r.state === "done") say(`Auto-labelled ${r.done} image(s): ${r.boxes} box(es) at confidence ≥ ${r.threshold}. Review them next.`);
+      else if (FINISHED.includes(r.state)) say(`Auto-label run ${r.state}${r.error ? `: ${r.error}` : ""}.`, r.state === "failed");
+    }, (e) => say(e.message, true)), 1000);
+    return () => window.clearTimeout(timer);
+  }, [run]);
+  const start = async (event: Event) => {
+    event.preventDefault();
+    try {
+      const body = { model_id: form.model_id, threshold: form.threshold, ...(form.video_id ? { video_id: form.video_id } : {}) };
+      setRun(await api<AutoLabelRun>(`/api/datasets/${datasetId}/autolabel`, json("POST", body)));
+      say("Auto-labelling: the model is being served for the run…");
+    } catch (e) { say((e as Error).message, true); }
+  };
+  if (!open) return <button onClick={() => setOpen(true)} title="Let a trained model label the unlabelled images">Auto-label…</button>;
+  const going = run !== null && !FINISHED.includes(run.state);
+  return (
+    <form class="inline train-form card" onSubmit={start}>
+      <select value={form.model_id} onChange={(e) => setForm({ ...form, model_id: +e.currentTarget.value })} aria-label="Auto-label model">
+        {models.length === 0 && <option value={0}>No models yet: train one first</option>}
+        {models.map((m) => <option key={m.id} value={m.id}>{m.name}{deployed.includes(m.id) ? " (deployed)" : ""}</option>)}
+      </select>
+      <label>confidence ≥ <input type="number" min="0" max="1" step="0.01" value={form.threshold} onInput={(e) => setForm({ ...form, threshold: +e.currentTarget.value })} aria-label="Confidence threshold" /></label>
+      <select value={form.video_id} onChange={(e) => setForm({ ...form, video_id: +e.currentTarget.value })} aria-label="Which images">
+        <option value={0}>Every unlabelled image</option>
+        {videos.map((v) => <option key={v.id} value={v.id}>Frames of {v.original_name}</option>)}
+      </select>
+      {going ? <>
+        <progress max={run!.total || 1} value={run!.done} aria-label="Auto-label progress" />
+        <span class="muted">{run!.done}/{run!.total}</span>
+        <button type="button" onClick={() => api<AutoLabelRun>(`/api/autolabel/${run!.id}/cancel`, { method: "POST" }).then(setRun, (e) => say(e.message, true))}>Cancel</button>
+      </> : <button class="primary" type="submit" disabled={!form.model_id}>Start</button>}
+      <button type="button" onClick={() => setOpen(false)}>Close</button>
     </form>
   );
 }

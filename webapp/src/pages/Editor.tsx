@@ -1,19 +1,20 @@
 // The labelling editor: boxes and polygons drawn with Annotorious on the image, saved at every change (the
 // server refuses a stale write with 409, and the editor then reloads what is current). Keys: 1-9 pick a label
 // (and relabel the selected shape), R rectangle, G polygon, Delete removes the selected shape, Ctrl+Z / Ctrl+Y
-// undo and redo, → or N next image, ← or P previous, + / - / 0 zoom.
+// undo and redo, → or N next image, ← or P previous, + / - / 0 zoom. Auto labels are drawn in amber with their
+// confidence; saving any change to them is their review, and Accept / Reject act as in the review queue.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from "@annotorious/annotorious";
 import "@annotorious/annotorious/annotorious.css";
-import { api, ApiError, json, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape } from "../api";
+import { api, ApiError, json, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
 import { Message, useMessage } from "../widgets";
 
 type Tool = "rectangle" | "polygon";
 
 const tag = (annotation: string, value: string) => ({ id: `${annotation}-label`, annotation, purpose: "tagging", value });
 
-function toAnnotation(shape: Shape, index: number): ImageAnnotation {
-  const id = `shape-${index}-${Math.random().toString(36).slice(2, 8)}`;
+function toAnnotation(shape: Shape | ShapeOut, index: number): ImageAnnotation {
+  const id = `${"source" in shape && shape.source === "auto" ? "auto" : "shape"}-${index}-${Math.random().toString(36).slice(2, 8)}`;
   if (shape.kind === "box") {
     const [x1, y1, x2, y2] = shape.points as number[];
     return { id, bodies: [tag(id, shape.label)], target: { annotation: id, selector: {
@@ -49,6 +50,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const [zoom, setZoom] = useState(1);
   const [state, setState] = useState("loading");
   const [classLabel, setClassLabel] = useState<string | null>(null);
+  const [doc, setDoc] = useState<Annotations | null>(null);
   const [message, say] = useMessage();
   const img = useRef<HTMLImageElement>(null);
   const annotator = useRef<ImageAnnotator | null>(null);
@@ -69,6 +71,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const load = async () => {
     const doc = await api<Annotations>(`/api/images/${imageId}/annotations`);
     version.current = doc.version;
+    setDoc(doc);
     setClassLabel(doc.class_label);
     annotator.current?.setAnnotations(doc.shapes.map(toAnnotation), true);
     setState("saved");
@@ -81,6 +84,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     try {
       const doc = await api<Annotations>(`/api/images/${imageId}/annotations`, json("PUT", { version: version.current, shapes, class_label: extra.class_label !== undefined ? extra.class_label : classLabel }));
       version.current = doc.version;
+      setDoc(doc);
       setState("saved");
       api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
     } catch (e) {
@@ -95,7 +99,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const start = () => {
     if (!img.current || annotator.current || !set) return;
     const anno = createImageAnnotator(img.current, { drawingEnabled: canEdit && set.task === "detect", drawingMode: "drag", userSelectAction: canEdit ? "EDIT" : "SELECT",
-      style: { fill: "#3b82f6", fillOpacity: 0.15, stroke: "#93c5fd", strokeWidth: 2 } } as never);
+      style: (a: ImageAnnotation) => a.id.startsWith("auto-")
+        ? { fill: "#f59e0b", fillOpacity: 0.12, stroke: "#fbbf24", strokeWidth: 2 }
+        : { fill: "#3b82f6", fillOpacity: 0.15, stroke: "#93c5fd", strokeWidth: 2 } } as never);
     anno.setDrawingTool(tool);
     anno.on("createAnnotation", (a: ImageAnnotation) => {
       if (!a.bodies.some((b) => b.purpose === "tagging")) anno.updateAnnotation({ ...a, bodies: [tag(a.id, currentRef.current)] });
@@ -121,6 +127,12 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     for (const [i, shape] of doc.shapes.entries()) annotator.current.addAnnotation(toAnnotation(shape, i + 1000));
     say(`Copied ${doc.shapes.length} shape(s) from the previous frame.`);
     save();
+  };
+  const review = async (action: "accept" | "reject") => {
+    try {
+      await api<Annotations>(`/api/images/${imageId}/review`, json("POST", { action, version: version.current }));
+      location.hash = `#/datasets/${datasetId}/review`;
+    } catch (e) { say((e as Error).message, true); await load(); }
   };
   const go = (id: number | null | undefined) => { if (id) location.hash = `#/datasets/${datasetId}/images/${id}`; };
 
@@ -186,10 +198,26 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
               </li>
             ))}
           </ol>
+          {doc && (doc.status === "auto" || doc.status === "reviewed") && <AutoNote doc={doc} datasetId={datasetId} canEdit={canEdit} onReview={review} />}
           <p class="muted">{image.width}×{image.height} · {image.split}{image.video_time_s !== null ? ` · frame at ${image.video_time_s.toFixed(2)} s` : ""}</p>
           <p class="muted small">Drag to draw. 1–9 label · R box · G polygon · Del delete · Ctrl+Z/Y undo/redo · ←/→ images · +/− zoom</p>
         </aside>
       </div>
     </section>
+  );
+}
+
+function AutoNote({ doc, datasetId, canEdit, onReview }: { doc: Annotations; datasetId: number; canEdit: boolean; onReview: (action: "accept" | "reject") => void }) {
+  const auto = doc.shapes.filter((s) => s.source === "auto");
+  const lowest = auto.reduce((low, s) => Math.min(low, s.confidence ?? 1), 1);
+  return (
+    <div class={`auto-note ${doc.status}`} data-testid="auto-note">
+      {doc.status === "auto" ? <>
+        <strong>Auto-labelled</strong>{auto.length ? ` by model #${auto[0].model_id}: ${auto.length} box(es), lowest confidence ${lowest.toFixed(2)}.` : ": the model found nothing."}
+        <span> Any change you save counts as your review.</span>
+        {canEdit && <span class="row-actions"><button class="primary" onClick={() => onReview("accept")}>Accept</button><button class="danger" onClick={() => onReview("reject")}>Reject</button></span>}
+      </> : <><strong>Reviewed</strong> ({auto.length} auto label(s) kept).</>}
+      <a href={`#/datasets/${datasetId}/review`}>Review queue ›</a>
+    </div>
   );
 }

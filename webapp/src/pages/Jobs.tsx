@@ -1,5 +1,6 @@
 // Training jobs: the list (state, progress, who started it) and one job's live charts of loss and validation
-// metrics per epoch, fed by server-sent events (not by polling a log).
+// metrics per epoch, fed by server-sent events (not by polling a log); once done, the model's evaluation on val
+// (per-class AP, precision and recall, PR curves and the confusion matrix as forklift eval draws them).
 import { useEffect, useRef, useState } from "preact/hooks";
 import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from "chart.js";
 import { api, type Job } from "../api";
@@ -7,8 +8,37 @@ import { Message, useMessage } from "../widgets";
 
 Chart.register(LineController, LineElement, PointElement, LinearScale, CategoryScale, Legend, Tooltip);
 
+// The time left, from the pace of the epochs done since the job (last) started.
+function eta(job: Job): string {
+  if (job.state !== "running" || !job.started_at || job.epoch === 0) return "";
+  const started = Date.parse(job.started_at.endsWith("Z") || job.started_at.includes("+") ? job.started_at : job.started_at + "Z");
+  const left = ((Date.now() - started) / job.epoch) * (job.epochs - job.epoch) / 1000;
+  return left < 90 ? `${Math.max(1, Math.round(left))} s left` : left < 5400 ? `${Math.round(left / 60)} min left` : `${(left / 3600).toFixed(1)} h left`;
+}
+
 function Progress({ job }: { job: Job }) {
-  return <span class="progress"><span style={{ width: `${(100 * job.epoch) / job.epochs}%` }} /><em>{job.epoch}/{job.epochs}</em></span>;
+  return <span class="progress" title={eta(job)}><span style={{ width: `${(100 * job.epoch) / job.epochs}%` }} /><em>{job.epoch}/{job.epochs}{eta(job) && ` · ${eta(job)}`}</em></span>;
+}
+
+interface Evaluation {
+  classes: string[]; images: number; map: number | null; map50: number | null; ap50: Record<string, number | null>;
+  threshold: number; precision: number; recall: number; pictures: Record<string, string>;
+}
+
+function EvaluationPanel({ jobId }: { jobId: number }) {
+  const [found, setFound] = useState<Evaluation | null>(null);
+  useEffect(() => { api<Evaluation>(`/api/jobs/${jobId}/evaluation`).then(setFound, () => setFound(null)); }, [jobId]);
+  if (!found) return null;
+  const figure = (v: number | null) => (v === null ? "–" : v.toFixed(3));
+  return (
+    <div class="card evaluation" data-testid="evaluation">
+      <h2>Evaluation on val ({found.images} images)</h2>
+      <p>mAP@.5 <strong>{figure(found.map50)}</strong> · mAP@[.5:.95] {figure(found.map)} · at confidence {found.threshold.toFixed(2)}: precision {figure(found.precision)}, recall {figure(found.recall)}</p>
+      <table class="jobs"><thead><tr><th>Class</th><th>AP@.5</th></tr></thead>
+        <tbody>{found.classes.map((c) => <tr key={c}><td>{c}</td><td>{figure(found.ap50[c] ?? null)}</td></tr>)}</tbody></table>
+      <div class="eval-pictures">{Object.entries(found.pictures).map(([name, url]) => <img key={name} src={url} alt={name} loading="lazy" />)}</div>
+    </div>
+  );
 }
 
 function Actions({ job, canEdit, onChange, say }: { job: Job; canEdit: boolean; onChange: (j: Job) => void; say: (t: string, e?: boolean) => void }) {
@@ -35,7 +65,7 @@ export function Jobs({ canEdit }: { canEdit: boolean }) {
       <Message message={message} />
       {jobs === null ? <p class="muted">Loading…</p> : jobs.length === 0 ? <p class="empty">No training jobs yet: open a labelled data set and press Train.</p> : (
         <table class="jobs card">
-          <thead><tr><th>Job</th><th>Data set</th><th>Model</th><th>State</th><th>Progress</th><th>Started by</th><th /></tr></thead>
+          <thead><tr><th>Job</th><th>Data set</th><th>Model</th><th>State</th><th>Progress · ETA</th><th>Started by</th><th /></tr></thead>
           <tbody>{jobs.map((job) => (
             <tr key={job.id}>
               <td><a href={`#/jobs/${job.id}`}>#{job.id}</a></td>
@@ -106,6 +136,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
           </dl>}
         </aside>
       </div>
+      {job?.state === "done" && <EvaluationPanel jobId={jobId} />}
     </section>
   );
 }

@@ -60,6 +60,9 @@ export function Models({ canEdit }: { canEdit: boolean }) {
               <td class="row-actions">
                 <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
                 {canEdit && !deployments.some((d) => d.model_id === m.id) && <button class="primary" onClick={() => { say(`Deploying ${m.name}…`); act(api(`/api/models/${m.id}/deploy`, { method: "POST" }), `Deployed ${m.name}.`); }}>Deploy</button>}
+                {canEdit && m.dataset_id && <button title="Fine-tune this model on its data set as labelled and reviewed now" onClick={async () => {
+                  try { const job = await api<{ id: number }>(`/api/models/${m.id}/retrain`, json("POST", {})); location.hash = `#/jobs/${job.id}`; } catch (e) { say((e as Error).message, true); }
+                }}>Retrain</button>}
                 {canEdit && <>
                   <button onClick={() => { const n = prompt("Rename model", m.name); if (n && n.trim() !== m.name) act(api(`/api/models/${m.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>Rename</button>
                   <button class="danger" onClick={() => { if (confirm(`Delete ${m.name} and its files?`)) act(api(`/api/models/${m.id}`, { method: "DELETE" }), "Deleted."); }}>Delete</button>

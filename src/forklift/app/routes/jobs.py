@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import FileResponse, StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -65,6 +65,35 @@ def job_metrics(job_id: RowId, request: Request, session: Db, _: Viewer) -> list
     """metrics.csv so far: one row per epoch (loss terms, learning rate, images/s, val metrics)."""
     job = get_or_404(session, Job, job_id)
     return progress(request.app.state.storage.path(job.out_dir))
+
+
+EVAL_PICTURES = ("pr-curves", "confusion")  # what forklift eval draws into the model directory's eval/
+
+
+@router.get("/api/jobs/{job_id}/evaluation")
+def job_evaluation(job_id: RowId, request: Request, session: Db, _: Viewer) -> dict:
+    """The finished model's evaluation on val, as `forklift eval` wrote it (eval.json: mAP, per-class AP, precision
+    and recall at its threshold, the confusion matrix and PR curves), with the URLs of its two pictures."""
+    job = get_or_404(session, Job, job_id)
+    report = request.app.state.storage.path(f"{job.out_dir}/model/eval/eval.json")
+    if not report.is_file():
+        raise AppError(404, f"job {job_id} has no evaluation (it is {job.state})")
+    found = json.loads(report.read_text(encoding="utf-8"))
+    for on_the_server in ("model", "data"):  # paths that mean nothing to the page
+        found.pop(on_the_server, None)
+    found["pictures"] = {name: f"/api/jobs/{job_id}/evaluation/{name}.png" for name in EVAL_PICTURES}
+    return dict(found)
+
+
+@router.get("/api/jobs/{job_id}/evaluation/{name}.png", response_class=FileResponse)
+def job_evaluation_picture(job_id: RowId, name: str, request: Request, session: Db, _: Viewer) -> FileResponse:
+    job = get_or_404(session, Job, job_id)
+    if name not in EVAL_PICTURES:
+        raise AppError(404, f"{name}.png: the evaluation draws {', '.join(EVAL_PICTURES)}")
+    picture = request.app.state.storage.path(f"{job.out_dir}/model/eval/{name}.png")
+    if not picture.is_file():
+        raise AppError(404, f"job {job_id} has no {name}.png (it is {job.state})")
+    return FileResponse(picture, media_type="image/png")
 
 
 @router.get("/api/jobs/{job_id}/events", response_class=StreamingResponse)

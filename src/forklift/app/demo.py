@@ -1,0 +1,137 @@
+"""The demo's last step: the whole product in the app. A fresh `forklift app` over OUT/app gets a data set of the
+demo's shapes (most labelled with their true boxes, some held back unlabelled), the demo's trained model in its
+registry, deployed, and an auto-label run of the held-back images waiting in the review queue. Run from a
+terminal, the app stays up until Ctrl-C; otherwise it stops once every page has answered.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import httpx
+
+from forklift.app.registry import LEFT_OUT
+from forklift.data.dataset import Dataset, ImageRecord, load_dataset
+from forklift.errors import ForkliftError
+from forklift.serve.process import free_port, wait_until_answering
+
+APP_PORT = 8080
+LABELLED, HELD_BACK = 160, 40  # images of the demo's set put in the app: with their true boxes, and unlabelled
+THRESHOLD = 0.5
+CHUNK = 40  # images per upload request
+PAGES = ("/", "/api/datasets", "/api/models", "/api/deployments", "/api/jobs", "/openapi.json")
+
+
+def show_in_app(out: Path, data: Path, model_dir: Path, *, interactive: bool) -> str:
+    """The app over OUT/app with the demo loaded (its URL is returned once it stopped)."""
+    folder = out / "app"
+    shutil.rmtree(folder, ignore_errors=True)  # every run loads the app anew, in seconds
+    folder.mkdir(parents=True)
+    port = APP_PORT if _port_free(APP_PORT) else free_port()
+    url = f"http://127.0.0.1:{port}"
+    with _app(folder, port, out / "app.log") as process, httpx.Client(base_url=url, timeout=300) as client:
+        dataset = _load_dataset(client, load_dataset(data))
+        model = _checked(client.post("/api/models/import", files={"file": ("demo-model.zip", _zipped(model_dir))}))
+        client.patch(f"/api/models/{model['model']['id']}", json={"name": "demo: slim yolov3-tiny"})
+        model_id = model["model"]["id"]
+        deployment = _checked(client.post(f"/api/models/{model_id}/deploy"))
+        try:
+            run = _checked(client.post(f"/api/datasets/{dataset}/autolabel",
+                                       json={"model_id": model_id, "threshold": THRESHOLD}))  # fmt: skip
+            run = _finished(client, f"/api/autolabel/{run['id']}")
+            print(f"  auto-labelled {run['done']} held-back images: {run['boxes']} boxes at score >= {THRESHOLD}, "
+                  f"waiting in the review queue")  # fmt: skip
+            for page in PAGES:
+                _checked(client.get(page))
+            print(f"  the app: {url}/#/datasets/{dataset} (its data set), {url}/#/datasets/{dataset}/review (the "
+                  f"review queue), {url}/#/models (the model, deployed at {deployment['url']})")  # fmt: skip
+            if interactive:
+                print(f"  open {url} in a browser; Ctrl-C stops the app and the deployment", flush=True)
+                with _until_interrupted():
+                    process.wait()
+            else:
+                print("  every page answered (not run from a terminal: stopping the app)")
+        finally:
+            with suppress(httpx.TransportError):  # after a Ctrl-C the app (and its deployment) stopped on its own
+                client.delete(f"/api/deployments/{deployment['id']}")
+    return url
+
+
+def _load_dataset(client: httpx.Client, data: Dataset) -> int:
+    """A data set in the app of the first LABELLED + HELD_BACK images, the first LABELLED with their boxes."""
+    dataset = _checked(client.post("/api/datasets", json={"name": "demo shapes"}))["id"]
+    chosen: list[ImageRecord] = data.images[: LABELLED + HELD_BACK]
+    added: list[dict] = []
+    for start in range(0, len(chosen), CHUNK):
+        files = [("files", (Path(r.file).name, data.path(r).read_bytes())) for r in chosen[start : start + CHUNK]]
+        added += _checked(client.post(f"/api/datasets/{dataset}/images", files=files))["added"]
+    for image, record in zip(added[:LABELLED], chosen[:LABELLED], strict=True):
+        shapes = [{"kind": "box", "label": b.label, "points": [b.x1, b.y1, b.x2, b.y2]} for b in record.boxes]
+        _checked(client.put(f"/api/images/{image['id']}/annotations", json={"version": image["version"],
+                                                                            "shapes": shapes}))  # fmt: skip
+    print(f"  a data set of {len(added)} images: {LABELLED} labelled, {HELD_BACK} held back unlabelled")
+    return int(dataset)
+
+
+def _zipped(model_dir: Path) -> bytes:
+    """The model directory as the registry imports it (its training state left out)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(model_dir.rglob("*")):
+            relative = path.relative_to(model_dir)
+            if path.is_file() and relative.parts[0] not in LEFT_OUT:
+                archive.write(path, f"{model_dir.name}/{relative}")
+    return buffer.getvalue()
+
+
+def _checked(answer: httpx.Response) -> dict:
+    if answer.status_code >= 400:
+        raise ForkliftError(f"the demo's app: {answer.request.method} {answer.request.url.path} answered "
+                            f"{answer.status_code}: {answer.text[:300]}")  # fmt: skip
+    return answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
+
+
+def _finished(client: httpx.Client, url: str, seconds: float = 600) -> dict:
+    deadline = time.monotonic() + seconds
+    while (seen := _checked(client.get(url)))["state"] in ("queued", "running"):
+        if time.monotonic() > deadline:
+            raise ForkliftError(f"the demo's app: {url} still {seen['state']} after {seconds:.0f} s")
+        time.sleep(0.5)
+    if seen["state"] != "done":
+        raise ForkliftError(f"the demo's app: {url} {seen['state']}: {seen.get('error')}")
+    return seen
+
+
+@contextmanager
+def _app(folder: Path, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    command = [sys.executable, "-m", "forklift.cli", "app", "--data-dir", str(folder), "--port", str(port)]
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        wait_until_answering(f"http://127.0.0.1:{port}/api/session", process, log, 120)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+@contextmanager
+def _until_interrupted() -> Iterator[None]:
+    try:
+        yield
+    except KeyboardInterrupt:
+        print("\n  stopping the app")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0

@@ -1,0 +1,105 @@
+// The review queue: a data set's auto-labelled images, the least sure first (those where the model found nothing,
+// then by their lowest-scoring box). Keys: A accept, E correct in the editor, R reject, → skip.
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, json, type Annotations, type DataSet, type ReviewPage } from "../api";
+import { Message, useMessage } from "../widgets";
+
+export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boolean }) {
+  const [set, setSet] = useState<DataSet | null>(null);
+  const [queue, setQueue] = useState<ReviewPage | null>(null);
+  const [at, setAt] = useState(0);
+  const [doc, setDoc] = useState<Annotations | null>(null);
+  const [reviewed, setReviewed] = useState(0);
+  const [message, say] = useMessage();
+
+  const reload = () => {
+    api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, (e) => say(e.message, true));
+    api<ReviewPage>(`/api/datasets/${datasetId}/review?limit=200`).then((q) => { setQueue(q); setAt(0); }, (e) => say(e.message, true));
+  };
+  useEffect(reload, [datasetId]);
+  const item = queue?.items[at];
+  useEffect(() => {
+    setDoc(null);
+    if (item) api<Annotations>(`/api/images/${item.image.id}/annotations`).then(setDoc, (e) => say(e.message, true));
+  }, [item?.image.id]);
+
+  const next = () => {
+    if (queue && at + 1 < queue.items.length) setAt(at + 1);
+    else reload();
+  };
+  const review = async (action: "accept" | "reject") => {
+    if (!item || !doc || !canEdit) return;
+    try {
+      await api<Annotations>(`/api/images/${item.image.id}/review`, json("POST", { action, version: doc.version }));
+      say(action === "accept" ? `Accepted ${item.image.original_name}.` : `Rejected ${item.image.original_name}: it is unlabelled again.`);
+      setReviewed((n) => n + 1);
+      setQueue({ ...queue!, total: queue!.total - 1, items: queue!.items.filter((_, i) => i !== at) });
+      if (at + 1 >= queue!.items.length) reload();
+    } catch (e) {
+      say((e as Error).message, true);
+      if (e instanceof ApiError && e.status === 409) reload();
+    }
+  };
+  const correct = () => { if (item) location.hash = `#/datasets/${datasetId}/images/${item.image.id}?from=review`; };
+
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if ((e.target as HTMLElement).tagName === "INPUT" || e.ctrlKey || e.metaKey) return;
+      if (e.key === "a") review("accept");
+      else if (e.key === "r") review("reject");
+      else if (e.key === "e") correct();
+      else if (e.key === "ArrowRight") next();
+      else return;
+      e.preventDefault();
+    };
+    addEventListener("keydown", onKey);
+    return () => removeEventListener("keydown", onKey);
+  });
+
+  return (
+    <section class="review">
+      <div class="page-head">
+        <h1><a href="#/">Data sets</a> › <a href={`#/datasets/${datasetId}`}>{set?.name ?? "…"}</a> › Review</h1>
+        <span class="counts" data-testid="review-left">{queue ? `${queue.total} to review` : ""}{reviewed ? ` · ${reviewed} reviewed here` : ""}</span>
+      </div>
+      <Message message={message} />
+      {queue && !item ? <p class="empty">Nothing to review: every auto label has been accepted, corrected or rejected. <a href={`#/datasets/${datasetId}`}>Back to the data set</a>.</p> : null}
+      {item && <div class="editor-body">
+        <div class="canvas">
+          <figure class="review-figure" style={{ width: `min(100%, ${Math.max(item.image.width, 640)}px)`, fontSize: `${Math.max(item.image.width, item.image.height) / 40}px` }}>
+            <img src={item.image.file} alt={item.image.original_name} />
+            {doc && <svg viewBox={`0 0 ${item.image.width} ${item.image.height}`} preserveAspectRatio="none" aria-label="Auto labels">
+              {doc.shapes.map((shape, i) => {
+                const [x1, y1, x2, y2] = shape.kind === "box" ? shape.points as number[] : bounds(shape.points as number[][]);
+                return <g key={i} class={shape.source === "auto" ? "auto" : "human"}>
+                  <rect x={x1} y={y1} width={x2 - x1} height={y2 - y1} />
+                  <text x={x1 + 1} y={y1} dy="-0.25em">{shape.label}{shape.confidence !== null ? ` ${shape.confidence.toFixed(2)}` : ""}</text>
+                </g>;
+              })}
+            </svg>}
+          </figure>
+        </div>
+        <aside class="side card">
+          <h2>{item.image.original_name}</h2>
+          <p class="muted">{at + 1} of {queue!.items.length} shown · lowest confidence {item.lowest_confidence === null ? "– (nothing found)" : item.lowest_confidence.toFixed(3)}</p>
+          <ul class="label-list">
+            {doc?.shapes.map((shape, i) => <li key={i}><span class="name">{shape.label}</span><span class="count">{shape.confidence?.toFixed(3) ?? "person"}</span></li>)}
+          </ul>
+          {doc && doc.shapes.length === 0 && <p class="muted">The model found nothing here.</p>}
+          {canEdit && <div class="actions review-actions">
+            <button class="primary" onClick={() => review("accept")} title="Keep these labels (A)"><kbd>A</kbd> Accept</button>
+            <button onClick={correct} title="Fix them in the editor; saving there counts as reviewed (E)"><kbd>E</kbd> Correct</button>
+            <button class="danger" onClick={() => review("reject")} title="Drop them: the image is unlabelled again (R)"><kbd>R</kbd> Reject</button>
+            <button onClick={next} title="Skip for now (→)">Skip ›</button>
+          </div>}
+          <p class="muted small">Accepted and corrected labels train like hand-drawn ones; unreviewed auto labels never do.</p>
+        </aside>
+      </div>}
+    </section>
+  );
+}
+
+function bounds(points: number[][]): number[] {
+  const xs = points.map((p) => p[0]), ys = points.map((p) => p[1]);
+  return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
+}
