@@ -135,3 +135,8 @@ def wait_for(client: httpx.Client, url: str, done: tuple[str, ...], *, epoch: in
             return dict(seen)
         assert time.monotonic() < deadline, seen
         time.sleep(0.3)
+
+
+def as_drawn(shapes: list[dict]) -> list[dict]:
+    """Shapes as drawn (kind, label, points), without where they came from (source, model, confidence)."""
+    return [{key: shape[key] for key in ("kind", "label", "points")} for shape in shapes]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_helpers import shapes_dataset, start_app, video
+from app_helpers import as_drawn, shapes_dataset, start_app, video
 from pycocotools.coco import COCO
 
 from forklift.serve.process import free_port
@@ -33,9 +33,12 @@ def app_url(tmp_path: Path) -> Iterator[str]:
         pytest.skip("the front end is not built (make webapp)")
     port = free_port()
     server = start_app(tmp_path / "data", port)
+    url = f"http://127.0.0.1:{port}"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
+        for deployment in httpx.get(f"{url}/api/deployments").json():  # deployments outlive the app by design
+            httpx.delete(f"{url}/api/deployments/{deployment['id']}", timeout=60)
         server.terminate()
         server.wait(20)
 
@@ -116,7 +119,7 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
             _drag(page, frame["x"] + 500, frame["y"] + 60, 80, 60)
             page.wait_for_selector("text=Someone else changed this image", timeout=15000)
             _saved(page)
-            assert httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()["shapes"] == theirs
+            assert as_drawn(httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()["shapes"]) == theirs
             assert drawn.count() == 1  # their one box, not ours on top of it
 
             frames = httpx.get(f"{app_url}/api/datasets/1/images?offset=4").json()["items"]

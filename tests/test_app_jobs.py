@@ -14,6 +14,8 @@ import pytest
 from app_helpers import app_client, fresh_database, shapes_dataset, wait_for, zip_of
 from fastapi.testclient import TestClient
 
+from forklift.data.synth import synth_shapes
+
 pytestmark = pytest.mark.slow
 
 SMALL = {"model": "yolov3-tiny", "batch": 8, "img": 64, "lr": 0.001}
@@ -105,3 +107,26 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         assert [m["id"] for m in client.get("/api/models").json()] == [twin["id"]]
         junk = client.post("/api/models/import", files={"file": ("junk.zip", zip_of({"notes.txt": b"hello"}))})
         assert junk.status_code == 422 and junk.json()["error"].startswith("junk.zip:")
+
+
+def test_a_classification_set_trains_the_apps_classifier(tmp_path: Path) -> None:
+    data_dir = tmp_path / "app"
+    data_dir.mkdir()
+    shapes = synth_shapes(tmp_path / "shapes", 20, 64, seed=0, task="classify")
+    with app_client(data_dir, fresh_database(None, data_dir)) as client:
+        dataset = client.post("/api/datasets", json={"name": "kinds", "task": "classify"}).json()["id"]
+        files = [("files", (Path(r.file).name, (shapes.root / r.file).read_bytes())) for r in shapes.images]
+        added = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+        for image, record in zip(added, shapes.images, strict=True):
+            client.put(f"/api/images/{image['id']}/annotations", json={"version": 1, "class_label": record.label})
+        wrong = client.post(f"/api/datasets/{dataset}/jobs", json={"model": "yolov3-tiny", "epochs": 1})
+        assert wrong.status_code == 422 and "small-classifier" in wrong.json()["error"]
+        job = client.post(f"/api/datasets/{dataset}/jobs", json={"epochs": 2, "batch": 8, "img": 64}).json()
+        assert job["model"] == "small-classifier"
+        assert _wait(client, job["id"], ("done", "failed"))["state"] == "done"
+        (model,) = client.get("/api/models").json()
+        assert 0 <= model["metrics"]["top1"] <= 1
+        evaluation = client.get(f"/api/jobs/{job['id']}/evaluation").json()
+        assert evaluation["top1"] == model["metrics"]["top1"] and evaluation["classes"] == sorted(shapes.classes)
+        for url in evaluation["pictures"].values():
+            assert client.get(url).headers["content-type"] == "image/png"

@@ -32,13 +32,16 @@ from forklift.train.small_cfg import slim_cfg
 
 POLL_S = 0.5
 VAL_SHARE = 0.2  # of the images, when the data set has no val split of its own
-MODELS = {  # what a job trains: "optimized for speed" (a YOLO from the Darknet cfgs) or "for accuracy"
-    "yolov3-tiny": ["--cfg", "darknet/yolov3-tiny.cfg"],
-    "yolov3-tiny-slim": ["--cfg", "yolov3-tiny-slim.cfg"],  # written into the job's folder (`slim_cfg`)
-    "faster-rcnn": ["--arch", "fasterrcnn_mobilenet_v3_large_320_fpn"],
+MODELS = {  # what a job trains, by the data set's task: "optimized for speed" (a YOLO from the Darknet cfgs) or
+    "detect": {  # "for accuracy"; a classifier of the app's own
+        "yolov3-tiny": ["--cfg", "darknet/yolov3-tiny.cfg"],
+        "yolov3-tiny-slim": ["--cfg", "yolov3-tiny-slim.cfg"],  # written into the job's folder (`slim_cfg`)
+        "faster-rcnn": ["--arch", "fasterrcnn_mobilenet_v3_large_320_fpn"],
+    },
+    "classify": {"small-classifier": ["--cfg", str(Path(__file__).resolve().parent / "cfgs" / "small-classifier.cfg")]},
 }
 SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
-OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer")
+OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")
 
 
 def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Path:
@@ -73,7 +76,8 @@ def train_command(job: Job, out: Path, root: Path) -> list[str]:
         (out / "yolov3-tiny-slim.cfg").write_text(text, encoding="utf-8")
         model = ["--cfg", str(out / "yolov3-tiny-slim.cfg")]
     else:
-        model = [arg if not arg.startswith("darknet/") else str(shared_data_root() / arg) for arg in MODELS[job.model]]
+        kinds = MODELS["detect"] | MODELS["classify"]
+        model = [arg if not arg.startswith("darknet/") else str(shared_data_root() / arg) for arg in kinds[job.model]]
     options = [part for key in OPTIONS if job.settings.get(key) is not None
                for part in (f"--{key.replace('_', '-')}", str(job.settings[key]))]  # fmt: skip
     return [sys.executable, "-m", "forklift.cli", "train", "--data", str(out / "data"), *model, *options,

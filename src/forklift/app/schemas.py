@@ -168,13 +168,15 @@ class SessionOut(BaseModel):
 
 
 class JobIn(BaseModel):
-    # optimized for speed (the slim one: on CPUs), or for accuracy
-    model: Literal["yolov3-tiny", "yolov3-tiny-slim", "faster-rcnn"] = "yolov3-tiny"
+    # detection: optimized for speed (the slim one: on CPUs), or for accuracy; classification: the app's classifier;
+    # default: yolov3-tiny or small-classifier, by the data set's task
+    model: Literal["yolov3-tiny", "yolov3-tiny-slim", "faster-rcnn", "small-classifier"] | None = None
     epochs: int = Field(default=30, ge=1, le=10_000)
     batch: int = Field(default=16, ge=1, le=1024)
     img: int | None = Field(default=None, ge=32, le=4096, multiple_of=32)
     lr: float | None = Field(default=None, gt=0, le=10)
     weight_decay: float | None = Field(default=None, ge=0, le=1)
+    val_every: int | None = Field(default=None, ge=1, le=10_000)  # validate every N epochs (and at the last)
 
 
 class RetrainIn(BaseModel):

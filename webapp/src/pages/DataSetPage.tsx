@@ -95,7 +95,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
         <span class="counts">{set.images} images · {set.labelled} labelled</span>
         {set.to_review > 0 && <a class="button review-link" href={`#/datasets/${datasetId}/review`}>Review {set.to_review} auto-labelled</a>}
         {canEdit && <div class="actions">
-          {set.task === "detect" && <Train datasetId={datasetId} labelled={set.labelled} say={say} />}
+          <Train datasetId={datasetId} task={set.task} labelled={set.labelled} say={say} />
           {set.task === "detect" && <AutoLabel datasetId={datasetId} videos={videos} onProgress={reload} say={say} />}
           <label class="button primary">Upload images<input type="file" accept="image/*" multiple hidden onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button" title="Every image in a folder (and its subfolders)">Upload folder<input type="file" multiple hidden ref={(el) => el?.setAttribute("webkitdirectory", "")} onChange={(e) => upload(e.currentTarget.files)} /></label>
@@ -215,9 +215,11 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
   );
 }
 
-function Train({ datasetId, labelled, say }: { datasetId: number; labelled: number; say: (t: string, e?: boolean) => void }) {
+function Train({ datasetId, task, labelled, say }: { datasetId: number; task: DataSet["task"]; labelled: number; say: (t: string, e?: boolean) => void }) {
   const [open, setOpen] = useState(false);
-  const [form, setForm] = useState({ model: "yolov3-tiny", epochs: 30, batch: 16, img: 320, lr: 0.001 });
+  const [form, setForm] = useState(task === "detect"
+    ? { model: "yolov3-tiny", epochs: 30, batch: 16, img: 320, lr: 0.001 }
+    : { model: "small-classifier", epochs: 30, batch: 32, img: 128, lr: 0.001 });
   const set = (key: string, value: string) => setForm({ ...form, [key]: key === "model" ? value : Number(value) });
   const start = async (event: Event) => {
     event.preventDefault();
@@ -230,9 +232,11 @@ function Train({ datasetId, labelled, say }: { datasetId: number; labelled: numb
   return (
     <form class="inline train-form card" onSubmit={start}>
       <select value={form.model} onChange={(e) => set("model", e.currentTarget.value)} aria-label="Model">
-        <option value="yolov3-tiny">Optimized for speed (YOLOv3-tiny)</option>
-        <option value="yolov3-tiny-slim">Optimized for speed on CPUs (slim YOLOv3-tiny)</option>
-        <option value="faster-rcnn">Optimized for accuracy (Faster R-CNN)</option>
+        {task === "detect" ? <>
+          <option value="yolov3-tiny">Optimized for speed (YOLOv3-tiny)</option>
+          <option value="yolov3-tiny-slim">Optimized for speed on CPUs (slim YOLOv3-tiny)</option>
+          <option value="faster-rcnn">Optimized for accuracy (Faster R-CNN)</option>
+        </> : <option value="small-classifier">Classifier (small, for CPUs)</option>}
       </select>
       <label>epochs <input type="number" min="1" value={form.epochs} onInput={(e) => set("epochs", e.currentTarget.value)} /></label>
       <label>batch <input type="number" min="1" value={form.batch} onInput={(e) => set("batch", e.currentTarget.value)} /></label>

@@ -20,22 +20,25 @@ function Progress({ job }: { job: Job }) {
   return <span class="progress" title={eta(job)}><span style={{ width: `${(100 * job.epoch) / job.epochs}%` }} /><em>{job.epoch}/{job.epochs}{eta(job) && ` · ${eta(job)}`}</em></span>;
 }
 
-interface Evaluation {
-  classes: string[]; images: number; map: number | null; map50: number | null; ap50: Record<string, number | null>;
-  threshold: number; precision: number; recall: number; pictures: Record<string, string>;
+interface Evaluation {  // eval.json: a detector's mAP, per-class AP and operating point, or a classifier's top-k
+  classes: string[]; images: number; map?: number | null; map50?: number | null; ap50?: Record<string, number | null>;
+  threshold?: number; precision?: number; recall?: number; top1?: number; top5?: number; pictures: Record<string, string>;
 }
 
 function EvaluationPanel({ jobId }: { jobId: number }) {
   const [found, setFound] = useState<Evaluation | null>(null);
   useEffect(() => { api<Evaluation>(`/api/jobs/${jobId}/evaluation`).then(setFound, () => setFound(null)); }, [jobId]);
   if (!found) return null;
-  const figure = (v: number | null) => (v === null ? "–" : v.toFixed(3));
+  const figure = (v: number | null | undefined) => (v === null || v === undefined ? "–" : v.toFixed(3));
+  const ap50 = found.ap50;
   return (
     <div class="card evaluation" data-testid="evaluation">
       <h2>Evaluation on val ({found.images} images)</h2>
-      <p>mAP@.5 <strong>{figure(found.map50)}</strong> · mAP@[.5:.95] {figure(found.map)} · at confidence {found.threshold.toFixed(2)}: precision {figure(found.precision)}, recall {figure(found.recall)}</p>
-      <table class="jobs"><thead><tr><th>Class</th><th>AP@.5</th></tr></thead>
-        <tbody>{found.classes.map((c) => <tr key={c}><td>{c}</td><td>{figure(found.ap50[c] ?? null)}</td></tr>)}</tbody></table>
+      {ap50 ? <>
+        <p>mAP@.5 <strong>{figure(found.map50)}</strong> · mAP@[.5:.95] {figure(found.map)} · at confidence {figure(found.threshold)}: precision {figure(found.precision)}, recall {figure(found.recall)}</p>
+        <table class="jobs"><thead><tr><th>Class</th><th>AP@.5</th></tr></thead>
+          <tbody>{found.classes.map((c) => <tr key={c}><td>{c}</td><td>{figure(ap50[c])}</td></tr>)}</tbody></table>
+      </> : <p>top-1 <strong>{figure(found.top1)}</strong> · top-5 {figure(found.top5)}</p>}
       <div class="eval-pictures">{Object.entries(found.pictures).map(([name, url]) => <img key={name} src={url} alt={name} loading="lazy" />)}</div>
     </div>
   );

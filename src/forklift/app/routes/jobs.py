@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.jobs import progress
+from forklift.app.jobs import MODELS, progress
 from forklift.app.records import get_or_404
 from forklift.app.tables import TRAINED_ON, DataSet, Image, Job
 
@@ -30,10 +30,11 @@ def job_out(job: Job) -> schemas.JobOut:
 def start_job(dataset_id: RowId, body: schemas.JobIn, session: Db, who: Editor) -> schemas.JobOut:
     """Queue a training job on the data set's labelled images; it starts when the machine is free."""
     dataset = get_or_404(session, DataSet, dataset_id)
-    if dataset.task != "detect":
-        raise AppError(422, f"data set {dataset.name!r}: training jobs train detectors for now")
-    return job_out(queue_job(session, dataset, body.model, body.model_dump(exclude={"model"}, exclude_none=True),
-                             who.name))  # fmt: skip
+    kinds = MODELS[dataset.task]
+    model: str = body.model or next(iter(kinds))
+    if model not in kinds:
+        raise AppError(422, f"model {model}: a {dataset.task} data set trains {' or '.join(kinds)}")
+    return job_out(queue_job(session, dataset, model, body.model_dump(exclude={"model"}, exclude_none=True), who.name))
 
 
 def queue_job(session: Session, dataset: DataSet, model: str, settings: dict, who: str) -> Job:
@@ -81,7 +82,8 @@ def job_evaluation(job_id: RowId, request: Request, session: Db, _: Viewer) -> d
     found = json.loads(report.read_text(encoding="utf-8"))
     for on_the_server in ("model", "data"):  # paths that mean nothing to the page
         found.pop(on_the_server, None)
-    found["pictures"] = {name: f"/api/jobs/{job_id}/evaluation/{name}.png" for name in EVAL_PICTURES}
+    found["pictures"] = {name: f"/api/jobs/{job_id}/evaluation/{name}.png" for name in EVAL_PICTURES
+                         if (report.parent / f"{name}.png").is_file()}  # fmt: skip
     return dict(found)
 
 
