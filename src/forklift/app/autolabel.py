@@ -11,7 +11,6 @@ left as the person left it.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,50 +19,45 @@ import httpx
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from forklift.app.background import Follower
 from forklift.app.deploy import serving, serving_process
 from forklift.app.records import label_named
 from forklift.app.tables import Annotation, AutoLabelRun, Deployment, Image, Model
 from forklift.errors import ForkliftError
 
-POLL_S = 0.5
+IDLE_S = 10.0  # a look for runs no route announced (another app process's)
 CHUNK = 8  # images per request: the server batches them
 TIMEOUT_S = 300.0
 
 
-class AutoLabeler:
-    """Runs queued auto-label runs one at a time; a thread of the app."""
+class AutoLabeler(Follower):
+    """Runs queued auto-label runs one at a time; a thread of the app, woken by the route that queues a run."""
+
+    name = "forklift-autolabel"
 
     def __init__(self, sessions: sessionmaker[Session], root: Path) -> None:
+        super().__init__()
         self.sessions, self.root = sessions, root
-        self.stopping = threading.Event()
-        self.thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Follow the runs; one that was running when the app stopped is interrupted (starting it again labels
-        the images still unlabelled)."""
-        if self.thread is not None and self.thread.is_alive():
-            return
+    def recover(self) -> None:
+        """A run that was running when the app stopped is interrupted (resuming it labels the images still
+        unlabelled)."""
         with self.sessions() as session:
             session.execute(update(AutoLabelRun).where(AutoLabelRun.state == "running")
                             .values(state="interrupted", error="the app stopped while it ran"))  # fmt: skip
             session.commit()
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="forklift-autolabel", daemon=True)
-        self.thread.start()
 
-    def stop(self) -> None:
-        self.stopping.set()
-        if self.thread is not None:
-            self.thread.join(10)
+    def pause(self) -> float:
+        return IDLE_S
 
-    def _loop(self) -> None:
-        while not self.stopping.wait(POLL_S):
-            with self.sessions() as session:
-                queued = session.scalar(
-                    select(AutoLabelRun.id).where(AutoLabelRun.state == "queued").order_by(AutoLabelRun.id).limit(1)
-                )
-            if queued is not None:
-                self._run(queued)
+    def step(self) -> None:
+        with self.sessions() as session:
+            queued = session.scalar(
+                select(AutoLabelRun.id).where(AutoLabelRun.state == "queued").order_by(AutoLabelRun.id).limit(1)
+            )
+        if queued is not None:
+            self._run(queued)
+            self.notify()  # the next one, if any, at once
 
     def _run(self, run_id: int) -> None:
         with self.sessions() as session:

@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from forklift.app.background import Follower
 from forklift.app.processes import runs
 from forklift.app.registry import register_job
 from forklift.app.tables import TRAINED_ON, DataSet, Job
@@ -30,7 +31,8 @@ from forklift.data.split import assign_splits
 from forklift.shared_data import shared_data_root
 from forklift.train.small_cfg import slim_cfg
 
-POLL_S = 0.5
+FOLLOW_S = 2.0  # while a job runs: how often its epoch count is read (its end wakes the runner at once)
+IDLE_S = 10.0  # otherwise: a look for work that no route announced (another app process's)
 VAL_SHARE = 0.2  # of the images, when the data set has no val split of its own
 MODELS = {  # what a job trains, by the data set's task: "optimized for speed" (a YOLO from the Darknet cfgs) or
     "detect": {  # "for accuracy"; a classifier of the app's own
@@ -93,48 +95,43 @@ def progress(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-class JobRunner:
-    """Starts queued jobs one at a time and follows them; a thread of the app."""
+class JobRunner(Follower):
+    """Starts queued jobs one at a time and follows them; a thread of the app. A route that queues a job calls
+    `notify`; a job's process ending wakes it too; a running job's epoch count is read every FOLLOW_S."""
+
+    name = "forklift-jobs"
 
     def __init__(self, sessions: sessionmaker[Session], root: Path) -> None:
+        super().__init__()
         self.sessions, self.root = sessions, root
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
-        self.stopping = threading.Event()
-        self.thread: threading.Thread | None = None
+        self.running = False
 
-    def start(self) -> None:
-        """Follow the jobs (again: an app's lifespan may start and stop more than once)."""
-        if self.thread is not None and self.thread.is_alive():
-            return
+    def recover(self) -> None:
         with self.sessions() as session:
             for job in session.scalars(select(Job).where(Job.state == "running")):
                 if not _alive(job.pid, job.out_dir):
                     job.state, job.error = "interrupted", "the app stopped while it ran; resume continues it"
             session.commit()
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="forklift-jobs", daemon=True)
-        self.thread.start()
 
-    def stop(self) -> None:
-        self.stopping.set()
-        if self.thread is not None:
-            self.thread.join(5)
+    def pause(self) -> float:
+        return FOLLOW_S if self.running else IDLE_S
 
     def cancel(self, job: Job) -> None:
         if job.pid is not None and _alive(job.pid, job.out_dir):
             os.killpg(job.pid, signal.SIGTERM)
 
-    def _loop(self) -> None:
-        while not self.stopping.wait(POLL_S):
-            with self.sessions() as session:
-                running = list(session.scalars(select(Job).where(Job.state == "running")))
-                for job in running:
-                    self._follow(session, job)
-                if not any(job.state == "running" for job in running):
-                    queued = session.scalar(select(Job).where(Job.state == "queued").order_by(Job.id).limit(1))
-                    if queued is not None:
-                        self._launch(session, queued)
-                session.commit()
+    def step(self) -> None:
+        with self.sessions() as session:
+            running = list(session.scalars(select(Job).where(Job.state == "running")))
+            for job in running:
+                self._follow(session, job)
+            if not any(job.state == "running" for job in running):
+                queued = session.scalar(select(Job).where(Job.state == "queued").order_by(Job.id).limit(1))
+                if queued is not None:
+                    self._launch(session, queued)
+            session.commit()
+            self.running = session.scalar(select(Job.id).where(Job.state == "running").limit(1)) is not None
 
     def _launch(self, session: Session, job: Job) -> None:
         out = self.root / job.out_dir
@@ -148,8 +145,13 @@ class JobRunner:
         log = (out / "train.log").open("ab")
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes[job.id] = process
+        threading.Thread(target=self._on_exit, args=(process,), daemon=True).start()
         job.pid, job.state, job.error = process.pid, "running", None
         job.started_at = job.started_at or datetime.now(UTC)
+
+    def _on_exit(self, process: subprocess.Popen[bytes]) -> None:
+        process.wait()
+        self.notify()
 
     def _follow(self, session: Session, job: Job) -> None:
         out = self.root / job.out_dir

@@ -133,7 +133,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
           {job && <dl>
             <dt>Model</dt><dd>{job.model}</dd>
             <dt>Data set</dt><dd><a href={`#/datasets/${job.dataset_id}`}>#{job.dataset_id}</a></dd>
-            {Object.entries(job.settings).map(([k, v]) => <><dt key={k}>{k}</dt><dd>{String(v)}</dd></>)}
+            {Object.entries(job.settings).filter(([k]) => k !== "from_model").map(([k, v]) => <><dt key={k}>{k === "from_model_id" ? "Fine-tunes model" : k}</dt><dd>{k === "from_model_id" ? <a href="#/models">#{String(v)}</a> : String(v)}</dd></>)}
             <dt>Started by</dt><dd>{job.created_by}</dd>
             {last && <><dt>Learning rate</dt><dd>{Number(last.lr).toExponential(2)}</dd><dt>Images/s</dt><dd>{Number(last.images_per_s).toFixed(1)}</dd></>}
           </dl>}

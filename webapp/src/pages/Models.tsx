@@ -93,7 +93,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
           <thead><tr><th /> {compared.map((m) => <th key={m.id}>{m.name}</th>)}</tr></thead>
           <tbody>
             {keys((m) => m.metrics).map((k) => <tr key={`m-${k}`}><th>{k}</th>{compared.map((m) => <td key={m.id}>{shown(m.metrics[k])}</td>)}</tr>)}
-            {keys((m) => m.settings).map((k) => <tr key={`s-${k}`} class="muted"><th>{k}</th>{compared.map((m) => <td key={m.id}>{shown(m.settings[k])}</td>)}</tr>)}
+            {keys((m) => m.settings).filter((k) => k !== "from_model").map((k) => <tr key={`s-${k}`} class="muted"><th>{k}</th>{compared.map((m) => <td key={m.id}>{shown(m.settings[k])}</td>)}</tr>)}
             <tr class="muted"><th>data set version</th>{compared.map((m) => <td key={m.id}>{m.dataset_digest?.slice(0, 10) ?? "–"}</td>)}</tr>
           </tbody>
         </table>

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from sqlalchemy import delete, func, select, update
 
 from forklift.app import schemas
@@ -23,7 +23,9 @@ def run_out(run: AutoLabelRun) -> schemas.AutoLabelRunOut:
 
 
 @router.post("/api/datasets/{dataset_id}/autolabel", status_code=201)
-def start_run(dataset_id: RowId, body: schemas.AutoLabelIn, session: Db, who: Editor) -> schemas.AutoLabelRunOut:
+def start_run(
+    dataset_id: RowId, body: schemas.AutoLabelIn, request: Request, session: Db, who: Editor
+) -> schemas.AutoLabelRunOut:
     """Queue a run: the model labels every image still unlabelled when the run reaches it."""
     dataset = get_or_404(session, DataSet, dataset_id)
     if dataset.task != "detect":
@@ -41,6 +43,7 @@ def start_run(dataset_id: RowId, body: schemas.AutoLabelIn, session: Db, who: Ed
                        threshold=body.threshold, created_by=who.name)  # fmt: skip
     session.add(run)
     session.commit()
+    request.app.state.autolabel.notify()
     return run_out(run)
 
 
@@ -68,13 +71,14 @@ def cancel_run(run_id: RowId, session: Db, _: Editor) -> schemas.AutoLabelRunOut
 
 
 @router.post("/api/autolabel/{run_id}/resume")
-def resume_run(run_id: RowId, session: Db, _: Editor) -> schemas.AutoLabelRunOut:
+def resume_run(run_id: RowId, request: Request, session: Db, _: Editor) -> schemas.AutoLabelRunOut:
     """Queue a stopped run again: it labels the images still unlabelled."""
     run = get_or_404(session, AutoLabelRun, run_id)
     if run.state in ("queued", "running", "done"):
         raise AppError(409, f"auto-label run {run_id} is {run.state}: nothing to resume")
     run.state, run.error, run.finished_at = "queued", None, None
     session.commit()
+    request.app.state.autolabel.notify()
     return run_out(run)
 
 

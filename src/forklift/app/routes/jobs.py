@@ -14,12 +14,12 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.jobs import MODELS, progress
+from forklift.app.jobs import MODELS, JobRunner, progress
 from forklift.app.records import get_or_404
 from forklift.app.tables import TRAINED_ON, DataSet, Image, Job
 
 router = APIRouter(tags=["training jobs"])
-EVENT_POLL_S = 0.5
+EVENT_POLL_S = 1.0  # a watched job's metrics.csv is read this often (an epoch takes longer)
 
 
 def job_out(job: Job) -> schemas.JobOut:
@@ -27,18 +27,20 @@ def job_out(job: Job) -> schemas.JobOut:
 
 
 @router.post("/api/datasets/{dataset_id}/jobs", status_code=201)
-def start_job(dataset_id: RowId, body: schemas.JobIn, session: Db, who: Editor) -> schemas.JobOut:
+def start_job(dataset_id: RowId, body: schemas.JobIn, request: Request, session: Db, who: Editor) -> schemas.JobOut:
     """Queue a training job on the data set's labelled images; it starts when the machine is free."""
     dataset = get_or_404(session, DataSet, dataset_id)
     kinds = MODELS[dataset.task]
     model: str = body.model or next(iter(kinds))
     if model not in kinds:
         raise AppError(422, f"model {model}: a {dataset.task} data set trains {' or '.join(kinds)}")
-    return job_out(queue_job(session, dataset, model, body.model_dump(exclude={"model"}, exclude_none=True), who.name))
+    settings = body.model_dump(exclude={"model"}, exclude_none=True)
+    return job_out(queue_job(session, dataset, model, settings, who=who.name, runner=request.app.state.jobs))
 
 
-def queue_job(session: Session, dataset: DataSet, model: str, settings: dict, who: str) -> Job:
-    """A new queued job of the data set (refused when nothing in it is labelled to train on)."""
+def queue_job(session: Session, dataset: DataSet, model: str, settings: dict, *, who: str, runner: JobRunner) -> Job:
+    """A new queued job of the data set (refused when nothing in it is labelled to train on), announced to the
+    runner."""
     labelled = select(Image.id).where(Image.dataset_id == dataset.id, Image.status.in_(TRAINED_ON)).limit(1)
     if session.scalar(labelled) is None:
         raise AppError(422, f"data set {dataset.name!r}: no labelled (or reviewed) images to train on")
@@ -48,6 +50,7 @@ def queue_job(session: Session, dataset: DataSet, model: str, settings: dict, wh
     session.flush()
     job.out_dir = f"jobs/{job.id}"
     session.commit()
+    runner.notify()
     return job
 
 
@@ -139,11 +142,12 @@ def cancel_job(job_id: RowId, request: Request, session: Db, _: Editor) -> schem
 
 
 @router.post("/api/jobs/{job_id}/resume")
-def resume_job(job_id: RowId, session: Db, _: Editor) -> schemas.JobOut:
+def resume_job(job_id: RowId, request: Request, session: Db, _: Editor) -> schemas.JobOut:
     """Queue an interrupted, cancelled or failed job again: it continues from its last checkpoint."""
     job = get_or_404(session, Job, job_id)
     if job.state not in ("interrupted", "cancelled", "failed"):
         raise AppError(409, f"job {job_id} is {job.state}: only an interrupted, cancelled or failed job resumes")
     job.state, job.finished_at = "queued", None
     session.commit()
+    request.app.state.jobs.notify()
     return job_out(job)

@@ -84,7 +84,9 @@ def import_model(
 
 
 @router.post("/api/models/{model_id}/retrain", status_code=201)
-def retrain(model_id: RowId, session: Db, who: Editor, body: schemas.RetrainIn | None = None) -> schemas.JobOut:
+def retrain(
+    model_id: RowId, request: Request, session: Db, who: Editor, body: schemas.RetrainIn | None = None
+) -> schemas.JobOut:
     """The next round of the loop in one action: a job fine-tuning this model on its data set's labelled and
     reviewed images, with the model's own settings unless given."""
     model = get_or_404(session, Model, model_id)
@@ -94,4 +96,5 @@ def retrain(model_id: RowId, session: Db, who: Editor, body: schemas.RetrainIn |
     previous = {k: v for k, v in model.settings.items() if k in OPTIONS}
     given = body.model_dump(exclude_none=True) if body is not None else {}
     settings = {"epochs": 30, **previous, **given, "from_model": model.dir, "from_model_id": model.id}
-    return job_out(queue_job(session, dataset, str(model.settings.get("model", "yolov3-tiny")), settings, who.name))
+    kind = str(model.settings.get("model", "yolov3-tiny"))
+    return job_out(queue_job(session, dataset, kind, settings, who=who.name, runner=request.app.state.jobs))
