@@ -23,10 +23,12 @@ from sqlalchemy import create_engine, text
 from forklift.app.config import AppConfig
 from forklift.app.database import sqlite_url
 from forklift.app.server import create_app
+from forklift.cli import main
 from forklift.data.dataset import Dataset
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.serve.process import wait_until_answering
+from forklift.shared_data import shared_data_root
 
 
 def fresh_database(server_url: str | None, data_dir: Path) -> str:
@@ -140,3 +142,15 @@ def wait_for(client: httpx.Client, url: str, done: tuple[str, ...], *, epoch: in
 def as_drawn(shapes: list[dict]) -> list[dict]:
     """Shapes as drawn (kind, label, points), without where they came from (source, model, confidence)."""
     return [{key: shape[key] for key in ("kind", "label", "points")} for shape in shapes]
+
+
+def model_zip(tmp_path: Path) -> bytes:
+    """A zip of a yolov3-tiny model directory with seeded random weights (COCO's names), as the registry imports it."""
+    darknet = shared_data_root() / "darknet"
+    assert main(["models", "new-darknet", "--cfg", str(darknet / "yolov3-tiny.cfg"), "--names",
+                 str(darknet / "coco.names"), str(tmp_path / "tiny")]) == 0  # fmt: skip
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        for path in (tmp_path / "tiny").iterdir():
+            zipped.write(path, f"tiny/{path.name}")
+    return buffer.getvalue()

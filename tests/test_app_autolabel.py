@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from app_helpers import app_client, fresh_database, shapes_dataset, wait_for
+from app_helpers import app_client, fresh_database, model_zip, png, shapes_dataset, wait_for
 
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
@@ -108,3 +108,24 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
         assert newest["id"] != model["id"] and newest["settings"]["from_model_id"] == model["id"]
         train_log = (data_dir / "jobs" / str(second_job["id"]) / "train.log").read_text()
         assert f"fine-tuning: starting from the weights of {model_dir}" in train_log, train_log[-2000:]
+
+
+def test_a_run_that_fails_says_why_and_the_next_one_runs(tmp_path: Path) -> None:
+    """An image file gone from disk fails its run with one line naming it; the auto-labeller goes on."""
+    data_dir = tmp_path / "app"
+    data_dir.mkdir()
+    with app_client(data_dir, fresh_database(None, data_dir)) as client:
+        model = client.post("/api/models/import", files={"file": ("tiny.zip", model_zip(tmp_path))}).json()["model"]
+        broken = client.post("/api/datasets", json={"name": "broken"}).json()["id"]
+        lost = client.post(f"/api/datasets/{broken}/images", files=[("files", ("a.png", png()))]).json()["added"][0]
+        fine = client.post("/api/datasets", json={"name": "fine"}).json()["id"]
+        client.post(f"/api/datasets/{fine}/images", files=[("files", ("b.png", png(seed=1)))])
+        served = client.get(f"/api/images/{lost['id']}/file").content
+        stored = next(path for path in (data_dir / "datasets").rglob("*.png") if path.read_bytes() == served)
+        stored.unlink()
+        failed = client.post(f"/api/datasets/{broken}/autolabel", json={"model_id": model["id"]}).json()
+        failed = wait_for(client, f"/api/autolabel/{failed['id']}", ("done", "failed"))
+        assert failed["state"] == "failed" and stored.name in failed["error"], failed
+        run = client.post(f"/api/datasets/{fine}/autolabel", json={"model_id": model["id"], "threshold": 0.0}).json()
+        assert wait_for(client, f"/api/autolabel/{run['id']}", ("done", "failed"))["state"] == "done"
+        assert client.get(f"/api/datasets/{fine}").json()["to_review"] == 1

@@ -3,32 +3,18 @@ and PowerAI Vision's protocols, back after an app restart, and gone (port free) 
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import time
-import zipfile
 from pathlib import Path
 
 import httpx
 import pytest
-from app_helpers import app_client, fresh_database
+from app_helpers import app_client, fresh_database, model_zip
 
-from forklift.cli import main
 from forklift.shared_data import shared_data_root
 
 pytestmark = pytest.mark.slow
-
-
-def _model_zip(tmp_path: Path) -> bytes:
-    darknet = shared_data_root() / "darknet"
-    assert main(["models", "new-darknet", "--cfg", str(darknet / "yolov3-tiny.cfg"), "--names",
-                 str(darknet / "coco.names"), str(tmp_path / "tiny")]) == 0  # fmt: skip
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zipped:
-        for path in (tmp_path / "tiny").iterdir():
-            zipped.write(path, f"tiny/{path.name}")
-    return buffer.getvalue()
 
 
 def _answering(url: str, seconds: float = 120) -> bool:
@@ -48,7 +34,7 @@ def test_deploy_answer_restart_and_undeploy(tmp_path: Path) -> None:
     db = fresh_database(None, data)
     photo = (shared_data_root() / "images" / "dog.jpg").read_bytes()
     with app_client(data, db) as client:
-        model = client.post("/api/models/import", files={"file": ("tiny.zip", _model_zip(tmp_path))}).json()["model"]
+        model = client.post("/api/models/import", files={"file": ("tiny.zip", model_zip(tmp_path))}).json()["model"]
         made = client.post(f"/api/models/{model['id']}/deploy")
         assert made.status_code == 201, made.text
         deployment = made.json()

@@ -83,7 +83,7 @@ class AutoLabeler(Follower):
                     if self.stopping.is_set() or not self._label(run_id, ids[start : start + CHUNK], url):
                         state = "interrupted" if self.stopping.is_set() else "cancelled"
                         break
-        except (ForkliftError, httpx.HTTPError, KeyError, ValueError) as exc:
+        except (ForkliftError, httpx.HTTPError, OSError, KeyError, ValueError) as exc:  # the run fails, in a line
             state, error = "failed", str(exc).splitlines()[0][:2000] if str(exc) else type(exc).__name__
         with self.sessions() as session:
             run = session.get(AutoLabelRun, run_id)

@@ -4,7 +4,10 @@ running job's synchronised threads more than its own CPU time, so nothing here p
 
 from __future__ import annotations
 
+import logging
 import threading
+
+LOG = logging.getLogger(__name__)
 
 
 class Follower:
@@ -38,7 +41,10 @@ class Follower:
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
-            self.step()
+            try:
+                self.step()
+            except Exception:  # one step's failure (a full disk, a database gone for a moment) must not end the
+                LOG.exception("%s: a step failed; trying again", self.name)  # worker: it tries again later
             self.wake.wait(self.pause())
             self.wake.clear()
 
