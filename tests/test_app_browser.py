@@ -196,7 +196,7 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
             page.wait_for_url("**/#/jobs/*")
             page.wait_for_function("document.querySelector('[data-testid=job-state]')?.textContent === 'running'",
                                    timeout=120_000)  # fmt: skip
-            page.wait_for_selector(".progress em:has-text('1/3')", timeout=120_000)  # an epoch arrived live
+            page.wait_for_selector("[data-testid=epochs-seen]:has-text('epoch 3 of 3')", timeout=240_000)  # the events
             page.wait_for_selector("[data-testid=job-state]:has-text('done')", timeout=240_000)
             page.wait_for_selector("[data-testid=evaluation] img", timeout=30_000)
             page.screenshot(path=str(shots / "job.png"), full_page=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -66,9 +67,10 @@ def predict(deployment: Deployment, content: bytes, filename: str) -> dict:
     return {"status_code": answer.status_code, **answer.json()}
 
 
-def restore(sessions: sessionmaker[Session], root: Path) -> None:
-    """After an app start: every deployment whose server is gone is started again (on its port when free)."""
-    with sessions() as session:
+def restore(sessions: sessionmaker[Session], root: Path, lock: threading.Lock) -> None:
+    """After an app start: every deployment whose server is gone is started again (on its port when free). It
+    holds `lock` meanwhile, which undeploy takes too: a deployment is not undeployed half restarted."""
+    with lock, sessions() as session:
         for deployment in session.scalars(select(Deployment)):
             model = session.get(Model, deployment.model_id)
             if model is None or serving(deployment, root / model.dir):

@@ -51,7 +51,8 @@ def create_app(config: AppConfig) -> FastAPI:
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         started.state.jobs.start()  # training jobs and auto-label runs are followed while the app serves
         started.state.autolabel.start()
-        threading.Thread(target=restore, args=(started.state.sessionmaker, config.data_dir), daemon=True).start()
+        threading.Thread(target=restore, args=(started.state.sessionmaker, config.data_dir, started.state.deploying),
+                         daemon=True).start()  # fmt: skip
         yield
         started.state.jobs.stop()
         started.state.autolabel.stop()
@@ -65,6 +66,7 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.storage.sweep_partials()
     app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir)
     app.state.autolabel = AutoLabeler(app.state.sessionmaker, config.data_dir)
+    app.state.deploying = threading.Lock()  # deployments restored at start, or undeployed: one at a time
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
     routers = (session, datasets, images, labels, videos, transfer, augmentation, jobs, models, deployments, autolabel)
     for module in routers:

@@ -128,7 +128,10 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
       <Message message={message} />
       {job?.error && <p class="message error">{job.error}</p>}
       <div class="columns">
-        <div class="card chart-card"><div class="chart" style={{ height: "360px" }}><canvas ref={canvas} /></div></div>
+        <div class="card chart-card">
+          <div class="chart" style={{ height: "360px" }}><canvas ref={canvas} /></div>
+          <p class="muted chart-caption" data-testid="epochs-seen">{last ? `epoch ${last.epoch}${job ? ` of ${job.epochs}` : ""}: loss ${Number(last.loss).toFixed(3)}` : "waiting for the first epoch…"}</p>
+        </div>
         <aside class="card side-facts">
           {job && <dl>
             <dt>Model</dt><dd>{job.model}</dd>

@@ -48,13 +48,16 @@ def list_deployments(request: Request, session: Db, _: Viewer) -> list[schemas.D
 
 
 @router.delete("/api/deployments/{deployment_id}", status_code=204)
-def undeploy(deployment_id: RowId, session: Db, storage: Files, _: Editor) -> None:
-    """Stop serving: the workers end (after the requests in flight) and their port is free again."""
-    deployment = get_or_404(session, Deployment, deployment_id)
-    model = get_or_404(session, Model, deployment.model_id)
-    stop_serving(deployment, storage.path(model.dir))
-    session.delete(deployment)
-    session.commit()
+def undeploy(deployment_id: RowId, request: Request, session: Db, storage: Files, _: Editor) -> None:
+    """Stop serving: the workers end (after the requests in flight) and their port is free again. A deployment
+    the app is restarting after its own start is stopped once it has started (its new process, not the old)."""
+    with request.app.state.deploying:
+        deployment = get_or_404(session, Deployment, deployment_id)
+        session.refresh(deployment)
+        model = get_or_404(session, Model, deployment.model_id)
+        stop_serving(deployment, storage.path(model.dir))
+        session.delete(deployment)
+        session.commit()
 
 
 @router.post("/api/deployments/{deployment_id}/predict")
