@@ -35,7 +35,7 @@ from torchvision.ops import box_iou
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from app_helpers import start_app  # noqa: E402 - the test helpers, found through the line above
+from app_helpers import start_app, wait_for  # noqa: E402 - the test helpers, found through the line above
 
 from forklift.data.dataset import Dataset, ImageRecord  # noqa: E402
 from forklift.data.synth import synth_shapes  # noqa: E402
@@ -45,6 +45,8 @@ from forklift.serve.process import free_port  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "app"
 IOU = 0.5
+ENDED = ("done", "failed", "cancelled", "interrupted")  # a job's or an auto-label run's states once over
+WAIT_S = 7200.0
 
 
 def _shapes(record: ImageRecord) -> list[dict]:
@@ -79,23 +81,12 @@ def _matches(found: list[dict], truth: ImageRecord) -> tuple[int, int, int]:
     return hits, len(found), len(truth.boxes)
 
 
-def _wait(client: httpx.Client, url: str, seconds: float = 7200) -> dict:
-    deadline = time.monotonic() + seconds
-    while True:
-        seen = client.get(url).json()
-        if seen["state"] not in ("queued", "running"):
-            return dict(seen)
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{url}: still {seen['state']} after {seconds:.0f} s")
-        time.sleep(0.5)
-
-
 def _train(client: httpx.Client, post: str, body: dict) -> tuple[dict, dict, float]:
     """(the job, its model, seconds from the request to the model in the registry)."""
     started = time.perf_counter()
     job = client.post(post, json=body)
     assert job.status_code == 201, job.text
-    finished = _wait(client, f"/api/jobs/{job.json()['id']}")
+    finished = wait_for(client, f"/api/jobs/{job.json()['id']}", ENDED, seconds=WAIT_S)
     assert finished["state"] == "done", finished
     model = next(m for m in client.get("/api/models").json() if m["job_id"] == finished["id"])
     return finished, model, time.perf_counter() - started
@@ -106,7 +97,7 @@ def _round(client: httpx.Client, dataset: int, model: dict, batch: dict[int, Ima
     started = time.perf_counter()
     run = client.post(f"/api/datasets/{dataset}/autolabel", json={"model_id": model["id"], "threshold": threshold})
     assert run.status_code == 201, run.text
-    finished = _wait(client, f"/api/autolabel/{run.json()['id']}")
+    finished = wait_for(client, f"/api/autolabel/{run.json()['id']}", ENDED, seconds=WAIT_S)
     assert finished["state"] == "done" and finished["done"] == len(batch), finished
     labelling = time.perf_counter() - started
 

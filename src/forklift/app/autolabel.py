@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from forklift.app.background import Follower
 from forklift.app.deploy import serving, serving_process
-from forklift.app.records import label_named
+from forklift.app.records import label_named, next_version
 from forklift.app.tables import Annotation, AutoLabelRun, Deployment, Image, Model
 from forklift.errors import ForkliftError
 
@@ -123,11 +123,7 @@ class AutoLabeler(Follower):
 def _keep(session: Session, image: Image, detections: list[dict], threshold: float, model_id: int | None) -> int:
     """The detections (clipped to the image) as the image's auto labels, if it is still unlabelled and unchanged;
     how many boxes were kept."""
-    claimed = session.execute(
-        update(Image).where(Image.id == image.id, Image.status == "unlabelled", Image.version == image.version)
-        .values(status="auto", version=Image.version + 1)
-    )  # fmt: skip
-    if claimed.rowcount != 1:  # type: ignore[attr-defined]
+    if not next_version(session, image.id, image.version, Image.status == "unlabelled", status="auto"):
         return 0  # a person labelled it meanwhile
     kept = 0
     for found in detections:

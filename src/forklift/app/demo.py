@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from forklift.app.registry import LEFT_OUT
+from forklift.app.registry import model_files
 from forklift.data.dataset import Dataset, ImageRecord, load_dataset
 from forklift.errors import ForkliftError
 from forklift.serve.process import free_port, wait_until_answering
@@ -86,10 +86,8 @@ def _zipped(model_dir: Path) -> bytes:
     """The model directory as the registry imports it (its training state left out)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(model_dir.rglob("*")):
-            relative = path.relative_to(model_dir)
-            if path.is_file() and relative.parts[0] not in LEFT_OUT:
-                archive.write(path, f"{model_dir.name}/{relative}")
+        for path, name in model_files(model_dir):
+            archive.write(path, f"{model_dir.name}/{name}")
     return buffer.getvalue()
 
 

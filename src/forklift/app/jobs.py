@@ -26,7 +26,7 @@ from forklift.app.processes import runs
 from forklift.app.registry import register_job
 from forklift.app.tables import TRAINED_ON, DataSet, Job
 from forklift.app.transfer import as_forklift_dataset
-from forklift.data.dataset import Dataset, load_dataset, save_dataset
+from forklift.data.dataset import Dataset, save_dataset
 from forklift.data.split import assign_splits
 from forklift.shared_data import shared_data_root
 from forklift.train.small_cfg import slim_cfg
@@ -46,7 +46,7 @@ SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
 OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")
 
 
-def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Path:
+def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Dataset:
     """The data set as a forklift data set folder of hard links (copies across file systems), val assigned when
     the data set has none."""
     data = as_forklift_dataset(session, dataset, root, statuses=TRAINED_ON)
@@ -63,16 +63,15 @@ def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Pa
     if not any(record.split == "val" for record in records):
         assign_splits(copy, VAL_SHARE, 0.0, seed=0)
     save_dataset(copy, folder)
-    return folder
+    return copy
 
 
-def train_command(job: Job, out: Path, root: Path) -> list[str]:
-    """The job's `forklift train`: from the kind's fresh weights, or fine-tuning a model (`from_model`, a model
-    directory under the data directory `root`)."""
+def train_command(job: Job, out: Path, root: Path, *, classes: int) -> list[str]:
+    """The job's `forklift train` on its snapshot of `classes` classes: from the kind's fresh weights, or
+    fine-tuning a model (`from_model`, a model directory under the data directory `root`)."""
     if job.settings.get("from_model"):
         model = ["--model", str(root / job.settings["from_model"])]
     elif job.model == "yolov3-tiny-slim":
-        classes = len(load_dataset(out / "data").classes)
         text, _ = slim_cfg(shared_data_root() / "darknet" / "yolov3-tiny.cfg", classes,
                            job.settings.get("img") or SLIM_SIZE)  # fmt: skip
         (out / "yolov3-tiny-slim.cfg").write_text(text, encoding="utf-8")
@@ -126,22 +125,23 @@ class JobRunner(Follower):
             running = list(session.scalars(select(Job).where(Job.state == "running")))
             for job in running:
                 self._follow(session, job)
-            if not any(job.state == "running" for job in running):
+            self.running = any(job.state == "running" for job in running)
+            if not self.running:
                 queued = session.scalar(select(Job).where(Job.state == "queued").order_by(Job.id).limit(1))
                 if queued is not None:
                     self._launch(session, queued)
+                    self.running = True
             session.commit()
-            self.running = session.scalar(select(Job.id).where(Job.state == "running").limit(1)) is not None
 
     def _launch(self, session: Session, job: Job) -> None:
         out = self.root / job.out_dir
-        resuming = (out / "model" / "checkpoints" / "last.pt").is_file()
-        if not resuming:
+        if (out / "model" / "checkpoints" / "last.pt").is_file():
+            command = [sys.executable, "-m", "forklift.cli", "train", "--resume", str(out / "model")]
+        else:
             dataset = session.get(DataSet, job.dataset_id)
             assert dataset is not None
-            snapshot(session, dataset, self.root, out / "data")
-        command = ([sys.executable, "-m", "forklift.cli", "train", "--resume", str(out / "model")] if resuming
-                   else train_command(job, out, self.root))  # fmt: skip
+            data = snapshot(session, dataset, self.root, out / "data")
+            command = train_command(job, out, self.root, classes=len(data.classes))
         log = (out / "train.log").open("ab")
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes[job.id] = process

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
@@ -118,9 +118,13 @@ def video_out(session: Session, video: Video) -> schemas.VideoOut:
     )
 
 
+def existing_label(session: Session, dataset_id: int, name: str) -> Label | None:
+    return session.scalar(select(Label).where(Label.dataset_id == dataset_id, Label.name == name))
+
+
 def label_named(session: Session, dataset_id: int, name: str, *, create: bool) -> Label:
     """The data set's label of that name; made when `create`, else a 422 naming it."""
-    label = session.scalar(select(Label).where(Label.dataset_id == dataset_id, Label.name == name))
+    label = existing_label(session, dataset_id, name)
     if label is None:
         if not create:
             raise AppError(422, f"label {name!r}: not a label of this data set")
@@ -128,3 +132,20 @@ def label_named(session: Session, dataset_id: int, name: str, *, create: bool) -
         session.add(label)
         session.flush()
     return label
+
+
+def next_version(session: Session, image_id: int, version: int, *unchanged: ColumnElement[bool], **values: Any) -> bool:
+    """Move the image to its next version (setting `values`) if it is still at `version` and `unchanged` holds:
+    the check every change of an image's labels goes through, so that nobody overwrites another's change
+    unseen. False when someone changed it first."""
+    changed = session.execute(update(Image).where(Image.id == image_id, Image.version == version, *unchanged)
+                              .values(version=Image.version + 1, **values))  # fmt: skip
+    return bool(changed.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def take_version(session: Session, image_id: int, version: int, **values: Any) -> None:
+    """`next_version` for a person's request: a change based on an older version is a 409 naming the current."""
+    if not next_version(session, image_id, version, **values):
+        session.rollback()
+        current = session.scalar(select(Image.version).where(Image.id == image_id))
+        raise AppError(409, f"image {image_id} changed since version {version} (now {current}): reload it")

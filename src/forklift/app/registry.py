@@ -9,7 +9,7 @@ import hashlib
 import json
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +54,19 @@ def record(model: Model) -> dict[str, Any]:
             "created_at": model.created_at.isoformat()}  # fmt: skip
 
 
-def export_stream(model: Model, root: Path) -> Iterable[bytes]:
-    """The model directory (less its training state) and model.json, zipped as it is sent."""
-    folder = root / model.dir
-    stream = ZipStream(compress_type=ZIP_DEFLATED)
+def model_files(folder: Path) -> Iterator[tuple[Path, str]]:
+    """(file, its name inside the model directory) of each file of the model, its training state left out."""
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
         if path.is_file() and relative.parts[0] not in LEFT_OUT:
-            stream.add_path(str(path), str(relative))
+            yield path, str(relative)
+
+
+def export_stream(model: Model, root: Path) -> Iterable[bytes]:
+    """The model directory (less its training state) and model.json, zipped as it is sent."""
+    stream = ZipStream(compress_type=ZIP_DEFLATED)
+    for path, name in model_files(root / model.dir):
+        stream.add_path(str(path), name)
     stream.add(json.dumps(record(model), indent=1).encode(), RECORD)
     return iter(stream)
 

@@ -248,8 +248,8 @@ def _train(
             row.update(plugin.validate(val_images, checkpoints / "val-model"))
             best.consider(epoch, row[plugin.metric_names[0]], plugin, checkpoints / "best.pt")
         row["elapsed"] = time.perf_counter() - budget_start
-        run.save(checkpoints / "last.pt", epoch, states, metrics_row=row)  # first: a stop between the two
-        _append_metrics(metrics, fields, row)  # writes leaves the row in the checkpoint, restored on resume
+        run.save(checkpoints / "last.pt", epoch, states, metrics_row=row)  # first: a stop before the row is
+        _append_metrics(metrics, fields, row)  # appended leaves it in the checkpoint, which a resume restores
         if writer is not None:
             for key, value in row.items():
                 if key != "epoch" and value is not None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.records import get_or_404, images_out
+from forklift.app.records import get_or_404, images_out, take_version
 from forklift.app.routes.images import PAGE_MAX, annotations_out
 from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Image, Model, Video
 
@@ -116,13 +116,7 @@ def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> s
     if image.status != "auto":
         raise AppError(409, f"image {image_id} is {image.status}, not waiting for review")
     status = "reviewed" if body.action == "accept" else "unlabelled"
-    changed = session.execute(
-        update(Image).where(Image.id == image_id, Image.version == body.version)
-        .values(status=status, version=Image.version + 1)
-    )  # fmt: skip
-    if changed.rowcount != 1:  # type: ignore[attr-defined]
-        session.rollback()
-        raise AppError(409, f"image {image_id} changed since version {body.version}: reload it")
+    take_version(session, image_id, body.version, status=status)
     if body.action == "reject":
         session.execute(delete(Annotation).where(Annotation.image_id == image_id, Annotation.source == "auto"))
     session.commit()

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.records import add_image, get_or_404, images_out, label_named
+from forklift.app.records import add_image, get_or_404, images_out, label_named, take_version
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.errors import ForkliftError
 
@@ -117,13 +117,7 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
     image = get_or_404(session, Image, image_id)
     for shape in body.shapes:
         _check_shape(shape, image)
-    changed = session.execute(
-        update(Image).where(Image.id == image_id, Image.version == body.version).values(version=Image.version + 1)
-    )
-    if changed.rowcount != 1:  # type: ignore[attr-defined]
-        session.rollback()
-        current = session.scalar(select(Image.version).where(Image.id == image_id))
-        raise AppError(409, f"image {image_id} changed since version {body.version} (now {current}): reload it")
+    take_version(session, image_id, body.version)
     session.execute(delete(Annotation).where(Annotation.image_id == image_id))
     for shape in body.shapes:
         label = label_named(session, image.dataset_id, shape.label, create=True)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.records import get_or_404, label_counts, label_named
+from forklift.app.records import existing_label, get_or_404, label_counts, label_named
 from forklift.app.tables import Annotation, DataSet, Image, Label
 
 router = APIRouter(tags=["labels"])
@@ -40,8 +40,7 @@ def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Edi
         session.execute(update(Image).where(Image.class_id == label.id).values(class_id=target.id))
         session.delete(label)
     elif body.name is not None:
-        taken = select(Label.id).where(Label.dataset_id == label.dataset_id, Label.name == body.name)
-        if body.name != label.name and session.scalar(taken) is not None:
+        if body.name != label.name and existing_label(session, label.dataset_id, body.name) is not None:
             raise AppError(409, f"label {body.name!r} exists already; merge into it instead")
         label.name = body.name
     else:
