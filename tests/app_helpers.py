@@ -59,8 +59,10 @@ def start_app(data_dir: Path, port: int, *, db: str | None = None, timeout: floa
 
 
 @contextmanager
-def app_client(data_dir: Path, db_url: str, *, host: str = "127.0.0.1") -> Iterator[TestClient]:
-    app = create_app(AppConfig(data_dir, db_url, host=host))
+def app_client(
+    data_dir: Path, db_url: str, *, host: str = "127.0.0.1", jobs_per_device: int = 1
+) -> Iterator[TestClient]:
+    app = create_app(AppConfig(data_dir, db_url, host=host, jobs_per_device=jobs_per_device))
     with TestClient(app) as client:
         yield client
     app.state.engine.dispose()
@@ -144,11 +146,12 @@ def as_drawn(shapes: list[dict]) -> list[dict]:
     return [{key: shape[key] for key in ("kind", "label", "points")} for shape in shapes]
 
 
-def model_zip(tmp_path: Path) -> bytes:
-    """A zip of a yolov3-tiny model directory with seeded random weights (COCO's names), as the registry imports it."""
+def model_zip(tmp_path: Path, *, cfg: Path | None = None, names: Path | None = None) -> bytes:
+    """A zip of a Darknet model directory with seeded random weights, as the registry imports it (default:
+    yolov3-tiny with COCO's names)."""
     darknet = shared_data_root() / "darknet"
-    assert main(["models", "new-darknet", "--cfg", str(darknet / "yolov3-tiny.cfg"), "--names",
-                 str(darknet / "coco.names"), str(tmp_path / "tiny")]) == 0  # fmt: skip
+    assert main(["models", "new-darknet", "--cfg", str(cfg or darknet / "yolov3-tiny.cfg"), "--names",
+                 str(names or darknet / "coco.names"), str(tmp_path / "tiny")]) == 0  # fmt: skip
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zipped:
         for path in (tmp_path / "tiny").iterdir():

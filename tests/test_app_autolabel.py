@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 from app_helpers import app_client, fresh_database, model_zip, png, shapes_dataset, wait_for
 
+import forklift.app
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 
 pytestmark = pytest.mark.slow
 
+CLASSIFIER_CFG = Path(forklift.app.__file__).parent / "cfgs" / "small-classifier.cfg"
 TRAIN = {"model": "yolov3-tiny-slim", "batch": 8, "img": 64, "lr": 0.001, "epochs": 2}
 
 
@@ -129,3 +131,55 @@ def test_a_run_that_fails_says_why_and_the_next_one_runs(tmp_path: Path) -> None
         run = client.post(f"/api/datasets/{fine}/autolabel", json={"model_id": model["id"], "threshold": 0.0}).json()
         assert wait_for(client, f"/api/autolabel/{run['id']}", ("done", "failed"))["state"] == "done"
         assert client.get(f"/api/datasets/{fine}").json()["to_review"] == 1
+
+
+def test_a_classifier_labels_a_classification_set_its_best_class_at_the_threshold(
+    app_database: str | None, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "app"
+    data_dir.mkdir()
+    (tmp_path / "kinds.names").write_text("circle\nsquare\n")
+    classifier = model_zip(tmp_path, cfg=CLASSIFIER_CFG, names=tmp_path / "kinds.names")
+    with app_client(data_dir, fresh_database(app_database, data_dir)) as client:
+        dataset = client.post("/api/datasets", json={"name": "kinds", "task": "classify"}).json()["id"]
+        files = {f"{k}.png": png(seed=k) for k in range(8)}
+        added = client.post(f"/api/datasets/{dataset}/images", files=[("files", f) for f in files.items()]).json()
+        ids = {image["id"]: files[image["original_name"]] for image in added["added"]}
+        model = client.post("/api/models/import", files={"file": ("kinds.zip", classifier)}).json()["model"]
+        detector = client.post("/api/models/import", files={"file": ("tiny.zip", model_zip(tmp_path / "d"))}).json()
+        wrong = client.post(f"/api/datasets/{dataset}/autolabel", json={"model_id": detector["model"]["id"]})
+        assert wrong.status_code == 422 and "answers detect" in wrong.json()["error"], wrong.text
+
+        predictor = load_predictor(open_model_dir(tmp_path / "tiny"))  # the classifier, as it was zipped
+        best = {}
+        for key, content in ids.items():
+            (answer,) = predictor.predict([(f"{key}.png", content)]).to_json()["results"]
+            best[key] = max(answer["classes"], key=lambda c: c["score"])
+        threshold = statistics.median(b["score"] for b in best.values())  # some classes kept, some not
+        run = client.post(f"/api/datasets/{dataset}/autolabel", json={"model_id": model["id"], "threshold": threshold})
+        finished = wait_for(client, f"/api/autolabel/{run.json()['id']}", ("done", "failed", "cancelled"))
+        sure = {key for key, b in best.items() if b["score"] >= threshold}
+        assert finished["state"] == "done" and finished["boxes"] == len(sure) and 0 < len(sure) < 8, finished
+        for key, b in best.items():
+            shown = client.get(f"/api/images/{key}/annotations").json()
+            assert shown["status"] == "auto" and shown["shapes"] == []
+            if key in sure:
+                assert shown["class_label"] == b["label"] and shown["class_model_id"] == model["id"]
+                assert abs(shown["class_confidence"] - b["score"]) < 1e-3
+            else:
+                assert shown["class_label"] is None and shown["class_confidence"] is None
+
+        queue = client.get(f"/api/datasets/{dataset}/review").json()["items"]
+        lowest = [item["lowest_confidence"] for item in queue]
+        assert lowest[: 8 - len(sure)] == [None] * (8 - len(sure))  # no class first, then the least sure
+        assert lowest[8 - len(sure) :] == sorted(best[key]["score"] for key in sure), lowest
+        unsure, least_sure, surest = queue[0]["image"]["id"], queue[-len(sure)]["image"]["id"], queue[-1]["image"]["id"]
+        accepted = client.post(f"/api/images/{surest}/review", json={"action": "accept", "version": 2}).json()
+        assert accepted["status"] == "reviewed" and accepted["class_label"] == best[surest]["label"]
+        rejected = client.post(f"/api/images/{least_sure}/review", json={"action": "reject", "version": 2}).json()
+        assert rejected["status"] == "unlabelled" and rejected["class_label"] is None
+        assert rejected["class_confidence"] is None
+        corrected = client.put(f"/api/images/{unsure}/annotations",
+                               json={"version": 2, "shapes": [], "class_label": "square"}).json()  # fmt: skip
+        assert corrected["status"] == "reviewed" and corrected["class_label"] == "square"
+        assert corrected["class_model_id"] is None and corrected["class_confidence"] is None

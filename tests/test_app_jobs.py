@@ -81,6 +81,32 @@ def test_a_restarted_app_finds_its_running_job_or_marks_it_interrupted(tmp_path:
         _wait(client, second, ("cancelled",))
 
 
+def test_jobs_queue_for_a_device_and_share_the_cpu_on_their_own_cpu_sets_when_asked(tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(None, data), jobs_per_device=2) as client:
+        dataset = _labelled_set(client, tmp_path)
+        devices = client.get("/api/devices").json()
+        assert devices[-1]["name"] == "cpu" and devices[-1]["slots"] == 2, devices
+        missing = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "device": "cuda:7"})
+        assert missing.status_code == 422 and "device cuda:7: this machine has" in missing.json()["error"]
+        assert client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "device": "gpu"}).status_code == 422
+        jobs = [client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 200, "device": "cpu"}).json()
+                for _ in range(3)]  # fmt: skip
+        first, second = (_wait(client, job["id"], ("running",)) for job in jobs[:2])
+        sets = [os.sched_getaffinity(first["pid"]), os.sched_getaffinity(second["pid"])]
+        assert len(sets[0]) == len(sets[1]) == len(os.sched_getaffinity(0)) // 2 and not sets[0] & sets[1], sets
+        assert client.get(f"/api/jobs/{jobs[2]['id']}").json()["state"] == "queued"  # both slots are taken
+        cpu = next(d for d in client.get("/api/devices").json() if d["name"] == "cpu")
+        assert (cpu["running"], cpu["queued"]) == (2, 1), cpu
+        assert client.post(f"/api/jobs/{first['id']}/cancel").status_code == 200
+        third = _wait(client, jobs[2]["id"], ("running",))  # in the slot the first left
+        assert os.sched_getaffinity(third["pid"]) == sets[0]
+        for job in (second, third):
+            assert client.post(f"/api/jobs/{job['id']}/cancel").status_code == 200
+            assert _wait(client, job["id"], ("cancelled",))["device"] == "cpu"
+
+
 def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> None:
     data = tmp_path / "app"
     data.mkdir()

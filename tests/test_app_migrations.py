@@ -31,7 +31,7 @@ def test_the_migrations_build_the_tables_schema(tmp_path: Path) -> None:
     assert differences == []
 
 
-def test_annotations_of_an_older_database_become_a_persons(tmp_path: Path) -> None:
+def test_an_older_databases_rows_survive_and_its_annotations_become_a_persons(tmp_path: Path) -> None:
     engine = make_engine(sqlite_url(tmp_path))
     _upgrade_to(engine, "0004")
     with engine.begin() as connection:
@@ -45,7 +45,20 @@ def test_annotations_of_an_older_database_become_a_persons(tmp_path: Path) -> No
         ))  # fmt: skip
         connection.execute(text("INSERT INTO annotations (id, image_id, label_id, kind, points) "
                                 "VALUES (1, 1, 1, 'box', '[0, 0, 4, 4]')"))  # fmt: skip
-    upgrade(engine)
+        connection.execute(text(
+            "INSERT INTO jobs (id, dataset_id, model, settings, state, out_dir, created_by, created_at, epoch, epochs) "
+            "VALUES (1, 1, 'yolov3-tiny', '{}', 'done', 'jobs/1', 'local', '2026-01-01', 3, 3)"
+        ))  # fmt: skip
+        connection.execute(text("INSERT INTO models (id, name, dir, job_id, dataset_id, settings, metrics, created_at) "
+                                "VALUES (1, 'm', 'jobs/1/model', 1, 1, '{}', '{}', '2026-01-01')"))  # fmt: skip
+    upgrade(engine)  # later migrations rebuild images and jobs, which annotations and models refer to
     with engine.connect() as connection:
         row = connection.execute(text("SELECT source, model_id, confidence, points FROM annotations")).one()
-    assert tuple(row) == ("human", None, None, "[0, 0, 4, 4]")
+        assert tuple(row) == ("human", None, None, "[0, 0, 4, 4]")
+        assert tuple(connection.execute(text("SELECT job_id, dataset_id FROM models")).one()) == (1, 1)
+        assert tuple(connection.execute(text("SELECT device, class_id, class_confidence FROM jobs, images")).one()) == (
+            "cpu",
+            None,
+            None,
+        )
+        assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1  # on again for the app's writes

@@ -21,6 +21,7 @@ export interface Shape { kind: "box" | "polygon"; label: string; points: number[
 export interface ShapeOut extends Shape { source: "human" | "auto"; model_id: number | null; confidence: number | null }
 export interface Annotations {
   image_id: number; version: number; status: Status; shapes: ShapeOut[]; class_label: string | null;
+  class_model_id: number | null; class_confidence: number | null;  // a class a model gave, until a person changes it
 }
 export interface Video {
   id: number; dataset_id: number; original_name: string; duration_s: number; fps: number; width: number;
@@ -70,10 +71,12 @@ export async function login(name: string, password: string): Promise<Session> {
 
 export interface Job {
   id: number; dataset_id: number; model: string; settings: Record<string, unknown>;
-  state: "queued" | "running" | "done" | "failed" | "cancelled" | "interrupted"; epoch: number; epochs: number;
-  pid: number | null; created_by: string; created_at: string; started_at: string | null; finished_at: string | null;
+  state: "queued" | "running" | "done" | "failed" | "cancelled" | "interrupted"; device: string; epoch: number;
+  epochs: number; pid: number | null; created_by: string; created_at: string; started_at: string | null; finished_at: string | null;
   error: string | null;
 }
+
+export interface Device { name: string; label: string; slots: number; running: number; queued: number }
 
 export interface Model {
   id: number; name: string; job_id: number | null; dataset_id: number | null; dataset_digest: string | null;

@@ -2,10 +2,10 @@
 forklift's serving, so the web process never runs a network. A deployed model is called where it is served; any
 other is served for the run and stopped after it.
 
-Each auto label keeps its source, model and confidence; its image becomes `auto` and waits in the review queue
-(lowest confidence first) until a person accepts it, corrects it in the editor (both make it `reviewed`, which
-trains like `labelled`) or rejects it (back to `unlabelled`). An image a person labelled while the run went on is
-left as the person left it.
+Each auto label (a box, or a classification image's class) keeps its source, model and confidence; its image
+becomes `auto` and waits in the review queue (lowest confidence first) until a person accepts it, corrects it in
+the editor (both make it `reviewed`, which trains like `labelled`) or rejects it (back to `unlabelled`). An image
+a person labelled while the run went on is left as the person left it.
 """
 
 from __future__ import annotations
@@ -114,19 +114,27 @@ class AutoLabeler(Follower):
             run = session.get(AutoLabelRun, run_id)
             assert run is not None
             for image, result in zip(images, results, strict=True):
-                run.boxes += _keep(session, image, result["detections"], threshold, run.model_id)
+                run.boxes += _keep(session, image, result, threshold, run.model_id)
             run.done += len(ids)
             session.commit()
         return True
 
 
-def _keep(session: Session, image: Image, detections: list[dict], threshold: float, model_id: int | None) -> int:
-    """The detections (clipped to the image) as the image's auto labels, if it is still unlabelled and unchanged;
-    how many boxes were kept."""
-    if not next_version(session, image.id, image.version, Image.status == "unlabelled", status="auto"):
+def _keep(session: Session, image: Image, result: dict, threshold: float, model_id: int | None) -> int:
+    """The model's answer as the image's auto labels, if it is still unlabelled and unchanged: its detections
+    (clipped to the image) or its best class, those at `threshold` or above; how many were kept."""
+    unchanged = Image.status == "unlabelled"
+    if "classes" in result:
+        best = max(result["classes"], key=lambda found: float(found["score"]), default={"score": -1.0})
+        values = {} if float(best["score"]) < threshold else {
+            "class_id": label_named(session, image.dataset_id, str(best["label"]), create=True).id,
+            "class_model_id": model_id, "class_confidence": float(best["score"])}  # fmt: skip
+        changed = next_version(session, image.id, image.version, unchanged, status="auto", **values)
+        return int(changed and bool(values))
+    if not next_version(session, image.id, image.version, unchanged, status="auto"):
         return 0  # a person labelled it meanwhile
     kept = 0
-    for found in detections:
+    for found in result["detections"]:
         box = found["bbox"]
         x1, y1 = max(0.0, float(box["x1"])), max(0.0, float(box["y1"]))
         x2, y2 = min(float(image.width), float(box["x2"])), min(float(image.height), float(box["y2"]))

@@ -19,6 +19,7 @@ class AppConfig:
     max_video_bytes: int = 2048 * MIB
     max_zip_bytes: int = 4096 * MIB
     session_hours: int = 12
+    jobs_per_device: int = 1  # training jobs at once on the CPU and on each GPU (forklift.app.devices)
 
     @property
     def local(self) -> bool:

@@ -41,12 +41,23 @@ def make_engine(url: str) -> Engine:
 
 
 def upgrade(engine: Engine) -> None:
-    """Apply every migration the database has not had yet."""
+    """Apply every migration the database has not had yet. SQLite alters a table by building a new one and dropping
+    the old, so its foreign keys are off meanwhile: on, the drop would cascade to every row that refers to it."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as connection:
+        if sqlite:  # outside a transaction, where SQLite ignores it
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
+        try:
+            with connection.begin():
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+        finally:
+            if sqlite:  # the pooled connection goes back as every other is
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                connection.commit()
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

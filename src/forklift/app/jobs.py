@@ -1,5 +1,6 @@
-"""Training jobs: each a `forklift train` process of its own (the web process never trains), queued one at a time
-per machine, found again after an app restart, cancelled by signal, resumed with `forklift train --resume`.
+"""Training jobs: each a `forklift train` process of its own (the web process never trains), queued for a device
+(the CPU or a GPU: `forklift.app.devices`), found again after an app restart, cancelled by signal, resumed with
+`forklift train --resume`.
 
 A job trains on a snapshot of its data set taken when it starts (OUT/data: dataset.json and hard links to the
 app's image files), so labels changed during training do not move under it; its model directory is OUT/model,
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from forklift.app.background import Follower
+from forklift.app.devices import Device
 from forklift.app.processes import runs
 from forklift.app.registry import register_job
 from forklift.app.tables import TRAINED_ON, DataSet, Job
@@ -43,12 +46,12 @@ MODELS = {  # what a job trains, by the data set's task: "optimized for speed" (
     "classify": {"small-classifier": ["--cfg", str(Path(__file__).resolve().parent / "cfgs" / "small-classifier.cfg")]},
 }
 SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
-OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")
+OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")  # as `forklift train` takes them
 
 
-def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Dataset:
-    """The data set as a forklift data set folder of hard links (copies across file systems), val assigned when
-    the data set has none."""
+def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path, *, val_share: float) -> Dataset:
+    """The data set as a forklift data set folder of hard links (copies across file systems), `val_share` of the
+    images assigned to val when the data set has no val split of its own."""
     data = as_forklift_dataset(session, dataset, root, statuses=TRAINED_ON)
     (folder / "images").mkdir(parents=True)
     records = []
@@ -61,7 +64,7 @@ def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path) -> Da
         records.append(replace(record, file=f"images/{target.name}"))
     copy = Dataset(data.task, data.classes, records, folder)
     if not any(record.split == "val" for record in records):
-        assign_splits(copy, VAL_SHARE, 0.0, seed=0)
+        assign_splits(copy, val_share, 0.0, seed=0)
     save_dataset(copy, folder)
     return copy
 
@@ -82,7 +85,7 @@ def train_command(job: Job, out: Path, root: Path, *, classes: int) -> list[str]
     options = [part for key in OPTIONS if job.settings.get(key) is not None
                for part in (f"--{key.replace('_', '-')}", str(job.settings[key]))]  # fmt: skip
     return [sys.executable, "-m", "forklift.cli", "train", "--data", str(out / "data"), *model, *options,
-            str(out / "model")]  # fmt: skip
+            "--device", job.device, str(out / "model")]  # fmt: skip
 
 
 def progress(out: Path) -> list[dict[str, str]]:
@@ -95,15 +98,18 @@ def progress(out: Path) -> list[dict[str, str]]:
 
 
 class JobRunner(Follower):
-    """Starts queued jobs one at a time and follows them; a thread of the app. A route that queues a job calls
-    `notify`; a job's process ending wakes it too; a running job's epoch count is read every FOLLOW_S."""
+    """Starts queued jobs, `slots` at a time on each device, and follows them; a thread of the app. A route that
+    queues a job calls `notify`; a job's process ending wakes it too; a running job's epoch count is read every
+    FOLLOW_S."""
 
     name = "forklift-jobs"
 
-    def __init__(self, sessions: sessionmaker[Session], root: Path) -> None:
+    def __init__(self, sessions: sessionmaker[Session], root: Path, *, devices: list[Device], slots: int) -> None:
         super().__init__()
         self.sessions, self.root = sessions, root
+        self.devices, self.slots = {device.name: device for device in devices}, slots
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.cpu_sets: dict[int, tuple[int, ...]] = {}  # the CPU set of each pinned job this runner started
         self.running = False
 
     def recover(self) -> None:
@@ -125,25 +131,37 @@ class JobRunner(Follower):
             running = list(session.scalars(select(Job).where(Job.state == "running")))
             for job in running:
                 self._follow(session, job)
-            self.running = any(job.state == "running" for job in running)
-            if not self.running:
-                queued = session.scalar(select(Job).where(Job.state == "queued").order_by(Job.id).limit(1))
-                if queued is not None:
-                    self._launch(session, queued)
-                    self.running = True
+            busy = Counter(job.device for job in running if job.state == "running")
+            for queued in session.scalars(select(Job).where(Job.state == "queued").order_by(Job.id)):
+                device = self.devices.get(queued.device)
+                if device is None:
+                    queued.state, queued.finished_at = "failed", datetime.now(UTC)
+                    queued.error = f"device {queued.device}: this machine has {', '.join(self.devices)}"
+                elif busy[device.name] < self.slots:
+                    self._launch(session, queued, device)
+                    busy[device.name] += 1
+            self.running = sum(busy.values()) > 0
             session.commit()
 
-    def _launch(self, session: Session, job: Job) -> None:
+    def _launch(self, session: Session, job: Job, device: Device) -> None:
         out = self.root / job.out_dir
         if (out / "model" / "checkpoints" / "last.pt").is_file():
-            command = [sys.executable, "-m", "forklift.cli", "train", "--resume", str(out / "model")]
+            command = [sys.executable, "-m", "forklift.cli", "train", "--resume", "--device", job.device,
+                       str(out / "model")]  # fmt: skip
         else:
             dataset = session.get(DataSet, job.dataset_id)
             assert dataset is not None
-            data = snapshot(session, dataset, self.root, out / "data")
+            share = job.settings.get("val_share") or VAL_SHARE
+            data = snapshot(session, dataset, self.root, out / "data", val_share=share)
             command = train_command(job, out, self.root, classes=len(data.classes))
+        free = [cpus for cpus in device.cpu_sets if cpus not in self.cpu_sets.values()]
+        environment = os.environ | ({"OMP_NUM_THREADS": str(len(free[0]))} if free else {})
         log = (out / "train.log").open("ab")
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env=environment)  # fmt: skip
+        if free:  # before the interpreter has started torch's threads, which inherit it
+            os.sched_setaffinity(process.pid, free[0])
+            self.cpu_sets[job.id] = free[0]
         self.processes[job.id] = process
         threading.Thread(target=self._on_exit, args=(process,), daemon=True).start()
         job.pid, job.state, job.error = process.pid, "running", None
@@ -161,6 +179,7 @@ class JobRunner(Follower):
         if code is None:
             return
         self.processes.pop(job.id, None)
+        self.cpu_sets.pop(job.id, None)
         job.finished_at = datetime.now(UTC)
         if code == 0 or (code == -1 and (out / "model" / "forklift.json").is_file()):  # -1: an earlier app's child
             job.state = "done"

@@ -25,6 +25,14 @@ RECORD = "model.json"
 LEFT_OUT = ("checkpoints", "tensorboard")  # training state, not the model
 
 
+def model_task(model_dir: Path) -> str:
+    """What the model answers (detect, classify...): as forklift's engine reads it (a Darknet cfg says it only
+    in its layers), so it loads the model, without running it."""
+    from forklift.runtime.load import load_predictor
+
+    return str(load_predictor(open_model_dir(model_dir)).task)
+
+
 def scalar_metrics(model_dir: Path) -> dict[str, Any]:
     """eval.json's single figures (mAP, top-1...), without its curves and matrices."""
     report = model_dir / "eval" / "eval.json"

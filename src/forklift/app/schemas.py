@@ -68,6 +68,8 @@ class AnnotationsOut(BaseModel):
     status: Status
     shapes: list[ShapeOut]
     class_label: str | None
+    class_model_id: int | None = None  # a classification image's class as a model gave it, until a person changes it
+    class_confidence: float | None = None
 
 
 class ImageOut(BaseModel):
@@ -167,6 +169,17 @@ class SessionOut(BaseModel):
     csrf: str | None = None
 
 
+DeviceName = Annotated[str, Field(pattern=r"^(cpu|cuda:[0-9]{1,2})$")]  # as `forklift train --device` takes it
+
+
+class DeviceOut(BaseModel):
+    name: str
+    label: str
+    slots: int  # jobs at once
+    running: int
+    queued: int
+
+
 class JobIn(BaseModel):
     # detection: optimized for speed (the slim one: on CPUs), or for accuracy; classification: the app's classifier;
     # default: yolov3-tiny or small-classifier, by the data set's task
@@ -177,6 +190,8 @@ class JobIn(BaseModel):
     lr: float | None = Field(default=None, gt=0, le=10)
     weight_decay: float | None = Field(default=None, ge=0, le=1)
     val_every: int | None = Field(default=None, ge=1, le=10_000)  # validate every N epochs (and at the last)
+    val_share: float | None = Field(default=None, ge=0.05, le=0.5)  # held out for val where the set has no val split
+    device: DeviceName | None = None  # default: the machine's device with the shortest queue, GPUs first
 
 
 class RetrainIn(BaseModel):
@@ -184,6 +199,7 @@ class RetrainIn(BaseModel):
 
     epochs: int | None = Field(default=None, ge=1, le=10_000)
     lr: float | None = Field(default=None, gt=0, le=10)
+    device: DeviceName | None = None
 
 
 class JobOut(BaseModel):
@@ -192,6 +208,7 @@ class JobOut(BaseModel):
     model: str
     settings: dict
     state: Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
+    device: str
     epoch: int
     epochs: int
     pid: int | None  # the training process, while it runs
@@ -247,7 +264,7 @@ class AutoLabelRunOut(BaseModel):
     state: Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
     total: int
     done: int
-    boxes: int
+    boxes: int  # labels kept: boxes, or classes of a classification set
     created_by: str
     created_at: datetime
     finished_at: datetime | None

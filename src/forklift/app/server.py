@@ -18,6 +18,7 @@ from forklift.app.autolabel import AutoLabeler
 from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.deploy import restore
+from forklift.app.devices import machine_devices
 from forklift.app.errors import AppError
 from forklift.app.jobs import JobRunner
 from forklift.app.routes import (
@@ -64,7 +65,8 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.sessionmaker = session_factory(engine)
     app.state.storage = Storage(config.data_dir)
     app.state.storage.sweep_partials()
-    app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir)
+    app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir, devices=machine_devices(config.jobs_per_device),
+                               slots=config.jobs_per_device)  # fmt: skip
     app.state.autolabel = AutoLabeler(app.state.sessionmaker, config.data_dir)
     app.state.deploying = threading.Lock()  # deployments restored at start, or undeployed: one at a time
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)

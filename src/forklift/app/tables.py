@@ -96,6 +96,8 @@ class Image(Base):
     split: Mapped[str] = mapped_column(String(8), default="train")
     status: Mapped[str] = mapped_column(String(16), default="unlabelled", index=True)
     class_id: Mapped[int | None] = mapped_column(ForeignKey("labels.id", ondelete="SET NULL"))  # classify sets
+    class_model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"))  # an auto class's
+    class_confidence: Mapped[float | None] = mapped_column(Float)  # an auto class's score (None: a person's class)
     version: Mapped[int] = mapped_column(Integer, default=1)
     video_id: Mapped[int | None] = mapped_column(ForeignKey("videos.id", ondelete="SET NULL"))
     video_ms: Mapped[int | None] = mapped_column(Integer)  # where in its video the frame was captured
@@ -129,6 +131,7 @@ class Job(Base):
     model: Mapped[str] = mapped_column(String(40))  # what is trained (forklift.app.jobs.MODELS)
     settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # hyperparameters, as `forklift train` options
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    device: Mapped[str] = mapped_column(String(16), default="cpu", server_default="cpu", index=True)  # cpu | cuda:N
     pid: Mapped[int | None] = mapped_column(Integer)
     out_dir: Mapped[str] = mapped_column(String(300))  # relative to the data directory
     created_by: Mapped[str] = mapped_column(String(80))

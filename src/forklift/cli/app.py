@@ -32,6 +32,13 @@ def register(verbs: Any) -> None:
     _where(app)
     app.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: no login)")
     app.add_argument("--port", type=positive, default=8080, help="(default 8080)")
+    app.add_argument(
+        "--jobs-per-device",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="training jobs at once on the CPU (each pinned to its own CPU set) and on each GPU (default 1)",
+    )
     app.set_defaults(handler=run_app)
     accounts = app.add_subparsers(dest="what", metavar="user|token")
     user = accounts.add_parser("user", help="accounts: add NAME --role ROLE, list, remove NAME")
@@ -85,7 +92,8 @@ def run_app(args: argparse.Namespace) -> int:
                     f"--host {args.host}: served beyond this machine the app needs accounts, and there is no admin; "
                     f"add one with: forklift app user add NAME --role admin --data-dir {args.data_dir}"
                 )
-    config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port)
+    config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
+                       jobs_per_device=args.jobs_per_device)  # fmt: skip
     app = create_app(config)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     print(f"forklift app: http://{shown}:{args.port}/  (data in {args.data_dir}; API docs at /docs)", flush=True)

@@ -2,7 +2,7 @@
 // and a chart, uploads of images and videos, and frame capture from a video's player.
 import { useEffect, useRef, useState } from "preact/hooks";
 import {
-  api, json, type AutoLabelRun, type DataSet, type Deployment, type ImagePage, type Model, type Split, type Status,
+  api, json, type AutoLabelRun, type DataSet, type Deployment, type Device, type ImagePage, type Model, type Split, type Status,
   type UploadResult, type Video,
 } from "../api";
 import { LabelChart } from "../chart";
@@ -96,7 +96,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
         {set.to_review > 0 && <a class="button review-link" href={`#/datasets/${datasetId}/review`}>Review {set.to_review} auto-labelled</a>}
         {canEdit && <div class="actions">
           <Train datasetId={datasetId} task={set.task} labelled={set.labelled} say={say} />
-          {set.task === "detect" && <AutoLabel datasetId={datasetId} videos={videos} onProgress={reload} say={say} />}
+          <AutoLabel datasetId={datasetId} task={set.task} videos={videos} onProgress={reload} say={say} />
           <label class="button primary">Upload images<input type="file" accept="image/*" multiple hidden onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button" title="Every image in a folder (and its subfolders)">Upload folder<input type="file" multiple hidden ref={(el) => el?.setAttribute("webkitdirectory", "")} onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button">Upload video<input type="file" accept="video/*,.mp4,.avi,.mov,.webm,.mkv" hidden onChange={(e) => uploadVideo(e.currentTarget)} /></label>
@@ -217,18 +217,23 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
 
 function Train({ datasetId, task, labelled, say }: { datasetId: number; task: DataSet["task"]; labelled: number; say: (t: string, e?: boolean) => void }) {
   const [open, setOpen] = useState(false);
-  const [form, setForm] = useState(task === "detect"
-    ? { model: "yolov3-tiny", epochs: 30, batch: 16, img: 320, lr: 0.001 }
-    : { model: "small-classifier", epochs: 30, batch: 32, img: 128, lr: 0.001 });
-  const set = (key: string, value: string) => setForm({ ...form, [key]: key === "model" ? value : Number(value) });
+  const [devices, setDevices] = useState<Device[]>([]);
+  const [form, setForm] = useState<Record<string, string | number>>(task === "detect"
+    ? { model: "yolov3-tiny", epochs: 30, batch: 16, img: 320, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" }
+    : { model: "small-classifier", epochs: 30, batch: 32, img: 128, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" });
+  useEffect(() => { if (open) api<Device[]>("/api/devices").then(setDevices, (e) => say(e.message, true)); }, [open]);
+  const set = (key: string, value: string) => setForm({ ...form, [key]: key === "model" || key === "device" ? value : Number(value) });
   const start = async (event: Event) => {
     event.preventDefault();
     try {
-      const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", form));
+      const body = Object.fromEntries(Object.entries(form).filter(([k, v]) => k !== "device" || v));  // no device: the app picks
+      const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", body));
       location.hash = `#/jobs/${job.id}`;
     } catch (e) { say((e as Error).message, true); }
   };
   if (!open) return <button onClick={() => setOpen(true)} disabled={labelled === 0} title={labelled ? "Train a model on the labelled images" : "Label some images first"}>Train…</button>;
+  const number = (key: string, label: string, attrs: Record<string, string>) =>
+    <label>{label} <input type="number" {...attrs} value={form[key]} onInput={(e) => set(key, e.currentTarget.value)} /></label>;
   return (
     <form class="inline train-form card" onSubmit={start}>
       <select value={form.model} onChange={(e) => set("model", e.currentTarget.value)} aria-label="Model">
@@ -238,10 +243,16 @@ function Train({ datasetId, task, labelled, say }: { datasetId: number; task: Da
           <option value="faster-rcnn">Optimized for accuracy (Faster R-CNN)</option>
         </> : <option value="small-classifier">Classifier (small, for CPUs)</option>}
       </select>
-      <label>epochs <input type="number" min="1" value={form.epochs} onInput={(e) => set("epochs", e.currentTarget.value)} /></label>
-      <label>batch <input type="number" min="1" value={form.batch} onInput={(e) => set("batch", e.currentTarget.value)} /></label>
-      <label>size <input type="number" min="32" step="32" value={form.img} onInput={(e) => set("img", e.currentTarget.value)} /></label>
-      <label>lr <input type="number" min="0" step="any" value={form.lr} onInput={(e) => set("lr", e.currentTarget.value)} /></label>
+      {number("epochs", "epochs", { min: "1" })}
+      {number("batch", "batch", { min: "1" })}
+      {number("img", "size", { min: "32", step: "32" })}
+      {number("lr", "lr", { min: "0", step: "any" })}
+      {number("weight_decay", "weight decay", { min: "0", step: "any" })}
+      {number("val_share", "validation share", { min: "0.05", max: "0.5", step: "0.05" })}
+      <select value={form.device} onChange={(e) => set("device", e.currentTarget.value)} aria-label="Device" title="Jobs queue for their device: one at a time on each unless the app was started with --jobs-per-device">
+        <option value="">Any free device</option>
+        {devices.map((d) => <option value={d.name} key={d.name}>{d.label}{d.running + d.queued ? ` (${d.running} running, ${d.queued} queued)` : ""}</option>)}
+      </select>
       <button class="primary" type="submit">Start</button><button type="button" onClick={() => setOpen(false)}>Close</button>
     </form>
   );
@@ -249,7 +260,7 @@ function Train({ datasetId, task, labelled, say }: { datasetId: number; task: Da
 
 const FINISHED = ["done", "failed", "cancelled", "interrupted"];
 
-function AutoLabel({ datasetId, videos, onProgress, say }: { datasetId: number; videos: Video[]; onProgress: () => void; say: (t: string, e?: boolean) => void }) {
+function AutoLabel({ datasetId, task, videos, onProgress, say }: { datasetId: number; task: DataSet["task"]; videos: Video[]; onProgress: () => void; say: (t: string, e?: boolean) => void }) {
   const [open, setOpen] = useState(false);
   const [models, setModels] = useState<Model[]>([]);
   const [deployed, setDeployed] = useState<number[]>([]);
@@ -265,7 +276,7 @@ function AutoLabel({ datasetId, videos, onProgress, say }: { datasetId: number; 
     const timer = window.setTimeout(() => api<AutoLabelRun>(`/api/autolabel/${run.id}`).then((r) => {
       setRun(r);
       onProgress();
-      if (r.state === "done") say(`Auto-labelled ${r.done} image(s): ${r.boxes} box(es) at confidence ≥ ${r.threshold}. Review them next.`);
+      if (r.state === "done") say(`Auto-labelled ${r.done} image(s): ${r.boxes} ${task === "classify" ? "class(es)" : "box(es)"} at confidence ≥ ${r.threshold}. Review them next.`);
       else if (FINISHED.includes(r.state)) say(`Auto-label run ${r.state}${r.error ? `: ${r.error}` : ""}.`, r.state === "failed");
     }, (e) => say(e.message, true)), 1000);
     return () => window.clearTimeout(timer);

@@ -213,10 +213,11 @@ function AutoNote({ doc, datasetId, canEdit, onReview }: { doc: Annotations; dat
   return (
     <div class={`auto-note ${doc.status}`} data-testid="auto-note">
       {doc.status === "auto" ? <>
-        <strong>Auto-labelled</strong>{auto.length ? ` by model #${auto[0].model_id}: ${auto.length} box(es), lowest confidence ${lowest.toFixed(2)}.` : ": the model found nothing."}
+        <strong>Auto-labelled</strong>{doc.class_model_id !== null ? ` by model #${doc.class_model_id}: class ${doc.class_label} at confidence ${doc.class_confidence?.toFixed(2)}.`
+          : auto.length ? ` by model #${auto[0].model_id}: ${auto.length} box(es), lowest confidence ${lowest.toFixed(2)}.` : ": the model found nothing."}
         <span> Any change you save counts as your review.</span>
         {canEdit && <span class="row-actions"><button class="primary" onClick={() => onReview("accept")}>Accept</button><button class="danger" onClick={() => onReview("reject")}>Reject</button></span>}
-      </> : <><strong>Reviewed</strong> ({auto.length} auto label(s) kept).</>}
+      </> : <><strong>Reviewed</strong> ({doc.class_model_id !== null ? "the model's class kept" : `${auto.length} auto label(s) kept`}).</>}
       <a href={`#/datasets/${datasetId}/review`}>Review queue ›</a>
     </div>
   );

@@ -68,12 +68,12 @@ export function Jobs({ canEdit }: { canEdit: boolean }) {
       <Message message={message} />
       {jobs === null ? <p class="muted">Loading…</p> : jobs.length === 0 ? <p class="empty">No training jobs yet: open a labelled data set and press Train.</p> : (
         <table class="jobs card">
-          <thead><tr><th>Job</th><th>Data set</th><th>Model</th><th>State</th><th>Progress · ETA</th><th>Started by</th><th /></tr></thead>
+          <thead><tr><th>Job</th><th>Data set</th><th>Model</th><th>Device</th><th>State</th><th>Progress · ETA</th><th>Started by</th><th /></tr></thead>
           <tbody>{jobs.map((job) => (
             <tr key={job.id}>
               <td><a href={`#/jobs/${job.id}`}>#{job.id}</a></td>
               <td><a href={`#/datasets/${job.dataset_id}`}>{job.dataset_id}</a></td>
-              <td>{job.model}</td><td><span class={`state ${job.state}`}>{job.state}</span></td>
+              <td>{job.model}</td><td>{job.device}</td><td><span class={`state ${job.state}`}>{job.state}</span></td>
               <td><Progress job={job} /></td><td>{job.created_by}</td>
               <td><Actions job={job} canEdit={canEdit} onChange={() => undefined} say={say} /></td>
             </tr>))}
@@ -134,7 +134,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
         </div>
         <aside class="card side-facts">
           {job && <dl>
-            <dt>Model</dt><dd>{job.model}</dd>
+            <dt>Model</dt><dd>{job.model}</dd><dt>Device</dt><dd>{job.device}</dd>
             <dt>Data set</dt><dd><a href={`#/datasets/${job.dataset_id}`}>#{job.dataset_id}</a></dd>
             {Object.entries(job.settings).filter(([k]) => k !== "from_model").map(([k, v]) => <><dt key={k}>{k === "from_model_id" ? "Fine-tunes model" : k}</dt><dd>{k === "from_model_id" ? <a href="#/models">#{String(v)}</a> : String(v)}</dd></>)}
             <dt>Started by</dt><dd>{job.created_by}</dd>

@@ -68,6 +68,7 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
         <div class="canvas">
           <figure class="review-figure" style={{ width: `min(100%, ${Math.max(item.image.width, 640)}px)`, fontSize: `${Math.max(item.image.width, item.image.height) / 40}px` }}>
             <img src={item.image.file} alt={item.image.original_name} />
+            {doc?.class_label && <figcaption class="auto-class">{doc.class_label}{doc.class_confidence !== null ? ` ${doc.class_confidence.toFixed(2)}` : ""}</figcaption>}
             {doc && <svg viewBox={`0 0 ${item.image.width} ${item.image.height}`} preserveAspectRatio="none" aria-label="Auto labels">
               {doc.shapes.map((shape, i) => {
                 const [x1, y1, x2, y2] = shape.kind === "box" ? shape.points as number[] : bounds(shape.points as number[][]);
@@ -84,8 +85,9 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
           <p class="muted">{at + 1} of {queue!.items.length} shown · lowest confidence {item.lowest_confidence === null ? "– (nothing found)" : item.lowest_confidence.toFixed(3)}</p>
           <ul class="label-list">
             {doc?.shapes.map((shape, i) => <li key={i}><span class="name">{shape.label}</span><span class="count">{shape.confidence?.toFixed(3) ?? "person"}</span></li>)}
+            {doc?.class_label && <li data-testid="auto-class"><span class="name">class: {doc.class_label}</span><span class="count">{doc.class_confidence?.toFixed(3) ?? "person"}</span></li>}
           </ul>
-          {doc && doc.shapes.length === 0 && <p class="muted">The model found nothing here.</p>}
+          {doc && doc.shapes.length === 0 && !doc.class_label && <p class="muted">The model found nothing here{set?.task === "classify" ? " it was sure of" : ""}.</p>}
           {canEdit && <div class="actions review-actions">
             <button class="primary" onClick={() => review("accept")} title="Keep these labels (A)"><kbd>A</kbd> Accept</button>
             <button onClick={correct} title="Fix them in the editor; saving there counts as reviewed (E)"><kbd>E</kbd> Correct</button>

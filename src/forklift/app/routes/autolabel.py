@@ -12,9 +12,11 @@ from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out, take_version
+from forklift.app.registry import model_task
 from forklift.app.routes.images import PAGE_MAX, annotations_out
 from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Image, Model, Video
 
+LABELLED_TASKS = ("detect", "classify")  # boxes, or an image's class
 router = APIRouter(tags=["auto-label"])
 
 
@@ -28,9 +30,12 @@ def start_run(
 ) -> schemas.AutoLabelRunOut:
     """Queue a run: the model labels every image still unlabelled when the run reaches it."""
     dataset = get_or_404(session, DataSet, dataset_id)
-    if dataset.task != "detect":
-        raise AppError(422, f"data set {dataset.name!r}: auto-labelling labels detection data sets for now")
-    get_or_404(session, Model, body.model_id)
+    if dataset.task not in LABELLED_TASKS:
+        raise AppError(422, f"data set {dataset.name!r}: auto-labelling labels {' and '.join(LABELLED_TASKS)} sets")
+    model = get_or_404(session, Model, body.model_id)
+    task = model_task(request.app.state.storage.path(model.dir))
+    if task != dataset.task:
+        raise AppError(422, f"model {model.name!r} answers {task}; data set {dataset.name!r} is a {dataset.task} set")
     todo = select(func.count()).select_from(Image).where(Image.dataset_id == dataset_id, Image.status == "unlabelled")
     if body.video_id is not None:
         video = get_or_404(session, Video, body.video_id)
@@ -91,9 +96,9 @@ def review_queue(
     limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
 ) -> schemas.ReviewPage:
     """The data set's auto-labelled images waiting for review, the least sure first: those where the model found
-    nothing, then by their lowest-scoring box."""
+    nothing, then by their lowest-scoring box (or class)."""
     get_or_404(session, DataSet, dataset_id)
-    lowest = func.min(Annotation.confidence)
+    lowest = func.coalesce(func.min(Annotation.confidence), Image.class_confidence)
     query = (
         select(Image, lowest, func.count(Annotation.id))
         .outerjoin(Annotation, Annotation.image_id == Image.id)
@@ -119,6 +124,8 @@ def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> s
     take_version(session, image_id, body.version, status=status)
     if body.action == "reject":
         session.execute(delete(Annotation).where(Annotation.image_id == image_id, Annotation.source == "auto"))
+        if image.class_model_id is not None:
+            image.class_id = image.class_model_id = image.class_confidence = None
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)

@@ -125,6 +125,7 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
     image.class_id = (
         label_named(session, image.dataset_id, body.class_label, create=True).id if body.class_label else None
     )
+    image.class_model_id = image.class_confidence = None  # a person's class now
     image.status = body.status or _status_after_edit(image.status, bool(body.shapes or body.class_label))
     session.commit()
     session.refresh(image)
@@ -143,6 +144,8 @@ def annotations_out(session: Session, image: Image) -> schemas.AnnotationsOut:
         status=image.status,  # type: ignore[arg-type]
         shapes=[_shape_out(annotation, name) for annotation, name in rows],
         class_label=class_label,
+        class_model_id=image.class_model_id,
+        class_confidence=image.class_confidence,
     )
 
 

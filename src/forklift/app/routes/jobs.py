@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 from fastapi import APIRouter, Request
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
+from forklift.app.devices import CPU
 from forklift.app.errors import AppError
 from forklift.app.jobs import MODELS, JobRunner, progress
 from forklift.app.records import get_or_404
@@ -34,17 +36,25 @@ def start_job(dataset_id: RowId, body: schemas.JobIn, request: Request, session:
     model: str = body.model or next(iter(kinds))
     if model not in kinds:
         raise AppError(422, f"model {model}: a {dataset.task} data set trains {' or '.join(kinds)}")
-    settings = body.model_dump(exclude={"model"}, exclude_none=True)
-    return job_out(queue_job(session, dataset, model, settings, who=who.name, runner=request.app.state.jobs))
+    settings = body.model_dump(exclude={"model", "device"}, exclude_none=True)
+    runner = request.app.state.jobs
+    return job_out(queue_job(session, dataset, model, settings, who=who.name, runner=runner, device=body.device))
 
 
-def queue_job(session: Session, dataset: DataSet, model: str, settings: dict, *, who: str, runner: JobRunner) -> Job:
-    """A new queued job of the data set (refused when nothing in it is labelled to train on), announced to the
-    runner."""
+def queue_job(
+    session: Session, dataset: DataSet, model: str, settings: dict, *, who: str, runner: JobRunner, device: str | None
+) -> Job:
+    """A new queued job of the data set (refused when nothing in it is labelled to train on) for `device` (None:
+    the machine's GPU with the shortest queue, or the CPU where there is none), announced to the runner."""
     labelled = select(Image.id).where(Image.dataset_id == dataset.id, Image.status.in_(TRAINED_ON)).limit(1)
     if session.scalar(labelled) is None:
         raise AppError(422, f"data set {dataset.name!r}: no labelled (or reviewed) images to train on")
-    job = Job(dataset_id=dataset.id, model=model, settings=settings, out_dir="", created_by=who,
+    if device is not None and device not in runner.devices:
+        raise AppError(422, f"device {device}: this machine has {', '.join(runner.devices)}")
+    if device is None:
+        waiting = _waiting(session)
+        device = min([name for name in runner.devices if name != CPU] or [CPU], key=lambda name: waiting[name])
+    job = Job(dataset_id=dataset.id, model=model, settings=settings, out_dir="", created_by=who, device=device,
               epochs=settings["epochs"])  # fmt: skip
     session.add(job)
     session.flush()
@@ -52,6 +62,21 @@ def queue_job(session: Session, dataset: DataSet, model: str, settings: dict, *,
     session.commit()
     runner.notify()
     return job
+
+
+def _waiting(session: Session) -> Counter[str]:
+    """Jobs queued or running, by device."""
+    return Counter(session.scalars(select(Job.device).where(Job.state.in_(("queued", "running")))))
+
+
+@router.get("/api/devices")
+def list_devices(request: Request, session: Db, _: Viewer) -> list[schemas.DeviceOut]:
+    """What jobs can train on: the machine's GPUs and its CPU, how many jobs each runs at once, and its queue."""
+    runner: JobRunner = request.app.state.jobs
+    listed = session.execute(select(Job.device, Job.state).where(Job.state.in_(("queued", "running"))))
+    states = Counter((device, state) for device, state in listed)
+    return [schemas.DeviceOut(name=d.name, label=d.label, slots=runner.slots, running=states[(d.name, "running")],
+                              queued=states[(d.name, "queued")]) for d in runner.devices.values()]  # fmt: skip
 
 
 @router.get("/api/jobs")

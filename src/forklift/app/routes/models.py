@@ -93,8 +93,9 @@ def retrain(
     dataset = session.get(DataSet, model.dataset_id) if model.dataset_id is not None else None
     if dataset is None:
         raise AppError(422, f"model {model.name!r}: its data set is not in this app; train a new job instead")
-    previous = {k: v for k, v in model.settings.items() if k in OPTIONS}
-    given = body.model_dump(exclude_none=True) if body is not None else {}
+    previous = {k: v for k, v in model.settings.items() if k in (*OPTIONS, "val_share")}
+    given = body.model_dump(exclude={"device"}, exclude_none=True) if body is not None else {}
     settings = {"epochs": 30, **previous, **given, "from_model": model.dir, "from_model_id": model.id}
     kind = str(model.settings.get("model", "yolov3-tiny"))
-    return job_out(queue_job(session, dataset, kind, settings, who=who.name, runner=request.app.state.jobs))
+    runner, device = request.app.state.jobs, body.device if body is not None else None
+    return job_out(queue_job(session, dataset, kind, settings, who=who.name, runner=runner, device=device))
