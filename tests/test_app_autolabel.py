@@ -79,7 +79,8 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
                 for s in shown["shapes"]
             )
             assert _same_boxes(shown["shapes"], expected[item["image"]["id"]]), (shown["shapes"], expected)
-        assert client.get(f"/api/datasets/{dataset}").json()["to_review"] == 8
+        counts = client.get(f"/api/datasets/{dataset}").json()
+        assert (counts["to_review"], counts["labelled"]) == (8, 16)  # auto labels are not labelled until reviewed
 
         first, second, third = (item["image"] for item in queue["items"][:3])
         stale = client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 1})
@@ -94,7 +95,8 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
         shapes = [{"kind": "box", "label": b.label, "points": [b.x1, b.y1, b.x2, b.y2]} for b in truth]
         corrected = client.put(f"/api/images/{third['id']}/annotations", json={"version": 2, "shapes": shapes}).json()
         assert corrected["status"] == "reviewed" and {s["source"] for s in corrected["shapes"]} == {"human"}
-        assert client.get(f"/api/datasets/{dataset}").json()["to_review"] == 5
+        counts = client.get(f"/api/datasets/{dataset}").json()
+        assert (counts["to_review"], counts["labelled"]) == (5, 16 + 2)
         assert [i["image"]["id"] for i in client.get(f"/api/datasets/{dataset}/review").json()["items"]] == [
             item["image"]["id"] for item in queue["items"][3:]
         ]
@@ -173,13 +175,25 @@ def test_a_classifier_labels_a_classification_set_its_best_class_at_the_threshol
         lowest = [item["lowest_confidence"] for item in queue]
         assert lowest[: 8 - len(sure)] == [None] * (8 - len(sure))  # no class first, then the least sure
         assert lowest[8 - len(sure) :] == sorted(best[key]["score"] for key in sure), lowest
+        counts = client.get(f"/api/datasets/{dataset}").json()
+        assert (counts["to_review"], counts["labelled"]) == (8, 0)
+        copy = client.post(f"/api/datasets/{dataset}/duplicate").json()  # keeps whose class each image has
+        twins = client.get(f"/api/datasets/{copy['id']}/review").json()["items"]
+        assert [t["lowest_confidence"] for t in twins] == lowest
         unsure, least_sure, surest = queue[0]["image"]["id"], queue[-len(sure)]["image"]["id"], queue[-1]["image"]["id"]
+        classless = client.post(f"/api/images/{unsure}/review", json={"action": "accept", "version": 2})
+        assert classless.status_code == 409 and "no class" in classless.json()["error"]  # it would never train
+        augment = client.post(f"/api/datasets/{dataset}/augment", json={"image_ids": [surest], "variants": 1})
+        assert augment.status_code == 422 and "waits for review" in augment.json()["error"]
         accepted = client.post(f"/api/images/{surest}/review", json={"action": "accept", "version": 2}).json()
         assert accepted["status"] == "reviewed" and accepted["class_label"] == best[surest]["label"]
+        assert client.delete(f"/api/models/{model['id']}").status_code == 204  # its auto classes stay for review
         rejected = client.post(f"/api/images/{least_sure}/review", json={"action": "reject", "version": 2}).json()
         assert rejected["status"] == "unlabelled" and rejected["class_label"] is None
-        assert rejected["class_confidence"] is None
+        assert rejected["class_confidence"] is None and rejected["class_model_id"] is None
         corrected = client.put(f"/api/images/{unsure}/annotations",
                                json={"version": 2, "shapes": [], "class_label": "square"}).json()  # fmt: skip
         assert corrected["status"] == "reviewed" and corrected["class_label"] == "square"
         assert corrected["class_model_id"] is None and corrected["class_confidence"] is None
+        counts = client.get(f"/api/datasets/{dataset}").json()
+        assert (counts["to_review"], counts["labelled"]) == (5, 2)

@@ -14,6 +14,7 @@ import pytest
 from app_helpers import app_client, fresh_database, shapes_dataset, wait_for, zip_of
 from fastapi.testclient import TestClient
 
+from forklift.app.tables import Job
 from forklift.data.synth import synth_shapes
 
 pytestmark = pytest.mark.slow
@@ -91,8 +92,9 @@ def test_jobs_queue_for_a_device_and_share_the_cpu_on_their_own_cpu_sets_when_as
         missing = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "device": "cuda:7"})
         assert missing.status_code == 422 and "device cuda:7: this machine has" in missing.json()["error"]
         assert client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "device": "gpu"}).status_code == 422
-        jobs = [client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 200, "device": "cpu"}).json()
-                for _ in range(3)]  # fmt: skip
+        jobs = [client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 200, "device": "cpu",
+                                                                    "val_share": share}).json()
+                for share in (0.5, None, None)]  # fmt: skip
         first, second = (_wait(client, job["id"], ("running",)) for job in jobs[:2])
         sets = [os.sched_getaffinity(first["pid"]), os.sched_getaffinity(second["pid"])]
         assert len(sets[0]) == len(sets[1]) == len(os.sched_getaffinity(0)) // 2 and not sets[0] & sets[1], sets
@@ -105,6 +107,21 @@ def test_jobs_queue_for_a_device_and_share_the_cpu_on_their_own_cpu_sets_when_as
         for job in (second, third):
             assert client.post(f"/api/jobs/{job['id']}/cancel").status_code == 200
             assert _wait(client, job["id"], ("cancelled",))["device"] == "cpu"
+        snapshot = json.loads((data / "jobs" / str(first["id"]) / "data" / "dataset.json").read_text())
+        assert sum(image["split"] == "val" for image in snapshot["images"]) == 12  # its val_share of 24
+
+        with client.app.state.sessionmaker() as session:  # a job queued on a machine that had a second GPU
+            session.add(Job(dataset_id=dataset, model="yolov3-tiny", settings={**SMALL, "epochs": 1}, out_dir="jobs/99",
+                            created_by="local", epochs=1, device="cuda:1"))  # fmt: skip
+            session.commit()
+        client.app.state.jobs.notify()
+        moved = next(job for job in client.get("/api/jobs").json() if job["device"] == "cuda:1")
+        failed = _wait(client, moved["id"], ("failed",))
+        assert failed["error"] == "device cuda:1: this machine has cpu; resume it on one of them", failed
+        elsewhere = client.post(f"/api/jobs/{moved['id']}/resume", json={"device": "cuda:1"})
+        assert elsewhere.status_code == 422 and "device cuda:1" in elsewhere.json()["error"]
+        assert client.post(f"/api/jobs/{moved['id']}/resume", json={"device": "cpu"}).json()["device"] == "cpu"
+        assert _wait(client, moved["id"], ("done", "failed"))["state"] == "done"
 
 
 def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> None:

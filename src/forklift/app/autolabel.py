@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from forklift.app.background import Follower
 from forklift.app.deploy import serving, serving_process
 from forklift.app.records import label_named, next_version
-from forklift.app.tables import Annotation, AutoLabelRun, Deployment, Image, Model
+from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Deployment, Image, Model
 from forklift.errors import ForkliftError
 
 IDLE_S = 10.0  # a look for runs no route announced (another app process's)
@@ -89,7 +89,7 @@ class AutoLabeler(Follower):
             run = session.get(AutoLabelRun, run_id)
             assert run is not None
             if run.state == "running":  # not cancelled meanwhile
-                run.state, run.error = state, error
+                run.state, run.error = state, error or run.error  # a run that ends keeps the image it skipped
             run.finished_at = datetime.now(UTC)
             session.commit()
 
@@ -113,28 +113,44 @@ class AutoLabeler(Follower):
         with self.sessions() as session:
             run = session.get(AutoLabelRun, run_id)
             assert run is not None
+            task = session.scalar(select(DataSet.task).where(DataSet.id == run.dataset_id))
             for image, result in zip(images, results, strict=True):
-                run.boxes += _keep(session, image, result, threshold, run.model_id)
+                if "error" in result:  # the image stays unlabelled; the run says which and goes on
+                    run.error = run.error or f"{image.original_name}: {result['error']}"[:2000]
+                elif task == "classify":
+                    run.boxes += _keep_class(session, image, result["classes"], threshold, run.model_id)
+                else:
+                    run.boxes += _keep_boxes(session, image, result["detections"], threshold, run.model_id)
             run.done += len(ids)
             session.commit()
         return True
 
 
-def _keep(session: Session, image: Image, result: dict, threshold: float, model_id: int | None) -> int:
-    """The model's answer as the image's auto labels, if it is still unlabelled and unchanged: its detections
-    (clipped to the image) or its best class, those at `threshold` or above; how many were kept."""
-    unchanged = Image.status == "unlabelled"
-    if "classes" in result:
-        best = max(result["classes"], key=lambda found: float(found["score"]), default={"score": -1.0})
-        values = {} if float(best["score"]) < threshold else {
-            "class_id": label_named(session, image.dataset_id, str(best["label"]), create=True).id,
-            "class_model_id": model_id, "class_confidence": float(best["score"])}  # fmt: skip
-        changed = next_version(session, image.id, image.version, unchanged, status="auto", **values)
-        return int(changed and bool(values))
-    if not next_version(session, image.id, image.version, unchanged, status="auto"):
-        return 0  # a person labelled it meanwhile
+def _claimed(session: Session, image: Image) -> bool:
+    """Whether the image was still unlabelled and unchanged, and is now `auto` (else a person labelled it
+    meanwhile, and it is left as they left it)."""
+    return next_version(session, image.id, image.version, Image.status == "unlabelled", status="auto")
+
+
+def _keep_class(session: Session, image: Image, classes: list[dict], threshold: float, model_id: int | None) -> int:
+    """The best class as the image's, if it scores at least `threshold`; 1 if kept."""
+    if not _claimed(session, image):
+        return 0
+    best = max(classes, key=lambda found: float(found["score"]), default=None)
+    if best is None or float(best["score"]) < threshold:
+        return 0
+    label = label_named(session, image.dataset_id, str(best["label"]), create=True)
+    values = {"class_id": label.id, "class_model_id": model_id, "class_confidence": float(best["score"])}
+    session.execute(update(Image).where(Image.id == image.id).values(**values))
+    return 1
+
+
+def _keep_boxes(session: Session, image: Image, detections: list[dict], threshold: float, model_id: int | None) -> int:
+    """The detections at `threshold` or above, clipped to the image, as its auto labels; how many were kept."""
+    if not _claimed(session, image):
+        return 0
     kept = 0
-    for found in result["detections"]:
+    for found in detections:
         box = found["bbox"]
         x1, y1 = max(0.0, float(box["x1"])), max(0.0, float(box["y1"]))
         x2, y2 = min(float(image.width), float(box["x2"])), min(float(image.height), float(box["y2"]))

@@ -9,8 +9,10 @@ whose metrics.csv the runner reads for progress and the live charts.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,17 +22,18 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from forklift.app.background import Follower
-from forklift.app.devices import Device
+from forklift.app.devices import CPU, Device
 from forklift.app.processes import runs
 from forklift.app.registry import register_job
 from forklift.app.tables import TRAINED_ON, DataSet, Job
 from forklift.app.transfer import as_forklift_dataset
 from forklift.data.dataset import Dataset, save_dataset
 from forklift.data.split import assign_splits
+from forklift.errors import ForkliftError
 from forklift.shared_data import shared_data_root
 from forklift.train.small_cfg import slim_cfg
 
@@ -53,6 +56,7 @@ def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path, *, va
     """The data set as a forklift data set folder of hard links (copies across file systems), `val_share` of the
     images assigned to val when the data set has no val split of its own."""
     data = as_forklift_dataset(session, dataset, root, statuses=TRAINED_ON)
+    shutil.rmtree(folder, ignore_errors=True)  # an earlier start's, which ended before its first checkpoint
     (folder / "images").mkdir(parents=True)
     records = []
     for k, record in enumerate(data.images):
@@ -109,7 +113,8 @@ class JobRunner(Follower):
         self.sessions, self.root = sessions, root
         self.devices, self.slots = {device.name: device for device in devices}, slots
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
-        self.cpu_sets: dict[int, tuple[int, ...]] = {}  # the CPU set of each pinned job this runner started
+        self.cpu_sets: dict[int, tuple[int, ...]] = {}  # the CPU set of each pinned job running
+        self.cancelled: set[int] = set()  # jobs a person cancelled (one may be starting: stopped once it has a pid)
         self.running = False
 
     def recover(self) -> None:
@@ -123,6 +128,8 @@ class JobRunner(Follower):
         return FOLLOW_S if self.running else IDLE_S
 
     def cancel(self, job: Job) -> None:
+        """Stop a running job's process; one still being started is stopped as soon as it is."""
+        self.cancelled.add(job.id)
         if job.pid is not None and _alive(job.pid, job.out_dir):
             os.killpg(job.pid, signal.SIGTERM)
 
@@ -131,41 +138,60 @@ class JobRunner(Follower):
             running = list(session.scalars(select(Job).where(Job.state == "running")))
             for job in running:
                 self._follow(session, job)
+            session.commit()
             busy = Counter(job.device for job in running if job.state == "running")
-            for queued in session.scalars(select(Job).where(Job.state == "queued").order_by(Job.id)):
+            for queued in list(session.scalars(select(Job).where(Job.state == "queued").order_by(Job.id))):
                 device = self.devices.get(queued.device)
                 if device is None:
-                    queued.state, queued.finished_at = "failed", datetime.now(UTC)
-                    queued.error = f"device {queued.device}: this machine has {', '.join(self.devices)}"
-                elif busy[device.name] < self.slots:
-                    self._launch(session, queued, device)
+                    _fail(session, queued, f"device {queued.device}: this machine has {', '.join(self.devices)}; "
+                                           "resume it on one of them")  # fmt: skip
+                elif busy[device.name] < self.slots and self._launch(session, queued, device):
                     busy[device.name] += 1
             self.running = sum(busy.values()) > 0
-            session.commit()
 
-    def _launch(self, session: Session, job: Job, device: Device) -> None:
+    def _launch(self, session: Session, job: Job, device: Device) -> bool:
+        """Start the job's training process, if the job is still queued (a cancel may come first); a job that
+        cannot start fails with the reason, and the queue goes on."""
+        claimed = session.execute(update(Job).where(Job.id == job.id, Job.state == "queued")
+                                  .values(state="running", pid=None, error=None))  # fmt: skip
+        session.commit()
+        if claimed.rowcount != 1:  # type: ignore[attr-defined]
+            return False
+        session.refresh(job)
+        self.cancelled.discard(job.id)
         out = self.root / job.out_dir
-        if (out / "model" / "checkpoints" / "last.pt").is_file():
-            command = [sys.executable, "-m", "forklift.cli", "train", "--resume", "--device", job.device,
-                       str(out / "model")]  # fmt: skip
-        else:
-            dataset = session.get(DataSet, job.dataset_id)
-            assert dataset is not None
-            share = job.settings.get("val_share") or VAL_SHARE
-            data = snapshot(session, dataset, self.root, out / "data", val_share=share)
-            command = train_command(job, out, self.root, classes=len(data.classes))
         free = [cpus for cpus in device.cpu_sets if cpus not in self.cpu_sets.values()]
-        environment = os.environ | ({"OMP_NUM_THREADS": str(len(free[0]))} if free else {})
-        log = (out / "train.log").open("ab")
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env=environment)  # fmt: skip
+        try:
+            command = self._command(session, job, out)
+            environment = os.environ | ({"OMP_NUM_THREADS": str(len(free[0]))} if free else {})
+            with (out / "train.log").open("ab") as log:
+                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                           env=environment)  # fmt: skip
+        except Exception as exc:  # whatever keeps one job from starting (a full disk, a data set gone) fails it alone
+            _fail(session, job, f"could not start: {exc}")
+            return False
         if free:  # before the interpreter has started torch's threads, which inherit it
-            os.sched_setaffinity(process.pid, free[0])
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(process.pid, free[0])
             self.cpu_sets[job.id] = free[0]
         self.processes[job.id] = process
         threading.Thread(target=self._on_exit, args=(process,), daemon=True).start()
-        job.pid, job.state, job.error = process.pid, "running", None
-        job.started_at = job.started_at or datetime.now(UTC)
+        job.pid, job.started_at = process.pid, job.started_at or datetime.now(UTC)
+        session.commit()
+        if job.id in self.cancelled:  # cancelled while it was being started
+            os.killpg(process.pid, signal.SIGTERM)
+        return True
+
+    def _command(self, session: Session, job: Job, out: Path) -> list[str]:
+        """`forklift train --resume` from the job's last checkpoint, or a new run on a fresh snapshot."""
+        if (out / "model" / "checkpoints" / "last.pt").is_file():
+            return [sys.executable, "-m", "forklift.cli", "train", "--resume", "--device", job.device,
+                    str(out / "model")]  # fmt: skip
+        dataset = session.get(DataSet, job.dataset_id)
+        if dataset is None:
+            raise ForkliftError("its data set was deleted")
+        data = snapshot(session, dataset, self.root, out / "data", val_share=job.settings.get("val_share") or VAL_SHARE)
+        return train_command(job, out, self.root, classes=len(data.classes))
 
     def _on_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
@@ -177,6 +203,11 @@ class JobRunner(Follower):
         process = self.processes.get(job.id)
         code = process.poll() if process is not None else (None if _alive(job.pid, job.out_dir) else -1)
         if code is None:
+            if job.device == CPU and job.id not in self.cpu_sets and job.pid is not None:  # an earlier app's
+                with contextlib.suppress(ProcessLookupError):  # pinned job: its CPU set stays taken
+                    pinned = tuple(sorted(os.sched_getaffinity(job.pid)))
+                    if pinned in self.devices[CPU].cpu_sets:
+                        self.cpu_sets[job.id] = pinned
             return
         self.processes.pop(job.id, None)
         self.cpu_sets.pop(job.id, None)
@@ -196,6 +227,11 @@ class JobRunner(Follower):
                 else []
             )
             job.error = (tail[0] if tail else f"exit code {code}")[:2000]
+
+
+def _fail(session: Session, job: Job, error: str) -> None:
+    job.state, job.error, job.finished_at = "failed", error[:2000], datetime.now(UTC)
+    session.commit()
 
 
 def _alive(pid: int | None, out_dir: str) -> bool:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.errors import AppError
 from forklift.app.storage import Storage
-from forklift.app.tables import Annotation, Base, DataSet, Image, Label, Video
+from forklift.app.tables import TRAINED_ON, Annotation, Base, DataSet, Image, Label, Video
 
 Row = TypeVar("Row", bound=Base)
 
@@ -96,7 +96,7 @@ def dataset_out(session: Session, dataset: DataSet) -> schemas.DataSetOut:
         task=dataset.task,  # type: ignore[arg-type]
         created_at=dataset.created_at,
         images=session.scalar(images) or 0,
-        labelled=session.scalar(images.where(Image.status != "unlabelled")) or 0,
+        labelled=session.scalar(images.where(Image.status.in_(TRAINED_ON))) or 0,  # what a job would train on
         to_review=session.scalar(images.where(Image.status == "auto")) or 0,
         labels=label_counts(session, dataset),
         thumbnail=None if first is None else f"/api/images/{first}/thumbnail",

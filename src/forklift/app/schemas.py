@@ -37,7 +37,7 @@ class DataSetOut(BaseModel):
     task: Task
     created_at: datetime
     images: int
-    labelled: int  # images with labels of any source
+    labelled: int  # images labelled by a person or reviewed: what training takes
     to_review: int  # images whose auto labels wait in the review queue
     labels: list[LabelCount]
     thumbnail: str | None  # the first image's thumbnail URL
@@ -200,6 +200,10 @@ class RetrainIn(BaseModel):
     epochs: int | None = Field(default=None, ge=1, le=10_000)
     lr: float | None = Field(default=None, gt=0, le=10)
     device: DeviceName | None = None
+
+
+class ResumeIn(BaseModel):
+    device: DeviceName | None = None  # default: where it ran
 
 
 class JobOut(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
@@ -15,6 +16,7 @@ from forklift.app.records import get_or_404, images_out, take_version
 from forklift.app.registry import model_task
 from forklift.app.routes.images import PAGE_MAX, annotations_out
 from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Image, Model, Video
+from forklift.errors import ForkliftError
 
 LABELLED_TASKS = ("detect", "classify")  # boxes, or an image's class
 router = APIRouter(tags=["auto-label"])
@@ -33,7 +35,10 @@ def start_run(
     if dataset.task not in LABELLED_TASKS:
         raise AppError(422, f"data set {dataset.name!r}: auto-labelling labels {' and '.join(LABELLED_TASKS)} sets")
     model = get_or_404(session, Model, body.model_id)
-    task = model_task(request.app.state.storage.path(model.dir))
+    try:
+        task = model_task(request.app.state.storage.path(model.dir))
+    except ForkliftError as exc:
+        raise AppError(422, f"model {model.name!r} cannot be loaded: {exc}") from exc
     if task != dataset.task:
         raise AppError(422, f"model {model.name!r} answers {task}; data set {dataset.name!r} is a {dataset.task} set")
     todo = select(func.count()).select_from(Image).where(Image.dataset_id == dataset_id, Image.status == "unlabelled")
@@ -120,12 +125,17 @@ def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> s
     image = get_or_404(session, Image, image_id)
     if image.status != "auto":
         raise AppError(409, f"image {image_id} is {image.status}, not waiting for review")
+    if body.action == "accept" and image.class_id is None and _task_of(session, image) == "classify":
+        raise AppError(409, f"image {image_id}: the model gave it no class; pick one (correct) or reject it")
     status = "reviewed" if body.action == "accept" else "unlabelled"
     take_version(session, image_id, body.version, status=status)
-    if body.action == "reject":
+    if body.action == "reject":  # an auto image's labels are all the model's: boxes, or a classification's class
         session.execute(delete(Annotation).where(Annotation.image_id == image_id, Annotation.source == "auto"))
-        if image.class_model_id is not None:
-            image.class_id = image.class_model_id = image.class_confidence = None
+        image.class_id = image.class_model_id = image.class_confidence = None
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)
+
+
+def _task_of(session: Session, image: Image) -> str | None:
+    return session.scalar(select(DataSet.task).where(DataSet.id == image.dataset_id))

@@ -68,11 +68,13 @@ def duplicate_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -
         shutil.copyfile(files.path(image.file), target)
         twin = Image(dataset_id=copy.id, file=str(target.relative_to(files.root)), original_name=image.original_name,
                      width=image.width, height=image.height, split=image.split, status=image.status,
-                     class_id=labels[image.class_id].id if image.class_id else None)  # fmt: skip
+                     class_id=labels[image.class_id].id if image.class_id else None,
+                     class_model_id=image.class_model_id, class_confidence=image.class_confidence)  # fmt: skip
         session.add(twin)
         session.flush()
         for shape in session.scalars(select(Annotation).where(Annotation.image_id == image.id)):
             session.add(Annotation(image_id=twin.id, label_id=labels[shape.label_id].id, kind=shape.kind,
-                                   points=shape.points))  # fmt: skip
+                                   points=shape.points, source=shape.source, model_id=shape.model_id,
+                                   confidence=shape.confidence))  # fmt: skip
     session.commit()
     return dataset_out(session, copy)

@@ -210,7 +210,8 @@ def bulk_change(dataset_id: RowId, body: schemas.BulkIn, session: Db, storage: F
         if dataset.task != "classify" or not body.class_label:
             raise AppError(422, "action class: for classify data sets, with class_label")
         label = label_named(session, dataset_id, body.class_label, create=True)
-        values = {"class_id": label.id, "status": "labelled", "version": Image.version + 1}
+        values = {"class_id": label.id, "class_model_id": None, "class_confidence": None, "status": "labelled",
+                  "version": Image.version + 1}  # fmt: skip
     changed = session.execute(update(Image).where(*chosen).values(**values)).rowcount  # type: ignore[attr-defined]
     session.commit()
     return schemas.BulkOut(changed=changed)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, StreamingResponse
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
@@ -49,11 +49,10 @@ def queue_job(
     labelled = select(Image.id).where(Image.dataset_id == dataset.id, Image.status.in_(TRAINED_ON)).limit(1)
     if session.scalar(labelled) is None:
         raise AppError(422, f"data set {dataset.name!r}: no labelled (or reviewed) images to train on")
-    if device is not None and device not in runner.devices:
-        raise AppError(422, f"device {device}: this machine has {', '.join(runner.devices)}")
     if device is None:
         waiting = _waiting(session)
         device = min([name for name in runner.devices if name != CPU] or [CPU], key=lambda name: waiting[name])
+    device = _known_device(runner, device)
     job = Job(dataset_id=dataset.id, model=model, settings=settings, out_dir="", created_by=who, device=device,
               epochs=settings["epochs"])  # fmt: skip
     session.add(job)
@@ -62,6 +61,12 @@ def queue_job(
     session.commit()
     runner.notify()
     return job
+
+
+def _known_device(runner: JobRunner, device: str) -> str:
+    if device not in runner.devices:
+        raise AppError(422, f"device {device}: this machine has {', '.join(runner.devices)}")
+    return device
 
 
 def _waiting(session: Session) -> Counter[str]:
@@ -156,22 +161,28 @@ def job_events(job_id: RowId, request: Request, session: Db, _: Viewer) -> Strea
 @router.post("/api/jobs/{job_id}/cancel")
 def cancel_job(job_id: RowId, request: Request, session: Db, _: Editor) -> schemas.JobOut:
     job = get_or_404(session, Job, job_id)
-    if job.state == "queued":
-        job.state = "cancelled"
-        session.commit()
-    elif job.state == "running":
-        request.app.state.jobs.cancel(job)
-    else:
+    if job.state not in ("queued", "running"):
         raise AppError(409, f"job {job_id} is {job.state}: nothing to cancel")
+    unstarted = update(Job).where(Job.id == job_id, Job.state == "queued").values(state="cancelled")
+    if session.execute(unstarted).rowcount != 1:  # type: ignore[attr-defined]  # the runner started it meanwhile
+        session.refresh(job)
+        request.app.state.jobs.cancel(job)
+    session.commit()
+    session.refresh(job)
     return job_out(job)
 
 
 @router.post("/api/jobs/{job_id}/resume")
-def resume_job(job_id: RowId, request: Request, session: Db, _: Editor) -> schemas.JobOut:
-    """Queue an interrupted, cancelled or failed job again: it continues from its last checkpoint."""
+def resume_job(
+    job_id: RowId, request: Request, session: Db, _: Editor, body: schemas.ResumeIn | None = None
+) -> schemas.JobOut:
+    """Queue an interrupted, cancelled or failed job again: it continues from its last checkpoint (on another
+    device if asked)."""
     job = get_or_404(session, Job, job_id)
     if job.state not in ("interrupted", "cancelled", "failed"):
         raise AppError(409, f"job {job_id} is {job.state}: only an interrupted, cancelled or failed job resumes")
+    if body is not None and body.device is not None:
+        job.device = _known_device(request.app.state.jobs, body.device)
     job.state, job.finished_at = "queued", None
     session.commit()
     request.app.state.jobs.notify()

@@ -54,7 +54,13 @@ def delete_label(label_id: RowId, session: Db, _: Editor) -> list[schemas.LabelC
     """Delete a label and every box or polygon with it; images it classified become unlabelled."""
     label = get_or_404(session, Label, label_id)
     dataset = get_or_404(session, DataSet, label.dataset_id)
-    session.execute(update(Image).where(Image.class_id == label.id).values(class_id=None, status="unlabelled"))
+    session.execute(
+        update(Image)
+        .where(Image.class_id == label.id)
+        .values(
+            class_id=None, class_model_id=None, class_confidence=None, status="unlabelled", version=Image.version + 1
+        )
+    )
     session.delete(label)
     session.commit()
     return label_counts(session, dataset)
