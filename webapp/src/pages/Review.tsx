@@ -89,7 +89,8 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
           </ul>
           {doc && doc.shapes.length === 0 && !doc.class_label && <p class="muted">The model found nothing here{set?.task === "classify" ? " it was sure of" : ""}.</p>}
           {canEdit && <div class="actions review-actions">
-            <button class="primary" onClick={() => review("accept")} title="Keep these labels (A)"><kbd>A</kbd> Accept</button>
+            <button class="primary" onClick={() => review("accept")} disabled={set?.task === "classify" && !doc?.class_label}
+              title={set?.task === "classify" && !doc?.class_label ? "No class to accept: correct (pick one) or reject" : "Keep these labels (A)"}><kbd>A</kbd> Accept</button>
             <button onClick={correct} title="Fix them in the editor; saving there counts as reviewed (E)"><kbd>E</kbd> Correct</button>
             <button class="danger" onClick={() => review("reject")} title="Drop them: the image is unlabelled again (R)"><kbd>R</kbd> Reject</button>
             <button onClick={next} title="Skip for now (→)">Skip ›</button>
