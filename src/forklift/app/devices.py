@@ -19,7 +19,7 @@ CPU = "cpu"
 @dataclass(frozen=True)
 class Device:
     name: str  # as `forklift train --device` takes it: cpu or cuda:N
-    label: str  # for people: "CPU: 16 cores" or "GPU 0: NVIDIA H100"
+    label: str  # for people: "CPU: 16 CPUs" or "GPU 0"
     cpu_sets: tuple[tuple[int, ...], ...] = ()  # a CPU job's pinning, one per slot (none: a job alone, or a GPU's)
 
 
@@ -34,8 +34,6 @@ def machine_devices(slots: int) -> list[Device]:
         cpu_sets = tuple(i.cpus for i in make_plan(current(), instances=slots).instances) if slots > 1 else ()
     except ForkliftError as exc:
         raise ForkliftError(f"--jobs-per-device {slots}: jobs sharing the CPU each need a CPU set, and {exc}") from exc
-    gpus = [
-        Device(f"cuda:{k}", f"GPU {k}: {torch.cuda.get_device_name(k)}")
-        for k in range(torch.cuda.device_count() if torch.cuda.is_available() else 0)
-    ]
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0  # counted without a CUDA context here
+    gpus = [Device(f"cuda:{k}", f"GPU {k}") for k in range(count)]
     return [*gpus, Device(CPU, f"CPU: {len(os.sched_getaffinity(0))} CPUs", cpu_sets)]
