@@ -10,9 +10,12 @@ import statistics
 from pathlib import Path
 
 import pytest
+import torch
 from app_helpers import app_client, fresh_database, model_zip, png, shapes_dataset, wait_for
+from torchvision.ops import box_iou
 
 import forklift.app
+from forklift.app.autolabel import one_per_object
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
@@ -24,10 +27,22 @@ TRAIN = {"model": "yolov3-tiny-slim", "batch": 8, "img": 64, "lr": 0.001, "epoch
 
 
 def _reference(model_dir: Path, files: dict[int, bytes], conf: float) -> dict[int, list[dict]]:
-    """Each image's detections by the model run in this process (forklift's predictor, not its server)."""
+    """Each image's detections by the model run in this process (forklift's predictor, not its server), one per
+    object: a box overlapping a surer one of another class by IoU > .6 is left out."""
     predictor = load_predictor(open_model_dir(model_dir), options=PredictOptions(conf=conf))
-    return {key: predictor.predict([(f"{key}.png", content)]).to_json()["results"][0]["detections"]
-            for key, content in files.items()}  # fmt: skip
+    found = {key: predictor.predict([(f"{key}.png", content)]).to_json()["results"][0]["detections"]
+             for key, content in files.items()}  # fmt: skip
+    return {key: _one_per_object(detections) for key, detections in found.items()}
+
+
+def _one_per_object(detections: list[dict]) -> list[dict]:
+    kept: list[dict] = []
+    for d in sorted(detections, key=lambda d: -d["score"]):
+        corners = torch.tensor([[d["bbox"][k] for k in ("x1", "y1", "x2", "y2")]], dtype=torch.float32)
+        if all(box_iou(corners, torch.tensor([[k["bbox"][c] for c in ("x1", "y1", "x2", "y2")]],
+                                             dtype=torch.float32)).item() <= 0.6 for k in kept):  # fmt: skip
+            kept.append(d)
+    return kept
 
 
 def _same_boxes(shapes: list[dict], expected: list[dict]) -> bool:
@@ -197,3 +212,11 @@ def test_a_classifier_labels_a_classification_set_its_best_class_at_the_threshol
         assert corrected["class_model_id"] is None and corrected["class_confidence"] is None
         counts = client.get(f"/api/datasets/{dataset}").json()
         assert (counts["to_review"], counts["labelled"]) == (5, 2)
+
+
+def test_an_object_gets_one_auto_box_the_surest_of_the_classes_found_on_it() -> None:
+    boxes = [("circle", 0.9, [0.0, 0.0, 10.0, 10.0]), ("square", 0.7, [0.0, 0.0, 10.0, 9.0]),  # one object
+             ("star", 0.8, [5.0, 0.0, 15.0, 10.0]), ("cross", 0.6, [20.0, 20.0, 30.0, 30.0])]  # fmt: skip
+    kept = one_per_object(boxes)
+    assert [label for label, _, _ in kept] == ["circle", "star", "cross"]  # the star overlaps the circle by 1/3
+    assert one_per_object(boxes[:1]) == boxes[:1] and one_per_object([]) == []

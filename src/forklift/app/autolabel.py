@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import torch
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
+from torchvision.ops import nms
 
 from forklift.app.background import Follower
 from forklift.app.deploy import serving, serving_process
@@ -28,6 +30,7 @@ from forklift.errors import ForkliftError
 IDLE_S = 10.0  # a look for runs no route announced (another app process's)
 CHUNK = 8  # images per request: the server batches them
 TIMEOUT_S = 300.0
+ONE_OBJECT_IOU = 0.6  # boxes of different classes overlapping more are one object: only the surest is kept
 
 
 class AutoLabeler(Follower):
@@ -146,21 +149,34 @@ def _keep_class(session: Session, image: Image, classes: list[dict], threshold: 
 
 
 def _keep_boxes(session: Session, image: Image, detections: list[dict], threshold: float, model_id: int | None) -> int:
-    """The detections at `threshold` or above, clipped to the image, as its auto labels; how many were kept."""
+    """The detections at `threshold` or above, clipped to the image, one per object, as its auto labels; how many
+    were kept."""
     if not _claimed(session, image):
         return 0
-    kept = 0
+    boxes = []
     for found in detections:
         box = found["bbox"]
         x1, y1 = max(0.0, float(box["x1"])), max(0.0, float(box["y1"]))
         x2, y2 = min(float(image.width), float(box["x2"])), min(float(image.height), float(box["y2"]))
-        if found["score"] < threshold or x2 <= x1 or y2 <= y1:
-            continue
-        label = label_named(session, image.dataset_id, str(found["label"]), create=True)
-        session.add(Annotation(image_id=image.id, label_id=label.id, kind="box", points=[x1, y1, x2, y2],
-                               source="auto", model_id=model_id, confidence=float(found["score"])))  # fmt: skip
-        kept += 1
-    return kept
+        if float(found["score"]) >= threshold and x2 > x1 and y2 > y1:
+            boxes.append((str(found["label"]), float(found["score"]), [x1, y1, x2, y2]))
+    kept = one_per_object(boxes)
+    for label, score, points in kept:
+        label_id = label_named(session, image.dataset_id, label, create=True).id
+        session.add(Annotation(image_id=image.id, label_id=label_id, kind="box", points=points, source="auto",
+                               model_id=model_id, confidence=score))  # fmt: skip
+    return len(kept)
+
+
+def one_per_object(boxes: list[tuple[str, float, list[float]]]) -> list[tuple[str, float, list[float]]]:
+    """(label, score, corners) boxes without those that overlap a surer box of another class by more than
+    ONE_OBJECT_IOU: the server suppresses within a class; a person labels an object with one class, and a
+    second box on it is one more thing to correct."""
+    if len(boxes) < 2:
+        return boxes
+    corners = torch.tensor([points for _, _, points in boxes], dtype=torch.float32)
+    kept = nms(corners, torch.tensor([score for _, score, _ in boxes]), ONE_OBJECT_IOU)
+    return [boxes[k] for k in kept.tolist()]
 
 
 @contextlib.contextmanager
