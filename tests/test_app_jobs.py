@@ -95,14 +95,14 @@ def test_jobs_queue_for_a_device_and_share_the_cpu_on_their_own_cpu_sets_when_as
         jobs = [client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 200, "device": "cpu",
                                                                     "val_share": share}).json()
                 for share in (0.5, None, None)]  # fmt: skip
-        first, second = (_wait(client, job["id"], ("running",)) for job in jobs[:2])
+        first, second = (_wait(client, job["id"], ("running",), epoch=1) for job in jobs[:2])  # with a process
         sets = [os.sched_getaffinity(first["pid"]), os.sched_getaffinity(second["pid"])]
         assert len(sets[0]) == len(sets[1]) == len(os.sched_getaffinity(0)) // 2 and not sets[0] & sets[1], sets
         assert client.get(f"/api/jobs/{jobs[2]['id']}").json()["state"] == "queued"  # both slots are taken
         cpu = next(d for d in client.get("/api/devices").json() if d["name"] == "cpu")
         assert (cpu["running"], cpu["queued"]) == (2, 1), cpu
         assert client.post(f"/api/jobs/{first['id']}/cancel").status_code == 200
-        third = _wait(client, jobs[2]["id"], ("running",))  # in the slot the first left
+        third = _wait(client, jobs[2]["id"], ("running",), epoch=1)  # in the slot the first left
         assert os.sched_getaffinity(third["pid"]) == sets[0]
         for job in (second, third):
             assert client.post(f"/api/jobs/{job['id']}/cancel").status_code == 200

@@ -215,7 +215,7 @@ class JobOut(BaseModel):
     device: str
     epoch: int
     epochs: int
-    pid: int | None  # the training process, while it runs
+    pid: int | None  # the training process while it runs (None while a starting job takes its snapshot)
     created_by: str
     created_at: datetime
     started_at: datetime | None
