@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -52,17 +52,24 @@ _uses = itertools.count(1)
 
 def require_namespace_hosts() -> None:
     """Skip the test (with the reason) where namespace hosts cannot be made: they need root, `ip`, `unshare`,
-    `nsenter`, `ssh-keygen`, `ssh` and `sshd`."""
+    `nsenter`, `ssh-keygen`, `ssh` and `sshd`. In CI (CI=true) fail it instead: CI provides them, and a skip
+    there would pass without testing anything."""
     if os.geteuid() != 0:
-        pytest.skip("namespace hosts need root (network namespaces, a bridge, sshd)")
+        _cannot("namespace hosts need root (network namespaces, a bridge, sshd)")
     for tool in ("ip", "unshare", "nsenter", "ssh-keygen", "mount"):
         if shutil.which(tool) is None:
-            pytest.skip(f"namespace hosts need `{tool}`, which is not installed")
+            _cannot(f"namespace hosts need `{tool}`, which is not installed")
     for binary in (SSHD, SSH):
         if not os.access(binary, os.X_OK):
-            pytest.skip(f"namespace hosts need {binary}, which is not installed")
+            _cannot(f"namespace hosts need {binary}, which is not installed")
     if not Path("/proc/self/ns/net").exists():
-        pytest.skip("this kernel has no network namespaces")
+        _cannot("this kernel has no network namespaces")
+
+
+def _cannot(reason: str) -> NoReturn:
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 @dataclass
@@ -76,12 +83,13 @@ class Hosts:
     root: Path
     gateway: str  # the bridge's address in the root namespace: the test process talks to the hosts from it
     sshd_pids: dict[str, int]
+    port: int = 22  # every sshd's; another is not in `ssh_config` (a launcher must be told it)
     _spawned: list[subprocess.Popen[Any]] = field(default_factory=list, repr=False)
 
     def ssh_args(self, name: str, command: str) -> list[str]:
         """The ssh command line that runs `command` (one shell string, as ssh takes it) on host `name`."""
         self._check(name)
-        return [SSH, "-F", str(self.ssh_config), name, command]
+        return [SSH, "-F", str(self.ssh_config), *(["-p", str(self.port)] if self.port != 22 else []), name, command]
 
     def run(
         self, name: str, command: str, *, timeout: float = 30, check: bool = False, input: str | None = None
@@ -142,6 +150,7 @@ def namespace_hosts(
     *,
     env: dict[int, dict[str, str]] | None = None,
     hidden: dict[int, list[Path]] | None = None,
+    port: int = 22,
     ready_timeout: float = 10,
 ) -> Iterator[Hosts]:
     """`count` hosts host1..hostN, each a network namespace with its own sshd, reachable from the test process and
@@ -151,7 +160,9 @@ def namespace_hosts(
     environment variables every ssh session on host i gets (sshd's SetEnv), e.g. a PYTHONPATH that shadows a
     package as a different installed version would. `hidden[i]` are directories host i does not see: an empty
     tmpfs covers each in host i's own mount namespace (a tmpfs covers directories only, so hide a file's
-    directory). Skips the test where hosts cannot be made (see `require_namespace_hosts`).
+    directory). `port`: where every sshd listens; one other than 22 is left out of `ssh_config`, so that only a
+    client told it (`ssh -p`, a launcher's `--ssh-port`) gets in. Skips the test where hosts cannot be made (see
+    `require_namespace_hosts`).
     """
     require_namespace_hosts()
     env = env or {}
@@ -210,7 +221,7 @@ def namespace_hosts(
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir; left for others
         sshds: dict[str, subprocess.Popen[bytes]] = {}
         for i, name in enumerate(names, 1):
-            config = _write_sshd_config(root, name, addresses[name], setenv_lines.get(i))
+            config = _write_sshd_config(root, name, addresses[name], port, setenv_lines.get(i))
             script = (
                 'set -e; cfg=$1; hosts=$2; name=$3; shift 3; echo "$name" > /proc/sys/kernel/hostname; '
                 'mount --bind "$hosts" /etc/hosts; '
@@ -228,7 +239,7 @@ def namespace_hosts(
             cleanup.push(f"stop sshd of {name}", partial(_stop, process))
         deadline = time.monotonic() + ready_timeout
         for name in names:
-            _wait_for_sshd(name, addresses[name], sshds[name], root / name / "sshd.log", deadline)
+            _wait_for_sshd(name, (addresses[name], port), sshds[name], root / name / "sshd.log", deadline)
 
         ssh_config = root / "ssh_config"
         _write_ssh_config(ssh_config, addresses, root / "client" / "id_ed25519")
@@ -240,6 +251,7 @@ def namespace_hosts(
             root=root,
             gateway=gateway,
             sshd_pids={name: process.pid for name, process in sshds.items()},
+            port=port,
         )
         cleanup.push("stop the processes the test started", partial(_stop_all, hosts._spawned))
         yield hosts
@@ -362,12 +374,12 @@ def _make_keys(root: Path, names: list[str]) -> None:
         _keygen(root / name / "ssh_host_ed25519_key", f"forklift-test-{name}")
 
 
-def _write_sshd_config(root: Path, name: str, address: str, setenv: str | None) -> Path:
+def _write_sshd_config(root: Path, name: str, address: str, port: int, setenv: str | None) -> Path:
     """An sshd_config of this host's own: nothing from /etc/ssh, keys only, root allowed."""
     here = root / name
     lines = [
         f"ListenAddress {address}",
-        "Port 22",
+        f"Port {port}",
         f"HostKey {here / 'ssh_host_ed25519_key'}",
         f"PidFile {here / 'sshd.pid'}",
         f"AuthorizedKeysFile {root / 'client' / 'authorized_keys'}",
@@ -415,18 +427,22 @@ def _write_ssh_config(path: Path, addresses: dict[str, str], identity: Path) -> 
     path.write_text("\n".join(blocks))
 
 
-def _wait_for_sshd(name: str, address: str, process: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
-    """Return once sshd of host `name` accepts TCP connections; fail with its log if it exits or never does."""
+def _wait_for_sshd(
+    name: str, listen: tuple[str, int], process: subprocess.Popen[bytes], log: Path, deadline: float
+) -> None:
+    """Return once sshd of host `name` accepts TCP connections at `listen`; fail with its log if it exits or never
+    does."""
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"sshd of {name} exited {process.returncode}:\n{log.read_text(errors='replace')}")
         try:
-            with socket.create_connection((address, 22), timeout=1):
+            with socket.create_connection(listen, timeout=1):
                 return
         except OSError:
             if time.monotonic() > deadline:
                 raise RuntimeError(
-                    f"sshd of {name} did not listen on {address}:22 in time:\n{log.read_text(errors='replace')}"
+                    f"sshd of {name} did not listen on {listen[0]}:{listen[1]} in time:\n"
+                    f"{log.read_text(errors='replace')}"
                 ) from None
             time.sleep(0.05)
 

@@ -1,12 +1,16 @@
-"""The namespace test hosts themselves work: ssh into each, TCP between them, hidden paths, SetEnv, full cleanup."""
+"""The namespace test hosts themselves work: ssh into each, TCP between them, hidden paths, SetEnv, another ssh
+port, full cleanup; where they cannot be made, a test skips, or fails in CI."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from namespace_hosts import namespace_hosts, require_namespace_hosts
 
 LISTENER = """
@@ -81,11 +85,35 @@ def test_two_hosts(tmp_path: Path) -> None:
 
 
 def test_same_block_again(tmp_path: Path) -> None:
-    """Uses one after the other work: the first one's cleanup leaves nothing in the way."""
+    """Uses one after the other work: the first one's cleanup leaves nothing in the way. The second's sshd listens
+    on another port, which only a client told it reaches."""
     require_namespace_hosts()
     with namespace_hosts(tmp_path / "a", 1) as first:
         taken = first.addresses["host1"]
-    with namespace_hosts(tmp_path / "b", 1) as second:
+    with namespace_hosts(tmp_path / "b", 1, port=2222) as second:
         assert second.run("host1", "hostname", check=True).stdout == "host1\n"
+        plain = subprocess.run(["ssh", "-F", str(second.ssh_config), "host1", "true"], capture_output=True,
+                               text=True, timeout=30)  # fmt: skip
+        assert plain.returncode == 255 and "port 22: Connection refused" in plain.stderr, plain.stderr
     shown = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, timeout=20).stdout
     assert f"{taken}/" not in shown and f"{second.gateway}/" not in shown
+
+
+@pytest.mark.parametrize("ci", ["true", None])
+@pytest.mark.parametrize("missing", ["root", "nsenter", "/usr/sbin/sshd"])
+def test_what_is_missing_skips_the_test_or_fails_it_in_ci(monkeypatch: pytest.MonkeyPatch, ci: str | None,
+                                                          missing: str) -> None:  # fmt: skip
+    """A CI run that skipped these tests would pass having tested no launcher: there they fail, with the reason."""
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000 if missing == "root" else 0)
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == missing else f"/usr/bin/{tool}")
+    monkeypatch.setattr(os, "access", lambda path, mode: path != missing)
+    said = {"root": "namespace hosts need root", "nsenter": "need `nsenter`, which is not installed",
+            "/usr/sbin/sshd": "need /usr/sbin/sshd, which is not installed"}[missing]  # fmt: skip
+    with pytest.raises(BaseException) as outcome:  # skip and fail are BaseExceptions, which a narrower class lets by
+        require_namespace_hosts()
+    assert type(outcome.value) is (pytest.fail.Exception if ci else pytest.skip.Exception)
+    assert said in str(outcome.value)

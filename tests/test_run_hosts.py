@@ -1,17 +1,20 @@
 """`forklift run` across real hosts: network namespaces on this machine, each with its own sshd and address
-(`namespace_hosts`). It trains across them, its checks catch a host with another forklift and a missing data
-path, a killed rank stops the job with one line, and `--max-restarts` resumes and finishes."""
+(`namespace_hosts`). It trains across them, runs any script's ranks where the printed layout says, its checks
+catch a host with another forklift, a missing path and a taken port (also in a dry run, over another ssh port), a
+killed rank stops the job with one line, SIGTERM and Ctrl-C stop every rank, and `--max-restarts` resumes and
+finishes."""
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ from namespace_hosts import Hosts, namespace_hosts, require_namespace_hosts
 
 import forklift
 from forklift.data.synth import synth_shapes
+from forklift.system.topology import current, parse_cpu_list
 
 pytestmark = pytest.mark.slow
 
@@ -46,9 +50,11 @@ def _train(epochs: int, out: str) -> list[str]:
             "--sync-bn", out]  # fmt: skip
 
 
-def _run(hosts: Hosts, *args: str, cwd: Path, port: int) -> list[str]:
-    return [sys.executable, "-m", "forklift.cli", "run", "-H", ",".join(hosts.names), "--ssh-config",
-            str(hosts.ssh_config), "--nproc-per-node", "1", "--port", str(port), *args]  # fmt: skip
+def _run(hosts: Hosts, *args: str, cwd: Path, port: int, at: Sequence[str] = ()) -> list[str]:
+    """`forklift run` on `hosts`: one rank on each, or as the options `at` say (-H, --hostfile, --nproc-per-node)."""
+    at = at or ["-H", ",".join(hosts.names), "--nproc-per-node", "1"]
+    return [sys.executable, "-m", "forklift.cli", "run", *at, "--ssh-config", str(hosts.ssh_config), "--port",
+            str(port), *args]  # fmt: skip
 
 
 def _epochs(out: Path) -> list[str]:
@@ -68,6 +74,7 @@ def test_trains_across_two_hosts(hosts: Hosts, work: Path) -> None:
         lines[4].startswith("host1: env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 ")
         and "--rdzv-endpoint 198.18." in lines[4]
         and "is_host=true" in lines[4]
+        and " -m forklift.distributed.pinned 0-1@0 -m forklift.cli train " in lines[4]
     )
     assert "host1 [rank0] 2 ranks; rank 0 on CPUs" in done.stdout  # the layout's numbering is the rendezvous's
     assert "host1 [rank0] epoch 2/2:" in done.stdout and "[rank1] epoch" not in done.stdout
@@ -103,6 +110,78 @@ def test_checks_name_the_host_and_what_differs(hosts: Hosts, work: Path, tmp_pat
         assert skipped.returncode == 0 and "2 ranks on 2 hosts" in skipped.stdout, skipped.stderr
 
 
+WHERE = """
+import os
+print("runs on", os.environ["RANK"], sorted(os.sched_getaffinity(0)), os.environ["OMP_NUM_THREADS"], flush=True)
+"""
+
+
+def test_any_script_runs_where_the_layout_says(hosts: Hosts, work: Path) -> None:
+    """A plain script's ranks, two on host1 and one on host2 by a hostfile's HOST:SLOTS: each runs on the CPUs of
+    its row of the printed layout, with as many threads."""
+    (work / "where.py").write_text(WHERE)
+    (work / "hosts.txt").write_text("# two ranks on host1, one on host2\nhost1:2\nhost2:1\n")
+    done = subprocess.run(_run(hosts, "--", "python", "where.py", cwd=work, port=29516, at=["--hostfile", "hosts.txt"]),
+                          cwd=work, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("forklift run: 3 ranks on 2 hosts (checked in ")
+    rows = [line.split() for line in lines[2:5]]  # rank, host, local, cpus, node, gpu
+    assert [row[:3] for row in rows] == [["0", "host1", "0"], ["1", "host1", "1"], ["2", "host2", "0"]]
+    assert not set(parse_cpu_list(rows[0][3])) & set(parse_cpu_list(rows[1][3]))  # host1's ranks share no CPU
+    seen = {}
+    for line in lines:
+        match = re.fullmatch(r"(host\d) \[rank(\d)\] runs on (\d) \[([\d, ]+)\] (\d+)", line)
+        if match is not None:
+            assert match[2] == match[3]
+            seen[match[3]] = (match[1], [int(cpu) for cpu in match[4].split(", ")], int(match[5]))
+    cpus = {row[0]: parse_cpu_list(row[3]) for row in rows}
+    assert seen == {row[0]: (row[1], cpus[row[0]], len(cpus[row[0]])) for row in rows}, done.stdout
+
+
+HOLD_PORT = """
+import socket, sys, time
+server = socket.create_server(("", int(sys.argv[1])))
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_checked_dry_run_over_another_ssh_port(work: Path, tmp_path: Path) -> None:
+    """Hosts whose sshd listens on port 2222 only, where host2 does not see OUT: a resumed run needs OUT's
+    checkpoint on rank 0's host alone (rank 0 reads it and sends it to the others). The dry run checks, lays out
+    (auto: one rank per NUMA node on hosts without GPUs) and prints, and runs nothing."""
+    resumable = work / "resumable"
+    (resumable / "out" / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (resumable / "out" / "checkpoints" / "last.pt").write_bytes(b"")
+    with namespace_hosts(tmp_path / "hosts", 2, port=2222, hidden={2: [resumable]}) as other:
+
+        def dry_run(*args: str, out: str = "resumable/out") -> subprocess.CompletedProcess[str]:
+            command = _run(other, *args, "--dry-run", "--", "forklift", "train", "--resume", out, cwd=work,
+                           port=29517, at=["-H", "host1,host2", "--nproc-per-node", "auto"])  # fmt: skip
+            return subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=120, check=False)
+
+        unreached = dry_run()  # no --ssh-port: ssh tries port 22
+        assert unreached.returncode == 2 and "port 22: Connection refused" in unreached.stderr, unreached.stderr
+        done = dry_run("--ssh-port", "2222")
+        assert done.returncode == 0, done.stdout + done.stderr
+        ranks = 2 * len(current().nodes)
+        lines = done.stdout.splitlines()
+        assert lines[0].startswith(f"forklift run: {ranks} ranks on 2 hosts (checked in ") and len(lines) == 4 + ranks
+        assert lines[-2].startswith("host1: env ") and lines[-1].startswith("host2: env ")
+        assert not any(re.match(r"host\d \[rank", line) for line in lines) and done.stderr == ""  # nothing ran
+
+        missing = dry_run("--ssh-port", "2222", out="nowhere")
+        assert missing.returncode == 2 and missing.stdout == ""
+        assert missing.stderr.splitlines()[:-1] == ["host1: nowhere/checkpoints/last.pt does not exist there"]
+        holder = other.popen_in("host1", [sys.executable, "-c", HOLD_PORT, "29517"], stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        taken = dry_run("--ssh-port", "2222")
+        assert taken.returncode == 2 and taken.stderr.splitlines()[0].startswith(
+            "host1: rendezvous: port 29517 is taken"
+        ), taken.stderr
+
+
 def _rank_pid(hosts: Hosts, host: str) -> int | None:
     """The pid of the forklift rank on `host` (not torchrun's agent), or None."""
     for pid in hosts.pids(host):
@@ -113,6 +192,19 @@ def _rank_pid(hosts: Hosts, host: str) -> int | None:
         if b"forklift.cli" in argv and b"torch.distributed.run" not in argv and b"train" in argv:
             return pid
     return None
+
+
+def _left_running(hosts: Hosts) -> list[str]:
+    """The command lines of what runs on the hosts besides sshd: a job's ranks, torchrun agents and guards."""
+    left = []
+    for pid in (pid for name in hosts.names for pid in hosts.pids(name)):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv[0].startswith(b"sshd"):
+            left.append(b" ".join(argv).decode(errors="replace")[:200])
+    return left
 
 
 def _wait_for_first_checkpoint(out: Path, running: subprocess.Popen[str]) -> None:
@@ -149,15 +241,23 @@ def test_a_killed_rank_stops_the_job_with_one_line(hosts: Hosts, work: Path) -> 
     _no_rank_left(hosts)
 
 
-def test_sigterm_stops_every_rank_on_every_host(hosts: Hosts, work: Path) -> None:
-    running = subprocess.Popen(_run(hosts, "--", *_train(40, "out-terminated"), cwd=work, port=29515), cwd=work,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    _wait_for_first_checkpoint(work / "out-terminated", running)
-    running.send_signal(signal.SIGTERM)
+@pytest.mark.parametrize(("how", "port"), [("SIGTERM", 29515), ("Ctrl-C", 29518)])
+def test_a_signal_stops_every_rank_on_every_host(hosts: Hosts, work: Path, how: str, port: int) -> None:
+    """SIGTERM to forklift run, or Ctrl-C: SIGINT to the terminal's whole foreground group, ssh clients too."""
+    out = f"out-{how}"
+    running = subprocess.Popen(_run(hosts, "--", *_train(40, out), cwd=work, port=port), cwd=work,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)  # fmt: skip
+    _wait_for_first_checkpoint(work / out, running)
+    number = signal.SIGTERM if how == "SIGTERM" else signal.SIGINT
+    if how == "SIGTERM":
+        running.send_signal(number)
+    else:
+        os.killpg(running.pid, number)
     stdout, stderr = running.communicate(timeout=120)
-    assert running.returncode == 128 + signal.SIGTERM, stdout + stderr
-    assert stderr.strip().splitlines()[-1] == "forklift run: stopped by SIGTERM; every host's ranks ended"
-    _no_rank_left(hosts)
+    assert running.returncode == 128 + number, stdout + stderr
+    assert stderr.strip().splitlines()[-1] == f"forklift run: stopped by {number.name}; every host's ranks ended"
+    assert _left_running(hosts) == []  # the ranks, their torchrun and its guard ended before it said so
 
 
 def test_max_restarts_resumes_and_finishes(hosts: Hosts, work: Path) -> None:
@@ -182,7 +282,7 @@ def test_emits_the_job_for_mpirun_slurm_and_kubernetes(hosts: Hosts, work: Path)
     ranks = emit("rankfile").splitlines()
     assert ranks[1:] == ["rank 0=host1 slot=0-1", "rank 1=host2 slot=0-1"]
     sbatch = emit("slurm")
-    assert "#SBATCH --nodes=2" in sbatch and '--rdzv-endpoint "$head:29500"' in sbatch
+    assert "#SBATCH --nodes=2" in sbatch and '--rdzv-endpoint "$head:29514"' in sbatch  # --port
     assert subprocess.run(["bash", "-n"], input=sbatch, text=True, check=False).returncode == 0
     job = yaml.safe_load(emit("k8s"))
     assert job["kind"] == "PyTorchJob" and job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2

@@ -21,8 +21,8 @@ def topology_summary(topology: Topology) -> str:
 
 
 def gpu_summary(facts: dict[str, Any]) -> str:
-    names = sorted({gpu["name"] for gpu in facts.get("gpus", [])})
-    return f"{len(facts.get('gpus', []))} GPUs ({', '.join(names)})" if names else "no GPU"
+    count, names = len(facts.get("gpus", [])), sorted({gpu["name"] for gpu in facts.get("gpus", [])})
+    return f"{count} GPU{'s' if count != 1 else ''} ({', '.join(names)})" if names else "no GPU"
 
 
 def problems(facts: dict[str, dict[str, Any]], first: str) -> list[str]:
@@ -33,7 +33,7 @@ def problems(facts: dict[str, dict[str, Any]], first: str) -> list[str]:
         for name in VERSIONS:
             if seen.get(name) is None:
                 found.append(f"{host}: {name} is not installed for {seen.get('executable', 'its Python')}")
-            elif host != first and seen[name] != reference.get(name):
+            elif host != first and reference.get(name) is not None and seen[name] != reference[name]:
                 found.append(f"{host}: {name} {seen[name]}, but {first} has {reference.get(name)}")
         if "error" in seen.get("topology", {}):
             found.append(f"{host}: cannot read its CPU topology: {seen['topology']['error']}")

@@ -11,10 +11,13 @@ from __future__ import annotations
 import itertools
 import shlex
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
 
+from forklift.distributed import pinned
+from forklift.distributed.places import Place
 from forklift.errors import ForkliftError
 
 RDZV_PORT = 29500
@@ -37,6 +40,11 @@ class Job:
     max_restarts: int
     python: str  # the interpreter on every host (the same path, as mpirun assumes)
     workdir: str  # where the command runs on every host (relative paths in it are relative to this)
+
+    @property
+    def port(self) -> int:
+        """The rendezvous port (`--port`)."""
+        return int(self.endpoint.rpartition(":")[2])
 
 
 def worker_args(command: tuple[str, ...]) -> list[str]:
@@ -61,25 +69,39 @@ def worker_args(command: tuple[str, ...]) -> list[str]:
 
 
 def needed_paths(command: tuple[str, ...]) -> list[str]:
-    """The files and folders COMMAND reads, which must exist on every host: a forklift verb's input options (and
-    OUT when it resumes), or a script itself."""
+    """The files and folders COMMAND reads on every host: a forklift verb's input options, or a script itself."""
     args = worker_args(command)
     if args[:2] == ["-m", "forklift.cli"]:
         paths = [value for option, value in itertools.pairwise(args) if option in PATH_OPTIONS]
         paths += [arg.split("=", 1)[1] for arg in args if arg.split("=", 1)[0] in PATH_OPTIONS and "=" in arg]
-        if "--resume" in args and not args[-1].startswith("-"):
-            paths.append(args[-1])
         return paths
     return [args[0]] if args[0] != "-m" else []
 
 
-def torchrun_args(job: Job, *, nproc: int, local_addr: str, is_host: bool) -> list[str]:
-    """One host's torchrun line: `nproc` ranks, c10d rendezvous at the job's endpoint (hosted by the first host),
-    each rank's output line by line with its rank in front."""
+def rank_zero_paths(command: tuple[str, ...]) -> list[str]:
+    """What COMMAND reads on the host of rank 0 only: with `--resume`, OUT's last checkpoint, which rank 0 reads
+    and sends to the others (the trainer's `_shared_checkpoint`: the other hosts need not share OUT)."""
+    args = worker_args(command)
+    if args[:2] == ["-m", "forklift.cli"] and "--resume" in args and not args[-1].startswith("-"):
+        return [str(PurePosixPath(args[-1]) / "checkpoints" / "last.pt")]
+    return []
+
+
+def uses_cuda(command: tuple[str, ...]) -> bool:
+    """Whether COMMAND trains on CUDA: `--device cuda[:N]` or `--device=cuda[:N]`, so each rank gets a GPU."""
+    given = [value for option, value in itertools.pairwise(command) if option == "--device"]
+    given += [arg.split("=", 1)[1] for arg in command if arg.startswith("--device=")]
+    return any(value.startswith("cuda") for value in given)
+
+
+def torchrun_args(job: Job, *, places: list[Place], local_addr: str, is_host: bool) -> list[str]:
+    """One host's torchrun line: a rank for each of `places` (by local rank), each pinned to its place before
+    COMMAND starts (`pinned`), c10d rendezvous at the job's endpoint (hosted by the first host), each rank's
+    output line by line with its rank in front."""
     return [
         *FRESH_STORE, job.python, "-m", "torch.distributed.run",
         "--nnodes", str(job.nodes),
-        "--nproc-per-node", str(nproc),
+        "--nproc-per-node", str(len(places)),
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", job.endpoint,
         "--rdzv-id", job.run_id,
@@ -88,7 +110,7 @@ def torchrun_args(job: Job, *, nproc: int, local_addr: str, is_host: bool) -> li
         "--max-restarts", str(job.max_restarts),
         "--tee", "3",
         "--log-line-prefix-template", RANK_PREFIX,
-        *worker_args(job.command),
+        *pinned.wrapped(places, worker_args(job.command)),
     ]  # fmt: skip
 
 
@@ -96,7 +118,7 @@ def slurm_script(job: Job, *, nproc: int, cpus: int, gpus: int) -> str:
     """An sbatch script for the job: one torchrun per node (srun), the rendezvous on the allocation's first node."""
     run = [
         *FRESH_STORE, job.python, "-m", "torch.distributed.run", "--nnodes", "$SLURM_NNODES",
-        "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"$head:{RDZV_PORT}",
+        "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"$head:{job.port}",
         "--rdzv-id", "$SLURM_JOB_ID", "--max-restarts", str(job.max_restarts), *worker_args(job.command),
     ]  # fmt: skip
     quoted = " ".join(f'"{arg}"' if "$" in arg else shlex.quote(arg) for arg in run)  # the shell expands those

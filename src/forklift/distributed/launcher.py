@@ -65,7 +65,7 @@ def run_job(command: tuple[str, ...], options: RunOptions) -> int:
             raise ForkliftError(f"{len(found)} check(s) failed (see above; --skip-checks starts anyway)")
     job = commands.Job(command, len(names), f"{addresses[first]}:{options.port}", uuid.uuid4().hex[:12],
                        options.max_restarts, options.python, options.workdir)  # fmt: skip
-    gpus = "--device" in command and any(arg.startswith("cuda") for arg in command)
+    gpus = commands.uses_cuda(command)
     known = {name: _host_facts(name, addresses, facts) for name in names}
     counts = {host.name: layout.ranks_per_host(known[host.name], options.nproc_per_node, host.slots)
               for host in options.hosts}  # fmt: skip
@@ -75,8 +75,8 @@ def run_job(command: tuple[str, ...], options: RunOptions) -> int:
         return 0
     print(f"forklift run: {len(slots)} ranks on {len(names)} hosts (checked in {time.perf_counter() - started:.1f} s)")
     print(layout.describe_layout(slots))
-    lines = {name: commands.torchrun_args(job, nproc=counts[name], local_addr=addresses[name], is_host=name == first)
-             for name in names}  # fmt: skip
+    lines = {name: commands.torchrun_args(job, places=layout.host_places(slots, name), local_addr=addresses[name],
+                                          is_host=name == first) for name in names}  # fmt: skip
     for name in names:
         print(f"{name}: {shlex.join(lines[name])}", flush=True)
     if options.dry_run:
@@ -90,13 +90,18 @@ def _parallel(function: Callable[[str], Any], names: list[str]) -> list[Any]:
 
 
 def _probe_all(command: tuple[str, ...], options: RunOptions, addresses: dict[str, str]) -> dict[str, dict]:
-    """Every host's facts, asked in parallel; with the checks on, the paths the command needs and the port."""
+    """Every host's facts, asked in parallel; with the checks on, the paths the command needs (on every host, and
+    on rank 0's those it alone reads) and the port."""
     names = [host.name for host in options.hosts]
+    rank_zero = layout.rank_zero_host(addresses)
 
     def ask(name: str) -> dict:
         args: list[str] = []
         if not options.skip_checks:
-            for path in commands.needed_paths(command):
+            paths = commands.needed_paths(command)
+            if name == rank_zero:
+                paths += commands.rank_zero_paths(command)
+            for path in paths:
                 args += ["--path", path]
             if name == names[0]:
                 args += ["--listen", str(options.port), str(PORT_CHECK_S), "--expect", str(len(names) - 1)]

@@ -1,17 +1,17 @@
 """Where every rank of a `forklift run` job runs: its host, CPU set, memory node and GPU, as a table for people
 and as an MPI rankfile.
 
-Each host's ranks take `forklift.distributed.ranks.places` of that host's topology, the same places the ranks
-pin themselves to when they start, so the table is what will happen. Global ranks follow torch's c10d
-rendezvous, which numbers the hosts by the address each agent gives (`--local-addr`, compared as text) and the
-ranks of a host by local rank.
+Each host's ranks take `forklift.distributed.places` of that host's topology, and torchrun starts each rank
+pinned to its row (`pinned`: CPUs, threads, memory node), whatever the command, so the table is what will
+happen. Global ranks follow torch's c10d rendezvous, which numbers the hosts by the address each agent gives
+(`--local-addr`, compared as text) and the ranks of a host by local rank.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forklift.distributed.places import places
+from forklift.distributed.places import Place, places
 from forklift.errors import ForkliftError
 from forklift.system.topology import Topology, format_cpu_list
 
@@ -48,6 +48,11 @@ def ranks_per_host(facts: HostFacts, asked: int | None, slots: int | None) -> in
     return len(facts.gpu_nodes) or len(facts.topology.nodes)
 
 
+def rank_zero_host(addresses: dict[str, str]) -> str:
+    """The host of rank 0 among hosts by name -> address: the rendezvous numbers hosts by address as text."""
+    return min(addresses, key=lambda name: addresses[name])
+
+
 def lay_out(hosts: list[tuple[HostFacts, int]], *, gpus: bool) -> list[RankSlot]:
     """Every rank's slot for `hosts` (each with its rank count), numbered as the rendezvous will number them."""
     slots: list[RankSlot] = []
@@ -61,6 +66,12 @@ def lay_out(hosts: list[tuple[HostFacts, int]], *, gpus: bool) -> list[RankSlot]
             slots.append(RankSlot(len(slots), facts.name, facts.address, local_rank, place.cpus, place.node,
                                   place.gpu))  # fmt: skip
     return slots
+
+
+def host_places(slots: list[RankSlot], host: str) -> list[Place]:
+    """The places of `host`'s ranks in `slots`, by local rank: what its torchrun pins them to."""
+    mine = sorted((slot for slot in slots if slot.host == host), key=lambda slot: slot.local_rank)
+    return [Place(slot.cpus, slot.node, slot.gpu) for slot in mine]
 
 
 def describe_layout(slots: list[RankSlot]) -> str:

@@ -3,11 +3,17 @@ that `forklift run` lays out a job without importing torch, and each rank pins i
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 from forklift.errors import ForkliftError
 from forklift.system.placement import make_plan
-from forklift.system.topology import Topology
+from forklift.system.topology import Topology, format_cpu_list, parse_cpu_list
+
+# A rank started by `forklift run` finds the place the launcher laid out for it here (`pinned` sets it).
+PLACE_VARIABLE = "FORKLIFT_PLACE"
+PLACE_TEXT = re.compile(r"^(?P<cpus>[0-9,-]+)@(?P<node>\d+)(?::(?P<gpu>\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -17,6 +23,30 @@ class Place:
     cpus: tuple[int, ...]
     node: int
     gpu: int | None = None
+
+
+def format_place(place: Place) -> str:
+    """CPUS@NODE or CPUS@NODE:GPU, e.g. `0-3,8-11@0:1`: how a place travels on the torchrun line and in
+    PLACE_VARIABLE (`parse_place` reads it back)."""
+    return f"{format_cpu_list(place.cpus)}@{place.node}" + ("" if place.gpu is None else f":{place.gpu}")
+
+
+def parse_place(text: str, source: str) -> Place:
+    """A place as `format_place` writes it; one line naming `source` when it is not one."""
+    match = PLACE_TEXT.match(text)
+    try:
+        cpus = tuple(parse_cpu_list(match["cpus"])) if match is not None else ()
+    except ForkliftError:
+        cpus = ()
+    if match is None or not cpus:
+        raise ForkliftError(f"{source}: {text!r} is not a place like 0-3,8-11@0 or 0-3@0:1 (CPUS@NODE[:GPU])")
+    return Place(cpus, int(match["node"]), None if match["gpu"] is None else int(match["gpu"]))
+
+
+def laid_out_place() -> Place | None:
+    """The place `forklift run` laid out for this rank (PLACE_VARIABLE), or None when it was started otherwise."""
+    text = os.environ.get(PLACE_VARIABLE)
+    return None if text is None else parse_place(text, PLACE_VARIABLE)
 
 
 def places(topology: Topology, count: int, gpus: list[int] | None = None) -> list[Place]:

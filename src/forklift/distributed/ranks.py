@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from forklift.distributed.places import places
+from forklift.distributed.places import Place, laid_out_place, places
 from forklift.errors import ForkliftError
 from forklift.system.topology import current, format_cpu_list
 
@@ -64,12 +64,12 @@ def from_environment() -> Ranks:
 def start(ranks: Ranks, device: str) -> str:
     """Join the process group (gloo on CPUs, NCCL on GPUs), pin this rank, and return the device it trains on.
 
-    Each rank takes its place (`places`): it runs on its own CPU set with one thread per CPU, so ranks never share
-    a core, and on CUDA it takes the GPU attached to its CPU set's NUMA node."""
+    Each rank takes its place (`my_place`): it runs on its own CPU set with one thread per CPU, so ranks never
+    share a core, and on CUDA it takes the GPU attached to its CPU set's NUMA node."""
     if not ranks.distributed:
         return device
     cuda = torch.device(device).type == "cuda"
-    mine = places(current(), ranks.local_world, gpu_nodes() if cuda else None)[ranks.local_rank]
+    mine = my_place(ranks, cuda=cuda)
     os.sched_setaffinity(0, mine.cpus)
     torch.set_num_threads(len(mine.cpus))
     if mine.gpu is not None:
@@ -80,6 +80,15 @@ def start(ranks: Ranks, device: str) -> str:
         print(f"{ranks.world} ranks; rank 0 on CPUs {format_cpu_list(mine.cpus)} (node {mine.node}, "
               f"{len(mine.cpus)} threads){f', {device}' if cuda else ''}", flush=True)  # fmt: skip
     return device
+
+
+def my_place(ranks: Ranks, *, cuda: bool) -> Place:
+    """The place `forklift run` laid out for this rank, which it was started on (`pinned`), else (`--nproc`) its
+    place among this host's ranks. Never both: a pinned rank sees only its own CPUs and would choose again."""
+    laid_out = laid_out_place()
+    if laid_out is not None:
+        return laid_out
+    return places(current(), ranks.local_world, gpu_nodes() if cuda else None)[ranks.local_rank]
 
 
 def stop(ranks: Ranks) -> None:

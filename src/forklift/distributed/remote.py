@@ -107,8 +107,10 @@ def start_host(ssh: Ssh, host: str, *, workdir: str, python: str, command: list[
     """Run `command` on `host` (in `workdir`, under the guard), its output printed as it comes, each line with
     the host in front."""
     remote = f"cd {shlex.quote(workdir)} && exec {shlex.quote(python)} -u -c {shlex.quote(GUARD)} {shlex.join(command)}"
+    # ssh in a session of its own: Ctrl-C reaches the launcher alone, which stops the hosts and waits for their
+    # ranks to end (ssh killed by the terminal's SIGINT would leave them ending unwatched)
     process = subprocess.Popen(ssh.command(host, remote), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, bufsize=1)  # fmt: skip
+                               stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)  # fmt: skip
     running = HostProcess(host, process)
     for stream, sink in ((process.stdout, sys.stdout), (process.stderr, sys.stderr)):
         assert stream is not None

@@ -13,11 +13,10 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from forklift.system.pinning import pin_process
 from forklift.vision.results import Prediction
 from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Precision, Runtime
-
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 @dataclass(frozen=True)
@@ -70,25 +69,7 @@ class TensorJob:
 
 def _pin(spec: WorkerSpec) -> None:
     """CPU affinity first (so every thread the engine starts inherits it), and threads = CPUs."""
-    if spec.place.cpus and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, spec.place.cpus)
-    for name in THREAD_VARIABLES:
-        os.environ[name] = str(spec.place.threads)
-    if spec.place.node is not None:
-        _bind_memory(spec.place.node)
-
-
-def _bind_memory(node: int) -> None:
-    """Prefer memory of the worker's NUMA node where the machine has several (libnuma, when present)."""
-    import ctypes
-    import ctypes.util
-
-    library = ctypes.util.find_library("numa")
-    if library is None:
-        return
-    numa = ctypes.CDLL(library)
-    if numa.numa_available() >= 0 and numa.numa_max_node() > 0:
-        numa.numa_set_preferred(node)
+    pin_process(spec.place.cpus, threads=spec.place.threads, node=spec.place.node)
 
 
 def _encode_images(prediction: Prediction, encoding: Encoding) -> None:
