@@ -12,6 +12,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import av
 import httpx
@@ -43,15 +44,19 @@ def fresh_database(server_url: str | None, data_dir: Path) -> str:
     return server_url.rsplit("/", 1)[0] + f"/{name}"
 
 
-def start_app(data_dir: Path, port: int, *, db: str | None = None, timeout: float = 60) -> subprocess.Popen[bytes]:
-    """`forklift app` as a process of its own on loopback, returned once it answers; its output is appended to
-    app-PORT.log beside the data directory (an error quotes it when the app dies or does not answer)."""
+def start_app(
+    data_dir: Path, port: int, *, db: str | None = None, login: bool = False, timeout: float = 60
+) -> subprocess.Popen[bytes]:
+    """`forklift app` as a process of its own on loopback (with `login`, asking for one), returned once it
+    answers; its output is appended to app-PORT.log beside the data directory (an error quotes it when the app
+    dies or does not answer)."""
     log = data_dir.parent / f"app-{port}.log"
     command = [sys.executable, "-m", "forklift.cli", "app", "--data-dir", str(data_dir), "--port", str(port)]
+    options = [*(["--db", db] if db else []), *(["--login"] if login else [])]
     with log.open("ab") as out:
-        server = subprocess.Popen([*command, *(["--db", db] if db else [])], stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen([*command, *options], stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_until_answering(f"http://127.0.0.1:{port}/api/session", server, log, timeout)
+        wait_until_answering(f"http://127.0.0.1:{port}/openapi.json", server, log, timeout)
     except ForkliftError:
         server.kill()
         raise
@@ -60,9 +65,10 @@ def start_app(data_dir: Path, port: int, *, db: str | None = None, timeout: floa
 
 @contextmanager
 def app_client(
-    data_dir: Path, db_url: str, *, host: str = "127.0.0.1", jobs_per_device: int = 1
+    data_dir: Path, db_url: str, *, host: str = "127.0.0.1", jobs_per_device: int = 1, **config: Any
 ) -> Iterator[TestClient]:
-    app = create_app(AppConfig(data_dir, db_url, host=host, jobs_per_device=jobs_per_device))
+    """A test client of the app; `config`: other AppConfig fields (its limits)."""
+    app = create_app(AppConfig(data_dir, db_url, host=host, jobs_per_device=jobs_per_device, **config))
     with TestClient(app) as client:
         yield client
     app.state.engine.dispose()
@@ -94,13 +100,18 @@ def zip_of(entries: dict[str, bytes], *, symlinks: tuple[str, ...] = ()) -> byte
     return buffer.getvalue()
 
 
-def video(path: Path, *, seconds: float = 3.0, fps: int = 10, size: tuple[int, int] = (96, 64)) -> Path:
-    """A generated MP4 (H.264 when the FFmpeg build has it, else MPEG-4 part 2): a bright square moving right."""
+def video(
+    path: Path, *, seconds: float = 3.0, fps: int = 10, size: tuple[int, int] = (96, 64), codec: str | None = None
+) -> Path:
+    """A generated video, its container by `path`'s suffix (.mp4, .avi, .mov, .webm...), its frames a bright square
+    moving right; `codec` an encoder of PyAV's FFmpeg (default: H.264 when the build has it, else MPEG-4 part 2)."""
     width, height = size
     with av.open(str(path), "w") as container:
         try:
-            stream = container.add_stream("libx264", rate=fps)
+            stream = container.add_stream(codec or "libx264", rate=fps)
         except (av.error.FFmpegError, ValueError):
+            if codec:
+                raise
             stream = container.add_stream("mpeg4", rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         for k in range(round(seconds * fps)):

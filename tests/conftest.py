@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from postgres import postgres_server
@@ -35,3 +36,15 @@ def app_database(request: pytest.FixtureRequest) -> Iterator[str | None]:
     else:
         with postgres_server() as url:
             yield url
+
+
+@pytest.fixture
+def api(app_database: str | None, tmp_path: Path) -> Iterator[Any]:
+    """A test client of the app (fastapi's TestClient) over a fresh data directory (tmp_path/app) and database:
+    SQLite, or a database of its own on app_database's PostgreSQL server."""
+    from app_helpers import app_client, fresh_database  # the app's imports: only for the tests that use it
+
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(app_database, data)) as client:
+        yield client

@@ -3,7 +3,7 @@ work on the database directly (the app need not run)."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forklift.app.security import hash_password, new_token
@@ -22,6 +22,20 @@ def add_user(session: Session, name: str, role: str, password: str) -> User:
         raise ForkliftError(f"user {name}: exists already")
     user = User(name=name, role=role, password_hash=hash_password(password))
     session.add(user)
+    session.commit()
+    return user
+
+
+def remove_user(session: Session, name: str) -> User:
+    """Remove the account (its API tokens go with it; its session cookies are refused from then on). The last
+    admin stays: without one, an app served beyond loopback would not start again."""
+    user = session.scalar(select(User).where(User.name == name))
+    if user is None:
+        raise ForkliftError(f"user {name}: no such user (forklift app user list shows them)")
+    admins = session.scalar(select(func.count()).select_from(User).where(User.role == "admin")) or 0
+    if user.role == "admin" and admins <= 1:
+        raise ForkliftError(f"user {name}: the last admin cannot be removed (add another admin first)")
+    session.delete(user)
     session.commit()
     return user
 

@@ -15,16 +15,20 @@ class AppConfig:
     db_url: str
     host: str = "127.0.0.1"
     port: int = 8080
-    max_image_bytes: int = 50 * MIB
-    max_video_bytes: int = 2048 * MIB
-    max_zip_bytes: int = 4096 * MIB
+    max_image_bytes: int = 50 * MIB  # one image file
+    max_video_bytes: int = 2048 * MIB  # one video file
+    max_zip_bytes: int = 4096 * MIB  # one zip (an import of a data set or a model)
+    max_batch_bytes: int = 4096 * MIB  # one image upload request, all its files together
+    max_json_bytes: int = 16 * MIB  # the body of any other request
     session_hours: int = 12
     jobs_per_device: int = 1  # training jobs at once on the CPU and on each GPU (forklift.app.devices)
+    login: bool = False  # accounts even on loopback: a machine several people log in to
 
     @property
     def local(self) -> bool:
-        """Served on loopback only: one local user, no login (anyone who can reach it is on this machine)."""
-        return is_loopback(self.host)
+        """Served on loopback only and no login asked for: one local user, no login (anyone who can reach it is
+        on this machine)."""
+        return is_loopback(self.host) and not self.login
 
 
 def is_loopback(host: str) -> bool:
@@ -34,3 +38,10 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def size_text(size: int) -> str:
+    """A limit as a person reads it: whole MiB where it is some, else bytes."""
+    if size >= MIB and size % MIB == 0:
+        return f"{size // MIB} MiB"
+    return f"{size / MIB:.1f} MiB" if size >= MIB else f"{size:,} bytes"

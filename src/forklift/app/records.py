@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, BinaryIO, TypeVar
 
 from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
@@ -123,15 +124,28 @@ def existing_label(session: Session, dataset_id: int, name: str) -> Label | None
 
 
 def label_named(session: Session, dataset_id: int, name: str, *, create: bool) -> Label:
-    """The data set's label of that name; made when `create`, else a 422 naming it."""
+    """The data set's label of that name; made when `create`, else a 422 naming it. Two requests may make the same
+    new label at once (two people saving boxes of a new class): the one that comes second takes the first one's,
+    where a plain insert would break the unique (data set, name) and fail the request."""
     label = existing_label(session, dataset_id, name)
-    if label is None:
-        if not create:
-            raise AppError(422, f"label {name!r}: not a label of this data set")
-        label = Label(dataset_id=dataset_id, name=name)
-        session.add(label)
+    if label is not None:
+        return label
+    if not create:
+        raise AppError(422, f"label {name!r}: not a label of this data set")
+    dialect, keys = session.get_bind().dialect.name, ["dataset_id", "name"]
+    if dialect == "postgresql":  # INSERT ... ON CONFLICT DO NOTHING: waits for the other request, then is a no-op
+        session.execute(postgresql.insert(Label).values(dataset_id=dataset_id, name=name)
+                        .on_conflict_do_nothing(index_elements=keys))  # fmt: skip
+    elif dialect == "sqlite":
+        session.execute(sqlite.insert(Label).values(dataset_id=dataset_id, name=name)
+                        .on_conflict_do_nothing(index_elements=keys))  # fmt: skip
+    else:  # neither of the databases the app runs on: the race is not handled
+        session.add(Label(dataset_id=dataset_id, name=name))
         session.flush()
-    return label
+    made = existing_label(session, dataset_id, name)
+    if made is None:
+        raise AppError(409, f"label {name!r}: removed while it was being added; try again")
+    return made
 
 
 def next_version(session: Session, image_id: int, version: int, *unchanged: ColumnElement[bool], **values: Any) -> bool:

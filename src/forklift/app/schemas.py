@@ -169,6 +169,12 @@ class SessionOut(BaseModel):
     csrf: str | None = None
 
 
+class UserOut(BaseModel):
+    name: str
+    role: Literal["viewer", "editor", "admin"]
+    created_at: datetime
+
+
 DeviceName = Annotated[str, Field(pattern=r"^(cpu|cuda:[0-9]{1,2})$")]  # as `forklift train --device` takes it
 
 

@@ -5,7 +5,9 @@ needs a session cookie (after `POST /api/login`) or an API token (`Authorization
 Passwords are hashed with Argon2 (argon2-cffi). The session cookie is signed (itsdangerous) with a key kept in
 the data directory, HttpOnly and SameSite=Strict; a request that changes something with a session must also
 carry the session's CSRF token in `X-CSRF-Token` (a page of another site can make the browser send the cookie,
-but cannot read the token). Roles: a viewer looks, an editor changes data, an admin also manages accounts.
+but cannot read the token). A cookie names its account's session generation: logging out moves the account to the
+next one, which ends its cookies everywhere (a copy kept of one is refused too). Roles: a viewer looks, an editor
+changes data, an admin also manages accounts (`/api/users`; they are added on the server, `forklift app user`).
 """
 
 from __future__ import annotations
@@ -79,16 +81,16 @@ def secret_key(data_dir: Path) -> str:
 
 
 class Sessions:
-    """Signed session cookies: {user id, CSRF token}, valid for `hours`."""
+    """Signed session cookies: {user id, the account's session generation, CSRF token}, valid for `hours`."""
 
     def __init__(self, key: str, hours: int) -> None:
         self.serializer = URLSafeTimedSerializer(key, salt="forklift-session")
         self.max_age = hours * 3600
 
-    def issue(self, user_id: int) -> tuple[str, str]:
+    def issue(self, user_id: int, generation: int) -> tuple[str, str]:
         """(cookie value, CSRF token)."""
         csrf = secrets.token_urlsafe(24)
-        return self.serializer.dumps({"user": user_id, "csrf": csrf}), csrf
+        return self.serializer.dumps({"user": user_id, "generation": generation, "csrf": csrf}), csrf
 
     def read(self, cookie: str) -> dict | None:
         try:
@@ -112,11 +114,26 @@ def authenticate(request: Request, session: Session) -> Principal:
     value = request.app.state.sessions.read(cookie) if cookie else None
     if value is None:
         raise AppError(401, "log in first")
-    user = session.get(User, value["user"])
+    user = session_user(session, value)
+    check_csrf(request, value)
+    return Principal(user.name, user.role, user.id)
+
+
+def session_user(session: Session, value: dict) -> User:
+    """The account of a cookie's `value` while the cookie is good, or 401: the account was removed, or logged out
+    of since the cookie was issued."""
+    user = session.get(User, value.get("user")) if isinstance(value.get("user"), int) else None
     if user is None:
         raise AppError(401, "this account no longer exists")
+    if value.get("generation") != user.session_generation:
+        raise AppError(401, "this session has ended (logged out); log in again")
+    return user
+
+
+def check_csrf(request: Request, value: dict) -> None:
+    """A changing request with a session cookie must carry its CSRF token (403): another site's page can make the
+    browser send the cookie, but cannot read the token."""
     if request.method not in SAFE_METHODS and not secrets.compare_digest(
-        request.headers.get(CSRF_HEADER, ""), value["csrf"]
+        request.headers.get(CSRF_HEADER, ""), str(value.get("csrf", ""))
     ):
         raise AppError(403, f"missing or wrong {CSRF_HEADER} header (cross-site request refused)")
-    return Principal(user.name, user.role, user.id)

@@ -19,8 +19,9 @@ from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.deploy import restore
 from forklift.app.devices import machine_devices
-from forklift.app.errors import AppError
+from forklift.app.errors import AppError, error_response
 from forklift.app.jobs import JobRunner
+from forklift.app.limits import LimitedBodies, too_many_files
 from forklift.app.routes import (
     augmentation,
     autolabel,
@@ -32,6 +33,7 @@ from forklift.app.routes import (
     models,
     session,
     transfer,
+    users,
     videos,
 )
 from forklift.app.security import Sessions, secret_key
@@ -70,12 +72,14 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.autolabel = AutoLabeler(app.state.sessionmaker, config.data_dir)
     app.state.deploying = threading.Lock()  # deployments restored at start, or undeployed: one at a time
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
-    routers = (session, datasets, images, labels, videos, transfer, augmentation, jobs, models, deployments, autolabel)
+    routers = (session, users, datasets, images, labels, videos, transfer, augmentation, jobs, models, deployments,
+               autolabel)  # fmt: skip
     for module in routers:
         app.include_router(module.router)
     app.add_exception_handler(AppError, _app_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_middleware(LimitedBodies, config=config)  # bodies past their route's limit: 413 before they are spooled
 
     @app.get("/{path:path}", include_in_schema=False)
     def front_end(path: str) -> Response:
@@ -90,20 +94,18 @@ def create_app(config: AppConfig) -> FastAPI:
     return app
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"status": "error", "error": message}, status_code=status)
-
-
 def _app_error(_request: Request, exc: AppError) -> JSONResponse:
-    return _error(exc.status, exc.message)
+    return error_response(exc.status, exc.message)
 
 
-def _http_error(_request: Request, exc: HTTPException) -> JSONResponse:
-    return _error(exc.status_code, str(exc.detail))
+def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    if exc.status_code == 400 and (refusal := too_many_files(request.method, request.url.path, str(exc.detail))):
+        return error_response(413, refusal)
+    return error_response(exc.status_code, str(exc.detail))
 
 
 def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
     """422 with the first problem in one line: where it is (body.name, query.limit...) and what is wrong."""
     first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
     where = ".".join(str(part) for part in first.get("loc", ()))
-    return _error(422, f"{where}: {first.get('msg', 'invalid')}")
+    return error_response(422, f"{where}: {first.get('msg', 'invalid')}")

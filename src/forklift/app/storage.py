@@ -18,6 +18,7 @@ from typing import BinaryIO
 from PIL import Image as PILImage
 from PIL import ImageOps, UnidentifiedImageError
 
+from forklift.app.config import size_text
 from forklift.errors import ForkliftError
 
 MAX_PIXELS = 100_000_000  # an image header claiming more is refused before any pixel is decoded
@@ -117,7 +118,7 @@ def copy_limited(source: BinaryIO, target: Path, name: str, *, limit: int) -> No
             if written > limit:
                 out.close()
                 target.unlink(missing_ok=True)
-                raise ForkliftError(f"{name}: larger than the upload limit of {limit // 2**20} MiB")
+                raise ForkliftError(f"{name}: larger than the upload limit of {size_text(limit)}")
             out.write(chunk)
 
 

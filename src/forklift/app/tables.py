@@ -37,6 +37,9 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(16))
     password_hash: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=_now)
+    # which of the account's session cookies are good: a cookie names the generation it was issued in, and logging
+    # out moves the account to the next one (a signed cookie cannot be taken back otherwise)
+    session_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class ApiToken(Base):

@@ -32,18 +32,34 @@ MAX_UNPACKED = 8 * 2**30  # bytes, all entries together
 EXPORTS = ("forklift", "coco", "voc", "yolo", "powerai")
 
 
+LABELLED = ("labelled", "auto", "reviewed")  # images with labels: auto ones too (the review queue is not a filter)
+ALL_IMAGES = ("unlabelled", *LABELLED)
+WHOLE_SET_FORMATS = ("forklift", "coco")  # the formats an export gives every image in: see exported_statuses
+
+
+def exported_statuses(format_name: str) -> tuple[str, ...]:
+    """The images an export in `format_name` holds. COCO keeps its images and annotations in separate lists, and
+    forklift's layout an image's boxes in the image's entry, so both carry an image with no labels as it is: their
+    exports are the whole data set (its unlabelled images with no annotations, as COCO allows; detectron2 and
+    MMDetection leave such images out of training by default). VOC, YOLO and PowerAI Vision write a label file
+    per image, where an empty one tells every trainer "nothing here": those get the labelled images only. A
+    classification set's image without a class is in none (forklift's layout needs its class)."""
+    return ALL_IMAGES if format_name in WHOLE_SET_FORMATS else LABELLED
+
+
 def as_forklift_dataset(
-    session: Session, dataset: DataSet, root: Path, *, statuses: tuple[str, ...] = ("labelled", "auto", "reviewed")
+    session: Session, dataset: DataSet, root: Path, *, statuses: tuple[str, ...] = LABELLED
 ) -> Dataset:
-    """The app's data set as forklift's `Dataset` over the app's own files (`root`: the data directory). A
-    polygon goes out as its bounding box (forklift's detect sets hold boxes); only images of `statuses` go (never
-    unlabelled ones: they would teach that nothing is in them)."""
+    """The app's data set as forklift's `Dataset` over the app's own files (`root`: the data directory), with the
+    images of `statuses` (training takes labelled and reviewed ones: an unlabelled one would teach that nothing is
+    in it). A polygon goes as its bounding box carrying its points (forklift's detect sets hold boxes; COCO's
+    writer gives the points as the object's segmentation)."""
     labels = dict(session.execute(select(Label.id, Label.name).where(Label.dataset_id == dataset.id)).all())
     images = session.scalars(select(Image).where(Image.dataset_id == dataset.id, Image.status.in_(statuses))
                              .order_by(Image.id)).all()  # fmt: skip
     shapes: dict[int, list[Annotation]] = {}
     query = select(Annotation).join(Image, Image.id == Annotation.image_id).where(Image.dataset_id == dataset.id)
-    for annotation in session.scalars(query):
+    for annotation in session.scalars(query.order_by(Annotation.id)):
         shapes.setdefault(annotation.image_id, []).append(annotation)
     records = []
     for image in images:
@@ -58,10 +74,10 @@ def as_forklift_dataset(
 def _box(annotation: Annotation, label: str) -> Box:
     if annotation.kind == "box":
         x1, y1, x2, y2 = annotation.points
-    else:
-        xs, ys = [p[0] for p in annotation.points], [p[1] for p in annotation.points]
-        x1, y1, x2, y2 = min(xs), min(ys), max(xs), max(ys)
-    return Box(label, float(x1), float(y1), float(x2), float(y2))
+        return Box(label, float(x1), float(y1), float(x2), float(y2))
+    points = tuple((float(x), float(y)) for x, y in annotation.points)
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    return Box(label, min(xs), min(ys), max(xs), max(ys), polygon=points)
 
 
 def export_zip(data: Dataset, format_name: str, name: str) -> tuple[Iterable[bytes], int, Path]:

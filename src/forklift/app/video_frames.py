@@ -35,8 +35,7 @@ def video_facts(path: Path, name: str) -> VideoFacts:
             frame = next(container.decode(stream), None)  # proves that frames decode, not only the header
             if frame is None:
                 raise ForkliftError(f"{name}: no frame decodes")
-            fps = float(stream.average_rate or stream.guessed_rate or 0) or 25.0
-            return VideoFacts(duration, fps, frame.width, frame.height)
+            return VideoFacts(duration, _fps(stream), frame.width, frame.height)
     except (FFmpegError, OSError, ValueError, StopIteration) as exc:
         raise ForkliftError(f"{name}: not a video FFmpeg can read ({exc})") from exc
 
@@ -49,26 +48,50 @@ def _duration(container: av.container.InputContainer, stream: av.video.stream.Vi
     raise ForkliftError(f"{container.name}: does not say how long it is")
 
 
-def frames_at(path: Path, times: list[float]) -> Iterator[tuple[float, bytes]]:
-    """(time asked, JPEG of the first frame at or after it) for each time, in one pass through the video; times past
-    the last frame give the last frame."""
+def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[float, bytes]]:
+    """(time asked, JPEG of the first frame at or after it) for each time, in one pass through the video; times
+    past the last frame give the last frame.
+
+    A video that stops part-way (a file damaged or cut short after the first frames the upload's check decoded) is
+    one line naming it (`name`) and where it stopped; the frames given before that stand. FFmpeg says so itself
+    when it decodes frame by frame, but not always: its frame threads may drop the frames after a damaged packet,
+    and a demuxer that loses its way in a damaged file may just end. So the frames must reach the last video packet,
+    and the packets of all streams (a video may end before its sound) the video's duration, within two frames."""
     wanted = sorted(set(times))
     if not wanted:
         return
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        last = None
-        for frame in container.decode(stream):
-            moment = float(frame.time or 0.0)
-            last = frame
-            while wanted and moment + 1e-6 >= wanted[0]:
-                yield wanted.pop(0), _jpeg(frame)
-            if not wanted:
-                return
-        if last is not None:
-            for moment in wanted:
-                yield moment, _jpeg(last)
+    moment = packets_end = video_end = 0.0  # the last frame decoded; the last packet of any stream, of the video
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            last = None
+            for packet in container.demux():
+                if packet.pts is not None and packet.time_base is not None:
+                    packets_end = max(packets_end, float(packet.pts * packet.time_base))
+                    if packet.stream.index == stream.index:
+                        video_end = max(video_end, float(packet.pts * packet.time_base))
+                if packet.stream.index != stream.index:
+                    continue
+                for frame in stream.decode(packet):
+                    moment = float(frame.time or 0.0)
+                    last = frame
+                    while wanted and moment + 1e-6 >= wanted[0]:
+                        yield wanted.pop(0), _jpeg(frame)
+                    if not wanted:
+                        return
+            duration, step = _duration(container, stream), 2 / _fps(stream)
+            if last is None or moment + step < video_end or packets_end + step < duration:
+                raise ForkliftError(f"{name}: its frames stop at {moment:.3f} s of {duration:.3f} s (the file is "
+                                    f"damaged or cut short)")  # fmt: skip
+            for asked in wanted:
+                yield asked, _jpeg(last)
+    except (FFmpegError, OSError) as exc:
+        raise ForkliftError(f"{name}: FFmpeg could not decode past {moment:.3f} s ({exc})") from exc
+
+
+def _fps(stream: av.video.stream.VideoStream) -> float:
+    return float(stream.average_rate or stream.guessed_rate or 0) or 25.0
 
 
 def _jpeg(frame: av.VideoFrame) -> bytes:

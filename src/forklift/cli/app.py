@@ -33,6 +33,11 @@ def register(verbs: Any) -> None:
     app.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: no login)")
     app.add_argument("--port", type=positive, default=8080, help="(default 8080)")
     app.add_argument(
+        "--login",
+        action="store_true",
+        help="ask for a login even on 127.0.0.1 (a machine several people log in to); needs an admin account",
+    )
+    app.add_argument(
         "--jobs-per-device",
         type=positive,
         default=1,
@@ -52,6 +57,10 @@ def register(verbs: Any) -> None:
     listing = user_verbs.add_parser("list", help="the accounts and their roles")
     _where(listing)
     listing.set_defaults(handler=run_user_list)
+    remove = user_verbs.add_parser("remove", help="remove an account and its API tokens (not the last admin)")
+    remove.add_argument("name")
+    _where(remove)
+    remove.set_defaults(handler=run_user_remove)
     token = accounts.add_parser("token", help="API tokens for scripts: add NAME --user USER (printed once)")
     token_verbs = token.add_subparsers(dest="action", metavar="add", required=True)
     token_add = token_verbs.add_parser("add")
@@ -85,15 +94,16 @@ def run_app(args: argparse.Namespace) -> int:
     from forklift.app.database import sqlite_url
     from forklift.app.server import create_app
 
-    if not is_loopback(args.host):
+    config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
+                       jobs_per_device=args.jobs_per_device, login=args.login)  # fmt: skip
+    if not config.local:
         with _session(args) as session:
             if not has_admin(session):
+                why = "--login" if is_loopback(args.host) else f"--host {args.host}: served beyond this machine"
                 raise ForkliftError(
-                    f"--host {args.host}: served beyond this machine the app needs accounts, and there is no admin; "
+                    f"{why}: the app needs accounts, and there is no admin; "
                     f"add one with: forklift app user add NAME --role admin --data-dir {args.data_dir}"
                 )
-    config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
-                       jobs_per_device=args.jobs_per_device)  # fmt: skip
     app = create_app(config)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     print(f"forklift app: http://{shown}:{args.port}/  (data in {args.data_dir}; API docs at /docs)", flush=True)
@@ -121,6 +131,15 @@ def run_user_list(args: argparse.Namespace) -> int:
     with _session(args) as session:
         for user in session.scalars(select(User).order_by(User.name)):
             print(f"{user.name}\t{user.role}")
+    return 0
+
+
+def run_user_remove(args: argparse.Namespace) -> int:
+    from forklift.app.accounts import remove_user
+
+    with _session(args) as session:
+        user = remove_user(session, args.name)
+    print(f"removed {user.name} ({user.role})")
     return 0
 
 

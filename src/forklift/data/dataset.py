@@ -71,13 +71,16 @@ class _EntryProblem(ForkliftError):
 
 @dataclass(frozen=True)
 class Box:
-    """One object's bounds in pixels of its image, with its class name."""
+    """One object's bounds in pixels of its image, with its class name; `polygon`, when the object was outlined
+    as one (the app's polygons), its points [(x, y), ...] within these bounds: COCO's writer gives it as the
+    object's segmentation, every other format and forklift's own layout keep the bounds."""
 
     label: str
     x1: float
     y1: float
     x2: float
     y2: float
+    polygon: tuple[tuple[float, float], ...] | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         return {"label": self.label, "x1": self.x1, "y1": self.y1, "x2": self.x2, "y2": self.y2}

@@ -26,7 +26,8 @@ def upload_images(
     dataset_id: RowId, request: Request, files: Annotated[list[UploadFile], File()], session: Db, storage: Files,
     _: Editor,
 ) -> schemas.UploadResult:  # fmt: skip
-    """Each file is checked and kept on its own: a bad one is refused by name, the rest are added."""
+    """Each file is checked and kept on its own: a bad one is refused by name, the rest are added. A request carries
+    at most 1,000 files (forklift.app.limits.MAX_FILES) and max_batch_bytes in all: past either, a 413."""
     get_or_404(session, DataSet, dataset_id)
     limit = request.app.state.config.max_image_bytes
     added, refused = [], []

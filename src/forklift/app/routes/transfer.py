@@ -20,7 +20,14 @@ from forklift.app.errors import AppError
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
 from forklift.app.storage import Storage, copy_limited
 from forklift.app.tables import Annotation, DataSet, Image
-from forklift.app.transfer import as_forklift_dataset, export_zip, iter_files, located_source, safe_extract
+from forklift.app.transfer import (
+    as_forklift_dataset,
+    export_zip,
+    exported_statuses,
+    iter_files,
+    located_source,
+    safe_extract,
+)
 from forklift.data.interchange import import_dataset
 from forklift.errors import ForkliftError
 
@@ -33,12 +40,15 @@ def export(
     dataset_id: RowId, session: Db, storage: Files, _: Viewer,
     format: Literal["forklift", "coco", "voc", "yolo", "powerai"] = "coco",
 ) -> StreamingResponse:  # fmt: skip
-    """The labelled images and their labels as a zip, streamed (its size is sent first, so browsers show
-    progress)."""
+    """The images and their labels as a zip, streamed (its size is sent first, so browsers show progress). COCO
+    and forklift's format hold every image, an unlabelled one with no annotations; VOC, YOLO and PowerAI Vision the
+    labelled ones (see forklift.app.transfer.exported_statuses). Polygons go to COCO as segmentations with their
+    bbox and area, to the other formats as their bounding boxes."""
     dataset = get_or_404(session, DataSet, dataset_id)
-    data = as_forklift_dataset(session, dataset, storage.root)
+    data = as_forklift_dataset(session, dataset, storage.root, statuses=exported_statuses(format))
     if not data.images:
-        raise AppError(422, f"data set {dataset.name!r}: no labelled images to export")
+        raise AppError(422, f"data set {dataset.name!r}: no images to export in {format} format (it takes "
+                            f"{', '.join(exported_statuses(format))} ones)")  # fmt: skip
     name = file_name(dataset.name, "dataset")
     try:
         stream, size, scratch = export_zip(data, format, f"{name}-{format}")

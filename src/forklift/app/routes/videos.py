@@ -10,11 +10,14 @@ from typing import Annotated
 from fastapi import APIRouter, File, Request, UploadFile
 from fastapi.responses import FileResponse
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out, video_out
+from forklift.app.storage import Storage
 from forklift.app.tables import DataSet, Image, Video
 from forklift.app.video_frames import frames_at, video_facts
 from forklift.errors import ForkliftError
@@ -60,12 +63,18 @@ def video_file(video_id: RowId, session: Db, storage: Files, _: Viewer) -> FileR
 
 @router.post("/api/videos/{video_id}/capture", status_code=201)
 def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: Files, _: Editor) -> schemas.CaptureOut:
-    """Frames into the data set: one every `every_s` seconds from the start, or at the times `at_s`."""
+    """Frames into the data set: one every `every_s` seconds from the start while the video lasts, or at the times
+    `at_s` (up to its end: there, its last frame). A frame is known by its millisecond: times that round to one
+    already captured (before, by this request or by another at the same moment) are skipped. A video FFmpeg cannot
+    decode to the end is a 422 naming it; the frames captured before the damage are kept."""
     video = get_or_404(session, Video, video_id)
     if (body.every_s is None) == (body.at_s is None):
         raise AppError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
     if body.every_s is not None:
-        times = [k * body.every_s for k in range(math.floor(video.duration_s / body.every_s + 1e-9) + 1)]
+        count = video.duration_s / body.every_s  # from the start to before the end, where the last frame stops
+        if count > MAX_FRAMES:
+            raise AppError(422, f"every_s {body.every_s}: {count:.0f} frames; at most {MAX_FRAMES} per capture")
+        times = [k * body.every_s for k in range(max(1, math.ceil(count - 1e-9)))]
     else:
         times = list(body.at_s or [])
     bad = [t for t in times if not 0 <= t <= video.duration_s + 1e-3]
@@ -74,15 +83,40 @@ def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: File
     if len(times) > MAX_FRAMES:
         raise AppError(422, f"{len(times)} frames asked for; at most {MAX_FRAMES} per capture")
     taken = set(session.scalars(select(Image.video_ms).where(Image.video_id == video_id)))
-    fresh = [t for t in times if round(t * 1000) not in taken]
-    added = []
-    for moment, jpeg in frames_at(storage.path(video.file), fresh):
-        file = storage.save_bytes(video.dataset_id, jpeg, ".jpg")
-        stem = video.original_name.rsplit(".", 1)[0]
-        image = Image(dataset_id=video.dataset_id, file=file, original_name=f"{stem}@{moment:.3f}s.jpg",
-                      width=video.width, height=video.height, video_id=video.id,
-                      video_ms=round(moment * 1000))  # fmt: skip
-        session.add(image)
+    fresh: dict[int, float] = {}  # millisecond -> the first time asked that rounds to it
+    for moment in times:
+        if round(moment * 1000) not in taken:
+            fresh.setdefault(round(moment * 1000), moment)
+    added: list[Image] = []
+    raced = 0
+    try:
+        for moment, jpeg in frames_at(storage.path(video.file), list(fresh.values()), name=video.original_name):
+            image = _add_frame(session, storage, video, moment, jpeg)
+            if image is None:
+                raced += 1
+            else:
+                added.append(image)
+    except ForkliftError as exc:
+        raise AppError(422, f"{exc}; the {len(added)} frames captured before it are kept") from exc
+    return schemas.CaptureOut(added=images_out(session, added), skipped=len(times) - len(fresh) + raced)
+
+
+def _add_frame(session: Session, storage: Storage, video: Video, moment: float, jpeg: bytes) -> Image | None:
+    """The frame at `moment` as an image of the video's data set, committed; None when another request captured
+    that millisecond first (the database's unique (video, millisecond) refused this one, whose file is removed)."""
+    file = storage.save_bytes(video.dataset_id, jpeg, ".jpg")
+    stem = video.original_name.rsplit(".", 1)[0]
+    image = Image(dataset_id=video.dataset_id, file=file, original_name=f"{stem}@{moment:.3f}s.jpg",
+                  width=video.width, height=video.height, video_id=video.id,
+                  video_ms=round(moment * 1000))  # fmt: skip
+    session.add(image)
+    try:
         session.commit()
-        added.append(image)
-    return schemas.CaptureOut(added=images_out(session, added), skipped=len(times) - len(fresh))
+    except IntegrityError:
+        session.rollback()
+        storage.path(file).unlink(missing_ok=True)
+        captured = select(Image.id).where(Image.video_id == video.id, Image.video_ms == round(moment * 1000))
+        if session.scalar(captured) is None:  # another constraint than the capture's: not ours to hide
+            raise
+        return None
+    return image

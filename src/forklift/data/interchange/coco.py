@@ -1,6 +1,7 @@
 """COCO JSON: `images`, `annotations` (bbox [x, y, w, h] in pixels, and `segmentation`) and `categories`.
 
-Detect reads and writes the boxes. Segment reads each annotation's `segmentation` (polygons, or RLE with list or
+Detect reads the boxes and writes them, with their polygon as the `segmentation` of an object outlined by one (the
+app's polygons). Segment reads each annotation's `segmentation` (polygons, or RLE with list or
 compressed counts, decoded by pycocotools) and paints it into the image's mask in file order, later annotations
 over earlier ones, crowd regions as ignore (255). It writes one annotation per class present in a mask: its
 pixels as compressed RLE (exact, unlike polygons), with their bbox and area; ignore pixels have no COCO form and
@@ -203,10 +204,17 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
 
 
 def _box_annotations(image: ImageRecord, ids: dict[str, int]) -> list[dict[str, Any]]:
+    """A box as its bbox and area; an outlined object (a box with a polygon) also as its polygon segmentation,
+    its area the polygon's pixels as pycocotools rasterises them (what COCO's own annotations give)."""
     annotations = []
     for box in image.boxes:
         w, h = box.x2 - box.x1, box.y2 - box.y1
-        annotations.append({"category_id": ids[box.label], "bbox": [box.x1, box.y1, w, h], "area": w * h})
+        annotation = {"category_id": ids[box.label], "bbox": [box.x1, box.y1, w, h], "area": w * h}
+        if box.polygon:
+            outline = [float(v) for point in box.polygon for v in point]
+            rle = coco_mask.merge(coco_mask.frPyObjects([outline], image.height, image.width))
+            annotation.update(segmentation=[outline], area=float(coco_mask.area(rle)))
+        annotations.append(annotation)
     return annotations
 
 

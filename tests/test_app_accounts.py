@@ -1,0 +1,125 @@
+"""Accounts of an app served beyond loopback: a tampered or logged-out session cookie is refused, an editor changes
+data but not accounts, and `forklift app user remove` (never the last admin)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from app_helpers import app_client, fresh_database, png
+from fastapi.testclient import TestClient
+
+from forklift.app.security import COOKIE
+from forklift.cli import main
+
+pytestmark = pytest.mark.slow
+PASSWORD = "correct horse"
+
+
+def _where(data: Path, db: str) -> list[str]:
+    return ["--data-dir", str(data), "--db", db]
+
+
+def _add(where: list[str], name: str, role: str) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
+        assert main(["app", "user", "add", name, "--role", role, "--password-stdin", *where]) == 0
+
+
+def _accounts(app_database: str | None, tmp_path: Path, *users: tuple[str, str]) -> tuple[Path, str]:
+    data = tmp_path / "app"
+    data.mkdir()
+    db = fresh_database(app_database, data)
+    for name, role in users:
+        _add(_where(data, db), name, role)
+    return data, db
+
+
+def _login(client: TestClient, name: str) -> tuple[str, str]:
+    """(the session cookie, its CSRF token)."""
+    answer = client.post("/api/login", json={"name": name, "password": PASSWORD})
+    assert answer.status_code == 200, answer.text
+    return answer.cookies[COOKIE], answer.json()["csrf"]
+
+
+def test_a_tampered_or_logged_out_cookie_is_refused(app_database: str | None, tmp_path: Path) -> None:
+    data, db = _accounts(app_database, tmp_path, ("ana", "admin"))
+    with app_client(data, db, host="0.0.0.0") as client:
+        cookie, csrf = _login(client, "ana")
+        assert client.get("/api/datasets").status_code == 200
+        payload, _, signature = cookie.rpartition(".")
+        for forged in (f"{payload}.{signature[::-1]}", f"{payload[:-2]}xx.{signature}", "nonsense"):
+            client.cookies.set(COOKIE, forged)
+            refused = client.get("/api/datasets")
+            assert refused.status_code == 401 and refused.json()["error"] == "log in first", forged
+        client.cookies.set(COOKIE, cookie)
+        assert client.post("/api/logout").status_code == 403  # a logout is a change: it needs the CSRF token too
+        assert client.get("/api/datasets").status_code == 200
+        assert client.post("/api/logout", headers={"X-CSRF-Token": csrf}).status_code == 204
+        client.cookies.set(COOKIE, cookie)  # a copy of the cookie, kept from before the logout
+        ended = client.get("/api/datasets")
+        assert ended.status_code == 401 and "logged out" in ended.json()["error"]
+        assert client.post("/api/datasets", json={"name": "x"}, headers={"X-CSRF-Token": csrf}).status_code == 401
+        assert client.post("/api/logout").status_code == 204  # logging out of an ended session: only the cookie goes
+        again, _ = _login(client, "ana")
+        client.cookies.set(COOKIE, again)
+        assert client.get("/api/datasets").status_code == 200
+
+
+def test_an_editor_changes_data_but_not_accounts(app_database: str | None, tmp_path: Path) -> None:
+    data, db = _accounts(app_database, tmp_path, ("ana", "admin"), ("ed", "editor"), ("vic", "viewer"))
+    with app_client(data, db, host="0.0.0.0") as client:
+        _cookie, csrf = _login(client, "ed")
+        changing = {"X-CSRF-Token": csrf}
+        made = client.post("/api/datasets", json={"name": "by ed"}, headers=changing)
+        assert made.status_code == 201
+        dataset = made.json()["id"]
+        image = client.post(f"/api/datasets/{dataset}/images", files={"files": ("a.png", png())}, headers=changing)
+        assert image.status_code == 201
+        shapes = [{"kind": "box", "label": "cat", "points": [1, 1, 9, 9]}]
+        saved = client.put(f"/api/images/{image.json()['added'][0]['id']}/annotations",
+                           json={"version": 1, "shapes": shapes}, headers=changing)  # fmt: skip
+        assert saved.status_code == 200
+        assert client.post(f"/api/datasets/{dataset}/labels", json={"name": "dog"}, headers=changing).status_code == 201
+        listed = client.get("/api/users")
+        assert listed.status_code == 403 and listed.json()["error"] == "ed is a editor; this needs an admin or more"
+        assert client.delete("/api/users/vic", headers=changing).status_code == 403
+        client.cookies.clear()
+        _cookie, csrf = _login(client, "ana")
+        admin = {"X-CSRF-Token": csrf}
+        assert [(u["name"], u["role"]) for u in client.get("/api/users").json()] == [
+            ("ana", "admin"), ("ed", "editor"), ("vic", "viewer")
+        ]  # fmt: skip
+        assert client.delete("/api/users/vic", headers=admin).status_code == 204
+        assert client.delete("/api/users/vic", headers=admin).status_code == 404
+        last = client.delete("/api/users/ana", headers=admin)
+        assert last.status_code == 409 and "the last admin" in last.json()["error"]
+
+
+def test_user_remove(app_database: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, db = _accounts(app_database, tmp_path, ("ana", "admin"), ("ed", "editor"))
+    where = _where(data, db)
+    assert main(["app", "token", "add", "script", "--user", "ed", *where]) == 0
+    token = capsys.readouterr().out.strip()
+    with app_client(data, db, host="0.0.0.0") as client:
+        ed_cookie, _ = _login(client, "ed")
+    assert main(["app", "user", "remove", "ed", *where]) == 0
+    assert capsys.readouterr().out == "removed ed (editor)\n"
+    assert main(["app", "user", "list", *where]) == 0
+    assert capsys.readouterr().out == "ana\tadmin\n"
+    with app_client(data, db, host="0.0.0.0") as client:  # its session and its API token went with it
+        assert client.get("/api/datasets", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+        client.cookies.set(COOKIE, ed_cookie)
+        assert client.get("/api/datasets").status_code == 401
+    assert main(["app", "user", "remove", "ed", *where]) == 2
+    assert capsys.readouterr().err == "forklift: error: user ed: no such user (forklift app user list shows them)\n"
+    assert main(["app", "user", "remove", "ana", *where]) == 2
+    said = capsys.readouterr().err
+    assert said == "forklift: error: user ana: the last admin cannot be removed (add another admin first)\n"
+    _add(where, "bea", "admin")
+    assert main(["app", "user", "remove", "ana", *where]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as shown:
+        main(["app", "user", "remove", "--help"])  # as `forklift app --help` advertises it
+    assert shown.value.code == 0 and capsys.readouterr().out.startswith("usage: forklift app user remove")

@@ -1,0 +1,99 @@
+"""The grid's status filters (labelled, auto-labelled, reviewed, unlabelled, with a label) and adding a label to a
+data set, against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from app_helpers import png
+from fastapi.testclient import TestClient
+from sqlalchemy import update
+
+from forklift.app.records import label_named
+from forklift.app.tables import Annotation, Image
+
+pytestmark = pytest.mark.slow
+
+
+def _names(api: TestClient, dataset: int, query: str) -> list[str]:
+    page = api.get(f"/api/datasets/{dataset}/images?{query}")
+    assert page.status_code == 200, page.text
+    return [image["original_name"] for image in page.json()["items"]]
+
+
+def _auto_labelled(api: TestClient, image: dict, label: str) -> None:
+    """As an auto-label run leaves an image: a model's box with its score, the image waiting for review."""
+    with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        found = label_named(session, image["dataset_id"], label, create=True)
+        session.add(Annotation(image_id=image["id"], label_id=found.id, kind="box", points=[2, 2, 20, 20],
+                               source="auto", confidence=0.8))  # fmt: skip
+        session.execute(update(Image).where(Image.id == image["id"]).values(status="auto", version=Image.version + 1))
+        session.commit()
+
+
+def test_the_grid_filters_by_each_status_and_label(api: TestClient) -> None:
+    dataset = api.post("/api/datasets", json={"name": "grid"}).json()["id"]
+    files = [("files", (f"{name}.png", png(seed=k))) for k, name in enumerate("abcdef")]
+    a, b, c, d, _e, _f = api.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+    for image, label in ((a, "cat"), (b, "dog")):
+        box = [{"kind": "box", "label": label, "points": [1, 1, 9, 9]}]
+        assert api.put(f"/api/images/{image['id']}/annotations", json={"version": 1, "shapes": box}).status_code == 200
+    _auto_labelled(api, c, "cat")
+    _auto_labelled(api, d, "dog")
+    review = api.put(f"/api/images/{d['id']}/annotations", json={"version": 2, "shapes": []})  # corrected: none
+    assert review.status_code == 200 and review.json()["status"] == "reviewed"
+    assert _names(api, dataset, "status=labelled") == ["a.png", "b.png"]
+    assert _names(api, dataset, "status=auto") == ["c.png"]
+    assert _names(api, dataset, "status=reviewed") == ["d.png"]
+    assert _names(api, dataset, "status=unlabelled") == ["e.png", "f.png"]
+    assert _names(api, dataset, "label=cat") == ["a.png", "c.png"]  # a person's box and a model's
+    assert _names(api, dataset, "status=labelled&label=cat") == ["a.png"]
+    assert _names(api, dataset, "status=auto&label=dog") == []
+    bad = api.get(f"/api/datasets/{dataset}/images?status=maybe")
+    assert bad.status_code == 422 and bad.json()["error"].startswith("query.status:")
+
+
+def test_a_label_is_added_once(api: TestClient) -> None:
+    dataset = api.post("/api/datasets", json={"name": "labels"}).json()["id"]
+    added = api.post(f"/api/datasets/{dataset}/labels", json={"name": "zebra"})
+    assert added.status_code == 201
+    assert [(label["name"], label["count"]) for label in added.json()] == [("zebra", 0)]
+    again = api.post(f"/api/datasets/{dataset}/labels", json={"name": "zebra"})
+    assert again.status_code == 201 and len(again.json()) == 1  # the same label, not a second one
+    more = api.post(f"/api/datasets/{dataset}/labels", json={"name": "ant"}).json()
+    assert [label["name"] for label in more] == ["ant", "zebra"]
+    assert api.get(f"/api/datasets/{dataset}/labels").json() == more
+    assert _names(api, dataset, "label=zebra") == []  # a known label used by nothing yet
+    unknown = api.get(f"/api/datasets/{dataset}/images?label=okapi")
+    assert unknown.status_code == 422 and "not a label of this data set" in unknown.json()["error"]
+    assert api.post(f"/api/datasets/{dataset}/labels", json={"name": " "}).status_code == 422
+    assert api.post("/api/datasets/999/labels", json={"name": "x"}).status_code == 404
+
+
+def test_two_people_saving_boxes_of_one_new_label_at_once(api: TestClient) -> None:
+    """Each save makes its label when the data set has none of that name: saved at the same moment, the second
+    takes the label the first made (no 5xx from the unique (data set, name))."""
+    dataset = api.post("/api/datasets", json={"name": "together"}).json()["id"]
+    files = [("files", (f"{k}.png", png(seed=k))) for k in range(2)]
+    images = api.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+    failures: list[str] = []
+
+    def save_all(image: dict) -> None:
+        version = image["version"]
+        for round_ in range(25):
+            shapes = [{"kind": "box", "label": f"new {round_}", "points": [1, 1, 9, 9]}]
+            answer = api.put(f"/api/images/{image['id']}/annotations", json={"version": version, "shapes": shapes})
+            if answer.status_code != 200:
+                failures.append(f"round {round_}: {answer.status_code} {answer.text}")
+                return
+            version = answer.json()["version"]
+
+    people = [threading.Thread(target=save_all, args=(image,)) for image in images]
+    for person in people:
+        person.start()
+    for person in people:
+        person.join(60)
+    assert failures == []
+    counts = {label["name"]: label["count"] for label in api.get(f"/api/datasets/{dataset}/labels").json()}
+    assert counts == {**{f"new {r}": 0 for r in range(24)}, "new 24": 2}

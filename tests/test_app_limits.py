@@ -1,0 +1,136 @@
+"""Upload limits: a request past its route's limit is refused with a 413 while it arrives (by its Content-Length,
+or by counting a chunked body: a real server answers before the body ends), a file past its own limit is refused
+by name, and a request with more files than a multipart form may carry says how many it may. On SQLite only: the
+limits are the same code on either database."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+from app_helpers import app_client, fresh_database, png, zip_of
+from fastapi.testclient import TestClient
+
+from forklift.app.config import AppConfig
+from forklift.app.database import sqlite_url
+from forklift.app.limits import MAX_FILES
+from forklift.app.server import create_app
+from forklift.serve.process import free_port
+
+pytestmark = pytest.mark.slow
+LIMITS = {"max_image_bytes": 20_000, "max_video_bytes": 200_000, "max_zip_bytes": 300_000,
+          "max_batch_bytes": 100_000, "max_json_bytes": 50_000}  # fmt: skip
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    with app_client(tmp_path, fresh_database(None, tmp_path), **LIMITS) as made:
+        yield made
+
+
+def _dataset(client: TestClient) -> int:
+    return int(client.post("/api/datasets", json={"name": "limits"}).json()["id"])
+
+
+def test_a_video_past_its_limit_is_refused_by_the_request_or_by_name(client: TestClient) -> None:
+    dataset = _dataset(client)
+    whole = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("long.mp4", b"\0" * 400_000)})
+    assert whole.status_code == 413
+    assert whole.json()["error"] == (f"POST /api/datasets/{dataset}/videos: the request's body is larger than the "
+                                     f"limit of 200,000 bytes for a video")  # fmt: skip
+    just = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("just.mp4", b"\0" * 200_001)})
+    assert just.status_code == 413 and just.json()["error"] == "just.mp4: larger than the upload limit of 200,000 bytes"
+    assert client.get(f"/api/datasets/{dataset}/videos").json() == []
+
+
+def test_a_zip_past_its_limit_is_refused_by_the_request_or_by_name(client: TestClient) -> None:
+    dataset = _dataset(client)
+    big = zip_of({f"{k}.png": png(64, 64, k) for k in range(40)})  # random pixels: stored about as large
+    assert len(big) > 300_000
+    whole = client.post(f"/api/datasets/{dataset}/import", files={"file": ("big.zip", big)})
+    assert whole.status_code == 413 and whole.json()["error"].endswith("limit of 300,000 bytes for a zip to import")
+    just = client.post(f"/api/datasets/{dataset}/import", files={"file": ("just.zip", big[:300_100])})
+    assert just.status_code == 413 and just.json()["error"] == "just.zip: larger than the upload limit of 300,000 bytes"
+    model = client.post("/api/models/import", files={"file": ("model.zip", big)})
+    assert model.status_code == 413 and model.json()["error"].endswith("limit of 300,000 bytes for a model's zip")
+
+
+def test_images_past_their_limit_and_a_batch_past_its_limit(client: TestClient) -> None:
+    dataset = _dataset(client)
+    large = png(100, 80, 1)  # about 24 kB of random pixels
+    assert len(large) > 20_000
+    some = client.post(f"/api/datasets/{dataset}/images", files=[("files", ("small.png", png(8, 8))),
+                                                                  ("files", ("large.png", large))])  # fmt: skip
+    assert some.status_code == 201
+    assert [i["original_name"] for i in some.json()["added"]] == ["small.png"]
+    assert some.json()["refused"] == ["large.png: larger than the upload limit of 20,000 bytes"]
+    many = [("files", (f"{k}.png", png(64, 48, k))) for k in range(12)]  # each under 20 kB, all over 100 kB
+    batch = client.post(f"/api/datasets/{dataset}/images", files=many)
+    assert batch.status_code == 413
+    assert batch.json()["error"].endswith("limit of 100,000 bytes for an image upload (all its files)")
+    assert client.get(f"/api/datasets/{dataset}").json()["images"] == 1
+
+
+def test_a_json_body_past_its_limit_is_refused(client: TestClient) -> None:
+    dataset = _dataset(client)
+    image = client.post(f"/api/datasets/{dataset}/images", files={"files": ("a.png", png())}).json()["added"][0]
+    shapes = [{"kind": "box", "label": f"label {k}", "points": [1, 1, 9, 9]} for k in range(2000)]
+    answer = client.put(f"/api/images/{image['id']}/annotations", json={"version": 1, "shapes": shapes})
+    assert answer.status_code == 413 and answer.json()["error"].endswith("limit of 50,000 bytes for a request")
+
+
+def test_more_files_than_a_request_may_carry_are_refused_saying_how_many(tmp_path: Path) -> None:
+    with app_client(tmp_path, fresh_database(None, tmp_path)) as client:  # the default limits
+        dataset = _dataset(client)
+        tiny = png(2, 2)
+        files = [("files", (f"{k}.png", tiny)) for k in range(MAX_FILES + 1)]
+        answer = client.post(f"/api/datasets/{dataset}/images", files=files)
+        assert answer.status_code == 413, answer.text
+        assert answer.json()["error"] == (f"POST /api/datasets/{dataset}/images: more than 1000 files in one "
+                                          f"request; send at most 1000 at a time")  # fmt: skip
+        assert client.get(f"/api/datasets/{dataset}").json()["images"] == 0
+
+
+@contextmanager
+def _served(data: Path) -> Iterator[int]:
+    """The app with LIMITS under uvicorn in a thread; yields its port."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(AppConfig(data, sqlite_url(data), **LIMITS)), host="127.0.0.1",
+                                           port=port, log_level="warning"))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_a_chunked_upload_is_refused_while_it_arrives(tmp_path: Path) -> None:
+    """A body with no Content-Length is counted as it comes: the 413 comes back once the limit is passed, while the
+    body is still being sent (it is never ended here)."""
+    with _served(tmp_path) as port, socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(b"POST /api/datasets/1/videos HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+                           b"Content-Type: multipart/form-data; boundary=cut\r\n\r\n")  # fmt: skip
+        head = b'--cut\r\nContent-Disposition: form-data; name="file"; filename="endless.mp4"\r\n\r\n'
+        connection.sendall(b"%x\r\n%s\r\n" % (len(head), head))
+        sent, chunk = 0, b"\0" * 16_384
+        while not select.select([connection], [], [], 0.01)[0]:  # the server reads as it is sent
+            assert sent < 2_000_000, "no answer after ten times the limit"
+            connection.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sent += len(chunk)
+        answer = connection.recv(65536).decode()
+    assert answer.startswith("HTTP/1.1 413"), answer
+    assert "the request's body is larger than the limit of 200,000 bytes for a video" in answer
+    assert 200_000 - 65_536 < sent < 600_000
