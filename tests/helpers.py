@@ -39,12 +39,17 @@ def sandbox(smt: int) -> Topology:
 
 
 def forklift(
-    *args: str | Path, check: bool = True, env: dict[str, str] | None = None, timeout: float = 600
+    *args: str | Path,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`forklift ARGS...` in a real subprocess, its output captured; with `check`, a non-zero exit fails the test
-    with what the command printed."""
+    """`forklift ARGS...` in a real subprocess (`input` on its stdin), its output captured; with `check`, a
+    non-zero exit fails the test with what the command printed."""
     result = subprocess.run(
         [sys.executable, "-m", "forklift.cli", *map(str, args)],
+        input=input,
         capture_output=True,
         text=True,
         timeout=timeout,

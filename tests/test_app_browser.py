@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from app_helpers import as_drawn, shapes_dataset, start_app, video
+from helpers import forklift
 from pycocotools.coco import COCO
 
 from forklift.serve.process import free_port
@@ -88,6 +89,25 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
             )
             page.screenshot(path=str(shots / "dataset.png"))
 
+            # capture by hand: the player at 1.5 s, then its button
+            page.eval_on_selector(
+                ".video-panel video",
+                "v => new Promise(done => { v.addEventListener('seeked', done, {once: true}); v.currentTime = 1.5; })",
+            )
+            page.click(".video-panel button:text-is('Capture this frame')")
+            page.wait_for_selector("text=Captured 1 frame(s).")
+            times = [i["video_time_s"] for i in httpx.get(f"{app_url}/api/datasets/1/images").json()["items"]]
+            assert sorted(t for t in times if t is not None) == pytest.approx([0.0, 1.0, 1.5, 2.0])
+
+            # multi-select: a click, then Shift+click selects the range between; moved to val in one step
+            page.click(".tile .pick >> nth=0")
+            page.click(".tile .pick >> nth=3", modifiers=["Shift"])
+            page.wait_for_selector("text=4 selected")
+            page.select_option("select[aria-label='Move to split']", "val")
+            page.wait_for_selector("text=Moved: 4 image(s).")
+            in_val = httpx.get(f"{app_url}/api/datasets/1/images?split=val").json()["items"]
+            assert [i["original_name"] for i in in_val] == [p.name for p in photos]
+
             page.click(".tile a >> nth=0")  # the first photo
             page.wait_for_selector(".editor img")
             _saved(page)
@@ -155,6 +175,40 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
             _saved(page)
             assert len(httpx.get(shapes_now).json()["shapes"]) == 1
 
+            # keys: a number relabels the selected box, Delete removes it
+            names = [label["name"] for label in httpx.get(f"{app_url}/api/datasets/1").json()["labels"]]
+            page.mouse.click(third["x"] + 55, third["y"] + 55)
+            page.keyboard.press(str(names.index("car") + 1))
+            _saved(page)
+            assert [s["label"] for s in httpx.get(shapes_now).json()["shapes"]] == ["car"]
+            page.mouse.click(third["x"] + 55, third["y"] + 55)
+            page.keyboard.press("Delete")
+            _saved(page)
+            assert httpx.get(shapes_now).json()["shapes"] == []
+
+            # zoom with +, then Space + drag pans the image instead of drawing
+            for _ in range(6):
+                page.keyboard.press("=")
+            page.wait_for_selector(".zoom:has-text('381%')")
+            canvas = page.locator("[data-testid=canvas]")
+            assert canvas.evaluate("c => c.scrollWidth > c.clientWidth")
+            page.keyboard.down("Space")
+            _drag(page, third["x"] + 400, third["y"] + 300, -120, -80)
+            page.keyboard.up("Space")
+            scrolled = canvas.evaluate("c => [c.scrollLeft, c.scrollTop]")
+            assert scrolled == pytest.approx([120, 80], abs=4)
+            page.wait_for_timeout(400)
+            assert httpx.get(shapes_now).json()["shapes"] == []  # nothing drawn by the pan
+            page.keyboard.press("0")
+            page.wait_for_selector(".zoom:has-text('100%')")
+
+            # a box drawn and left at once (→ within the save's 250 ms) is saved all the same
+            _drag(page, third["x"] + 30, third["y"] + 30, 50, 50)
+            page.keyboard.press("ArrowRight")
+            page.wait_for_url(f"**/images/{frames[3]['id']}")
+            _saved(page)
+            assert len(httpx.get(shapes_now).json()["shapes"]) == 1
+
             page.goto(app_url)
             page.wait_for_selector(".dataset .title")
             page.screenshot(path=str(shots / "datasets.png"))
@@ -168,7 +222,8 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
     (name,) = [n for n in zipped.namelist() if n.endswith("annotations.json")]
     (tmp_path / "coco.json").write_bytes(zipped.read(name))
     coco = COCO(str(tmp_path / "coco.json"))
-    assert len(coco.getImgIds()) == 4  # the photo and three frames are labelled
+    assert len(coco.getImgIds()) == 8  # every image: the 4 photos and 4 frames, labelled or not
+    assert len({a["image_id"] for a in coco.dataset["annotations"]}) == 4  # the photo and three frames are labelled
     assert sorted(c["name"] for c in coco.loadCats(coco.getCatIds())) == ["bicycle", "car", "object"]
     assert all((shots / f"{page_name}.png").stat().st_size > 20_000 for page_name in ("dataset", "editor", "datasets"))
 
@@ -226,3 +281,51 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
     with httpx.Client(base_url=app_url, timeout=60) as client:
         reviewed = client.get(f"/api/datasets/{dataset}/images?status=reviewed").json()
         assert reviewed["total"] == 1 and reviewed["items"][0]["original_name"] == first
+
+
+def test_log_in_and_out_in_chromium(tmp_path: Path) -> None:
+    """With --login (as anywhere but loopback) the app opens on its login page: a wrong password is a message in
+    the page, the right one shows the account, and Log out ends the session (its cookie no longer works)."""
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    if not STATIC.is_file():
+        pytest.skip("the front end is not built (make webapp)")
+    from playwright.sync_api import sync_playwright
+
+    data = tmp_path / "data"
+    for name, role in (("root", "admin"), ("ana", "editor")):  # --login, as any non-loopback address, needs an admin
+        forklift("app", "user", "add", name, "--role", role, "--password-stdin", "--data-dir", str(data),
+                 input="correct horse\n")  # fmt: skip
+    port = free_port()
+    server = start_app(data, port, login=True)
+    url = f"http://127.0.0.1:{port}"
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=FLAGS)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 800})
+                page.goto(url)
+                page.fill("form.login input >> nth=0", "ana")
+                page.fill("form.login input[type=password]", "wrong")
+                page.click("button:text-is('Log in')")
+                page.wait_for_selector("[role=alert]")
+                page.screenshot(path=str(shots / "login.png"))
+                page.fill("form.login input[type=password]", "correct horse")
+                page.click("button:text-is('Log in')")
+                page.wait_for_selector("text=ana · editor")
+                (cookie,) = page.context.cookies()
+                signed_in = httpx.get(f"{url}/api/datasets", cookies={cookie["name"]: cookie["value"]})
+                assert signed_in.status_code == 200
+                page.click("button:text-is('Log out')")
+                page.wait_for_selector("button:text-is('Log in')")
+                after = httpx.get(f"{url}/api/datasets", cookies={cookie["name"]: cookie["value"]})
+                assert after.status_code == 401
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        server.wait(20)
+    assert (shots / "login.png").stat().st_size > 5_000

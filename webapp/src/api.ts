@@ -69,6 +69,11 @@ export async function login(name: string, password: string): Promise<Session> {
   return session;
 }
 
+export async function logout(): Promise<void> {
+  await api<void>("/api/logout", { method: "POST" });
+  csrf = null;
+}
+
 export interface Job {
   id: number; dataset_id: number; model: string; settings: Record<string, unknown>;
   state: "queued" | "running" | "done" | "failed" | "cancelled" | "interrupted"; device: string; epoch: number;

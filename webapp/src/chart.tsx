@@ -12,10 +12,10 @@ export function LabelChart({ labels }: { labels: LabelCount[] }) {
     const chart = new Chart(canvas.current, {
       type: "bar",
       data: { labels: labels.map((l) => l.name), datasets: [{ data: labels.map((l) => l.count), backgroundColor: "#3b82f6" }] },
-      options: { animation: false, indexAxis: "y", plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } } }, maintainAspectRatio: false },
+      options: { animation: false, indexAxis: "y", plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } }, y: { ticks: { autoSkip: false } } }, maintainAspectRatio: false },
     });
     return () => chart.destroy();
   }, [labels]);
   if (labels.length === 0) return <p class="muted">No labels yet: draw a box and type its label.</p>;
-  return <div class="chart" style={{ height: `${Math.max(80, labels.length * 26)}px` }}><canvas ref={canvas} /></div>;
+  return <div class="chart" style={{ height: `${40 + labels.length * 24}px` }}><canvas ref={canvas} /></div>;
 }

@@ -3,7 +3,7 @@
 // #/datasets/ID/review (the auto labels' review queue), #/jobs, #/jobs/ID, #/models.
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { loadSession, type Session } from "./api";
+import { loadSession, logout, type Session } from "./api";
 import { DataSets } from "./pages/DataSets";
 import { DataSetPage } from "./pages/DataSetPage";
 import { Editor } from "./pages/Editor";
@@ -39,7 +39,7 @@ function App() {
       <header class="topbar">
         <a class="brand" href="#/">forklift</a>
         <nav><a href="#/">Data sets</a><a href="#/jobs">Training</a><a href="#/models">Models</a><a href="/docs" target="_blank">API</a></nav>
-        <span class="who">{session.local ? "local" : `${session.name} · ${session.role}`}</span>
+        <span class="who">{session.local ? "local" : <>{session.name} · {session.role} <button class="link" onClick={() => logout().then(() => setSession(null), () => setSession(null))}>Log out</button></>}</span>
       </header>
       <main>
         {job ? <JobPage jobId={+job[1]} canEdit={canEdit} key={job[1]} />

@@ -9,6 +9,7 @@ import { LabelChart } from "../chart";
 import { Message, useMessage } from "../widgets";
 
 const PAGE = 100;
+const UPLOAD_CHUNK = 200;
 
 export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit: boolean }) {
   const [set, setSet] = useState<DataSet | null>(null);
@@ -35,18 +36,26 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   };
   useEffect(reload, [datasetId, offset, status, label, split]);
 
+  // Images go up in requests of UPLOAD_CHUNK (the server takes at most that many files a request), so a folder
+  // of thousands shows its progress and a refused file costs nothing but itself.
   const upload = async (files: FileList | null) => {
     if (!files?.length) return;
-    const form = new FormData();
     const images = Array.from(files).filter((file) => file.type.startsWith("image/") || /\.(jpe?g|png|bmp|tiff?|webp|gif)$/i.test(file.name));
-    for (const file of images) form.append("files", file, file.webkitRelativePath || file.name);
     if (!images.length) { say("No images among the chosen files.", true); return; }
-    say(`Uploading ${images.length} image(s)…`);
+    let added = 0;
+    const refused: string[] = [];
     try {
-      const result = await api<UploadResult>(`/api/datasets/${datasetId}/images`, { method: "POST", body: form });
-      say(`Added ${result.added.length} image(s).` + (result.refused.length ? ` Refused: ${result.refused.join("; ")}` : ""), result.refused.length > 0);
-      reload();
-    } catch (e) { say((e as Error).message, true); }
+      for (let start = 0; start < images.length; start += UPLOAD_CHUNK) {
+        say(`Uploading ${images.length} image(s)… ${start} sent`);
+        const form = new FormData();
+        for (const file of images.slice(start, start + UPLOAD_CHUNK)) form.append("files", file, file.webkitRelativePath || file.name);
+        const result = await api<UploadResult>(`/api/datasets/${datasetId}/images`, { method: "POST", body: form });
+        added += result.added.length;
+        refused.push(...result.refused);
+      }
+      say(`Added ${added} image(s).` + (refused.length ? ` Refused: ${refused.join("; ")}` : ""), refused.length > 0);
+    } catch (e) { say(`Added ${added} image(s), then: ${(e as Error).message}`, true); }
+    reload();
   };
   const uploadVideo = async (input: HTMLInputElement) => {
     const file = input.files?.[0];
@@ -80,11 +89,20 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
       reload();
     } catch (e) { say((e as Error).message, true); }
   };
-  const toggle = (id: number) => {
+  // A click toggles one image; Shift+click sets every image between it and the last one clicked the same way.
+  const lastPicked = useRef<number | null>(null);
+  const toggle = (id: number, range: boolean) => {
     const next = new Set(chosen);
-    next.has(id) ? next.delete(id) : next.add(id);
+    const on = !next.has(id);
+    const ids = page?.items.map((image) => image.id) ?? [];
+    const from = range && lastPicked.current !== null ? ids.indexOf(lastPicked.current) : -1;
+    const to = ids.indexOf(id);
+    const span = from >= 0 ? ids.slice(Math.min(from, to), Math.max(from, to) + 1) : [id];
+    for (const one of span) on ? next.add(one) : next.delete(one);
+    lastPicked.current = id;
     setChosen(next);
   };
+  const pickPage = () => setChosen(new Set([...chosen, ...(page?.items.map((image) => image.id) ?? [])]));
 
   if (!set) return <div><Message message={message} /><p class="muted">Loading…</p></div>;
   const pages = page ? Math.max(1, Math.ceil(page.total / PAGE)) : 1;
@@ -119,6 +137,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
               <option value="">Any split</option><option value="train">train</option><option value="val">val</option><option value="test">test</option>
             </select>
             <span class="muted">{page?.total ?? 0} shown</span>
+            {canEdit && page && page.items.length > 0 && <button onClick={pickPage} title="Select every image on this page (Shift+click selects a range)">Select page</button>}
             {canEdit && chosen.size > 0 && <span class="bulk">
               <strong>{chosen.size} selected</strong>
               <select aria-label="Move to split" onChange={(e) => { if (e.currentTarget.value) bulk({ action: "split", split: e.currentTarget.value }, "Moved"); e.currentTarget.value = ""; }}>
@@ -140,7 +159,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
                     <img src={image.thumbnail} alt={image.original_name} loading="lazy" width={160} height={120} />
                   </a>
                   <span class={`status ${image.status}`}>{image.class_label ?? image.status}</span>
-                  {canEdit && <input type="checkbox" class="pick" checked={chosen.has(image.id)} onChange={() => toggle(image.id)} aria-label={`Select ${image.original_name}`} />}
+                  {canEdit && <input type="checkbox" class="pick" checked={chosen.has(image.id)} onClick={(e) => toggle(image.id, e.shiftKey)} aria-label={`Select ${image.original_name}`} />}
                 </li>
               ))}
             </ul>
@@ -194,6 +213,8 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
 function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit: boolean; onCaptured: () => void; say: (t: string, e?: boolean) => void }) {
   const player = useRef<HTMLVideoElement>(null);
   const [every, setEvery] = useState(1);
+  const [playable, setPlayable] = useState(true);  // browsers play MP4 and WebM, not AVI: then a time is typed
+  const [at, setAt] = useState(0);
   const capture = async (body: Record<string, unknown>) => {
     try {
       const result = await api<{ added: unknown[]; skipped: number }>(`/api/videos/${video.id}/capture`, json("POST", body));
@@ -205,9 +226,11 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
     <div class="card video-panel">
       <h2>{video.original_name}</h2>
       <p class="muted">{video.duration_s.toFixed(1)} s · {video.fps.toFixed(0)} fps · {video.width}×{video.height} · {video.frames} frames captured</p>
-      <video ref={player} src={video.file} controls preload="metadata" />
+      {playable ? <video ref={player} src={video.file} controls preload="metadata" onError={() => setPlayable(false)} />
+        : <p class="muted">This browser cannot play {video.original_name}; its frames are read on the server: give a time.</p>}
       {canEdit && <div class="actions">
-        <button onClick={() => capture({ at_s: [Math.round((player.current?.currentTime ?? 0) * 1000) / 1000] })}>Capture this frame</button>
+        {playable ? <button onClick={() => capture({ at_s: [Math.round((player.current?.currentTime ?? 0) * 1000) / 1000] })}>Capture this frame</button>
+          : <label>at <input type="number" min="0" max={video.duration_s} step="0.1" value={at} onInput={(e) => setAt(+e.currentTarget.value)} aria-label="Time to capture" /> s <button onClick={() => capture({ at_s: [at] })}>Capture this time</button></label>}
         <label>every <input type="number" min="0.1" step="0.1" value={every} onInput={(e) => setEvery(+e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
         <button onClick={() => capture({ every_s: every })}>Capture</button>
       </div>}

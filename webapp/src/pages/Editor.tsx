@@ -1,7 +1,9 @@
 // The labelling editor: boxes and polygons drawn with Annotorious on the image, saved at every change (the
-// server refuses a stale write with 409, and the editor then reloads what is current). Keys: 1-9 pick a label
+// server refuses a stale write with 409, and the editor then reloads what is current). Saves go one after
+// another, each with the version the previous one returned, and a change still waiting for its save when the
+// image is left (→, a link, a reload) is sent at once. Keys: 1-9 pick a label
 // (and relabel the selected shape), R rectangle, G polygon, Delete removes the selected shape, Ctrl+Z / Ctrl+Y
-// undo and redo, → or N next image, ← or P previous, + / - / 0 zoom. Auto labels are drawn in amber with their
+// undo and redo, → or N next image, ← or P previous, + / - / 0 zoom, Space + drag (or the middle button) pans. Auto labels are drawn in amber with their
 // confidence; saving any change to them is their review, and Accept / Reject act as in the review queue.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from "@annotorious/annotorious";
@@ -56,8 +58,13 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const annotator = useRef<ImageAnnotator | null>(null);
   const version = useRef(0);
   const timer = useRef<number | undefined>(undefined);
+  const queue = useRef<Promise<void>>(Promise.resolve());
   const currentRef = useRef("");
   currentRef.current = current;
+  const classRef = useRef<string | null>(null);
+  classRef.current = classLabel;
+  const imageRef = useRef<ImageRecord | null>(null);  // read by the flush the unmount runs, which sees the first render
+  imageRef.current = image;
 
   useEffect(() => {
     Promise.all([
@@ -65,7 +72,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       api<Neighbours>(`/api/images/${imageId}/neighbours`),
     ]).then(([s, i, n]) => { setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || "object"); },
       (e) => say(e.message, true));
-    return () => { window.clearTimeout(timer.current); annotator.current?.destroy(); annotator.current = null; };
+    const leave = () => flush({ keepalive: true });
+    addEventListener("pagehide", leave);
+    return () => { removeEventListener("pagehide", leave); flush(); annotator.current?.destroy(); annotator.current = null; };
   }, [imageId]);
 
   const load = async () => {
@@ -77,24 +86,45 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     setState("saved");
   };
 
-  const save = async (extra: Partial<{ class_label: string | null }> = {}) => {
-    if (!image || !annotator.current) return;
+  // What the annotator shows now, as the server takes it; read at once, sent when the saves before it are done.
+  const snapshot = (classLabel: string | null) => {
+    const image = imageRef.current;
+    if (!image || !annotator.current) return null;
     const shapes = annotator.current.getAnnotations().map((a) => toShape(a, image.width, image.height, currentRef.current)).filter((s): s is Shape => s !== null);
+    return { shapes, class_label: classLabel };
+  };
+  const send = (body: { shapes: Shape[]; class_label: string | null }, init: RequestInit = {}) => {
     setState("saving");
-    try {
-      const doc = await api<Annotations>(`/api/images/${imageId}/annotations`, json("PUT", { version: version.current, shapes, class_label: extra.class_label !== undefined ? extra.class_label : classLabel }));
-      version.current = doc.version;
-      setDoc(doc);
-      setState("saved");
-      api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 409) {
-        say("Someone else changed this image: reloaded their version.", true);
-        await load();
-      } else { say((e as Error).message, true); setState("not saved"); }
-    }
+    queue.current = queue.current.then(async () => {
+      try {
+        const doc = await api<Annotations>(`/api/images/${imageId}/annotations`, { ...json("PUT", { version: version.current, ...body }), ...init });
+        version.current = doc.version;
+        setDoc(doc);
+        setState("saved");
+        api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 409) {
+          say("Someone else changed this image: reloaded their version.", true);
+          await load();
+        } else { say((e as Error).message, true); setState("not saved"); }
+      }
+    });
+  };
+  const save = (extra: Partial<{ class_label: string | null }> = {}) => {
+    window.clearTimeout(timer.current);
+    timer.current = undefined;
+    const body = snapshot(extra.class_label !== undefined ? extra.class_label : classRef.current);
+    if (body) send(body);
   };
   const saveSoon = () => { setState("saving"); window.clearTimeout(timer.current); timer.current = window.setTimeout(() => save(), 250); };
+  // A change still waiting for its save is sent now: the image is being left.
+  const flush = (init: RequestInit = {}) => {
+    if (timer.current === undefined) return;
+    window.clearTimeout(timer.current);
+    timer.current = undefined;
+    const body = snapshot(classRef.current);
+    if (body) send(body, init);
+  };
 
   const start = () => {
     if (!img.current || annotator.current || !set) return;
@@ -109,6 +139,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     });
     anno.on("updateAnnotation", saveSoon);
     anno.on("deleteAnnotation", saveSoon);
+    // A selected shape shows its label as the current one (so 1-9 and the list show what it is now).
+    anno.on("selectionChanged", (chosen: ImageAnnotation[]) => {
+      const label = chosen[0]?.bodies.find((b) => b.purpose === "tagging")?.value;
+      if (label) setCurrent(label);
+    });
     annotator.current = anno;
     load().catch((e) => say(e.message, true));
   };
@@ -134,6 +169,35 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       location.hash = `#/datasets/${datasetId}/review`;
     } catch (e) { say((e as Error).message, true); await load(); }
   };
+  // Pan: with Space held or the middle button, a drag scrolls the zoomed image; listened for in the capture
+  // phase so that Annotorious, under the pointer, neither draws nor selects.
+  const canvas = useRef<HTMLDivElement>(null);
+  const spaceHeld = useRef(false);
+  useEffect(() => {
+    const box = canvas.current;
+    if (!box) return;
+    const down = (e: PointerEvent) => {
+      if (!spaceHeld.current && e.button !== 1) return;
+      e.preventDefault(); e.stopPropagation();
+      const start = { x: e.clientX, y: e.clientY, left: box.scrollLeft, top: box.scrollTop };
+      box.classList.add("panning");
+      const move = (m: PointerEvent) => { m.stopPropagation(); box.scrollLeft = start.left - (m.clientX - start.x); box.scrollTop = start.top - (m.clientY - start.y); };
+      const up = (u: PointerEvent) => {
+        u.stopPropagation(); box.classList.remove("panning");
+        removeEventListener("pointermove", move, true); removeEventListener("pointerup", up, true);
+      };
+      addEventListener("pointermove", move, true); addEventListener("pointerup", up, true);
+    };
+    const key = (e: KeyboardEvent) => {
+      if (e.key !== " " || (e.target as HTMLElement).tagName === "INPUT") return;
+      spaceHeld.current = e.type === "keydown";
+      box.classList.toggle("pan-ready", spaceHeld.current);
+      e.preventDefault();
+    };
+    box.addEventListener("pointerdown", down, true);
+    addEventListener("keydown", key); addEventListener("keyup", key);
+    return () => { box.removeEventListener("pointerdown", down, true); removeEventListener("keydown", key); removeEventListener("keyup", key); };
+  }, [set, image]);
   const go = (id: number | null | undefined) => { if (id) location.hash = `#/datasets/${datasetId}/images/${id}`; };
 
   useEffect(() => {
@@ -181,9 +245,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         <span class="zoom"><button onClick={() => setZoom((z) => Math.max(0.25, z / 1.25))}>−</button>{Math.round(zoom * 100)}%<button onClick={() => setZoom((z) => Math.min(8, z * 1.25))}>+</button></span>
       </div>
       <div class="editor-body">
-        <div class="canvas" onWheel={(e) => { if (e.ctrlKey) { e.preventDefault(); setZoom((z) => Math.min(8, Math.max(0.25, z * (e.deltaY < 0 ? 1.1 : 1 / 1.1)))); } }}>
-          <div style={{ width: `${image.width * zoom}px` }} class="zoomed">
-            <img ref={img} src={image.file} alt={image.original_name} onLoad={start} style={{ width: "100%" }} draggable={false} />
+        <div class="canvas" ref={canvas} data-testid="canvas" onWheel={(e) => { if (e.ctrlKey) { e.preventDefault(); setZoom((z) => Math.min(8, Math.max(0.25, z * (e.deltaY < 0 ? 1.1 : 1 / 1.1)))); } }}>
+          <div class="zoomed">{/* Annotorious wraps the image in a box of the image's own size: the image carries the zoom */}
+            <img ref={img} src={image.file} alt={image.original_name} onLoad={start} style={{ width: `${image.width * zoom}px`, maxWidth: "none" }} draggable={false} />
           </div>
         </div>
         <aside class="side card">
@@ -200,7 +264,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
           </ol>
           {doc && (doc.status === "auto" || doc.status === "reviewed") && <AutoNote doc={doc} datasetId={datasetId} canEdit={canEdit} onReview={review} />}
           <p class="muted">{image.width}×{image.height} · {image.split}{image.video_time_s !== null ? ` · frame at ${image.video_time_s.toFixed(2)} s` : ""}</p>
-          <p class="muted small">Drag to draw. 1–9 label · R box · G polygon · Del delete · Ctrl+Z/Y undo/redo · ←/→ images · +/− zoom</p>
+          <p class="muted small">Drag to draw. 1–9 label · R box · G polygon · Del delete · Ctrl+Z/Y undo/redo · ←/→ images · +/− zoom · Space+drag pan</p>
         </aside>
       </div>
     </section>
