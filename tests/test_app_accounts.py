@@ -117,7 +117,10 @@ def test_user_remove(app_database: str | None, tmp_path: Path, capsys: pytest.Ca
     assert main(["app", "user", "remove", "ana", *where]) == 2
     said = capsys.readouterr().err
     assert said == "forklift: error: user ana: the last admin cannot be removed (add another admin first)\n"
-    _add(where, "bea", "admin")
+    _add(where, "bea", "admin")  # on SQLite she may get the id ed had
+    with app_client(data, db, host="0.0.0.0") as client:
+        client.cookies.set(COOKIE, ed_cookie)
+        assert client.get("/api/users").status_code == 401  # ed's old cookie does not pass as bea's
     assert main(["app", "user", "remove", "ana", *where]) == 0
     capsys.readouterr()
     with pytest.raises(SystemExit) as shown:

@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from forklift.app.config import AppConfig
 from forklift.app.database import sqlite_url
 from forklift.app.limits import MAX_FILES
+from forklift.app.security import COOKIE
 from forklift.app.server import create_app
 from forklift.serve.process import free_port
 
@@ -84,6 +85,18 @@ def test_a_json_body_past_its_limit_is_refused(client: TestClient) -> None:
     shapes = [{"kind": "box", "label": f"label {k}", "points": [1, 1, 9, 9]} for k in range(2000)]
     answer = client.put(f"/api/images/{image['id']}/annotations", json={"version": 1, "shapes": shapes})
     assert answer.status_code == 413 and answer.json()["error"].endswith("limit of 50,000 bytes for a request")
+
+
+def test_an_upload_without_credentials_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """Served beyond loopback, an upload with neither a token nor a signed session cookie gets a 401 before its
+    body is parsed (so nobody unknown makes the server spool files): a malformed form says 401, not 400."""
+    with app_client(tmp_path, fresh_database(None, tmp_path), host="0.0.0.0") as client:
+        malformed = {"Content-Type": "multipart/form-data; boundary=x"}
+        for cookies in ({}, {COOKIE: "forged.value.signature"}):
+            client.cookies.clear()
+            client.cookies.update(cookies)
+            answer = client.post("/api/datasets/1/images", content=b"--x\r\nnot a part", headers=malformed)
+            assert answer.status_code == 401 and answer.json()["error"].startswith("log in first"), answer.text
 
 
 def test_more_files_than_a_request_may_carry_are_refused_saying_how_many(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def test_an_older_databases_rows_survive_and_its_annotations_become_a_persons(tm
         assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1  # on again for the app's writes
 
 
-def test_accounts_from_before_session_generations_keep_their_rows(tmp_path: Path) -> None:
+def test_accounts_from_before_session_keys_keep_their_rows(tmp_path: Path) -> None:
     engine = make_engine(sqlite_url(tmp_path))
     _upgrade_to(engine, "0007")
     with engine.begin() as connection:
@@ -74,9 +74,6 @@ def test_accounts_from_before_session_generations_keep_their_rows(tmp_path: Path
                                 "VALUES (1, 1, 'script', 'abc', '2026-01-01')"))  # fmt: skip
     upgrade(engine)  # 0008 rebuilds users, which api_tokens refers to
     with engine.connect() as connection:
-        assert tuple(connection.execute(text("SELECT name, role, session_generation FROM users")).one()) == (
-            "ana",
-            "admin",
-            0,
-        )
+        name, role, key = connection.execute(text("SELECT name, role, session_key FROM users")).one()
+        assert (name, role) == ("ana", "admin") and len(key) == 32  # each account given a random key
         assert connection.execute(text("SELECT count(*) FROM api_tokens")).scalar() == 1

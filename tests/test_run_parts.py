@@ -62,6 +62,8 @@ def test_a_taken_port_is_the_first_hosts_line() -> None:
 
 def test_resuming_needs_the_checkpoint_on_the_host_of_rank_zero_only() -> None:
     assert rank_zero_paths(("forklift", "train", "--resume", "out/run")) == ["out/run/checkpoints/last.pt"]
+    wherever = ("forklift", "train", "--data", "d", "out/run", "--resume", "--device", "cuda")  # OUT not last
+    assert rank_zero_paths(wherever) == ["out/run/checkpoints/last.pt"]
     assert rank_zero_paths(TRAIN) == [] and rank_zero_paths(("python", "train.py", "--resume", "x")) == []
     # the rendezvous numbers hosts by address as text: 10.0.0.10 comes before 10.0.0.2
     assert rank_zero_host({"b-host": "10.0.0.2", "a-host": "10.0.0.10"}) == "a-host"

@@ -3,7 +3,7 @@ work on the database directly (the app need not run)."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from forklift.app.security import hash_password, new_token
@@ -32,7 +32,9 @@ def remove_user(session: Session, name: str) -> User:
     user = session.scalar(select(User).where(User.name == name))
     if user is None:
         raise ForkliftError(f"user {name}: no such user (forklift app user list shows them)")
-    admins = session.scalar(select(func.count()).select_from(User).where(User.role == "admin")) or 0
+    # the admins' rows locked until the commit (PostgreSQL), so that two admins removing each other at once cannot
+    # both see the other one left; SQLite has one writer at a time
+    admins = len(session.scalars(select(User.id).where(User.role == "admin").with_for_update()).all())
     if user.role == "admin" and admins <= 1:
         raise ForkliftError(f"user {name}: the last admin cannot be removed (add another admin first)")
     session.delete(user)

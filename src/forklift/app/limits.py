@@ -18,10 +18,12 @@ from dataclasses import dataclass
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from forklift.app.config import AppConfig, size_text
 from forklift.app.errors import error_response
+from forklift.app.security import COOKIE
 
 MULTIPART_SLACK = 64 * 1024  # bytes of boundaries and part headers around an upload's one file
 MAX_FILES = 1000  # files in one multipart request: Starlette's parser's default, which the app keeps
@@ -42,6 +44,7 @@ class BodyLimit:
     limit: int  # bytes, as configured and as the refusal says it
     slack: int  # bytes more a body may have: the multipart headers around the upload
     what: str  # what the route takes, as the refusal names it
+    upload: bool = False  # a file upload, which Starlette spools to disk before the route checks who asks
 
 
 def body_limit(config: AppConfig, method: str, path: str) -> BodyLimit:
@@ -49,7 +52,7 @@ def body_limit(config: AppConfig, method: str, path: str) -> BodyLimit:
     if method == "POST":
         for pattern, limit, what, slack in _UPLOADS:
             if pattern.fullmatch(path):
-                return BodyLimit(int(getattr(config, limit)), slack, what)
+                return BodyLimit(int(getattr(config, limit)), slack, what, upload=True)
     return BodyLimit(config.max_json_bytes, 0, "a request")
 
 
@@ -73,6 +76,11 @@ class LimitedBodies:
         most = limit.limit + limit.slack
         refusal = (f"{scope['method']} {scope['path']}: the request's body is larger than the limit of "
                    f"{size_text(limit.limit)} for {limit.what}")  # fmt: skip
+        if limit.upload and not self.config.local and not _has_credentials(scope):
+            await error_response(401, "log in first (uploads are read from a session or an API token only)")(
+                scope, receive, send
+            )
+            return
         declared = Headers(scope=scope).get("content-length", "")
         if declared.isdigit() and int(declared) > most:
             await error_response(413, refusal)(scope, receive, send)
@@ -100,6 +108,16 @@ class LimitedBodies:
             if started:  # a route that answered before reading all of its body: nothing more can be said
                 raise
             await error_response(413, refusal)(scope, receive, send)
+
+
+def _has_credentials(scope: Scope) -> bool:
+    """Whether a request carries an API token or a session cookie signed by this app: checked again in full by
+    the route (`security.authenticate`); here only so that nobody without either makes the server spool a file."""
+    connection = HTTPConnection(scope)
+    if connection.headers.get("authorization", "").lower().startswith("bearer "):
+        return True
+    cookie = connection.cookies.get(COOKIE)
+    return cookie is not None and scope["app"].state.sessions.read(cookie) is not None
 
 
 def too_many_files(method: str, path: str, detail: str) -> str | None:

@@ -5,14 +5,15 @@ needs a session cookie (after `POST /api/login`) or an API token (`Authorization
 Passwords are hashed with Argon2 (argon2-cffi). The session cookie is signed (itsdangerous) with a key kept in
 the data directory, HttpOnly and SameSite=Strict; a request that changes something with a session must also
 carry the session's CSRF token in `X-CSRF-Token` (a page of another site can make the browser send the cookie,
-but cannot read the token). A cookie names its account's session generation: logging out moves the account to the
-next one, which ends its cookies everywhere (a copy kept of one is refused too). Roles: a viewer looks, an editor
+but cannot read the token). A cookie carries its account's random session key: logging out draws a new key, which
+ends the account's cookies everywhere (a copy kept of one is refused too). Roles: a viewer looks, an editor
 changes data, an admin also manages accounts (`/api/users`; they are added on the server, `forklift app user`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,16 +82,16 @@ def secret_key(data_dir: Path) -> str:
 
 
 class Sessions:
-    """Signed session cookies: {user id, the account's session generation, CSRF token}, valid for `hours`."""
+    """Signed session cookies: {user id, the account's session key, CSRF token}, valid for `hours`."""
 
     def __init__(self, key: str, hours: int) -> None:
         self.serializer = URLSafeTimedSerializer(key, salt="forklift-session")
         self.max_age = hours * 3600
 
-    def issue(self, user_id: int, generation: int) -> tuple[str, str]:
+    def issue(self, user_id: int, session_key: str) -> tuple[str, str]:
         """(cookie value, CSRF token)."""
         csrf = secrets.token_urlsafe(24)
-        return self.serializer.dumps({"user": user_id, "generation": generation, "csrf": csrf}), csrf
+        return self.serializer.dumps({"user": user_id, "key": session_key, "csrf": csrf}), csrf
 
     def read(self, cookie: str) -> dict | None:
         try:
@@ -125,7 +126,8 @@ def session_user(session: Session, value: dict) -> User:
     user = session.get(User, value.get("user")) if isinstance(value.get("user"), int) else None
     if user is None:
         raise AppError(401, "this account no longer exists")
-    if value.get("generation") != user.session_generation:
+    key = value.get("key")
+    if not isinstance(key, str) or not hmac.compare_digest(key, user.session_key):
         raise AppError(401, "this session has ended (logged out); log in again")
     return user
 

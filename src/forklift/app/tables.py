@@ -8,6 +8,7 @@ has a `version` that every change of its annotations bumps: a write that names a
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +26,11 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def new_session_key() -> str:
+    """A fresh random session key for an account (`User.session_key`)."""
+    return secrets.token_hex(16)
+
+
 class Base(DeclarativeBase):
     """The app's tables."""
 
@@ -37,9 +43,10 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(16))
     password_hash: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=_now)
-    # which of the account's session cookies are good: a cookie names the generation it was issued in, and logging
-    # out moves the account to the next one (a signed cookie cannot be taken back otherwise)
-    session_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # which of the account's session cookies are good: a cookie carries the key it was issued with, and logging out
+    # draws a new one (a signed cookie cannot be taken back otherwise); random, so that an account added later
+    # with a removed one's id does not take its cookies
+    session_key: Mapped[str] = mapped_column(String(64), default=new_session_key)
 
 
 class ApiToken(Base):

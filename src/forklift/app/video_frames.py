@@ -60,15 +60,17 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
     wanted = sorted(set(times))
     if not wanted:
         return
-    moment = packets_end = video_end = 0.0  # the last frame decoded; the last packet of any stream, of the video
+    moment = packets_end = video_end = 0.0  # the last frame decoded; the end of any stream's packets; the last
+    # video packet
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             last = None
             for packet in container.demux():
-                if packet.pts is not None and packet.time_base is not None:
-                    packets_end = max(packets_end, float(packet.pts * packet.time_base))
+                if packet.pts is not None and packet.time_base is not None:  # where each packet ends: a last
+                    ends = packet.pts + (packet.duration or 0)  # frame may last long (variable frame rate)
+                    packets_end = max(packets_end, float(ends * packet.time_base))
                     if packet.stream.index == stream.index:
                         video_end = max(video_end, float(packet.pts * packet.time_base))
                 if packet.stream.index != stream.index:

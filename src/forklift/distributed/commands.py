@@ -82,9 +82,15 @@ def rank_zero_paths(command: tuple[str, ...]) -> list[str]:
     """What COMMAND reads on the host of rank 0 only: with `--resume`, OUT's last checkpoint, which rank 0 reads
     and sends to the others (the trainer's `_shared_checkpoint`: the other hosts need not share OUT)."""
     args = worker_args(command)
-    if args[:2] == ["-m", "forklift.cli"] and "--resume" in args and not args[-1].startswith("-"):
-        return [str(PurePosixPath(args[-1]) / "checkpoints" / "last.pt")]
-    return []
+    if args[:3] != ["-m", "forklift.cli", "train"] or "--resume" not in args:
+        return []
+    from forklift.cli import build_parser  # here: the cli imports this module; its parser imports no torch
+
+    try:
+        parsed, _ = build_parser().parse_known_args(args[2:])  # OUT wherever it stands among the options
+    except SystemExit:  # argparse has said what is wrong with the command, which its ranks would say too
+        return []
+    return [str(PurePosixPath(parsed.out) / "checkpoints" / "last.pt")]
 
 
 def uses_cuda(command: tuple[str, ...]) -> bool:

@@ -87,6 +87,11 @@ def my_place(ranks: Ranks, *, cuda: bool) -> Place:
     place among this host's ranks. Never both: a pinned rank sees only its own CPUs and would choose again."""
     laid_out = laid_out_place()
     if laid_out is not None:
+        if cuda and laid_out.gpu is None:  # else every rank of the host would share GPU 0
+            raise ForkliftError(
+                "this rank trains on CUDA but forklift run laid it out without a GPU: give COMMAND "
+                "--device cuda (or --device=cuda) so that the launcher gives each rank its own"
+            )
         return laid_out
     return places(current(), ranks.local_world, gpu_nodes() if cuda else None)[ranks.local_rank]
 

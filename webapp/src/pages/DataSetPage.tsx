@@ -9,7 +9,8 @@ import { LabelChart } from "../chart";
 import { Message, useMessage } from "../widgets";
 
 const PAGE = 100;
-const UPLOAD_CHUNK = 200;
+const UPLOAD_FILES = 200;
+const UPLOAD_BYTES = 1024 ** 3;
 
 export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit: boolean }) {
   const [set, setSet] = useState<DataSet | null>(null);
@@ -36,8 +37,8 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   };
   useEffect(reload, [datasetId, offset, status, label, split]);
 
-  // Images go up in requests of UPLOAD_CHUNK (the server takes at most that many files a request), so a folder
-  // of thousands shows its progress and a refused file costs nothing but itself.
+  // Images go up in requests of at most UPLOAD_FILES files and UPLOAD_BYTES bytes (the server takes 1,000 files
+  // and 4 GiB a request), so a folder of thousands shows its progress and a refused file costs only itself.
   const upload = async (files: FileList | null) => {
     if (!files?.length) return;
     const images = Array.from(files).filter((file) => file.type.startsWith("image/") || /\.(jpe?g|png|bmp|tiff?|webp|gif)$/i.test(file.name));
@@ -45,10 +46,15 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
     let added = 0;
     const refused: string[] = [];
     try {
-      for (let start = 0; start < images.length; start += UPLOAD_CHUNK) {
+      for (let start = 0; start < images.length;) {
         say(`Uploading ${images.length} image(s)… ${start} sent`);
         const form = new FormData();
-        for (const file of images.slice(start, start + UPLOAD_CHUNK)) form.append("files", file, file.webkitRelativePath || file.name);
+        let files = 0, bytes = 0;
+        while (start < images.length && files < UPLOAD_FILES && (files === 0 || bytes + images[start].size <= UPLOAD_BYTES)) {
+          const file = images[start++];
+          form.append("files", file, file.webkitRelativePath || file.name);
+          files += 1; bytes += file.size;
+        }
         const result = await api<UploadResult>(`/api/datasets/${datasetId}/images`, { method: "POST", body: form });
         added += result.added.length;
         refused.push(...result.refused);

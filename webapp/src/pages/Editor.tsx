@@ -59,6 +59,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const version = useRef(0);
   const timer = useRef<number | undefined>(undefined);
   const queue = useRef<Promise<void>>(Promise.resolve());
+  const drawnFrom = useRef(0);  // counts loads of the server's shapes: a save drawn before the last load is stale
   const currentRef = useRef("");
   currentRef.current = current;
   const classRef = useRef<string | null>(null);
@@ -72,7 +73,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       api<Neighbours>(`/api/images/${imageId}/neighbours`),
     ]).then(([s, i, n]) => { setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || "object"); },
       (e) => say(e.message, true));
-    const leave = () => flush({ keepalive: true });
+    const leave = () => flush({ now: true });
     addEventListener("pagehide", leave);
     return () => { removeEventListener("pagehide", leave); flush(); annotator.current?.destroy(); annotator.current = null; };
   }, [imageId]);
@@ -80,6 +81,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const load = async () => {
     const doc = await api<Annotations>(`/api/images/${imageId}/annotations`);
     version.current = doc.version;
+    drawnFrom.current += 1;
     setDoc(doc);
     setClassLabel(doc.class_label);
     annotator.current?.setAnnotations(doc.shapes.map(toAnnotation), true);
@@ -93,22 +95,30 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const shapes = annotator.current.getAnnotations().map((a) => toShape(a, image.width, image.height, currentRef.current)).filter((s): s is Shape => s !== null);
     return { shapes, class_label: classLabel };
   };
-  const send = (body: { shapes: Shape[]; class_label: string | null }, init: RequestInit = {}) => {
+  // Saves go one after another, each on the version the last returned. One drawn before the server's shapes were
+  // loaded again (a 409 reloads them) is dropped: sent, it would overwrite what the other person saved. `now`
+  // (the page is going away) sends at once with keepalive, as nothing queued would start any more.
+  type Body = { shapes: Shape[]; class_label: string | null };
+  const put = async (body: Body, drawn: number, keepalive: boolean) => {
+    if (drawn !== drawnFrom.current) return;
+    try {
+      const doc = await api<Annotations>(`/api/images/${imageId}/annotations`, { ...json("PUT", { version: version.current, ...body }), keepalive });
+      version.current = doc.version;
+      setDoc(doc);
+      setState("saved");
+      api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 409) {
+        say("Someone else changed this image: reloaded their version.", true);
+        await load();
+      } else { say((e as Error).message, true); setState("not saved"); }
+    }
+  };
+  const send = (body: Body, { now = false } = {}) => {
     setState("saving");
-    queue.current = queue.current.then(async () => {
-      try {
-        const doc = await api<Annotations>(`/api/images/${imageId}/annotations`, { ...json("PUT", { version: version.current, ...body }), ...init });
-        version.current = doc.version;
-        setDoc(doc);
-        setState("saved");
-        api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
-      } catch (e) {
-        if (e instanceof ApiError && e.status === 409) {
-          say("Someone else changed this image: reloaded their version.", true);
-          await load();
-        } else { say((e as Error).message, true); setState("not saved"); }
-      }
-    });
+    const drawn = drawnFrom.current;
+    if (now) { void put(body, drawn, true); return; }
+    queue.current = queue.current.then(() => put(body, drawn, false));
   };
   const save = (extra: Partial<{ class_label: string | null }> = {}) => {
     window.clearTimeout(timer.current);
@@ -117,13 +127,13 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     if (body) send(body);
   };
   const saveSoon = () => { setState("saving"); window.clearTimeout(timer.current); timer.current = window.setTimeout(() => save(), 250); };
-  // A change still waiting for its save is sent now: the image is being left.
-  const flush = (init: RequestInit = {}) => {
+  // A change still waiting for its save is sent now: the image is being left (`now`: the page itself).
+  const flush = ({ now = false } = {}) => {
     if (timer.current === undefined) return;
     window.clearTimeout(timer.current);
     timer.current = undefined;
     const body = snapshot(classRef.current);
-    if (body) send(body, init);
+    if (body) send(body, { now });
   };
 
   const start = () => {
@@ -185,8 +195,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       const up = (u: PointerEvent) => {
         u.stopPropagation(); box.classList.remove("panning");
         removeEventListener("pointermove", move, true); removeEventListener("pointerup", up, true);
+        removeEventListener("pointercancel", up, true);
       };
       addEventListener("pointermove", move, true); addEventListener("pointerup", up, true);
+      addEventListener("pointercancel", up, true);
     };
     const key = (e: KeyboardEvent) => {
       if (e.key !== " " || (e.target as HTMLElement).tagName === "INPUT") return;
@@ -194,9 +206,13 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       box.classList.toggle("pan-ready", spaceHeld.current);
       e.preventDefault();
     };
+    const release = () => { spaceHeld.current = false; box.classList.remove("pan-ready"); };  // Space let go elsewhere
     box.addEventListener("pointerdown", down, true);
-    addEventListener("keydown", key); addEventListener("keyup", key);
-    return () => { box.removeEventListener("pointerdown", down, true); removeEventListener("keydown", key); removeEventListener("keyup", key); };
+    addEventListener("keydown", key); addEventListener("keyup", key); addEventListener("blur", release);
+    return () => {
+      box.removeEventListener("pointerdown", down, true);
+      removeEventListener("keydown", key); removeEventListener("keyup", key); removeEventListener("blur", release);
+    };
   }, [set, image]);
   const go = (id: number | null | undefined) => { if (id) location.hash = `#/datasets/${datasetId}/images/${id}`; };
 

@@ -12,7 +12,7 @@ from forklift.app import schemas
 from forklift.app.deps import Db
 from forklift.app.errors import AppError
 from forklift.app.security import COOKIE, authenticate, check_csrf, password_matches, session_user
-from forklift.app.tables import User
+from forklift.app.tables import User, new_session_key
 
 router = APIRouter(prefix="/api", tags=["session"])
 
@@ -30,7 +30,7 @@ def login(body: schemas.LoginIn, request: Request, response: Response, session: 
     user = session.scalar(select(User).where(User.name == body.name))
     if user is None or not password_matches(user.password_hash, body.password):
         raise AppError(401, "wrong name or password")
-    cookie, csrf = request.app.state.sessions.issue(user.id, user.session_generation)
+    cookie, csrf = request.app.state.sessions.issue(user.id, user.session_key)
     response.set_cookie(COOKIE, cookie, max_age=request.app.state.sessions.max_age, httponly=True, samesite="strict",
                         path="/")  # fmt: skip
     return schemas.SessionOut(name=user.name, role=user.role, local=False, csrf=csrf)
@@ -38,7 +38,7 @@ def login(body: schemas.LoginIn, request: Request, response: Response, session: 
 
 @router.post("/logout", status_code=204)
 def logout(request: Request, response: Response, session: Db) -> None:
-    """End the session: its cookie is deleted, and its account moves to its next session generation, so that the
+    """End the session: its cookie is deleted, and its account draws a new session key, so that the
     cookie is refused even where a copy of it was kept (every session of the account ends with it: a signed cookie
     is known by nothing else). With a good cookie the CSRF header is needed, as for every change."""
     value = request.app.state.sessions.read(request.cookies.get(COOKIE, ""))
@@ -48,7 +48,7 @@ def logout(request: Request, response: Response, session: Db) -> None:
             user = session_user(session, value)
     if user is not None and value is not None:
         check_csrf(request, value)
-        session.execute(update(User).where(User.id == user.id, User.session_generation == user.session_generation)
-                        .values(session_generation=User.session_generation + 1))  # fmt: skip
+        session.execute(update(User).where(User.id == user.id, User.session_key == user.session_key)
+                        .values(session_key=new_session_key()))  # fmt: skip
         session.commit()
     response.delete_cookie(COOKIE, path="/")

@@ -71,10 +71,10 @@ def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: File
     if (body.every_s is None) == (body.at_s is None):
         raise AppError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
     if body.every_s is not None:
-        count = video.duration_s / body.every_s  # from the start to before the end, where the last frame stops
+        count = max(1, math.ceil(video.duration_s / body.every_s - 1e-9))  # from the start to before the end
         if count > MAX_FRAMES:
-            raise AppError(422, f"every_s {body.every_s}: {count:.0f} frames; at most {MAX_FRAMES} per capture")
-        times = [k * body.every_s for k in range(max(1, math.ceil(count - 1e-9)))]
+            raise AppError(422, f"every_s {body.every_s}: {count} frames; at most {MAX_FRAMES} per capture")
+        times = [k * body.every_s for k in range(count)]
     else:
         times = list(body.at_s or [])
     bad = [t for t in times if not 0 <= t <= video.duration_s + 1e-3]
