@@ -23,7 +23,7 @@ from torchvision.ops import nms
 
 from forklift.app.background import Follower
 from forklift.app.deploy import serving, serving_process
-from forklift.app.records import label_named, next_version
+from forklift.app.records import label_named, labels_named, next_version
 from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Deployment, Image, Model
 from forklift.errors import ForkliftError
 
@@ -161,9 +161,9 @@ def _keep_boxes(session: Session, image: Image, detections: list[dict], threshol
         if float(found["score"]) >= threshold and x2 > x1 and y2 > y1:
             boxes.append((str(found["label"]), float(found["score"]), [x1, y1, x2, y2]))
     kept = one_per_object(boxes)
+    labels = labels_named(session, image.dataset_id, [label for label, _, _ in kept])
     for label, score, points in kept:
-        label_id = label_named(session, image.dataset_id, label, create=True).id
-        session.add(Annotation(image_id=image.id, label_id=label_id, kind="box", points=points, source="auto",
+        session.add(Annotation(image_id=image.id, label_id=labels[label].id, kind="box", points=points, source="auto",
                                model_id=model_id, confidence=score))  # fmt: skip
     return len(kept)
 

@@ -3,6 +3,7 @@ adding an image to a data set (its file checked and stored, its row made)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, BinaryIO, TypeVar
 
 from sqlalchemy import ColumnElement, func, select, update
@@ -132,20 +133,22 @@ def label_named(session: Session, dataset_id: int, name: str, *, create: bool) -
         return label
     if not create:
         raise AppError(422, f"label {name!r}: not a label of this data set")
-    dialect, keys = session.get_bind().dialect.name, ["dataset_id", "name"]
-    if dialect == "postgresql":  # INSERT ... ON CONFLICT DO NOTHING: waits for the other request, then is a no-op
-        session.execute(postgresql.insert(Label).values(dataset_id=dataset_id, name=name)
-                        .on_conflict_do_nothing(index_elements=keys))  # fmt: skip
-    elif dialect == "sqlite":
-        session.execute(sqlite.insert(Label).values(dataset_id=dataset_id, name=name)
-                        .on_conflict_do_nothing(index_elements=keys))  # fmt: skip
-    else:  # neither of the databases the app runs on: the race is not handled
-        session.add(Label(dataset_id=dataset_id, name=name))
-        session.flush()
+    # INSERT ... ON CONFLICT DO NOTHING (the two databases the app runs on): waits for the other request, then is
+    # a no-op
+    postgres = session.get_bind().dialect.name == "postgresql"
+    insert = postgresql.insert(Label) if postgres else sqlite.insert(Label)
+    session.execute(insert.values(dataset_id=dataset_id, name=name)
+                    .on_conflict_do_nothing(index_elements=["dataset_id", "name"]))  # fmt: skip
     made = existing_label(session, dataset_id, name)
     if made is None:
         raise AppError(409, f"label {name!r}: removed while it was being added; try again")
     return made
+
+
+def labels_named(session: Session, dataset_id: int, names: Iterable[str]) -> dict[str, Label]:
+    """The data set's labels of these names, made where new, in the order of their names: two requests making
+    the same new labels at once then wait for each other in the same order, where opposite orders deadlock."""
+    return {name: label_named(session, dataset_id, name, create=True) for name in sorted(set(names))}
 
 
 def next_version(session: Session, image_id: int, version: int, *unchanged: ColumnElement[bool], **values: Any) -> bool:

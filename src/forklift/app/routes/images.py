@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.errors import AppError
-from forklift.app.records import add_image, get_or_404, images_out, label_named, take_version
+from forklift.app.records import add_image, get_or_404, images_out, label_named, labels_named, take_version
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.errors import ForkliftError
 
@@ -120,12 +120,12 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
         _check_shape(shape, image)
     take_version(session, image_id, body.version)
     session.execute(delete(Annotation).where(Annotation.image_id == image_id))
+    named = [shape.label for shape in body.shapes] + ([body.class_label] if body.class_label else [])
+    labels = labels_named(session, image.dataset_id, named)
     for shape in body.shapes:
-        label = label_named(session, image.dataset_id, shape.label, create=True)
-        session.add(Annotation(image_id=image_id, label_id=label.id, kind=shape.kind, points=shape.points))
-    image.class_id = (
-        label_named(session, image.dataset_id, body.class_label, create=True).id if body.class_label else None
-    )
+        session.add(Annotation(image_id=image_id, label_id=labels[shape.label].id, kind=shape.kind,
+                               points=shape.points))  # fmt: skip
+    image.class_id = labels[body.class_label].id if body.class_label else None
     image.class_model_id = image.class_confidence = None  # a person's class now
     image.status = body.status or _status_after_edit(image.status, bool(body.shapes or body.class_label))
     session.commit()
