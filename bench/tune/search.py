@@ -5,10 +5,11 @@ batch, weight decay, over the ranges of `--space narrow` or `wide`; a fixed numb
 `forklift tune`'s own machinery for `--minutes` of wall-clock time, once per seed and per strategy, one after the
 other on the same machine. From each study it reads when every trial ended and computes: the best val mAP@.5
 reached, the best-so-far over time, the time TPE + pruning needed to reach random search's final best of the same
-seed, and the share of the epochs that unpruned trials would have run which pruning saved. Writes
-bench/results/tune/search.json and prints a table.
+seed (as a share of the time random search took to reach it, and of random search's whole budget), and the share
+of the epochs that unpruned trials would have run which pruning saved. Writes bench/results/tune/search.json (or
+search-seedsA-B.json for --first-seed) and prints a table.
 
-    .venv/bin/python bench/tune/search.py [--minutes 5] [--seeds 3] [--n 300] [--space narrow|wide] [--work DIR]
+    .venv/bin/python bench/tune/search.py [--minutes 5] [--seeds 3] [--first-seed 0] [--n 300] [--space narrow|wide]
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="wall-clock budget of each search")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--n", type=int, default=300, help="images generated (80%% train, 10%% val)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the data and the studies")
     parser.add_argument("--space", choices=sorted(SPACES), default="narrow", help="the ranges searched")
@@ -71,7 +73,8 @@ def main() -> None:
     cfg = work / "yolov3-tiny-slim.cfg"
     cfg.write_text(slim_cfg(shared_data_path("darknet/yolov3-tiny.cfg"), len(CLASSES), SIZE)[0], encoding="utf-8")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in STRATEGIES}
-    for seed in range(args.seeds):
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    for seed in seeds:
         for name, (sampler, pruner) in STRATEGIES.items():
             out = work / f"{name}-seed{seed}"
             print(f"{name}, seed {seed}: {args.minutes:g} min", flush=True)
@@ -89,7 +92,8 @@ def main() -> None:
         "comparison": comparison,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "search.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    name = "search.json" if args.first_seed == 0 else f"search-seeds{seeds[0]}-{seeds[-1]}.json"
+    (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     _print(runs, comparison, args.minutes)
 
 
@@ -150,13 +154,14 @@ def _print(runs: dict[str, list[dict]], comparison: list[dict], minutes: float) 
     for name, seeds in runs.items():
         bests = [r["best"] for r in seeds]
         print(f"  {name:<11} " + "  ".join(f"{b:.3f}" for b in bests) + f"   mean {statistics.mean(bests):.3f}")
-    print("seed  target  random reached it  tpe+median reached it  ratio  epochs saved  trials tpe/random")
+    print("seed  target  random reached it  tpe+median reached it  ratio  of budget  epochs saved  trials tpe/random")
     for row in comparison:
         tpe, rnd = row["tpe_reached_s"], row["random_reached_s"]
         ratio = f"{tpe / rnd:.2f}" if tpe is not None and rnd else "n/a"
+        of_budget = "n/a" if tpe is None else f"{tpe / (minutes * 60):.2f}"
         shown = "never" if tpe is None else f"{tpe:.0f} s"
         print(
-            f"{row['seed']:>4}  {row['target']:.3f}  {rnd or 0:>15.0f} s  {shown:>21}  {ratio:>5}  "
+            f"{row['seed']:>4}  {row['target']:.3f}  {rnd or 0:>15.0f} s  {shown:>21}  {ratio:>5}  {of_budget:>9}  "
             f"{row['epochs_saved_share']:>12.0%}  {row['tpe_trials']:>6}/{row['random_trials']}"
         )
 
