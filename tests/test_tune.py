@@ -164,6 +164,25 @@ def test_median_pruning_stops_a_trial_that_reports_bad_values(data: Path, tmp_pa
 
 
 @pytest.mark.slow
+def test_a_trial_is_not_pruned_after_its_last_epoch(data: Path, tmp_path: Path) -> None:
+    """Measured only at its last epoch, a bad trial has nothing left to save: it completes with its value (pruned,
+    its whole training would be lost and the sampler would not learn what it reached)."""
+    out = tmp_path / "last"
+    out.mkdir()
+    study = optuna.create_study(study_name="last", storage=journal(out), direction="maximize")
+    for lr in (0.003, 0.003, 1e-7):
+        study.enqueue_trial({"lr": lr})
+    dimensions = tuple(search_space(["lr=1e-8..1e-2:log"], Task.CLASSIFY))
+    fixed = {"epochs": 8, "val_every": 8, "batch": 16, "seed": 0}
+    search = Search(data, out, "top1", dimensions, source={"cfg": CLASSIFIER}, fixed=fixed)
+    tune(search, Plan(study="last", storage=None, trials=3, pruner="median"))
+    first, second, bad = study.get_trials()
+    assert first.state == second.state == bad.state == TrialState.COMPLETE
+    assert bad.value is not None and bad.value < min(first.value or 0, second.value or 0)  # the median pruner's case
+    assert list(bad.intermediate_values) == [8]
+
+
+@pytest.mark.slow
 def test_a_trial_cut_by_minutes_ends_pruned(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "cut"
     command = tune_command(data, out, "--trials", "1", "--epochs", "200", "--minutes", "0.3", "--pruner", "none")

@@ -52,6 +52,7 @@ def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
     trial.set_user_attr("cpus", sorted(os.sched_getaffinity(0)))
     settings = {**search.fixed, **draw_settings(list(search.dimensions), trial)}
     folder, log = search.folder(trial.number), search.log(trial.number)
+    wanted = int(settings.get("epochs", TrainSettings.epochs))
     trial.set_user_attr("folder", str(folder))
     log.parent.mkdir(parents=True, exist_ok=True)
 
@@ -61,7 +62,8 @@ def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
             return
         trial.report(value, epoch)
         trial.set_user_attr("epochs", epoch)
-        if trial.should_prune():
+        # after the last epoch nothing is left to save: the trial completes, and the sampler learns its value
+        if epoch < wanted and trial.should_prune():
             raise optuna.TrialPruned(f"epoch {epoch}: {search.metric} {value:.4f}")
 
     budget = None if search.deadline is None else max(1.0, search.deadline - time.time())
@@ -79,7 +81,7 @@ def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
     except ForkliftError as exc:
         trial.set_user_attr("error", str(exc))
         raise
-    ran, wanted = _epochs_run(folder), int(settings.get("epochs", TrainSettings.epochs))
+    ran = _epochs_run(folder)
     trial.set_user_attr("epochs", ran)
     if ran < wanted:  # --minutes ran out inside it: its value is not what its settings would reach
         shutil.rmtree(folder, ignore_errors=True)
