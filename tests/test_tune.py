@@ -50,6 +50,14 @@ def started(command: list[str | Path]) -> subprocess.Popen[str]:
     )
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def running_trial(out: Path, study: str, timeout: float = 120) -> optuna.trial.FrozenTrial:
     """The first trial of the search in `out` seen running with its owner recorded (waits for it to get there)."""
     deadline = time.monotonic() + timeout
@@ -208,15 +216,17 @@ def test_a_killed_worker_fails_its_trial_and_the_search_goes_on(data: Path, tmp_
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_and_the_same_command_resumes(data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_and_the_same_command_resumes(data: Path, tmp_path: Path, sig: signal.Signals) -> None:
     out = tmp_path / "resumed"
     command = tune_command(data, out, "--trials", "2", "--epochs", "15")  # long enough to be interrupted in
     search = started(command)
     interrupted = running_trial(out, "resumed")
-    search.send_signal(signal.SIGINT)
+    search.send_signal(sig)  # to the tune process alone, as `kill` sends it: its workers must stop too
     output, _ = search.communicate(timeout=120)
     assert search.returncode == 130, output
     assert "the same command continues" in output
+    assert not _alive(interrupted.user_attrs["pid"]), "a worker outlived its search"
     assert optuna.load_study(study_name="resumed", storage=journal(out)).trials[-1].state == TrialState.FAIL
     forklift(*command)
     trials = optuna.load_study(study_name="resumed", storage=journal(out)).get_trials()

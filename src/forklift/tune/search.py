@@ -139,15 +139,17 @@ def _run_workers(search: Search, plan: Plan, study: optuna.Study, storage: BaseS
 
 @contextlib.contextmanager
 def _interrupt_flag() -> Iterator[threading.Event]:
-    """Ctrl-C (SIGINT) sets the flag the watch loop checks, instead of raising inside whatever library call the
-    loop is in (a storage's file lock, a database driver); installed explicitly, it also works where the process
-    was started with SIGINT ignored (a non-interactive shell's background job, nohup ... &)."""
+    """Ctrl-C (SIGINT) or SIGTERM (`kill`, a scheduler) sets the flag the watch loop checks, instead of raising
+    inside whatever library call the loop is in (a storage's file lock, a database driver), so the workers are
+    stopped too (SIGTERM's default would end this process alone and leave them training); installed explicitly, it
+    also works where the process was started with SIGINT ignored (a background job, nohup ... &)."""
     flag = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: flag.set())
+    previous = {sig: signal.signal(sig, lambda _signum, _frame: flag.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield flag
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _show_ended(study: optuna.Study, shown: set[int], bar: tqdm) -> set[int]:
