@@ -6,8 +6,10 @@ batch, weight decay, over the ranges of `--space narrow` or `wide`; a fixed numb
 other on the same machine. From each study it reads when every trial ended and computes: the best val mAP@.5
 reached, the best-so-far over time, the time TPE + pruning needed to reach random search's final best of the same
 seed (as a share of the time random search took to reach it, and of random search's whole budget), and the share
-of the epochs that unpruned trials would have run which pruning saved. Writes bench/results/tune/search.json (or
-search-seedsA-B.json for --first-seed) and prints a table.
+of the epochs that unpruned trials would have run which pruning saved. A search cut at a third or two thirds of
+its budget is the same search as one given that budget (the same seed draws the same trials; a trial still running
+at the cut does not count), so the comparison is also made at those budgets. Writes bench/results/tune/search.json
+(or search-seedsA-B.json for --first-seed) and prints a table.
 
     .venv/bin/python bench/tune/search.py [--minutes 5] [--seeds 3] [--first-seed 0] [--n 300] [--space narrow|wide]
 """
@@ -55,6 +57,7 @@ SPACES = {
     ],
 }
 STRATEGIES = {"tpe+median": ("tpe", "median"), "random": ("random", "none")}
+BUDGET_SHARES = (1 / 3, 2 / 3, 1.0)  # the searches cut at these shares of --minutes are compared too
 
 
 def main() -> None:
@@ -81,7 +84,8 @@ def main() -> None:
             runs[name].append(
                 _search(data, cfg, out, sampler, pruner, SPACES[args.space], seed=seed, minutes=args.minutes)
             )
-    comparison = [_compare(tpe, rnd) for tpe, rnd in zip(runs["tpe+median"], runs["random"], strict=True)]
+    budgets = [args.minutes * 60 * share for share in BUDGET_SHARES]
+    comparison = [_compare(tpe, rnd, budgets) for tpe, rnd in zip(runs["tpe+median"], runs["random"], strict=True)]
     summary = {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "data": {"n": args.n, "size": SIZE, "seed": 0},
@@ -131,21 +135,37 @@ def _search(
     return {"seed": seed, "trials": trials, "best": max(values, default=0.0)}
 
 
-def _compare(tpe: dict, rnd: dict) -> dict:
-    """When TPE + pruning first reached random search's final best (same seed), and the epochs pruning saved."""
-    target = rnd["best"]
-    reached = [t["ended_s"] for t in tpe["trials"] if t["value"] is not None and t["value"] >= target]
-    random_time = min((t["ended_s"] for t in rnd["trials"] if t["value"] == target), default=None)
+def _compare(tpe: dict, rnd: dict, budgets: list[float]) -> dict:
+    """Per budget: when TPE + pruning first reached random search's best within it (same seed); the epochs
+    pruning saved over the whole search."""
     ran = sum(t["epochs"] for t in tpe["trials"])
     unpruned = EPOCHS * len(tpe["trials"])
     return {
         "seed": tpe["seed"],
-        "target": target,
-        "tpe_reached_s": min(reached) if reached else None,
-        "random_reached_s": random_time,
+        "budgets": [_reached(tpe, rnd, budget) for budget in budgets],
         "epochs_saved_share": round(1 - ran / unpruned, 3) if unpruned else 0.0,
         "tpe_trials": len(tpe["trials"]),
         "random_trials": len(rnd["trials"]),
+    }
+
+
+def _reached(tpe: dict, rnd: dict, budget: float) -> dict:
+    """Random search's best among its trials that ended within `budget` seconds, when it got there, and when TPE +
+    pruning first did (None: not within the budget)."""
+    random_values = [
+        (t["ended_s"], t["value"]) for t in rnd["trials"] if t["value"] is not None and t["ended_s"] <= budget
+    ]
+    target = max((value for _, value in random_values), default=0.0)
+    reached = [t["ended_s"] for t in tpe["trials"] if t["value"] is not None and t["value"] >= target]
+    within = [ended for ended in reached if ended <= budget]
+    return {
+        "budget_s": round(budget),
+        "target": target,
+        "random_reached_s": min((ended for ended, value in random_values if value == target), default=None),
+        "tpe_reached_s": min(within) if within else None,
+        "tpe_best": max(
+            (t["value"] for t in tpe["trials"] if t["value"] is not None and t["ended_s"] <= budget), default=0.0
+        ),
     }
 
 
@@ -154,15 +174,20 @@ def _print(runs: dict[str, list[dict]], comparison: list[dict], minutes: float) 
     for name, seeds in runs.items():
         bests = [r["best"] for r in seeds]
         print(f"  {name:<11} " + "  ".join(f"{b:.3f}" for b in bests) + f"   mean {statistics.mean(bests):.3f}")
-    print("seed  target  random reached it  tpe+median reached it  ratio  of budget  epochs saved  trials tpe/random")
+    print("seed  budget  best tpe/random  random reached it  tpe+median reached it  ratio  of budget")
     for row in comparison:
-        tpe, rnd = row["tpe_reached_s"], row["random_reached_s"]
-        ratio = f"{tpe / rnd:.2f}" if tpe is not None and rnd else "n/a"
-        of_budget = "n/a" if tpe is None else f"{tpe / (minutes * 60):.2f}"
-        shown = "never" if tpe is None else f"{tpe:.0f} s"
+        for cut in row["budgets"]:
+            tpe, rnd = cut["tpe_reached_s"], cut["random_reached_s"]
+            ratio = f"{tpe / rnd:.2f}" if tpe is not None and rnd else "n/a"
+            of_budget = "n/a" if tpe is None else f"{tpe / cut['budget_s']:.2f}"
+            shown = "never" if tpe is None else f"{tpe:.0f} s"
+            print(
+                f"{row['seed']:>4}  {cut['budget_s']:>4} s  {cut['tpe_best']:.3f}/{cut['target']:.3f}  "
+                f"{rnd or 0:>15.0f} s  {shown:>21}  {ratio:>5}  {of_budget:>9}"
+            )
         print(
-            f"{row['seed']:>4}  {row['target']:.3f}  {rnd or 0:>15.0f} s  {shown:>21}  {ratio:>5}  {of_budget:>9}  "
-            f"{row['epochs_saved_share']:>12.0%}  {row['tpe_trials']:>6}/{row['random_trials']}"
+            f"      epochs saved by pruning {row['epochs_saved_share']:.0%}, "
+            f"trials {row['tpe_trials']}/{row['random_trials']}"
         )
 
 
