@@ -152,21 +152,20 @@ def _compare(tpe: dict, rnd: dict, budgets: list[float]) -> dict:
 def _reached(tpe: dict, rnd: dict, budget: float) -> dict:
     """Random search's best among its trials that ended within `budget` seconds, when it got there, and when TPE +
     pruning first did (None: not within the budget)."""
-    random_values = [
-        (t["ended_s"], t["value"]) for t in rnd["trials"] if t["value"] is not None and t["ended_s"] <= budget
-    ]
-    target = max((value for _, value in random_values), default=0.0)
-    reached = [t["ended_s"] for t in tpe["trials"] if t["value"] is not None and t["value"] >= target]
-    within = [ended for ended in reached if ended <= budget]
+    random_ended, tpe_ended = _ended_within(rnd, budget), _ended_within(tpe, budget)
+    target = max((value for _, value in random_ended), default=0.0)
     return {
         "budget_s": round(budget),
         "target": target,
-        "random_reached_s": min((ended for ended, value in random_values if value == target), default=None),
-        "tpe_reached_s": min(within) if within else None,
-        "tpe_best": max(
-            (t["value"] for t in tpe["trials"] if t["value"] is not None and t["ended_s"] <= budget), default=0.0
-        ),
+        "random_reached_s": min((ended for ended, value in random_ended if value == target), default=None),
+        "tpe_reached_s": min((ended for ended, value in tpe_ended if value >= target), default=None),
+        "tpe_best": max((value for _, value in tpe_ended), default=0.0),
     }
+
+
+def _ended_within(run: dict, budget: float) -> list[tuple[float, float]]:
+    """(when it ended, its value) of the search's trials with a value that ended within `budget` seconds."""
+    return [(t["ended_s"], t["value"]) for t in run["trials"] if t["value"] is not None and t["ended_s"] <= budget]
 
 
 def _print(runs: dict[str, list[dict]], comparison: list[dict], minutes: float) -> None:
