@@ -4,8 +4,8 @@ A real comparison of two samplers costs 15 minutes per seed and strategy, so thr
 gives, and three seeds cannot tell a better sampler setting from luck. This replays searches instead: every
 trial of the studies under WORK (search.py's --work) that ran all its epochs is a measured learning curve, and
 a setting a sampler draws is answered with the curve of one of the two nearest measured settings of the same
-optimiser and batch (distance in decades of lr, and weight decay and momentum over their ranges), chosen at
-random: a second training of nearly the same setting differs as much. A trial takes the time the measured
+optimiser and batch (apart by decades on a log-scale range, else by shares of the range), chosen at random to
+stand for the spread between two trainings of nearly the same setting. A trial takes the time the measured
 trials took for that many epochs (a line fitted to their durations), and the search stops at --minutes, as in
 search.py. Random search without pruning and each TPE variant with forklift's median pruner run for --seeds
 seeds; the table gives how often and how soon each reached random search's best of the same seed.
@@ -60,7 +60,7 @@ class Curves:
         if not self.by_kind:
             raise SystemExit("no complete trials to replay; give search.py's --work folder")
         epochs = [float(len(t.intermediate_values)) for t in finished]  # pruned trials too: the time per epoch
-        seconds = [(t.datetime_complete - t.datetime_start).total_seconds() for t in finished]  # type: ignore[operator]
+        seconds = [(t.datetime_complete - t.datetime_start).total_seconds() for t in finished]
         self.epoch_s, self.start_s = statistics.linear_regression(epochs, seconds)
 
     def draw(self, params: dict, rng: random.Random) -> list[float]:
@@ -80,7 +80,7 @@ class Curves:
                 a, b, low, high = params[dim.name], other[dim.name], dim.low, dim.high
                 if dim.log:
                     a, b, low, high = math.log10(a), math.log10(b), 0.0, 1.0
-                distance += ((a - b) / (high - low)) ** 2  # type: ignore[operator]
+                distance += ((a - b) / (high - low)) ** 2
         return distance
 
 
