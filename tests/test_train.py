@@ -9,6 +9,7 @@ import csv
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import cv2
@@ -168,6 +169,22 @@ def test_time_budget_stops_before_an_epoch_that_would_overrun_it(work: Path) -> 
     out = train(work / "data", work / "budget", cfg=work / "tiny.cfg", time_budget_s=0.0, **SETTINGS)
     assert [int(r["epoch"]) for r in _metrics(out)] == [1]  # the first epoch always runs
     assert (out / "tiny.weights").is_file() and (out / "tiny.onnx").is_file()
+
+
+def test_a_callback_that_stops_the_run_leaves_no_log_writer_behind(work: Path) -> None:
+    """A search prunes a trial by raising from `on_validated` and removes its folder: the TensorBoard writer must
+    be closed by then, or its thread writes into the removed folder and prints a traceback."""
+
+    class Pruned(Exception):
+        pass
+
+    def prune(epoch: int, metrics: dict) -> None:
+        raise Pruned(f"epoch {epoch}")
+
+    with pytest.raises(Pruned, match="epoch 1"):
+        train(work / "data", work / "pruned", cfg=work / "tiny.cfg", on_validated=prune, **SETTINGS)
+    assert (work / "pruned" / "tensorboard").is_dir()
+    assert not [t for t in threading.enumerate() if type(t).__module__.startswith("tensorboard.")]
 
 
 def test_fine_tuning_starts_from_the_model(work: Path, trained: Path) -> None:

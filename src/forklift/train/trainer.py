@@ -206,62 +206,65 @@ def _train(
         _keep_metric_rows(metrics, fields, first_epoch - 1, (checkpoint or {}).get("metrics_row"))
         writer = _tensorboard(out)
 
-    last_epoch_seconds = 0.0
-    for epoch in range(first_epoch, epochs + 1):
-        spent = time.perf_counter() - budget_start
-        over = time_budget_s is not None and epoch > first_epoch and spent + last_epoch_seconds > time_budget_s
-        if _agreed(over, ranks):  # rank 0's clock decides for all
-            if leader:
-                print(f"time budget of {time_budget_s:g} s: stopping before epoch {epoch}/{epochs}", flush=True)
-            break
-        started = time.perf_counter()
-        net.train()
-        totals, seen = dict.fromkeys(plugin.loss_terms, 0.0), 0
-        loader = epoch_loader(
-            images, batch, epoch, shuffle=True, workers=workers, collate_fn=plugin.collate, rank=ranks.rank,
-            world=ranks.world,
-        )  # fmt: skip
-        bar = tqdm(loader, desc=f"epoch {epoch}/{epochs}", unit="batch", disable=None if leader else True, leave=False)
-        with _swapping(lms) as swapped:
-            for inputs, targets in bar:
-                inputs, targets = inputs.to(device), _to(targets, device)
-                with precision.autocast():
-                    terms = stepper(inputs, targets)
-                optimiser.zero_grad(set_to_none=True)
-                precision.step(terms["loss"], net, optimiser)
-                schedule.step()
-                for key, value in terms.items():
-                    totals[key] += float(value.detach()) * len(inputs)
-                seen += len(inputs)
-                bar.set_postfix({k: f"{v / seen:.3f}" for k, v in totals.items()})
-        if swapped is not None:
-            print(f"epoch {epoch}/{epochs}: {swapped.summary()}", flush=True)
-        totals, seen = _summed(totals, seen, ranks)
-        seconds = time.perf_counter() - started
-        row: dict = {"epoch": epoch, **{k: v / max(seen, 1) for k, v in totals.items()}}
-        row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
-        validated = bool(val_images) and (epoch % settings.val_every == 0 or epoch == epochs)
-        states = _rank_rng_states(ranks)
-        if not leader:
-            continue
-        if validated:
-            row.update(plugin.validate(val_images, checkpoints / "val-model"))
-            best.consider(epoch, row[plugin.metric_names[0]], plugin, checkpoints / "best.pt")
-        row["elapsed"] = time.perf_counter() - budget_start
-        run.save(checkpoints / "last.pt", epoch, states, metrics_row=row)  # first: a stop before the row is
-        _append_metrics(metrics, fields, row)  # appended leaves it in the checkpoint, which a resume restores
+    try:  # a callback's exception (a search pruning the trial) or Ctrl-C ends the run with its log closed
+        last_epoch_seconds = 0.0
+        for epoch in range(first_epoch, epochs + 1):
+            spent = time.perf_counter() - budget_start
+            over = time_budget_s is not None and epoch > first_epoch and spent + last_epoch_seconds > time_budget_s
+            if _agreed(over, ranks):  # rank 0's clock decides for all
+                if leader:
+                    print(f"time budget of {time_budget_s:g} s: stopping before epoch {epoch}/{epochs}", flush=True)
+                break
+            started = time.perf_counter()
+            net.train()
+            totals, seen = dict.fromkeys(plugin.loss_terms, 0.0), 0
+            loader = epoch_loader(
+                images, batch, epoch, shuffle=True, workers=workers, collate_fn=plugin.collate, rank=ranks.rank,
+                world=ranks.world,
+            )  # fmt: skip
+            bar = tqdm(
+                loader, desc=f"epoch {epoch}/{epochs}", unit="batch", disable=None if leader else True, leave=False
+            )
+            with _swapping(lms) as swapped:
+                for inputs, targets in bar:
+                    inputs, targets = inputs.to(device), _to(targets, device)
+                    with precision.autocast():
+                        terms = stepper(inputs, targets)
+                    optimiser.zero_grad(set_to_none=True)
+                    precision.step(terms["loss"], net, optimiser)
+                    schedule.step()
+                    for key, value in terms.items():
+                        totals[key] += float(value.detach()) * len(inputs)
+                    seen += len(inputs)
+                    bar.set_postfix({k: f"{v / seen:.3f}" for k, v in totals.items()})
+            if swapped is not None:
+                print(f"epoch {epoch}/{epochs}: {swapped.summary()}", flush=True)
+            totals, seen = _summed(totals, seen, ranks)
+            seconds = time.perf_counter() - started
+            row: dict = {"epoch": epoch, **{k: v / max(seen, 1) for k, v in totals.items()}}
+            row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
+            validated = bool(val_images) and (epoch % settings.val_every == 0 or epoch == epochs)
+            states = _rank_rng_states(ranks)
+            if not leader:
+                continue
+            if validated:
+                row.update(plugin.validate(val_images, checkpoints / "val-model"))
+                best.consider(epoch, row[plugin.metric_names[0]], plugin, checkpoints / "best.pt")
+            row["elapsed"] = time.perf_counter() - budget_start
+            run.save(checkpoints / "last.pt", epoch, states, metrics_row=row)  # first: a stop before the row is
+            _append_metrics(metrics, fields, row)  # appended leaves it in the checkpoint, which a resume restores
+            if writer is not None:
+                for key, value in row.items():
+                    if key != "epoch" and value is not None:
+                        writer.add_scalar(f"{'val' if key in plugin.metric_names else 'train'}/{key}", value, epoch)
+            shown = [f"{k} {row[k]:.4f}" for k in (*plugin.loss_terms, *plugin.metric_names) if row.get(k) is not None]
+            print(f"epoch {epoch}/{epochs}: " + ", ".join(shown), flush=True)
+            last_epoch_seconds = time.perf_counter() - started
+            if validated and on_validated is not None:
+                on_validated(epoch, {name: row[name] for name in plugin.metric_names})
+    finally:
         if writer is not None:
-            for key, value in row.items():
-                if key != "epoch" and value is not None:
-                    writer.add_scalar(f"{'val' if key in plugin.metric_names else 'train'}/{key}", value, epoch)
-        shown = [f"{k} {row[k]:.4f}" for k in (*plugin.loss_terms, *plugin.metric_names) if row.get(k) is not None]
-        print(f"epoch {epoch}/{epochs}: " + ", ".join(shown), flush=True)
-        last_epoch_seconds = time.perf_counter() - started
-        if validated and on_validated is not None:
-            on_validated(epoch, {name: row[name] for name in plugin.metric_names})
-
-    if writer is not None:
-        writer.close()
+            writer.close()
     if not leader:
         return out
     best_epoch = best.restore(plugin, checkpoints / "best.pt")
