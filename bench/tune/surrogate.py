@@ -77,10 +77,11 @@ class Curves:
         distance = 0.0
         for dim in self.ranges:
             if dim.name in params and dim.name in other:
-                a, b, low, high = params[dim.name], other[dim.name], dim.low, dim.high
+                a, b = params[dim.name], other[dim.name]
                 if dim.log:
-                    a, b, low, high = math.log10(a), math.log10(b), 0.0, 1.0
-                distance += ((a - b) / (high - low)) ** 2
+                    distance += (math.log10(a) - math.log10(b)) ** 2
+                else:
+                    distance += ((a - b) / (dim.high - dim.low)) ** 2
         return distance
 
 
@@ -102,7 +103,8 @@ def main() -> None:
     budget = args.minutes * 60
     seeds = range(args.seeds)
     random_bests = [
-        _best(_replay(optuna.samplers.RandomSampler(seed=s), None, curves, search, s, budget)) for s in seeds
+        _best(_replay(optuna.samplers.RandomSampler(seed=s), make_pruner("none", search), curves, search, s, budget))
+        for s in seeds
     ]
     variants = {**VARIANTS, "forklift": lambda seed: make_sampler("tpe", search, seed=seed)}
     print(f"{'TPE + median pruning':<22} reached random's best within half the budget   median share   mean best")
@@ -132,7 +134,7 @@ def _measured(work: Path) -> list[FrozenTrial]:
 
 def _replay(
     sampler: optuna.samplers.BaseSampler,
-    pruner: optuna.pruners.BasePruner | None,
+    pruner: optuna.pruners.BasePruner,
     curves: Curves,
     search: Search,
     seed: int,
@@ -140,7 +142,7 @@ def _replay(
 ) -> list[tuple[float, float]]:
     """(when it ended, its value) of each complete trial of one search on the surrogate within `budget` seconds."""
     rng = random.Random(seed)
-    study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner or optuna.pruners.NopPruner())
+    study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
     clock, ended = 0.0, []
     while True:
         trial = study.ask()
