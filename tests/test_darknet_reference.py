@@ -3,7 +3,8 @@
 For every cfg in ../shared/data/darknet/ (and two small cfgs that cover the remaining layer kinds: reorg,
 region with softmax, SPP maxpools, grouped convolution and route, mish, swish, relu, logistic), with seeded
 random weights and the real photos, the decoded head outputs agree per anchor to 1e-4 relative and the
-final detections agree (same classes, boxes within 1 px).
+final detections agree (same classes, boxes within 1 px) but for boxes on the score threshold or the NMS
+boundary, which float rounding on another CPU may put on either side (tests/agreement.py).
 
 The head comparison runs forklift's net in float64: that is the exact value of what the cfg describes, so
 the test measures whether the two implementations compute the same function. In float32 the 75-layer yolov3
@@ -19,6 +20,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from agreement import assert_same_detections
 from helpers import CFGS, SHARED, shared
 
 from forklift.model_files.darknet_cfg import read_cfg
@@ -102,18 +104,6 @@ def test_decoded_heads_match_opencv(darknet_models, case: str) -> None:
         assert scores[~reported].max(initial=0) <= _opencv_thresh(model.files["cfg"]) + 1e-4
 
 
-def _match(ours, theirs) -> None:
-    assert len(ours) == len(theirs) > 0
-
-    def order(d):
-        return (d.label, round(d.x1), round(d.y1))
-
-    for a, b in zip(sorted(ours, key=order), sorted(theirs, key=order), strict=True):
-        assert a.label == b.label
-        assert max(abs(a.x1 - b.x1), abs(a.y1 - b.y1), abs(a.x2 - b.x2), abs(a.y2 - b.y2)) <= 1.0
-        assert a.score == pytest.approx(b.score, rel=1e-3)
-
-
 @pytest.mark.parametrize("resize", ["letterbox", "stretch"])
 @pytest.mark.parametrize("case", ["yolov3-tiny", "yolov3", "yolov2-tiny-voc", "yolov4-tiny", "v3-spp-groups"])
 def test_final_detections_match_opencv(darknet_models, case: str, resize: str) -> None:
@@ -126,9 +116,7 @@ def test_final_detections_match_opencv(darknet_models, case: str, resize: str) -
     for photo in _photos(PHOTO_LIMIT.get(case)):
         mine, _ = ours.predict_image("photo", photo)
         reference, _ = theirs.predict_image("photo", photo)
-        if mine or reference:
-            _match(mine, reference)
-            found += len(mine)
+        found += assert_same_detections(mine, reference, conf=conf, iou=iou)
     assert found > 0, "random weights found nothing on any photo: nothing was compared"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -43,9 +44,15 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+# Threads of the uninterrupted run and of the runs compared with it (the backward pass's reductions, and so the
+# weights' last bits, depend on the thread count; a run in a subprocess would otherwise take every core).
+THREADS = 2
+
+
 @pytest.fixture(scope="module")
 def trained(work: Path) -> Path:
     """An uninterrupted 3-epoch run."""
+    torch.set_num_threads(THREADS)
     return train(work / "data", work / "run", cfg=work / "tiny.cfg", **SETTINGS)
 
 
@@ -278,7 +285,8 @@ def test_large_model_support_trains_to_the_same_weights(work: Path, trained: Pat
     command = [sys.executable, "-m", "forklift.cli", "train", "--data", str(work / "data"), "--cfg"]
     command += [str(work / "tiny.cfg"), "--epochs", "3", "--batch", "4", "--lr", "0.01", "--seed", "0"]
     command += ["--lms", "--lms-min-mib", "0.01", "--lms-spill-dir", str(spill), str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    threads = {"OMP_NUM_THREADS": str(THREADS)}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **threads})
     assert result.returncode == 0, result.stderr
     swapped = [line for line in result.stdout.splitlines() if "lms[disk]: out" in line]
     assert len(swapped) == 3 and " out 0 " not in swapped[0], result.stdout

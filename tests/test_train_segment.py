@@ -104,19 +104,24 @@ def test_loss_falls_and_val_is_measured_each_epoch(trained: Path) -> None:
     assert json.loads((trained / "eval" / "eval.json").read_text())["task"] == "segment"
 
 
+# The model directory runs on ONNX Runtime, the in-memory check on torch: a pixel whose two best logits tie to 1e-5
+# may take either label on another CPU, moving the metrics by ~1e-5 a pixel; a wrong mapping moves them by far more.
+SAME_METRIC = 1e-3
+
+
 def test_eval_of_the_model_directory_equals_the_in_memory_validation(work: Path, trained: Path, fresh) -> None:
     data = work / "data"
     val = [image for image in usable_images(check_dataset(data)) if image.split == "val"]
     in_memory = _best_task(work, trained).validate(val, work / "unused")
     measured = json.loads((trained / "eval" / "eval.json").read_text())
-    assert abs(measured["miou"] - in_memory["miou"]) < 1e-6
-    assert abs(measured["pixel_accuracy"] - in_memory["pixel_accuracy"]) < 1e-6
+    assert abs(measured["miou"] - in_memory["miou"]) < SAME_METRIC
+    assert abs(measured["pixel_accuracy"] - in_memory["pixel_accuracy"]) < SAME_METRIC
     task, model_dir = fresh
     in_memory = task.validate(val, work / "unused")
     measured_fresh = evaluate(model_dir, data).metrics
     assert measured_fresh.pixel_accuracy < 0.9  # not all background: the comparison sees the classes
-    assert abs(measured_fresh.miou - in_memory["miou"]) < 1e-6
-    assert abs(measured_fresh.pixel_accuracy - in_memory["pixel_accuracy"]) < 1e-6
+    assert abs(measured_fresh.miou - in_memory["miou"]) < SAME_METRIC
+    assert abs(measured_fresh.pixel_accuracy - in_memory["pixel_accuracy"]) < SAME_METRIC
 
 
 def test_onnx_export_computes_what_the_net_computes(work: Path, trained: Path) -> None:
