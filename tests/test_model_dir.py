@@ -23,7 +23,7 @@ def model(tmp_path: Path) -> Path:
 
 def test_darknet_directory_recognised(model: Path) -> None:
     found = open_model_dir(model)
-    assert found.kind == "darknet"
+    assert found.format == "darknet"
     assert set(found.files) == {"cfg", "weights", "labels"}
     assert found.labels == ["circle", "square", "triangle"]
 

@@ -149,7 +149,7 @@ def test_without_a_runtime_a_precision_picks_an_engine_that_has_it(quantized: tu
     for pattern, name in (("*.onnx", "model.onnx"), ("*.names", "model.names"), ("forklift.json", "forklift.json")):
         shutil.copy(next(quantized[0].glob(pattern)), onnx_dir / name)  # the f32 export, not int8/model.onnx
     model = open_model_dir(onnx_dir)
-    assert model.kind == "onnx"
+    assert model.format == "onnx"
     for precision, engine in ((Precision.F32, Runtime.ONNX), (Precision.BF16, Runtime.OPENVINO)):
         assert load_predictor(model, None, PredictOptions(precision=precision)).runtime == engine
 

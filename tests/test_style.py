@@ -61,7 +61,7 @@ def test_example_state_dicts_load_and_the_engines_agree(tmp_path: Path, suffix: 
     model_dir.mkdir()
     torch.save(state, model_dir / f"candy{suffix}")
     model = open_model_dir(model_dir)
-    assert model.kind == "style" and model.config.task == Task.STYLE and model.labels == []
+    assert model.format == "style" and model.config.task == Task.STYLE and model.labels == []
     image = np.random.default_rng(0).integers(0, 256, (3, 96, 128)).astype(np.float32)
     outputs = {}
     for runtime in (Runtime.TORCH, Runtime.ONNX, Runtime.OPENVINO):
@@ -239,7 +239,7 @@ def test_a_short_style_training_lowers_its_loss_and_writes_a_style_model(style_d
     assert losses[-1] < 0.5 * losses[0], losses
     assert float(rows[-1]["val_score"]) > float(rows[0]["val_score"])  # minus the val loss: it fell too
     model = open_model_dir(out)
-    assert model.kind == "style" and "onnx" in model.files and not (out / "eval").exists()
+    assert model.format == "style" and "onnx" in model.files and not (out / "eval").exists()
     styled, _ = load_predictor(model).predict_image("dog.jpg", cv2.imread(str(shared("images/dog.jpg")))[..., ::-1])
     assert isinstance(styled, np.ndarray) and styled.shape == (576, 768, 3)
 

@@ -203,7 +203,7 @@ def test_fine_tuning_starts_from_the_model(work: Path, trained: Path) -> None:
 @pytest.mark.slow
 def test_model_directory_predicts_everywhere(work: Path, trained: Path) -> None:
     model = open_model_dir(trained)
-    assert model.kind == "darknet" and model.labels == load_dataset(work / "data").classes
+    assert model.format == "darknet" and model.labels == load_dataset(work / "data").classes
     assert json.loads((trained / "forklift.json").read_text())["resize"] == "letterbox"
     image = work / "data" / "images" / "000001.png"
     result = subprocess.run(
@@ -273,7 +273,7 @@ def test_augmentation_strengths_scale_the_variation(work: Path) -> None:
 def test_mixed_precision_on_the_cpu_trains(work: Path) -> None:
     out = train(work / "data", work / "amp", cfg=work / "tiny.cfg", epochs=1, batch=4, lr=0.01, amp=True, mosaic=True)
     assert np.isfinite(float(_metrics(out)[0]["loss"]))
-    assert open_model_dir(out).kind == "darknet"
+    assert open_model_dir(out).format == "darknet"
 
 
 @pytest.mark.slow

@@ -90,7 +90,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, nn.Module]:
 def test_model_directory(made: tuple[Path, nn.Module]) -> None:
     out, net = made
     model = open_model_dir(out)
-    assert model.kind == "onnx" and model.labels == CLASSES
+    assert model.format == "two_stage" and model.labels == CLASSES
     assert {p.name for p in out.iterdir()} == {f"{ARCH}.onnx", f"{ARCH}.pt", f"{ARCH}.names", "forklift.json"}
     config = json.loads((out / "forklift.json").read_text())
     assert config["task"] == "detect" and config["resize"] == "letterbox"
@@ -214,7 +214,7 @@ def test_serve_native_and_powerai_vision(made: tuple[Path, nn.Module]) -> None:
 def test_inspect_counts_parameters_and_flops(made: tuple[Path, nn.Module]) -> None:
     out, net = made
     summary = json.loads(forklift("models", "inspect", out, "--json").stdout)
-    assert summary["format"] == "onnx" and summary["task"] == "detect" and summary["classes"] == len(CLASSES)
+    assert summary["format"] == "two_stage" and summary["task"] == "detect" and summary["classes"] == len(CLASSES)
     assert (summary["input_width"], summary["input_height"]) == (SIZE, SIZE)
     assert summary["parameters"] == sum(p.numel() for p in net.parameters())
     assert summary["flops"] > 10**7

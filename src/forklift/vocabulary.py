@@ -1,7 +1,7 @@
-"""The words every stage shares, each defined once as a typed name: what a model does (`Task`), which engine runs it
-(`Runtime`) and in which number format (`Precision`), how an image is fitted to the network's input (`ResizeMode`),
-the data-set formats forklift reads and writes (`DataFormat`) and the optimisers a training run can use
-(`Optimizer`).
+"""The words every stage shares, each defined once as a typed name: what a model does (`Task`), how its files hold it
+(`ModelFormat`), which engine runs it (`Runtime`) and in which number format (`Precision`), how an image is fitted to
+the network's input (`ResizeMode`), the data-set formats forklift reads and writes (`DataFormat`) and the optimisers
+a training run can use (`Optimizer`).
 
 They are `StrEnum`s: a member is its string (`Task.DETECT == "detect"`), so JSON files, forklift.json and
 command-line options keep their plain words, while the code names a value that a type checker can follow.
@@ -23,6 +23,17 @@ class Task(StrEnum):
     CLASSIFY = "classify"  # one label per image
     SEGMENT = "segment"  # a label per pixel
     STYLE = "style"  # image in, styled image out
+
+
+class ModelFormat(StrEnum):
+    """How a model directory's files hold its model (DESIGN.md, "Model directory"); `forklift.runtime.formats` has
+    one entry per format: its files, engines, summary and export."""
+
+    DARKNET = "darknet"  # .cfg, .weights, .names
+    CAFFE = "caffe"  # .prototxt, .caffemodel, .labels
+    STYLE = "style"  # a fast-neural-style network's PyTorch state dict (.pth or .model)
+    ONNX = "onnx"  # .onnx and a labels file
+    TWO_STAGE = "two_stage"  # a torchvision detector forklift exported: .onnx, .pt, labels, forklift.json "two_stage"
 
 
 class Runtime(StrEnum):
@@ -80,7 +91,7 @@ class LrScaling(StrEnum):
     NONE = "none"
 
 
-Word = TypeVar("Word", Task, Runtime, Precision, ResizeMode, DataFormat, Optimizer, LrScaling)
+Word = TypeVar("Word", Task, ModelFormat, Runtime, Precision, ResizeMode, DataFormat, Optimizer, LrScaling)
 
 
 def words(kind: type[StrEnum]) -> tuple[str, ...]:

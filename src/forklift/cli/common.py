@@ -78,7 +78,7 @@ def add_json(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup,
     parser.add_argument("--json", action="store_true", help=help)
 
 
-def add_runtime(parser: argparse.ArgumentParser, help: str = "engine (default: by model kind)") -> None:
+def add_runtime(parser: argparse.ArgumentParser, help: str = "engine (default: by model format)") -> None:
     """`--runtime` and `--precision`: which engine runs the model, and in which number format."""
     parser.add_argument("--runtime", choices=words(Runtime), help=help)
     parser.add_argument(

@@ -109,7 +109,7 @@ def add_inspect(actions: Any) -> None:
 def run_inspect(args: argparse.Namespace) -> int:
     from forklift.model_files.model_dir import open_model_dir
     from forklift.model_files.precision import precision_checks
-    from forklift.runtime.summary import summarise
+    from forklift.runtime.formats import summarise
 
     model = open_model_dir(args.model_dir)
     summary, checks = summarise(model), precision_checks(model)
@@ -193,26 +193,31 @@ def add_export(actions: Any) -> None:
     export = verb_parser(
         actions,
         "export",
-        "Export a Darknet model to ONNX (opset 17, dynamic batch, decode included).",
+        "Write the model as one ONNX file: a Darknet model's graph (opset 17, dynamic batch, decode included), a "
+        "style network's (any image size), or an ONNX or two-stage model's own graph, copied.",
         "forklift models export models/yolov3-tiny --to onnx",
     )
     export.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
     export.add_argument("--to", choices=("onnx",), required=True)
-    export.add_argument("out", type=Path, nargs="?", metavar="OUT", help="file or folder (default: in MODEL_DIR)")
+    export.add_argument(
+        "out", type=Path, nargs="?", metavar="OUT", help="file or folder (default: in MODEL_DIR, for Darknet and style)"
+    )
     export.set_defaults(handler=run_export)
 
 
 def run_export(args: argparse.Namespace) -> int:
     from forklift.model_files.model_dir import open_model_dir
-    from forklift.runtime.onnx_export import export_darknet
+    from forklift.runtime.formats import format_entry
 
     model = open_model_dir(args.model_dir)
-    if model.kind != "darknet":
-        raise ForkliftError(f"{args.model_dir}: only Darknet models export to ONNX (this one is {model.kind})")
-    out = args.out or model.path / f"{model.files['cfg'].stem}.onnx"
+    entry = format_entry(model)
+    if entry.export is None:
+        raise ForkliftError(f"{args.model_dir}: a {model.format} model has no ONNX export: {entry.no_export}")
+    name = f"{model.files[entry.files.sources[0]].stem}.onnx"
+    out = args.out or model.path / name
     if out.is_dir():
-        out = out / f"{model.files['cfg'].stem}.onnx"
-    export_darknet(model, out)
+        out = out / name
+    entry.export(model, out)
     print(f"wrote {out}")
     return 0
 

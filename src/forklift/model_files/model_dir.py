@@ -9,27 +9,53 @@ from typing import NamedTuple
 from forklift.errors import ForkliftError
 from forklift.model_files.labels import read_labels
 from forklift.model_files.model_config import ModelConfig, load_config
-from forklift.vocabulary import Task
+from forklift.vocabulary import ModelFormat, Task
 
 
 class FileRole(NamedTuple):
-    """One file a kind of model needs: its role (the key in `ModelDirectory.files`) and the suffixes it may have."""
+    """One file a format of model holds: its role (the key in `ModelDirectory.files`) and the suffixes it may have."""
 
     role: str
     suffixes: tuple[str, ...]
 
 
-# kind -> its files in the order they are looked for; the first one's presence decides the kind.
-KINDS: dict[str, tuple[FileRole, ...]] = {
-    "darknet": (FileRole("cfg", (".cfg",)), FileRole("weights", (".weights",)), FileRole("labels", (".names",))),
-    "caffe": (
-        FileRole("prototxt", (".prototxt",)),
-        FileRole("caffemodel", (".caffemodel",)),
-        FileRole("labels", (".labels",)),
+@dataclass(frozen=True)
+class FormatFiles:
+    """The files of one model format: those it needs, in the order they are looked for (the first one's presence
+    decides the format), those it may also hold, and those that are the model (a graph made from them records
+    their digest, so that one made from other files is never used)."""
+
+    needed: tuple[FileRole, ...]
+    optional: tuple[FileRole, ...] = ()
+    sources: tuple[str, ...] = ()
+
+
+_LABELS = FileRole("labels", (".names", ".labels", ".txt"))
+_EXPORT = FileRole("onnx", (".onnx",))  # forklift's own ONNX export beside the files it was made from
+FORMAT_FILES: dict[ModelFormat, FormatFiles] = {
+    ModelFormat.DARKNET: FormatFiles(
+        (FileRole("cfg", (".cfg",)), FileRole("weights", (".weights",)), FileRole("labels", (".names",))),
+        optional=(_EXPORT,),
+        sources=("cfg", "weights"),
     ),
-    "style": (FileRole("state_dict", (".pth", ".model")),),  # a fast-neural-style network's PyTorch state dict
-    "onnx": (FileRole("onnx", (".onnx",)), FileRole("labels", (".names", ".labels", ".txt"))),
+    ModelFormat.CAFFE: FormatFiles(
+        (
+            FileRole("prototxt", (".prototxt",)),
+            FileRole("caffemodel", (".caffemodel",)),
+            FileRole("labels", (".labels",)),
+        ),
+        sources=("prototxt", "caffemodel"),
+    ),
+    ModelFormat.STYLE: FormatFiles(
+        (FileRole("state_dict", (".pth", ".model")),), optional=(_EXPORT,), sources=("state_dict",)
+    ),
+    ModelFormat.ONNX: FormatFiles((FileRole("onnx", (".onnx",)), _LABELS), sources=("onnx",)),
+    # `forklift.runtime.two_stage_export` writes these; forklift.json's "two_stage" settings tell them from ONNX
+    ModelFormat.TWO_STAGE: FormatFiles(
+        (FileRole("onnx", (".onnx",)), _LABELS), optional=(FileRole("weights", (".pt",)),), sources=("onnx",)
+    ),
 }
+TWO_STAGE_KEY = "two_stage"  # forklift.json's key for a torchvision detector's settings
 LABELLESS = ("labels",)  # an image-to-image model (task style) answers images, not labels
 
 
@@ -38,7 +64,7 @@ class ModelDirectory:
     """The files of one model, by role, with its labels and settings."""
 
     path: Path
-    kind: str
+    format: ModelFormat
     files: dict[str, Path]
     labels: list[str]
     config: ModelConfig
@@ -56,13 +82,16 @@ def _pick_one(directory: Path, role: str, suffixes: tuple[str, ...]) -> Path | N
     return candidates[0] if candidates else None
 
 
-def find_kind(directory: Path) -> str:
-    """Darknet if there is a .cfg, Caffe if a .prototxt, a style network if a .pth or .model, ONNX if only an
-    .onnx (an export may sit beside a Darknet or style model)."""
-    for kind, roles in KINDS.items():
-        first_suffixes = roles[0].suffixes
-        if any(p.suffix.lower() in first_suffixes for p in directory.iterdir() if p.is_file()):
-            return kind
+def find_format(directory: Path, config: ModelConfig) -> ModelFormat:
+    """Darknet if there is a .cfg, Caffe if a .prototxt, a style network if a .pth or .model, else ONNX if there is
+    an .onnx (an export may sit beside a Darknet or style model): a torchvision detector's when forklift.json has
+    its "two_stage" settings."""
+    suffixes = {p.suffix.lower() for p in directory.iterdir() if p.is_file()}
+    for format, files in FORMAT_FILES.items():
+        if format != ModelFormat.TWO_STAGE and suffixes & set(files.needed[0].suffixes):
+            if format == ModelFormat.ONNX and TWO_STAGE_KEY in config.extra:
+                return ModelFormat.TWO_STAGE
+            return format
     raise ForkliftError(
         f"{directory}: not a model directory (no .cfg, .prototxt, .pth or .onnx file; see the README, "
         "'Model directory')"
@@ -76,25 +105,24 @@ def open_model_dir(path: str | Path) -> ModelDirectory:
         raise ForkliftError(f"{directory}: no such model directory")
     if not directory.is_dir():
         raise ForkliftError(f"{directory}: a model is a directory of files, not a single file")
-    kind = find_kind(directory)
     config, config_path = load_config(directory)
-    styled = kind == "style" or config.task == Task.STYLE
+    format = find_format(directory, config)
+    if format == ModelFormat.STYLE:
+        config.task = Task.STYLE
     files: dict[str, Path] = {}
-    for role, suffixes in KINDS[kind]:
+    for role, suffixes in FORMAT_FILES[format].needed:
         found = _pick_one(directory, role, suffixes)
-        if found is None and not (styled and role in LABELLESS):
+        if found is None and not (config.task == Task.STYLE and role in LABELLESS):
             wanted = " or ".join(suffixes)
             hint = ' (an image-to-image model: say "task": "style" in forklift.json)' if role == "labels" else ""
-            raise ForkliftError(f"{directory}: missing the {role} file ({wanted}) of this {kind} model{hint}")
+            raise ForkliftError(f"{directory}: missing the {role} file ({wanted}) of this {format} model{hint}")
         if found is not None:
             files[role] = found
-    if kind in ("darknet", "style"):
-        exported = _pick_one(directory, "onnx", (".onnx",))
-        if exported is not None:
-            files["onnx"] = exported
-    if kind == "style":
-        config.task = Task.STYLE
+    for role, suffixes in FORMAT_FILES[format].optional:
+        found = _pick_one(directory, role, suffixes)
+        if found is not None:
+            files[role] = found
     if config_path is not None:
         files["config"] = config_path
     labels = read_labels(files["labels"]) if "labels" in files else []
-    return ModelDirectory(directory, kind, files, labels, config)
+    return ModelDirectory(directory, format, files, labels, config)

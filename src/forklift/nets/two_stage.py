@@ -20,6 +20,7 @@ from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.models.detection.rpn import RPNHead
 
 from forklift.errors import ForkliftError
+from forklift.model_files.model_dir import TWO_STAGE_KEY
 
 ARCHITECTURES: dict[str, Callable[..., nn.Module]] = {
     "fasterrcnn_mobilenet_v3_large_fpn": detection.fasterrcnn_mobilenet_v3_large_fpn,
@@ -168,7 +169,7 @@ def load_two_stage(model_dir: Path) -> tuple[nn.Module, TwoStageSettings, list[s
 
 def two_stage_settings(extra: dict, where: object) -> TwoStageSettings:
     """The settings forklift.json keeps under "two_stage", or one line naming the file."""
-    data = extra.get("two_stage")
+    data = extra.get(TWO_STAGE_KEY)
     if not isinstance(data, dict):
         raise ForkliftError(f'{where}: no "two_stage" settings; not a model write_two_stage_model_dir wrote')
     try:

@@ -28,7 +28,7 @@ from forklift.quantize.int8 import quantize_graph, save_graph
 from forklift.runtime.load import PRECISIONS
 from forklift.runtime.onnx_export import metadata, source_digest
 from forklift.runtime.onnx_graph import graph_path
-from forklift.vocabulary import Precision, Runtime
+from forklift.vocabulary import ModelFormat, Precision, Runtime
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def quantize_model_dir(
     """Make, check and keep the model's INT8 graph; a one-line error, with nothing written, when it drops more
     than `max_drop` of the task's headline metric on val."""
     model = open_model_dir(model_dir)
-    if model.kind == "caffe":
+    if model.format == ModelFormat.CAFFE:
         raise ForkliftError(f"{model_dir}: a Caffe model runs on OpenCV only, which has no INT8 engine here")
     check_writable(model)
     report = check_dataset(data)

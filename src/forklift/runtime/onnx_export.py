@@ -17,9 +17,9 @@ import onnx
 import torch
 
 from forklift.atomic import written_atomically
-from forklift.model_files.model_dir import ModelDirectory
+from forklift.model_files.model_dir import FORMAT_FILES, ModelDirectory
 from forklift.nets.darknet import build_darknet
-from forklift.vocabulary import Task
+from forklift.vocabulary import ModelFormat, Task
 
 OPSET = 17
 INPUT_NAME = "images"
@@ -29,7 +29,6 @@ META_TASK = "forklift.task"
 META_CLASSES = "forklift.classes"
 META_EXPORT = "forklift.export_version"
 IR_FACTS = "forklift"  # the rt_info section of an OpenVINO IR that holds what an ONNX file's metadata would
-SOURCE_ROLES = {"darknet": ("cfg", "weights"), "style": ("state_dict",)}  # the files forklift exports to ONNX
 EXPORT_VERSION = "2"  # of the Darknet graphs this code writes: 2 has no -inf Pad before pools (INT8 runs through)
 
 
@@ -38,7 +37,7 @@ def source_digest(model: ModelDirectory) -> str:
     made from other files is never used: the digest of the cfg and weights, of a style network's state dict, or
     of the model's own ONNX file."""
     digest = hashlib.sha256()
-    for role in SOURCE_ROLES.get(model.kind, ("onnx",)):
+    for role in FORMAT_FILES[model.format].sources:
         digest.update(model.files[role].read_bytes())
     return digest.hexdigest()
 
@@ -58,6 +57,9 @@ def export_style(model: ModelDirectory, out: Path) -> Path:
     net = load_style_net(model.files["state_dict"])
     facts = {META_SOURCE: source_digest(model), META_EXPORT: EXPORT_VERSION}
     return export_onnx(net, torch.zeros(1, 3, 64, 64), out, Task.STYLE, facts, any_size=True)
+
+
+EXPORTERS = {ModelFormat.DARKNET: export_darknet, ModelFormat.STYLE: export_style}  # the formats that run an export
 
 
 def export_onnx(
@@ -124,5 +126,5 @@ def exported_onnx(model: ModelDirectory) -> Path:
             return beside
     cached = cache_dir() / f"{digest}-v{EXPORT_VERSION}.onnx"
     if not cached.exists():
-        (export_style if model.kind == "style" else export_darknet)(model, cached)
+        EXPORTERS[model.format](model, cached)
     return cached

@@ -18,11 +18,11 @@ from forklift.model_files.precision import int8_graph
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.darknet_predictor import DarknetPredictor
 from forklift.runtime.onnx_export import (
+    EXPORTERS,
     META_CLASSES,
     META_SOURCE,
     META_TASK,
     OUTPUT_NAMES,
-    SOURCE_ROLES,
     exported_onnx,
     metadata,
     source_digest,
@@ -57,7 +57,7 @@ def graph_path(model: ModelDirectory, precision: Precision | None = None) -> Pat
     """The ONNX file an engine runs: the directory's own or a Darknet model's export, or for INT8 the quantised
     graph (made from these very files, else an error that says to quantise again)."""
     if precision != Precision.INT8:
-        return exported_onnx(model) if model.kind in SOURCE_ROLES else model.files["onnx"]
+        return exported_onnx(model) if model.format in EXPORTERS else model.files["onnx"]
     path = int8_graph(model)
     if metadata(path).get(META_SOURCE) != source_digest(model):
         raise ForkliftError(

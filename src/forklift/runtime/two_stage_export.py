@@ -25,6 +25,7 @@ from forklift.atomic import written_atomically
 from forklift.errors import ForkliftError
 from forklift.model_files.labels import write_labels
 from forklift.model_files.model_config import ModelConfig, save_config
+from forklift.model_files.model_dir import TWO_STAGE_KEY
 from forklift.nets.two_stage import TwoStageSettings
 from forklift.runtime.onnx_export import INPUT_NAME, OPSET
 from forklift.vocabulary import ResizeMode, Task
@@ -104,6 +105,6 @@ def write_two_stage_model_dir(net: nn.Module, out: Path, classes: list[str], set
         resize=ResizeMode.LETTERBOX,
         conf=CONF,
         iou=IOU,
-        extra={"architecture": settings.arch, "two_stage": settings.to_json()},
+        extra={"architecture": settings.arch, TWO_STAGE_KEY: settings.to_json()},
     )
     save_config(out, config)

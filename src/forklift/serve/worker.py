@@ -118,7 +118,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
         try:
             if isinstance(job, TensorJob):
                 if not isinstance(predictor, FixedInput):
-                    raise ForkliftError(f"{model.kind} models take images, not tensors")
+                    raise ForkliftError(f"{model.format} models take images, not tensors")
                 outputs = predictor.infer(list(job.tensor))
                 connection.send(("ok", np.stack(outputs)))
                 continue

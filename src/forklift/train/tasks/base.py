@@ -26,7 +26,7 @@ from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import DarknetNet, build_darknet, save_weights
 from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, AugmentedImages
-from forklift.vocabulary import Runtime
+from forklift.vocabulary import ModelFormat, Runtime
 
 ImagesT = TypeVar("ImagesT", bound=AugmentedImages)
 
@@ -165,8 +165,8 @@ def darknet_source(
     if source.model is None or source.cfg is not None:
         raise ForkliftError("give exactly one of --cfg CFG (train from scratch) or --model MODEL_DIR (fine-tune)")
     directory = open_model_dir(source.model)
-    if directory.kind != "darknet":
-        raise ForkliftError(f"{source.model}: fine-tuning needs a Darknet model directory, not {directory.kind}")
+    if directory.format != ModelFormat.DARKNET:
+        raise ForkliftError(f"{source.model}: fine-tuning needs a Darknet model directory, not {directory.format}")
     cfg = directory.files["cfg"]
     start = build_darknet(cfg, directory.files["weights"])
     if start.is_detector != detector:

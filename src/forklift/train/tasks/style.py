@@ -23,7 +23,7 @@ from forklift.train.perceptual import CONTENT_LAYER, LossNetwork, gram
 from forklift.train.tasks.base import NetworkSource, TrainingTask
 from forklift.vision.images import decode_image
 from forklift.vision.resize import fit
-from forklift.vocabulary import ResizeMode
+from forklift.vocabulary import ModelFormat, ResizeMode
 
 DEFAULT_IMG = 256
 
@@ -82,7 +82,7 @@ class StyleTask(TrainingTask):
         self.loss_net = LossNetwork(options.loss_net_weights)
         if source.model is not None:
             model = open_model_dir(source.model)
-            if model.kind != "style":
+            if model.format != ModelFormat.STYLE:
                 raise ForkliftError(f"--model {source.model}: not a style model directory (a .pth state dict)")
             self.net = load_style_net(model.files["state_dict"]).train()
         else:

@@ -27,7 +27,7 @@ from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, DetectionI
 from forklift.train.tasks.base import NetworkSource, TrainingTask, copy_matching_weights
 from forklift.vision.resize import letterbox
 from forklift.vision.results import Detection
-from forklift.vocabulary import Task
+from forklift.vocabulary import ModelFormat, Task
 
 DEFAULT_SIZE = 320
 VAL_BATCH = 4
@@ -66,7 +66,7 @@ def is_two_stage(source: NetworkSource) -> bool:
     if source.model is None:
         return False
     try:
-        return "two_stage" in open_model_dir(source.model).config.extra
+        return open_model_dir(source.model).format == ModelFormat.TWO_STAGE
     except ForkliftError:  # not a model directory: the Darknet path says why
         return False
 
