@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean webapp
+.PHONY: demo test test-fast lint docs bench clean webapp
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,8 @@ webapp: $(WEBAPP_BUILT)
 demo: $(STAMP) $(WEBAPP_BUILT)
 	$(BIN)/forklift demo
 
-# Everything: lint, types, every test. What CI runs.
-test: lint $(WEBAPP_BUILT)
+# Everything: lint, types, the documentation site, every test. What CI runs.
+test: lint docs $(WEBAPP_BUILT)
 	$(BIN)/pytest -q
 
 # The inner loop: lint, types and the tests not marked slow (under 2 minutes on 2 cores).
@@ -37,6 +37,11 @@ test-fast: lint $(WEBAPP_BUILT)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+# The documentation site from docs/ (MkDocs, Material theme) into build/site; a broken link or missing page fails.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'

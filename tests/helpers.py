@@ -9,15 +9,16 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+from core_parts import missing
 
 from forklift.serve.process import ServerProcess as Server
 from forklift.serve.process import free_port
 from forklift.shared_data import shared_data_root
 from forklift.system.topology import Topology, read_lscpu
+from forklift.train.settings import RunOptions, TrainSettings
 
 __all__ = ["CFGS", "SHARED", "Server", "assert_resume_is_exact", "forklift", "free_port", "sandbox", "shared"]
 
@@ -29,7 +30,7 @@ def shared(relative: str) -> Path:
     """A file of the reference data, or a skip that says it is missing."""
     path = SHARED / relative
     if not path.exists():
-        pytest.skip(f"reference data {path} is missing (see ../shared/data/README.md)")
+        missing(f"reference data {path} is missing (see ../shared/data/README.md)")
     return path
 
 
@@ -61,7 +62,7 @@ def forklift(
     return result
 
 
-def assert_resume_is_exact(monkeypatch: pytest.MonkeyPatch, whole: Path, out: Path, **settings: Any) -> None:
+def assert_resume_is_exact(monkeypatch: pytest.MonkeyPatch, whole: Path, out: Path, settings: TrainSettings) -> None:
     """Train into `out` with `settings` (3 epochs), crash at the start of epoch 3, resume: the last checkpoint must
     hold exactly the weights of the uninterrupted run `whole`, and metrics.csv one row per epoch."""
     from forklift.train import trainer
@@ -75,10 +76,10 @@ def assert_resume_is_exact(monkeypatch: pytest.MonkeyPatch, whole: Path, out: Pa
 
     monkeypatch.setattr(trainer, "epoch_loader", crash_in_epoch_3)
     with pytest.raises(KeyboardInterrupt):
-        trainer.train(out=out, **settings)
+        trainer.train(settings, out)
     assert torch.load(out / "checkpoints" / "last.pt", weights_only=False)["epoch"] == 2
     monkeypatch.setattr(trainer, "epoch_loader", real_loader)
-    trainer.train(out=out, resume=True, **settings)
+    trainer.train(settings, out, RunOptions(resume=True))
     resumed = torch.load(out / "checkpoints" / "last.pt", weights_only=False)
     expected = torch.load(whole / "checkpoints" / "last.pt", weights_only=False)
     assert resumed["epoch"] == 3

@@ -11,10 +11,10 @@ import torch
 from helpers import CFGS, SHARED, forklift, sandbox
 
 from forklift.data.synth import synth_shapes
-from forklift.distributed.commands import needed_paths, worker_args
-from forklift.distributed.hosts import HostSpec, parse_host_list, read_hostfile
-from forklift.distributed.layout import HostFacts, lay_out, rankfile, ranks_per_host
 from forklift.errors import ForkliftError
+from forklift.launcher.commands import needed_paths, worker_args
+from forklift.launcher.hosts import HostSpec, parse_host_list, read_hostfile
+from forklift.launcher.layout import HostFacts, lay_out, rankfile, ranks_per_host
 from forklift.system.topology import format_cpu_list
 from forklift.train.loader import global_batches, steps_per_epoch
 from forklift.train.lr_scaling import lr_factor

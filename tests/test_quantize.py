@@ -27,6 +27,7 @@ from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.serve.process import ServerProcess
 from forklift.serve.recommendation import load_recommendation
+from forklift.train.settings import TrainSettings
 from forklift.train.trainer import train
 from forklift.vocabulary import Precision, Runtime
 
@@ -39,7 +40,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("quantize")
     synth_shapes(root / "data", 300, 96, seed=0)
     shutil.copy(CFGS / "tiny-detector.cfg", root / "tiny.cfg")
-    out = train(root / "data", root / "run", cfg=root / "tiny.cfg", epochs=15, batch=8, lr=0.01, val_every=15)
+    settings = TrainSettings.of(data=root / "data", cfg=root / "tiny.cfg", epochs=15, batch=8, lr=0.01, val_every=15)
+    out = train(settings, root / "run")
     return out, root / "data"
 
 
@@ -160,8 +162,8 @@ def test_a_two_stage_detector_quantises_to_an_openvino_ir(tmp_path: Path) -> Non
     nothing yet (see test_train_two_stage), so its mAP figures are recorded but say nothing; the kernels do."""
     data = tmp_path / "data"
     synth_shapes(data, 24, 128, seed=0, objects=(1, 2), object_size=(32, 56))
-    model_dir = train(data, tmp_path / "run", arch="fasterrcnn_mobilenet_v3_large_320_fpn", epochs=1, batch=4,
-                      img=128, seed=0)  # fmt: skip
+    settings = TrainSettings.of(data=data, arch="fasterrcnn_mobilenet_v3_large_320_fpn", epochs=1, batch=4, img=128)
+    model_dir = train(settings, tmp_path / "run")
     result = forklift("models", "quantize", model_dir, "--data", data, "--samples", "16", "--max-drop", "1")
     assert "using its OpenVINO backend" in result.stdout, result.stdout
     assert (model_dir / INT8_GRAPHS[1]).is_file() and not (model_dir / INT8_GRAPHS[0]).exists()

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from helpers import sandbox
 
+from forklift.cli.distributed import train_out
 from forklift.distributed import pinned
-from forklift.distributed.checks import problems
-from forklift.distributed.commands import Job, rank_zero_paths, slurm_script, torchrun_args, uses_cuda
-from forklift.distributed.layout import rank_zero_host
 from forklift.distributed.places import PLACE_VARIABLE, Place, format_place, parse_place
 from forklift.errors import ForkliftError
+from forklift.launcher.checks import problems
+from forklift.launcher.commands import Job, rank_zero_paths, slurm_script, torchrun_args, uses_cuda
+from forklift.launcher.layout import rank_zero_host
 from forklift.system.topology import format_cpu_list
 
 TRAIN = ("forklift", "train", "--data", "data", "--cfg", "tiny.cfg", "out")
@@ -61,10 +62,11 @@ def test_a_taken_port_is_the_first_hosts_line() -> None:
 
 
 def test_resuming_needs_the_checkpoint_on_the_host_of_rank_zero_only() -> None:
-    assert rank_zero_paths(("forklift", "train", "--resume", "out/run")) == ["out/run/checkpoints/last.pt"]
+    assert rank_zero_paths(("forklift", "train", "--resume", "out/run"), train_out) == ["out/run/checkpoints/last.pt"]
     wherever = ("forklift", "train", "--data", "d", "out/run", "--resume", "--device", "cuda")  # OUT not last
-    assert rank_zero_paths(wherever) == ["out/run/checkpoints/last.pt"]
-    assert rank_zero_paths(TRAIN) == [] and rank_zero_paths(("python", "train.py", "--resume", "x")) == []
+    assert rank_zero_paths(wherever, train_out) == ["out/run/checkpoints/last.pt"]
+    assert rank_zero_paths(TRAIN, train_out) == []
+    assert rank_zero_paths(("python", "train.py", "--resume", "x"), train_out) == []
     # the rendezvous numbers hosts by address as text: 10.0.0.10 comes before 10.0.0.2
     assert rank_zero_host({"b-host": "10.0.0.2", "a-host": "10.0.0.10"}) == "a-host"
 

@@ -11,6 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
+import core_parts
 import cv2
 import httpx
 import numpy as np
@@ -28,6 +29,7 @@ from forklift.runtime.style_export import fresh_style_net, write_style_dir
 from forklift.serve.process import ServerProcess
 from forklift.serve.stream_client import run_stream, stream_url
 from forklift.train.perceptual import random_vgg16_weights
+from forklift.train.settings import TrainSettings
 from forklift.train.trainer import train
 from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Runtime, Task
@@ -187,9 +189,7 @@ def test_the_stream_drops_stale_frames_and_holds_no_backlog(server: ServerProces
 
 @pytest.mark.slow
 def test_the_live_page_streams_a_fake_camera_in_chromium(server: ServerProcess, tmp_path: Path) -> None:
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(chromium).exists():
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    chromium = str(core_parts.chromium())
     from playwright.sync_api import sync_playwright
 
     flags = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -232,7 +232,7 @@ STYLE_SETTINGS = {"task": "style", "img": 64, "epochs": 3, "batch": 4, "lr": 0.0
 
 @pytest.mark.slow
 def test_a_short_style_training_lowers_its_loss_and_writes_a_style_model(style_data: dict, tmp_path: Path) -> None:
-    out = train(out=tmp_path / "run", **style_data, **STYLE_SETTINGS)
+    out = train(TrainSettings.of(**style_data, **STYLE_SETTINGS), tmp_path / "run")
     with (out / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     losses = [float(row["loss"]) for row in rows]
@@ -248,8 +248,9 @@ def test_a_short_style_training_lowers_its_loss_and_writes_a_style_model(style_d
 def test_an_interrupted_style_training_resumes_to_the_same_weights(
     style_data: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whole = train(out=tmp_path / "whole", **style_data, **STYLE_SETTINGS)
-    assert_resume_is_exact(monkeypatch, whole, tmp_path / "interrupted", **style_data, **STYLE_SETTINGS)
+    settings = TrainSettings.of(**style_data, **STYLE_SETTINGS)
+    whole = train(settings, tmp_path / "whole")
+    assert_resume_is_exact(monkeypatch, whole, tmp_path / "interrupted", settings)
 
 
 def test_style_training_without_the_loss_network_is_one_line(style_data: dict, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from forklift.nets.darknet import DarknetNet, load_weights
 from forklift.nets.fresh_weights import initialise
 from forklift.train.loader import Augmentation, DetectionImages, collate
 from forklift.train.loss import build_targets, yolo_heads, yolo_loss
+from forklift.train.settings import RunOptions, TrainSettings
 from forklift.train.tasks.detect import set_classes
 from forklift.train.trainer import train
 
@@ -49,11 +50,16 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 THREADS = 2
 
 
+def _settings(work: Path) -> TrainSettings:
+    """The module's run: the tiny cfg on the module's data with SETTINGS."""
+    return TrainSettings.of(data=work / "data", cfg=work / "tiny.cfg", **SETTINGS)
+
+
 @pytest.fixture(scope="module")
 def trained(work: Path) -> Path:
     """An uninterrupted 3-epoch run."""
     torch.set_num_threads(THREADS)
-    return train(work / "data", work / "run", cfg=work / "tiny.cfg", **SETTINGS)
+    return train(_settings(work), work / "run")
 
 
 def _metrics(out: Path) -> list[dict[str, str]]:
@@ -121,7 +127,7 @@ def test_model_directory_holds_the_best_validated_epoch(trained: Path) -> None:
 
 def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, monkeypatch) -> None:
     out = work / "interrupted"
-    assert_resume_is_exact(monkeypatch, trained, out, data=work / "data", cfg=work / "tiny.cfg", **SETTINGS)
+    assert_resume_is_exact(monkeypatch, trained, out, _settings(work))
     assert (out / "tiny.weights").read_bytes() == (trained / "tiny.weights").read_bytes()
 
 
@@ -132,7 +138,7 @@ def test_a_stop_between_the_checkpoint_and_its_metrics_row_loses_and_repeats_no_
     restored from the checkpoint, so the file (which the app's live charts follow) has each epoch once."""
     from forklift.train import trainer
 
-    real_append = trainer._append_metrics
+    real_append = trainer.append_metrics
 
     def stop_at_epoch_2(path, fields, row):
         if row["epoch"] == 2:
@@ -140,13 +146,13 @@ def test_a_stop_between_the_checkpoint_and_its_metrics_row_loses_and_repeats_no_
         real_append(path, fields, row)
 
     out = work / "stopped-between"
-    monkeypatch.setattr(trainer, "_append_metrics", stop_at_epoch_2)
+    monkeypatch.setattr(trainer, "append_metrics", stop_at_epoch_2)
     with pytest.raises(KeyboardInterrupt):
-        train(work / "data", out, cfg=work / "tiny.cfg", **SETTINGS)
+        train(_settings(work), out)
     assert torch.load(out / "checkpoints" / "last.pt", weights_only=False)["epoch"] == 2
     assert [r["epoch"] for r in _metrics(out)] == ["1"]
-    monkeypatch.setattr(trainer, "_append_metrics", real_append)
-    train(work / "data", out, resume=True, cfg=work / "tiny.cfg", **SETTINGS)
+    monkeypatch.setattr(trainer, "append_metrics", real_append)
+    train(_settings(work), out, RunOptions(resume=True))
     rows, expected = _metrics(out), _metrics(trained)
     assert [r["epoch"] for r in rows] == ["1", "2", "3"]
     for row, whole in zip(rows, expected, strict=True):
@@ -156,7 +162,7 @@ def test_a_stop_between_the_checkpoint_and_its_metrics_row_loses_and_repeats_no_
 def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys) -> None:
     """`train --resume OUT` alone continues with the options the run started with; an option that contradicts
     them is refused with one line naming it and both values, and the run is left as it was."""
-    out = train(work / "data", work / "partial", cfg=work / "tiny.cfg", time_budget_s=0.0, **SETTINGS)
+    out = train(_settings(work), work / "partial", RunOptions(time_budget_s=0.0))
     checkpoint = out / "checkpoints" / "last.pt"
     assert torch.load(checkpoint, weights_only=False)["epoch"] == 1
     capsys.readouterr()
@@ -173,7 +179,7 @@ def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys
 
 
 def test_time_budget_stops_before_an_epoch_that_would_overrun_it(work: Path) -> None:
-    out = train(work / "data", work / "budget", cfg=work / "tiny.cfg", time_budget_s=0.0, **SETTINGS)
+    out = train(_settings(work), work / "budget", RunOptions(time_budget_s=0.0))
     assert [int(r["epoch"]) for r in _metrics(out)] == [1]  # the first epoch always runs
     assert (out / "tiny.weights").is_file() and (out / "tiny.onnx").is_file()
 
@@ -189,13 +195,15 @@ def test_a_callback_that_stops_the_run_leaves_no_log_writer_behind(work: Path) -
         raise Pruned(f"epoch {epoch}")
 
     with pytest.raises(Pruned, match="epoch 1"):
-        train(work / "data", work / "pruned", cfg=work / "tiny.cfg", on_validated=prune, **SETTINGS)
+        train(_settings(work), work / "pruned", RunOptions(on_validated=prune))
     assert (work / "pruned" / "tensorboard").is_dir()
     assert not [t for t in threading.enumerate() if type(t).__module__.startswith("tensorboard.")]
 
 
 def test_fine_tuning_starts_from_the_model(work: Path, trained: Path) -> None:
-    out = train(work / "data", work / "tuned", model=trained, epochs=1, batch=4, lr=0.001, seed=1)
+    out = train(
+        TrainSettings.of(data=work / "data", model=trained, epochs=1, batch=4, lr=0.001, seed=1), work / "tuned"
+    )
     assert float(_metrics(out)[0]["loss"]) < 0.8 * float(_metrics(trained)[0]["loss"])
     assert open_model_dir(out).labels == open_model_dir(trained).labels
 
@@ -271,7 +279,8 @@ def test_augmentation_strengths_scale_the_variation(work: Path) -> None:
 
 
 def test_mixed_precision_on_the_cpu_trains(work: Path) -> None:
-    out = train(work / "data", work / "amp", cfg=work / "tiny.cfg", epochs=1, batch=4, lr=0.01, amp=True, mosaic=True)
+    amp = TrainSettings.of(data=work / "data", cfg=work / "tiny.cfg", epochs=1, batch=4, lr=0.01, amp=True, mosaic=True)
+    out = train(amp, work / "amp")
     assert np.isfinite(float(_metrics(out)[0]["loss"]))
     assert open_model_dir(out).format == "darknet"
 
@@ -300,8 +309,9 @@ def test_a_short_run_beats_a_map_floor(tmp_path: Path) -> None:
     net scores about 0.0001. The floor leaves room for other CPUs' arithmetic."""
     (tmp_path / "tiny.cfg").write_text(TINY_CFG, encoding="utf-8")
     synth_shapes(tmp_path / "data", 300, 96, seed=0)
-    out = train(
-        tmp_path / "data", tmp_path / "run", cfg=tmp_path / "tiny.cfg", epochs=15, batch=8, lr=0.01, val_every=15
+    settings = TrainSettings.of(
+        data=tmp_path / "data", cfg=tmp_path / "tiny.cfg", epochs=15, batch=8, lr=0.01, val_every=15
     )
+    out = train(settings, tmp_path / "run")
     report = json.loads((out / "eval" / "eval.json").read_text())
     assert report["map50"] >= 0.15, report["map50"]

@@ -22,6 +22,7 @@ from forklift.evaluation.evaluate import evaluate
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
+from forklift.train.settings import TrainSettings
 from forklift.train.tasks.classify import set_classifier_classes
 from forklift.train.trainer import train
 from forklift.vision.images import decode_image
@@ -43,7 +44,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def trained(work: Path) -> Path:
     """25 short epochs: enough to fit the training images; 160 images are too few to generalise from scratch
     (about 2,000 are needed here), so val is measured once, at the end, and not held to a floor."""
-    return train(work / "data", work / "run", cfg=CLASSIFIER, epochs=25, batch=16, lr=0.003, seed=0, val_every=25)
+    settings = TrainSettings.of(data=work / "data", cfg=CLASSIFIER, epochs=25, batch=16, lr=0.003, seed=0, val_every=25)
+    return train(settings, work / "run")
 
 
 def _rows(out: Path) -> list[dict[str, str]]:
@@ -88,7 +90,7 @@ def test_model_directory_answers_with_classes_everywhere(work: Path, trained: Pa
 def test_detection_cfg_on_a_classify_set_is_refused(work: Path, capsys) -> None:
     detector = Path(__file__).parent / "cfgs" / "v3-spp-groups.cfg"
     with pytest.raises(ForkliftError, match="not a classifier cfg"):
-        train(work / "data", work / "wrong", cfg=detector, epochs=1)
+        train(TrainSettings.of(data=work / "data", cfg=detector, epochs=1), work / "wrong")
     code = main(["train", "--data", str(work / "data"), "--cfg", str(detector), str(work / "wrong2")])
     assert code == 2 and "not a classifier cfg" in capsys.readouterr().err
 
@@ -108,8 +110,9 @@ OPTIMISER_STATE = {
 def test_every_optimiser_steps_the_weights(work: Path) -> None:
     first_layer = {}
     for kind in Optimizer:
-        out = train(work / "data", work / f"opt-{kind}", cfg=CLASSIFIER, epochs=1, batch=32, optimizer=kind,
-                    lr=1.0 if kind == Optimizer.ADADELTA else 0.01, momentum=0.8, seed=0)  # fmt: skip
+        settings = TrainSettings.of(data=work / "data", cfg=CLASSIFIER, epochs=1, batch=32, optimizer=kind,
+                                    lr=1.0 if kind == Optimizer.ADADELTA else 0.01, momentum=0.8, seed=0)  # fmt: skip
+        out = train(settings, work / f"opt-{kind}")
         checkpoint = torch.load(out / "checkpoints" / "last.pt", weights_only=False)
         assert set(checkpoint["optimiser"]["state"].get(0, {})) - {"step"} == OPTIMISER_STATE[kind], kind
         assert math.isfinite(float(_rows(out)[0]["loss"])), kind
@@ -119,10 +122,10 @@ def test_every_optimiser_steps_the_weights(work: Path) -> None:
 
 
 def test_an_rmsprop_run_resumes_exactly(work: Path, monkeypatch) -> None:
-    settings = {"data": work / "data", "cfg": CLASSIFIER, "epochs": 3, "batch": 32, "lr": 0.003, "seed": 0,
-                "optimizer": "rmsprop", "momentum": 0.8, "weight_decay": 0.01, "val_every": 3}  # fmt: skip
-    whole = train(out=work / "rmsprop-whole", **settings)
-    assert_resume_is_exact(monkeypatch, whole, work / "rmsprop-interrupted", **settings)
+    settings = TrainSettings.of(data=work / "data", cfg=CLASSIFIER, epochs=3, batch=32, lr=0.003, seed=0,
+                                optimizer="rmsprop", momentum=0.8, weight_decay=0.01, val_every=3)  # fmt: skip
+    whole = train(settings, work / "rmsprop-whole")
+    assert_resume_is_exact(monkeypatch, whole, work / "rmsprop-interrupted", settings)
 
 
 def test_impossible_optimiser_settings_are_one_line_errors(work: Path, capsys) -> None:

@@ -22,6 +22,7 @@ from forklift.data.synth import synth_shapes
 from forklift.evaluation.evaluate import evaluate
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.load import load_predictor
+from forklift.train.settings import TrainSettings
 from forklift.train.tasks.base import NetworkSource
 from forklift.train.tasks.segment import SegmentationTask, normalise
 from forklift.train.trainer import train
@@ -45,7 +46,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def trained(work: Path) -> Path:
     """Three short epochs: enough for the loss to fall, too few to find the shapes (val stays near background)."""
-    return train(work / "data", work / "run", **SETTINGS)
+    return train(TrainSettings.of(data=work / "data", **SETTINGS), work / "run")
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +151,7 @@ def test_model_directory_answers_with_segments(work: Path, trained: Path, fresh)
 
 
 def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, monkeypatch) -> None:
-    assert_resume_is_exact(monkeypatch, trained, work / "interrupted", data=work / "data", **SETTINGS)
+    assert_resume_is_exact(monkeypatch, trained, work / "interrupted", TrainSettings.of(data=work / "data", **SETTINGS))
 
 
 @pytest.mark.parametrize(

@@ -52,11 +52,12 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def trained(work: Path) -> Path:
     """An uninterrupted 3-epoch run, for the resume."""
-    return train(work / "data", work / "run", **SETTINGS)
+    return train(TrainSettings.of(data=work / "data", **SETTINGS), work / "run")
 
 
 def test_a_short_run_learns_and_writes_a_model_directory(tmp_path: Path) -> None:
-    out = train(_shapes(tmp_path / "data", 120), tmp_path / "run", **LEARNING)  # ends with `forklift eval` on ONNX
+    settings = TrainSettings.of(data=_shapes(tmp_path / "data", 120), **LEARNING)
+    out = train(settings, tmp_path / "run")  # ends with `forklift eval` on ONNX
     with (out / "metrics.csv").open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     measured = [float(row["map50"]) for row in rows if row["map50"]]
@@ -73,7 +74,7 @@ def test_a_short_run_learns_and_writes_a_model_directory(tmp_path: Path) -> None
 
 
 def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, monkeypatch) -> None:
-    assert_resume_is_exact(monkeypatch, trained, work / "interrupted", data=work / "data", **SETTINGS)
+    assert_resume_is_exact(monkeypatch, trained, work / "interrupted", TrainSettings.of(data=work / "data", **SETTINGS))
 
 
 def test_fine_tuning_copies_the_model_and_renews_heads_for_other_classes(work: Path, trained: Path) -> None:
@@ -91,9 +92,9 @@ def test_two_stage_settings_are_recorded_for_resume(tmp_path: Path) -> None:
     saved = TrainSettings(arch=ARCH, anchor_sizes=(16, 32, 64), proposals=100, weights=tmp_path / "w.pt")
     again = TrainSettings.from_json(saved.to_json())
     assert again == saved
-    assert resumed_settings(again, {"anchor_sizes": [16, 32, 64]}, tmp_path) == saved
+    assert resumed_settings(again, TrainSettings.of(anchor_sizes=[16, 32, 64]), tmp_path) == saved
     with pytest.raises(ForkliftError, match=r"--anchor-sizes 8,16,32: .* --anchor-sizes 16,32,64"):
-        resumed_settings(again, {"anchor_sizes": [8, 16, 32]}, tmp_path)
+        resumed_settings(again, TrainSettings.of(anchor_sizes=[8, 16, 32]), tmp_path)
 
 
 @pytest.mark.parametrize(

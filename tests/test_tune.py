@@ -24,6 +24,7 @@ from postgres import postgres_server
 
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
+from forklift.train.settings import TrainSettings
 from forklift.tune.search import Plan, tune
 from forklift.tune.space import parse_dimension, search_space
 from forklift.tune.trial import Search
@@ -152,8 +153,8 @@ def test_median_pruning_stops_a_trial_that_reports_bad_values(data: Path, tmp_pa
     for lr in (0.003, 0.003, 1e-7):  # two that learn, then one that cannot
         study.enqueue_trial({"lr": lr})
     dimensions = tuple(search_space(["lr=1e-8..1e-2:log"], Task.CLASSIFY))
-    fixed = {"epochs": 8, "batch": 16, "seed": 0}
-    search = Search(data, out, "top1", dimensions, source={"cfg": CLASSIFIER}, fixed=fixed)
+    shared = TrainSettings.of(data=data, cfg=CLASSIFIER, epochs=8, batch=16, seed=0)
+    search = Search(shared, out, "top1", dimensions)
     tune(search, Plan(study="pruned", storage=None, trials=3, pruner="median"))
     first, second, bad = study.get_trials()
     assert first.state == second.state == TrialState.COMPLETE
@@ -173,8 +174,8 @@ def test_a_trial_is_not_pruned_after_its_last_epoch(data: Path, tmp_path: Path) 
     for lr in (0.003, 0.003, 1e-7):
         study.enqueue_trial({"lr": lr})
     dimensions = tuple(search_space(["lr=1e-8..1e-2:log"], Task.CLASSIFY))
-    fixed = {"epochs": 8, "val_every": 8, "batch": 16, "seed": 0}
-    search = Search(data, out, "top1", dimensions, source={"cfg": CLASSIFIER}, fixed=fixed)
+    shared = TrainSettings.of(data=data, cfg=CLASSIFIER, epochs=8, val_every=8, batch=16, seed=0)
+    search = Search(shared, out, "top1", dimensions)
     tune(search, Plan(study="last", storage=None, trials=3, pruner="median"))
     first, second, bad = study.get_trials()
     assert first.state == second.state == bad.state == TrialState.COMPLETE

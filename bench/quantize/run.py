@@ -49,6 +49,7 @@ from forklift.runtime.onnx_export import source_digest
 from forklift.runtime.onnx_graph import graph_path
 from forklift.serve.process import ServerProcess
 from forklift.shared_data import shared_data_path, shared_data_root
+from forklift.train.settings import TrainSettings
 from forklift.train.trainer import train
 from forklift.vocabulary import Precision, Runtime
 
@@ -134,7 +135,7 @@ def train_small(work: Path, *, skip: bool) -> dict[str, tuple[Path, Path]]:
         out = work / f"{kind}-run"
         if not (out / "forklift.json").is_file():
             print(f"training the {kind}", flush=True)
-            train(data, out, seed=0, val_every=settings["epochs"], **settings)
+            train(TrainSettings.of(data=data, seed=0, val_every=settings["epochs"], **settings), out)
         made[kind] = (out, data)
     return made
 

@@ -24,13 +24,14 @@ from plain_loop import plain_images_per_s
 from run import RESULTS, SHARED, SIZE
 
 from forklift.data.synth import CLASSES, synth_shapes
+from forklift.train.settings import TrainSettings
 from forklift.train.small_cfg import slim_cfg
 from forklift.train.trainer import train
 
 
 def forklift_epoch(data: Path, cfg: Path, out: Path, batch: int, lr: float) -> tuple[float, float, int]:
     """(images/s of one forklift epoch, seconds its checkpoint took to write, images in the epoch)."""
-    train(data, out, cfg=cfg, epochs=1, batch=batch, lr=lr, seed=0, val_every=1000)
+    train(TrainSettings.of(data=data, cfg=cfg, epochs=1, batch=batch, lr=lr, seed=0, val_every=1000), out)
     with (out / "metrics.csv").open(newline="", encoding="utf-8") as handle:
         (row,) = list(csv.DictReader(handle))
     checkpoint = torch.load(out / "checkpoints" / "last.pt", weights_only=False)

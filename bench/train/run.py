@@ -28,6 +28,7 @@ from forklift.data.check import check_dataset
 from forklift.data.synth import CLASSES, synth_shapes
 from forklift.evaluation.evaluate import evaluate
 from forklift.shared_data import shared_data_root
+from forklift.train.settings import RunOptions, TrainSettings
 from forklift.train.small_cfg import slim_cfg
 from forklift.train.trainer import train
 
@@ -65,17 +66,10 @@ def main() -> None:
     print(f"{train_count} train images, probe {1 / per_image:.1f} images/s -> {epochs} epochs in {budget:.0f} s")
 
     started = time.perf_counter()
-    train(
-        data,
-        out,
-        cfg=cfg,
-        epochs=epochs,
-        batch=args.batch,
-        lr=args.lr,
-        seed=0,
-        time_budget_s=budget,
-        val_every=args.val_every,
+    settings = TrainSettings.of(
+        data=data, cfg=cfg, epochs=epochs, batch=args.batch, lr=args.lr, seed=0, val_every=args.val_every
     )
+    train(settings, out, RunOptions(time_budget_s=budget))
     train_seconds = time.perf_counter() - started  # includes writing the model dir and train()'s own val eval
 
     rows = (out / "metrics.csv").read_text(encoding="utf-8").splitlines()

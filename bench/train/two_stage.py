@@ -36,6 +36,7 @@ from forklift.evaluation.evaluate import evaluate
 from forklift.model_files.model_dir import open_model_dir
 from forklift.serve.process import ServerProcess
 from forklift.shared_data import shared_data_path
+from forklift.train.settings import RunOptions, TrainSettings
 from forklift.train.small_cfg import slim_cfg
 from forklift.train.trainer import train
 
@@ -99,11 +100,13 @@ def measure(name: str, options: dict[str, Any], *, data: Path, work: Path, budge
     folder = work / name.split()[0]
     for run in (folder, work / f"{folder.name}-probe"):  # runs of an earlier bench in the same --work
         shutil.rmtree(run, ignore_errors=True)
-    probe_seconds = _epoch_seconds(train(data, work / f"{folder.name}-probe", epochs=1, val_every=1000, **options))
+    probe = TrainSettings.of(data=data, epochs=1, val_every=1000, **options)
+    probe_seconds = _epoch_seconds(train(probe, work / f"{folder.name}-probe"))
     epochs = max(1, math.floor(budget / (probe_seconds * 1.1)))
     print(f"{name}: one epoch {probe_seconds:.0f} s -> {epochs} epochs in {budget:.0f} s", flush=True)
     started = time.perf_counter()
-    train(data, folder, epochs=epochs, val_every=max(1, epochs // 3), time_budget_s=budget, **options)
+    settings = TrainSettings.of(data=data, epochs=epochs, val_every=max(1, epochs // 3), **options)
+    train(settings, folder, RunOptions(time_budget_s=budget))
     train_seconds = time.perf_counter() - started
     metrics = evaluate(folder, data, split="val").metrics
     assert isinstance(metrics, DetectionMetrics)

@@ -31,6 +31,7 @@ from optuna.trial import TrialState
 
 from forklift.data.synth import CLASSES, synth_shapes
 from forklift.shared_data import shared_data_path
+from forklift.train.settings import TrainSettings
 from forklift.train.small_cfg import slim_cfg
 from forklift.tune.search import Plan, tune
 from forklift.tune.space import search_space
@@ -107,12 +108,10 @@ def _search(
     """One search of `minutes`; its trials' ends (seconds since the start), values and epochs run."""
     started = time.time()
     search = Search(
-        data=data,
+        settings=TrainSettings.of(data=data, cfg=cfg, epochs=EPOCHS, seed=seed),
         out=out,
         metric="map50",
         dimensions=tuple(search_space(space, Task.DETECT)),
-        source={"cfg": cfg},
-        fixed={"epochs": EPOCHS, "seed": seed},
         deadline=started + minutes * 60,
     )
     plan = Plan(study=out.name, storage=None, sampler=sampler, pruner=pruner, trials=1000, seed=seed)

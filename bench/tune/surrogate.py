@@ -32,6 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from search import EPOCHS, SPACES
 
+from forklift.train.settings import TrainSettings
 from forklift.tune.search import make_pruner, make_sampler
 from forklift.tune.space import Dimension, draw_settings, search_space
 from forklift.tune.storage import open_storage
@@ -94,9 +95,8 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     dimensions = search_space(SPACES[args.space], Task.DETECT)
-    search = Search(
-        data=args.work, out=args.work, metric="map50", dimensions=tuple(dimensions), fixed={"epochs": EPOCHS}
-    )
+    settings = TrainSettings.of(data=args.work, epochs=EPOCHS)
+    search = Search(settings=settings, out=args.work, metric="map50", dimensions=tuple(dimensions))
     curves = Curves(_measured(args.work), [d for d in dimensions if d.choices is None])
     count = sum(len(ts) for ts in curves.by_kind.values())
     print(f"{count} measured curves; a trial takes {curves.start_s:.1f} s + {curves.epoch_s:.2f} s per epoch")

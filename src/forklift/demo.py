@@ -24,6 +24,7 @@ from forklift.evaluation.evaluate import evaluate
 from forklift.model_files.model_dir import open_model_dir
 from forklift.serve.process import ServerProcess
 from forklift.shared_data import shared_data_path
+from forklift.train.settings import RunOptions, TrainSettings
 from forklift.train.small_cfg import slim_cfg
 from forklift.train.trainer import train
 from forklift.vision.drawing import draw_boxes, write_grid, write_image
@@ -70,8 +71,8 @@ def run_demo(out: Path) -> int:
         cfg.write_text(text, encoding="utf-8")
         print(f"[2/6] training a slim yolov3-tiny from scratch: {EPOCHS} epochs, about 4 minutes on 2 idle cores")
         started = time.perf_counter()
-        train(data, model_dir, cfg=cfg, epochs=EPOCHS, batch=BATCH, lr=LR, val_every=VAL_EVERY,
-              resume=(model_dir / "checkpoints").is_dir(), time_budget_s=MINUTES * 60)  # fmt: skip
+        settings = TrainSettings.of(data=data, cfg=cfg, epochs=EPOCHS, batch=BATCH, lr=LR, val_every=VAL_EVERY)
+        train(settings, model_dir, RunOptions(resume=(model_dir / "checkpoints").is_dir(), time_budget_s=MINUTES * 60))
         print(f"trained in {(time.perf_counter() - started) / 60:.1f} minutes")
     result = evaluate(model_dir, data, split="val", out=out / "eval")
     metrics = result.metrics

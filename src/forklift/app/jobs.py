@@ -35,21 +35,22 @@ from forklift.data.dataset import Dataset, save_dataset
 from forklift.data.split import assign_splits
 from forklift.errors import ForkliftError
 from forklift.shared_data import shared_data_root
+from forklift.train.settings import TrainSettings, as_options
 from forklift.train.small_cfg import slim_cfg
 
 FOLLOW_S = 2.0  # while a job runs: how often its epoch count is read (its end wakes the runner at once)
 IDLE_S = 10.0  # otherwise: a look for work that no route announced (another app process's)
 VAL_SHARE = 0.2  # of the images, when the data set has no val split of its own
-MODELS = {  # what a job trains, by the data set's task: "optimized for speed" (a YOLO from the Darknet cfgs) or
-    "detect": {  # "for accuracy"; a classifier of the app's own
-        "yolov3-tiny": ["--cfg", "darknet/yolov3-tiny.cfg"],
-        "yolov3-tiny-slim": ["--cfg", "yolov3-tiny-slim.cfg"],  # written into the job's folder (`slim_cfg`)
-        "faster-rcnn": ["--arch", "fasterrcnn_mobilenet_v3_large_320_fpn"],
+MODELS: dict[str, dict[str, dict[str, Path | str]]] = {  # what a job trains (its network's training settings), by
+    "detect": {  # the data set's task: "optimized for speed" (a YOLO from the Darknet cfgs) or "for accuracy"
+        "yolov3-tiny": {"cfg": Path("darknet/yolov3-tiny.cfg")},  # in the reference data (`shared_data_root`)
+        "yolov3-tiny-slim": {"cfg": Path("yolov3-tiny-slim.cfg")},  # written into the job's folder (`slim_cfg`)
+        "faster-rcnn": {"arch": "fasterrcnn_mobilenet_v3_large_320_fpn"},
     },
-    "classify": {"small-classifier": ["--cfg", str(Path(__file__).resolve().parent / "cfgs" / "small-classifier.cfg")]},
+    "classify": {"small-classifier": {"cfg": Path(__file__).resolve().parent / "cfgs" / "small-classifier.cfg"}},
 }
 SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
-OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")  # as `forklift train` takes them
+OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")  # the TrainSettings a job sets
 
 
 def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path, *, val_share: float) -> Dataset:
@@ -76,20 +77,22 @@ def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path, *, va
 def train_command(job: Job, out: Path, root: Path, *, classes: int) -> list[str]:
     """The job's `forklift train` on its snapshot of `classes` classes: from the kind's fresh weights, or
     fine-tuning a model (`from_model`, a model directory under the data directory `root`)."""
+    network: dict[str, Path | str]
     if job.settings.get("from_model"):
-        model = ["--model", str(root / job.settings["from_model"])]
+        network = {"model": root / job.settings["from_model"]}
     elif job.model == "yolov3-tiny-slim":
         text, _ = slim_cfg(shared_data_root() / "darknet" / "yolov3-tiny.cfg", classes,
                            job.settings.get("img") or SLIM_SIZE)  # fmt: skip
         (out / "yolov3-tiny-slim.cfg").write_text(text, encoding="utf-8")
-        model = ["--cfg", str(out / "yolov3-tiny-slim.cfg")]
+        network = {"cfg": out / "yolov3-tiny-slim.cfg"}
     else:
-        kinds = MODELS["detect"] | MODELS["classify"]
-        model = [arg if not arg.startswith("darknet/") else str(shared_data_root() / arg) for arg in kinds[job.model]]
-    options = [part for key in OPTIONS if job.settings.get(key) is not None
-               for part in (f"--{key.replace('_', '-')}", str(job.settings[key]))]  # fmt: skip
-    return [sys.executable, "-m", "forklift.cli", "train", "--data", str(out / "data"), *model, *options,
-            "--device", job.device, str(out / "model")]  # fmt: skip
+        network = {
+            key: shared_data_root() / value if str(value).startswith("darknet/") else value
+            for key, value in (MODELS["detect"] | MODELS["classify"])[job.model].items()
+        }
+    settings = TrainSettings.of(data=out / "data", **network, **{key: job.settings.get(key) for key in OPTIONS})
+    return [sys.executable, "-m", "forklift.cli", "train", *as_options(settings), "--device", job.device,
+            str(out / "model")]  # fmt: skip
 
 
 def progress(out: Path) -> list[dict[str, str]]:

@@ -59,9 +59,9 @@ def register(verbs: Any) -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from forklift.distributed.hosts import parse_host_list, read_hostfile
-    from forklift.distributed.launcher import RunOptions, run_job
-    from forklift.distributed.remote import Ssh
+    from forklift.launcher.hosts import parse_host_list, read_hostfile
+    from forklift.launcher.job import LaunchOptions, run_job
+    from forklift.launcher.remote import Ssh
 
     command = tuple(args.command[1:] if args.command[:1] == ["--"] else args.command)
     if args.nproc_per_node == "auto":
@@ -73,7 +73,7 @@ def run_run(args: argparse.Namespace) -> int:
     if args.max_restarts < 0:
         raise ForkliftError(f"--max-restarts {args.max_restarts}: must be 0 or more")
     hosts = parse_host_list(args.hosts) if args.hosts is not None else read_hostfile(args.hostfile)
-    options = RunOptions(
+    options = LaunchOptions(
         hosts=hosts,
         nproc_per_node=nproc,
         ssh=Ssh(args.ssh_config, args.ssh_port),
@@ -84,5 +84,18 @@ def run_run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         skip_checks=args.skip_checks,
         emit=args.emit,
+        train_out=train_out,
     )
     return run_job(command, options)
+
+
+def train_out(args: list[str]) -> str | None:
+    """OUT of `forklift train ARGS`, read by the train verb's own parser wherever it stands among the options;
+    None when the command is wrong (argparse has said why, as its ranks would)."""
+    from forklift.cli import build_parser
+
+    try:
+        parsed, _ = build_parser().parse_known_args(["train", *args])
+    except SystemExit:
+        return None
+    return str(parsed.out)

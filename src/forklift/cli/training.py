@@ -225,20 +225,18 @@ def run_train(args: argparse.Namespace) -> int:
 
     if args.nproc > 1 and not from_environment().distributed:
         return _launch_ranks(args)
-    from forklift.train.settings import TrainSettings
+    from forklift.train.settings import RunOptions, TrainSettings
     from forklift.train.trainer import train
 
-    given = {name: getattr(args, name) for name in TrainSettings.option_names() if getattr(args, name) is not None}
-    out = train(
-        given.pop("data", None),
-        args.out,
-        **given,
+    settings = TrainSettings.of(**{name: getattr(args, name) for name in TrainSettings.option_names()})
+    run = RunOptions(
         device=args.device,
         resume=args.resume,
         workers=args.workers,
         time_budget_s=None if args.minutes is None else args.minutes * 60,
         lms={"min_bytes": round(args.lms_min_mib * 2**20), "spill_dir": args.lms_spill_dir} if args.lms else None,
     )
+    out = train(settings, args.out, run)
     if not from_environment().leader:
         return 0
     print(f"wrote {out}: a model directory (forklift predict {out} IMAGE); per-epoch figures in {out / 'metrics.csv'}")
@@ -248,10 +246,10 @@ def run_train(args: argparse.Namespace) -> int:
 def _launch_ranks(args: argparse.Namespace) -> int:
     """`--nproc N`: the same command as N ranks, once what can be checked here is (so a bad OUT or data path is
     one line, not N)."""
-    from forklift.distributed.local_launch import launch_local
-    from forklift.train.trainer import check_out
+    from forklift.launcher.local import launch_local
+    from forklift.train.run_dir import check_out
 
-    check_out(args.out, args.out / "checkpoints" / "last.pt", args.resume)
+    check_out(args.out, args.resume)
     if args.data is not None and not args.data.exists():
         raise ForkliftError(f"--data {args.data}: no such folder")
     return launch_local(args.argv, args.nproc)

@@ -62,6 +62,7 @@ def register(verbs: Any) -> None:
 def run_tune(args: argparse.Namespace) -> int:
     from forklift.data.dataset import load_dataset
     from forklift.errors import ForkliftError
+    from forklift.train.settings import TrainSettings
     from forklift.tune.search import Plan, tune
     from forklift.tune.space import search_space
     from forklift.tune.storage import storage_url
@@ -71,15 +72,12 @@ def run_tune(args: argparse.Namespace) -> int:
     metric = args.metric or METRICS[task][0]
     if metric not in METRICS[task]:
         raise ForkliftError(f"--metric {metric}: a {task} data set is measured by {', '.join(METRICS[task])}")
-    source = {key: getattr(args, key) for key in ("cfg", "model", "arch") if getattr(args, key) is not None}
-    fixed = {"epochs": args.epochs, "img": args.img, "val_every": args.val_every, "seed": args.seed}
+    shared = ("data", "cfg", "model", "arch", "epochs", "img", "val_every", "seed")
     search = Search(
-        data=args.data,
+        settings=TrainSettings.of(**{key: getattr(args, key) for key in shared}),
         out=args.out,
         metric=metric,
         dimensions=tuple(search_space(args.space, task)),
-        source=source,
-        fixed={key: value for key, value in fixed.items() if value is not None},
         deadline=None if args.minutes is None else time.time() + args.minutes * 60,
     )
     plan = Plan(

@@ -1,3 +1,3 @@
-"""Data-parallel training on torch.distributed: the ranks of a run (`ranks`), batch norm over all of them
-(`sync_batchnorm`), `forklift train --nproc` (`local_launch`) and `forklift run`, the launcher across hosts
-(`launcher` and the modules it names)."""
+"""What a rank of a data-parallel run does on torch.distributed: find its rank, place and device (`ranks`,
+`places`), pin itself before the command starts (`pinned`), and keep batch norm over all ranks (`sync_batchnorm`).
+Starting the ranks is `forklift.launcher`'s."""

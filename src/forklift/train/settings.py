@@ -3,17 +3,22 @@
 A new run takes each setting given and the default for the rest. A resumed run takes the checkpoint's settings;
 a setting given again must agree with them, or the run is refused with one line naming the option and both
 values (typing `--img 416` on a run started at `--img 320` would otherwise silently train on at another size).
-The device, data-loading workers, time budget and large model support are how a run is executed, not what it
-trains, so they are chosen anew at each start and are not recorded.
+The device, data-loading workers, time budget and large model support (`RunOptions`) are how a run is executed,
+not what it trains, so they are chosen anew at each start and are not recorded.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forklift.errors import ForkliftError
+from forklift.vocabulary import Optimizer, word
+
+if TYPE_CHECKING:
+    from forklift.lms import Settings as LmsSettings
 
 PATH_SETTINGS = (
     "data",
@@ -57,13 +62,27 @@ class TrainSettings:
     style_weight: float | None = None  # style networks: weight of the style loss (None: 1e10)
     sync_bn: bool = False  # data-parallel runs: batch norm statistics over all ranks' batches
     lr_scaling: str = "auto"  # data-parallel runs: how --lr follows the global batch (forklift.train.lr_scaling)
+    # the settings a person gave (the rest are defaults): a resumed run checks these against its checkpoint
+    given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @staticmethod
     def option_names() -> tuple[str, ...]:
-        return tuple(f.name for f in fields(TrainSettings))
+        return tuple(f.name for f in fields(TrainSettings) if f.name != "given")
+
+    @staticmethod
+    def of(**options: Any) -> TrainSettings:
+        """A run's settings from the options given (None: not given, so the default applies)."""
+        chosen = _given(options)
+        return replace(TrainSettings(), **chosen, given=frozenset(chosen))
+
+    def with_options(self, **options: Any) -> TrainSettings:
+        """These settings with more options given (a search's trial: its drawn values over the search's own)."""
+        chosen = _given(options)
+        return replace(self, **chosen, given=self.given | frozenset(chosen))
 
     def to_json(self) -> dict[str, Any]:
-        return {key: str(value.resolve()) if isinstance(value, Path) else value for key, value in asdict(self).items()}
+        saved = {key: getattr(self, key) for key in self.option_names()}
+        return {key: str(value.resolve()) if isinstance(value, Path) else value for key, value in saved.items()}
 
     @staticmethod
     def from_json(saved: dict[str, Any]) -> TrainSettings:
@@ -76,17 +95,49 @@ class TrainSettings:
         return TrainSettings(**known)
 
 
-def new_settings(given: dict[str, Any]) -> TrainSettings:
-    """A fresh run's settings: the given options (None: not given) over the defaults."""
-    return replace(TrainSettings(), **_given(given))
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is executed, chosen anew at each start and not recorded (`TrainSettings` is what it trains)."""
+
+    device: str = "cpu"  # cpu, cuda or cuda:N
+    resume: bool = False  # continue OUT's run from its last checkpoint
+    workers: int = 0  # data-loading processes (0: in the loop)
+    time_budget_s: float | None = None  # stop before an epoch that would end past this, judged by the one before
+    lms: LmsSettings | None = None  # large model support around each epoch's steps (`forklift.lms.Options`)
+    # called after each measured epoch is saved (a search reports and prunes there; what it raises ends the run)
+    on_validated: Callable[[int, dict[str, float | None]], None] | None = None
 
 
-def resumed_settings(saved: TrainSettings, given: dict[str, Any], checkpoint: Path) -> TrainSettings:
+def option_of(setting: str) -> str:
+    """The command-line option of a setting (`style_image` -> `--style-image`)."""
+    return "--" + setting.replace("_", "-")
+
+
+PATH_OPTIONS = tuple(option_of(setting) for setting in PATH_SETTINGS)  # files and folders a run reads
+
+
+def as_options(settings: TrainSettings) -> list[str]:
+    """The settings given, as `forklift train` takes them: for a run started as a process of its own."""
+    parts: list[str] = []
+    for key in TrainSettings.option_names():
+        if key not in settings.given:
+            continue
+        value, option = getattr(settings, key), option_of(key)
+        if isinstance(value, bool):
+            parts += [option] if value else ["--no-amp"] if key == "amp" else []
+        elif isinstance(value, tuple):
+            parts += [option, ",".join(map(str, value))]
+        else:
+            parts += [option, str(value)]
+    return parts
+
+
+def resumed_settings(saved: TrainSettings, given: TrainSettings, checkpoint: Path) -> TrainSettings:
     """The checkpoint's settings; an option given that says otherwise is refused, naming both values."""
-    for key, value in _given(given).items():
-        recorded = getattr(saved, key)
+    for key in sorted(given.given):
+        value, recorded = getattr(given, key), getattr(saved, key)
         if _comparable(value) != _comparable(recorded):
-            option = "--" + key.replace("_", "-")
+            option = option_of(key)
             raise ForkliftError(
                 f"{option} {_shown(value)}: {checkpoint} was trained with {option} {_shown(recorded)}; "
                 f"drop the option to resume with the checkpoint's, or train into a new directory"
@@ -119,3 +170,24 @@ def _shown(value: object) -> str:
     if isinstance(value, tuple):
         return ",".join(map(str, value))
     return "(not given)" if value is None else str(value)
+
+
+def check_values(settings: TrainSettings) -> None:
+    """One line for a setting of the optimiser, schedule or augmentation that cannot work."""
+    word(Optimizer, settings.optimizer, where="--optimizer")
+    if settings.img is not None and settings.img % 32:
+        raise ForkliftError(f"--img {settings.img}: must be a multiple of 32 (the networks' largest stride)")
+    if settings.val_every < 1:
+        raise ForkliftError(f"--val-every {settings.val_every}: must be at least 1")
+    if not settings.lr > 0:
+        raise ForkliftError(f"--lr {settings.lr}: must be above 0")
+    if not 0 <= settings.momentum < 1:
+        raise ForkliftError(f"--momentum {settings.momentum}: must be from 0 up to (not including) 1")
+    if not settings.weight_decay >= 0:
+        raise ForkliftError(f"--weight-decay {settings.weight_decay}: must be 0 or more")
+    if not 0 <= settings.aug_scale < 1:
+        raise ForkliftError(f"--aug-scale {settings.aug_scale}: must be from 0 up to (not including) 1")
+    if not 0 <= settings.aug_shift <= 0.5:
+        raise ForkliftError(f"--aug-shift {settings.aug_shift}: must be from 0 to 0.5 (of the input each way)")
+    if not settings.aug_hsv >= 0:
+        raise ForkliftError(f"--aug-hsv {settings.aug_hsv}: must be 0 or more")

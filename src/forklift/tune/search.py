@@ -30,7 +30,6 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from forklift.errors import ForkliftError
-from forklift.train.settings import TrainSettings
 from forklift.tune import PRUNERS, SAMPLERS
 from forklift.tune.report import describe_trial, write_report
 from forklift.tune.storage import fail_dead_trials, open_storage
@@ -80,7 +79,8 @@ def tune(search: Search, plan: Plan, *, keep_all: bool = False) -> optuna.Study:
 
 def _check_same_search(study: optuna.Study, search: Search) -> None:
     """A study remembers what it measures; resuming it with another metric or data set is refused."""
-    recorded = {"metric": search.metric, "data": str(search.data.resolve())}
+    assert search.settings.data is not None  # the CLI requires --data
+    recorded = {"metric": search.metric, "data": str(search.settings.data.resolve())}
     for key, value in recorded.items():
         if key not in study.user_attrs:
             study.set_user_attr(key, value)
@@ -251,7 +251,7 @@ def make_sampler(name: str, search: Search, *, seed: int) -> optuna.samplers.Bas
 
 def make_pruner(name: str, search: Search) -> optuna.pruners.BasePruner:
     """Optuna's pruner for `--pruner name`; the step and Hyperband's resource are the epoch."""
-    epochs = int(search.fixed.get("epochs", TrainSettings.epochs))
+    epochs = search.settings.epochs
     if name == "median":
         warmup = int(epochs * MEDIAN_WARMUP_SHARE)
         return optuna.pruners.MedianPruner(n_startup_trials=MEDIAN_STARTUP_TRIALS, n_warmup_steps=warmup)

@@ -14,14 +14,13 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import optuna
 
 from forklift.errors import ForkliftError
-from forklift.train.settings import TrainSettings
+from forklift.train.settings import RunOptions, TrainSettings
 from forklift.train.trainer import train
 from forklift.tune.space import Dimension, draw_settings
 from forklift.tune.storage import mark_owner
@@ -31,12 +30,10 @@ from forklift.tune.storage import mark_owner
 class Search:
     """What every worker of a search needs; plain values only, since workers are spawned processes."""
 
-    data: Path
+    settings: TrainSettings  # what every trial shares: the data, the network (cfg, model or arch), epochs, img...
     out: Path
     metric: str
     dimensions: tuple[Dimension, ...]
-    source: dict[str, Any] = field(default_factory=dict)  # cfg, model or arch, as `train` takes them
-    fixed: dict[str, Any] = field(default_factory=dict)  # settings every trial shares (epochs, img, seed...)
     deadline: float | None = None  # time.time() after which no trial starts and a running one stops
 
     def folder(self, number: int) -> Path:
@@ -50,9 +47,9 @@ def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
     """Train with the trial's settings; the model directory's metric on val."""
     mark_owner(trial)
     trial.set_user_attr("cpus", sorted(os.sched_getaffinity(0)))
-    settings = {**search.fixed, **draw_settings(list(search.dimensions), trial)}
+    settings = search.settings.with_options(**draw_settings(list(search.dimensions), trial))
     folder, log = search.folder(trial.number), search.log(trial.number)
-    wanted = int(settings.get("epochs", TrainSettings.epochs))
+    wanted = settings.epochs
     trial.set_user_attr("folder", str(folder))
     log.parent.mkdir(parents=True, exist_ok=True)
 
@@ -73,8 +70,11 @@ def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
             contextlib.redirect_stdout(handle),
             contextlib.redirect_stderr(handle),
         ):
-            train(search.data, folder, **search.source, **settings, device=device, time_budget_s=budget,
-                  on_validated=report)  # fmt: skip
+            train(
+                settings,
+                folder,
+                RunOptions(device=device, time_budget_s=budget, on_validated=report),
+            )
     except optuna.TrialPruned:
         shutil.rmtree(folder, ignore_errors=True)  # a pruned trial's weights are of no use
         raise

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from forklift.distributed import probe_script
 from forklift.errors import ForkliftError
+from forklift.launcher import probe_script
 
 PROBE_TIMEOUT_S = 60
 KEPT_LINES = 400  # of each host's output, for the failure summary

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -19,9 +20,12 @@ import yaml
 from forklift.distributed import pinned
 from forklift.distributed.places import Place
 from forklift.errors import ForkliftError
+from forklift.train.run_dir import last_checkpoint
+from forklift.train.settings import PATH_OPTIONS
+
+TrainOut = Callable[[list[str]], str | None]  # OUT of `forklift train ARGS`, wherever it stands among the options
 
 RDZV_PORT = 29500
-PATH_OPTIONS = ("--data", "--cfg", "--model", "--weights", "--style-image", "--loss-net-weights")
 RANK_PREFIX = "[rank${rank}] "  # torchrun's --log-line-prefix-template: each line of a rank starts with its rank
 IMAGE = "forklift"
 # Each rendezvous round gets a fresh store for the ranks: torchrun's default shares the first round's store across
@@ -69,7 +73,8 @@ def worker_args(command: tuple[str, ...]) -> list[str]:
 
 
 def needed_paths(command: tuple[str, ...]) -> list[str]:
-    """The files and folders COMMAND reads on every host: a forklift verb's input options, or a script itself."""
+    """The files and folders COMMAND reads on every host: the values of a forklift verb's options that are
+    training's path settings (`forklift.train.settings.PATH_OPTIONS`), or a script itself."""
     args = worker_args(command)
     if args[:2] == ["-m", "forklift.cli"]:
         paths = [value for option, value in itertools.pairwise(args) if option in PATH_OPTIONS]
@@ -78,19 +83,15 @@ def needed_paths(command: tuple[str, ...]) -> list[str]:
     return [args[0]] if args[0] != "-m" else []
 
 
-def rank_zero_paths(command: tuple[str, ...]) -> list[str]:
+def rank_zero_paths(command: tuple[str, ...], train_out: TrainOut) -> list[str]:
     """What COMMAND reads on the host of rank 0 only: with `--resume`, OUT's last checkpoint, which rank 0 reads
-    and sends to the others (the trainer's `_shared_checkpoint`: the other hosts need not share OUT)."""
+    and sends to the others (`forklift.train.ranks_agree.shared_checkpoint`: the other hosts need not share OUT).
+    `train_out` finds OUT in a train command's options (the command line's own parser knows them)."""
     args = worker_args(command)
     if args[:3] != ["-m", "forklift.cli", "train"] or "--resume" not in args:
         return []
-    from forklift.cli import build_parser  # here: the cli imports this module; its parser imports no torch
-
-    try:
-        parsed, _ = build_parser().parse_known_args(args[2:])  # OUT wherever it stands among the options
-    except SystemExit:  # argparse has said what is wrong with the command, which its ranks would say too
-        return []
-    return [str(PurePosixPath(parsed.out) / "checkpoints" / "last.pt")]
+    out = train_out(args[3:])
+    return [] if out is None else [str(last_checkpoint(PurePosixPath(out)))]
 
 
 def uses_cuda(command: tuple[str, ...]) -> bool:

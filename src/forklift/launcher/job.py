@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from forklift.distributed import checks, commands, layout
-from forklift.distributed.hosts import HostSpec
-from forklift.distributed.remote import HostProcess, Ssh, probe, start_host
 from forklift.errors import ForkliftError
+from forklift.launcher import checks, commands, layout
+from forklift.launcher.hosts import HostSpec
+from forklift.launcher.remote import HostProcess, Ssh, probe, start_host
 from forklift.system.topology import Topology
 
 PORT_CHECK_S = 5.0  # how long the first host holds the rendezvous port open for the others' test connections
@@ -36,7 +36,7 @@ ROOT_CAUSE = re.compile(r"^\s*(?P<key>time|host|rank|exitcode)\s*:\s*(?P<value>.
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class LaunchOptions:
     hosts: list[HostSpec]
     nproc_per_node: int | None = None  # None: auto (layout.ranks_per_host)
     ssh: Ssh = field(default_factory=Ssh)
@@ -47,9 +47,10 @@ class RunOptions:
     dry_run: bool = False
     skip_checks: bool = False
     emit: str | None = None
+    train_out: commands.TrainOut = lambda args: None  # OUT of a train command (the CLI's parser finds it)
 
 
-def run_job(command: tuple[str, ...], options: RunOptions) -> int:
+def run_job(command: tuple[str, ...], options: LaunchOptions) -> int:
     """Check, lay out, print and run COMMAND across the hosts; returns the exit code (0: every rank succeeded)."""
     commands.worker_args(command)  # a COMMAND that cannot run is refused before any ssh
     started = time.perf_counter()
@@ -89,7 +90,7 @@ def _parallel(function: Callable[[str], Any], names: list[str]) -> list[Any]:
         return list(pool.map(function, names))
 
 
-def _probe_all(command: tuple[str, ...], options: RunOptions, addresses: dict[str, str]) -> dict[str, dict]:
+def _probe_all(command: tuple[str, ...], options: LaunchOptions, addresses: dict[str, str]) -> dict[str, dict]:
     """Every host's facts, asked in parallel; with the checks on, the paths the command needs (on every host, and
     on rank 0's those it alone reads) and the port."""
     names = [host.name for host in options.hosts]
@@ -100,7 +101,7 @@ def _probe_all(command: tuple[str, ...], options: RunOptions, addresses: dict[st
         if not options.skip_checks:
             paths = commands.needed_paths(command)
             if name == rank_zero:
-                paths += commands.rank_zero_paths(command)
+                paths += commands.rank_zero_paths(command, options.train_out)
             for path in paths:
                 args += ["--path", path]
             if name == names[0]:
@@ -129,7 +130,7 @@ def _emitted(kind: str, job: commands.Job, slots: list[layout.RankSlot], nproc: 
     return commands.k8s_job(job, nproc=nproc, cpus=cpus, gpus=gpus)
 
 
-def _supervise(lines: list[tuple[str, list[str]]], options: RunOptions) -> int:
+def _supervise(lines: list[tuple[str, list[str]]], options: LaunchOptions) -> int:
     """Run every host's torchrun; the first host to fail (or a signal) stops the rest. Returns 0 when all end
     well, 128 + the signal when stopped by one; a failure raises one line naming the rank that failed first."""
     lock = threading.Lock()

@@ -1,0 +1,35 @@
+"""The images a run trains and validates on: a data set's usable train and val images (`forklift data check`'s
+rules: a flagged image is left out), or for style training a plain folder of images."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from forklift.data.check import check_dataset, usable_images
+from forklift.data.dataset import INDEX, Dataset, ImageRecord
+from forklift.data.image_folder import image_folder_dataset
+from forklift.errors import ForkliftError
+from forklift.vocabulary import Task, word
+
+
+def usable_splits(path: Path, task: str | None, seed: int) -> tuple[Dataset, list[ImageRecord], list[ImageRecord]]:
+    """The data set, its usable train images (at least one) and its usable val images."""
+    if task is not None and word(Task, task, where="--task") != Task.STYLE:
+        raise ForkliftError(f"--task {task}: only style is chosen by --task; other tasks come from the data set")
+    if task == Task.STYLE and not (path / INDEX).is_file():
+        dataset = image_folder_dataset(path, seed=seed)
+        return (
+            dataset,
+            [i for i in dataset.images if i.split == "train"],
+            [i for i in dataset.images if i.split == "val"],
+        )
+    report = check_dataset(path)
+    dataset = report.dataset
+    usable = usable_images(report)
+    skipped = len(dataset.images) - len(usable)
+    if skipped:
+        print(f"{path}: skipping {skipped} images that 'forklift data check' rejects", flush=True)
+    train_images = [image for image in usable if image.split == "train"]
+    if not train_images:
+        raise ForkliftError(f"{path}: no usable train images (see 'forklift data check {path}')")
+    return dataset, train_images, [image for image in usable if image.split == "val"]
