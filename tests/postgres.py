@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from core_parts import missing
 
 from forklift.serve.process import free_port
 
@@ -28,7 +28,7 @@ def _server_binaries() -> Path:
     for folder in (*reversed(versions), *(Path(p) for p in os.environ.get("PATH", "").split(os.pathsep))):
         if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
             return folder
-    pytest.skip("PostgreSQL's server (initdb, pg_ctl) is not installed; .ci/run installs Debian's postgresql")
+    missing("PostgreSQL's server (initdb, pg_ctl) is not installed; .ci/run installs Debian's postgresql")
 
 
 @contextmanager

@@ -7,11 +7,11 @@ screenshot in the test's folder."""
 from __future__ import annotations
 
 import io
-import shutil
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import core_parts
 import httpx
 import pytest
 from app_helpers import as_drawn, shapes_dataset, start_app, video
@@ -31,7 +31,7 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-backgroun
 @pytest.fixture
 def app_url(tmp_path: Path) -> Iterator[str]:
     if not STATIC.is_file():
-        pytest.skip("the front end is not built (make webapp)")
+        core_parts.missing("the front end is not built (make webapp)")
     port = free_port()
     server = start_app(tmp_path / "data", port)
     url = f"http://127.0.0.1:{port}"
@@ -58,9 +58,7 @@ def _saved(page) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(chromium).exists():
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    chromium = str(core_parts.chromium())
     from playwright.sync_api import sync_playwright
 
     photos = sorted((shared_data_root() / "images").glob("*.jpg"))[:4]
@@ -229,8 +227,7 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
 
 
 def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: Path) -> None:
-    if not Path("/usr/bin/chromium").exists():
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    chromium = str(core_parts.chromium())
     from playwright.sync_api import sync_playwright
 
     with httpx.Client(base_url=app_url, timeout=60) as client:
@@ -238,7 +235,7 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
     shots = tmp_path / "shots"
     shots.mkdir()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        browser = playwright.chromium.launch(executable_path=chromium, args=FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 860})
             errors: list[str] = []
@@ -286,11 +283,9 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
 def test_log_in_and_out_in_chromium(tmp_path: Path) -> None:
     """With --login (as anywhere but loopback) the app opens on its login page: a wrong password is a message in
     the page, the right one shows the account, and Log out ends the session (its cookie no longer works)."""
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(chromium).exists():
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    chromium = str(core_parts.chromium())
     if not STATIC.is_file():
-        pytest.skip("the front end is not built (make webapp)")
+        core_parts.missing("the front end is not built (make webapp)")
     from playwright.sync_api import sync_playwright
 
     data = tmp_path / "data"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from core_parts import missing
 
 from forklift.atomic import write_text_atomically, written_atomically
 from forklift.errors import ForkliftError
@@ -40,5 +41,5 @@ def test_shared_data_is_found_beside_the_checkout_from_any_folder(
     monkeypatch.chdir(tmp_path)  # no ../shared/data here
     root = shared_data_root()
     if not root.is_dir():
-        pytest.skip(f"no shared/data beside this checkout ({root})")
+        missing(f"no shared/data beside this checkout ({root})")
     assert root.resolve() == (Path(__file__).resolve().parents[2] / "shared" / "data").resolve()

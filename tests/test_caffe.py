@@ -8,6 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from core_parts import missing
 
 from forklift.errors import ForkliftError
 from forklift.model_files.caffe import class_names, num_classes, rewrite_python_proposal
@@ -59,7 +60,7 @@ HAND_WRITTEN_PROPOSAL = """layer {
 def need(*paths: Path) -> None:
     for path in paths:
         if not path.exists():
-            pytest.skip(f"{path} not found (the shared test data beside the checkout)")
+            missing(f"{path} not found (the shared test data beside the checkout)")
 
 
 def voc_labels() -> list[str]:

@@ -17,6 +17,7 @@ import zlib
 import cv2
 import numpy as np
 import pytest
+from core_parts import missing
 from PIL import Image, ImageFile
 
 from forklift.errors import ForkliftError
@@ -430,7 +431,7 @@ def test_real_photos_match_opencv() -> None:
     """An independent decoder (OpenCV's libjpeg) agrees with ours on the reference photos."""
     photos = sorted(PHOTOS.glob("*.jpg")) if PHOTOS.is_dir() else []
     if not photos:
-        pytest.skip(f"reference photos in {PHOTOS} are missing (see ../shared/data/README.md)")
+        missing(f"reference photos in {PHOTOS} are missing (see ../shared/data/README.md)")
     for photo in photos:
         data = photo.read_bytes()
         rgb = decode_image(data, photo.name)

@@ -10,6 +10,7 @@ from typing import Literal
 
 import pytest
 import yaml
+from core_parts import missing
 from helpers import forklift, sandbox, shared
 
 from forklift.errors import ForkliftError
@@ -181,7 +182,7 @@ def test_nginx(plan: Plan, tmp_path: Path) -> None:
         f"server 127.0.0.1:{i.port};" for i in plan.instances
     ]
     if not NGINX.exists():
-        pytest.skip(f"{NGINX} is not installed (apt-get install -y nginx): the config's syntax is not checked")
+        missing(f"{NGINX} is not installed (apt-get install -y nginx): the config's syntax is not checked")
     (tmp_path / "logs").mkdir()
     (tmp_path / "nginx.conf").write_text(text)
     command = [str(NGINX), "-t", "-c", str(tmp_path / "nginx.conf"), "-p", f"{tmp_path}/", "-e", "logs/error.log"]

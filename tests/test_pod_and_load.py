@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from core_parts import nginx
 from helpers import CFGS, Server, forklift, free_port, shared
 
 from forklift.serve.recommendation import load_recommendation
@@ -31,8 +31,7 @@ def _served(port: int) -> float:
 
 
 def test_pod_behind_nginx(model: Path) -> None:
-    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
-        pytest.skip("nginx is not installed (.ci/run installs it with apt-get)")
+    nginx()
     port = free_port()
     started = forklift("pod", model, "-n", "2", "--port", port)
     try:
