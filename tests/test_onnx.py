@@ -17,7 +17,7 @@ from helpers import CFGS, shared
 
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import build_darknet
-from forklift.runtime.base import PredictOptions
+from forklift.runtime.base import PredictOptions, RequestOptions
 from forklift.runtime.onnx_export import (
     EXPORT_VERSION,
     META_EXPORT,
@@ -101,3 +101,21 @@ def test_export_by_an_older_forklift_not_used(darknet_models, tmp_path: Path, mo
         assert chosen != beside and metadata(chosen)[META_EXPORT] == EXPORT_VERSION
     finally:
         beside.unlink()
+
+
+def test_a_requests_threshold_holds_for_that_call_only(darknet_models) -> None:
+    """A served predictor answers many callers: `predict(inputs, RequestOptions(conf=...))` changes the threshold
+    of that call, and the next call without options answers at the predictor's own again."""
+    tiny = open_model_dir(darknet_models(shared("darknet/yolov3-tiny.cfg"), shared("darknet/coco.names")))
+    predictor = OnnxPredictor(tiny, PredictOptions(conf=0.25, threads=2))
+    photo = [("giraffe.jpg", shared("images/giraffe.jpg").read_bytes())]
+
+    def found(request: RequestOptions | None = None) -> list:
+        (result,) = predictor.predict(photo, request).results
+        return result.detections or []
+
+    before = found()
+    stricter = found(RequestOptions(conf=0.5))
+    assert 0 < len(stricter) < len(before) and all(d.score > 0.5 for d in stricter)
+    assert found() == before
+    assert found(RequestOptions(conf=0.25)) == before

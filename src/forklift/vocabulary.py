@@ -1,7 +1,7 @@
 """The words every stage shares, each defined once as a typed name: what a model does (`Task`), how its files hold it
-(`ModelFormat`), which engine runs it (`Runtime`) and in which number format (`Precision`), how an image is fitted to
-the network's input (`ResizeMode`), the data-set formats forklift reads and writes (`DataFormat`) and the optimisers
-a training run can use (`Optimizer`).
+(`ModelFormat`), which engine runs it (`Runtime`) and in which number format (`Precision`), the parts of a data set
+(`Split`), how an image is fitted to the network's input (`ResizeMode`), the data-set formats forklift reads and
+writes (`DataFormat`) and the optimisers a training run can use (`Optimizer`).
 
 They are `StrEnum`s: a member is its string (`Task.DETECT == "detect"`), so JSON files, forklift.json and
 command-line options keep their plain words, while the code names a value that a type checker can follow.
@@ -53,6 +53,14 @@ class Precision(StrEnum):
     INT8 = "int8"  # the model directory's quantised graph, made and checked by `forklift models quantize`
 
 
+class Split(StrEnum):
+    """The part of a data set an image belongs to."""
+
+    TRAIN = "train"  # trained on
+    VAL = "val"  # measured after epochs, the best epoch chosen by it
+    TEST = "test"  # kept apart, for a final measure
+
+
 class ResizeMode(StrEnum):
     """How an image is fitted to the network's input size."""
 
@@ -91,7 +99,7 @@ class LrScaling(StrEnum):
     NONE = "none"
 
 
-Word = TypeVar("Word", Task, ModelFormat, Runtime, Precision, ResizeMode, DataFormat, Optimizer, LrScaling)
+Word = TypeVar("Word", Task, ModelFormat, Runtime, Precision, Split, ResizeMode, DataFormat, Optimizer, LrScaling)
 
 
 def words(kind: type[StrEnum]) -> tuple[str, ...]:

@@ -24,8 +24,9 @@ from torchvision.ops import nms
 from forklift.app.background import Follower
 from forklift.app.deploy import serving, serving_process
 from forklift.app.records import label_named, labels_named, next_version
-from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Deployment, Image, Model
+from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Deployment, Image, JobState, Model
 from forklift.errors import ForkliftError
+from forklift.vocabulary import Task
 
 IDLE_S = 10.0  # a look for runs no route announced (another app process's)
 CHUNK = 8  # images per request: the server batches them
@@ -46,8 +47,8 @@ class AutoLabeler(Follower):
         """A run that was running when the app stopped is interrupted (resuming it labels the images still
         unlabelled)."""
         with self.sessions() as session:
-            session.execute(update(AutoLabelRun).where(AutoLabelRun.state == "running")
-                            .values(state="interrupted", error="the app stopped while it ran"))  # fmt: skip
+            session.execute(update(AutoLabelRun).where(AutoLabelRun.state == JobState.RUNNING)
+                            .values(state=JobState.INTERRUPTED, error="the app stopped while it ran"))  # fmt: skip
             session.commit()
 
     def pause(self) -> float:
@@ -56,7 +57,7 @@ class AutoLabeler(Follower):
     def step(self) -> None:
         with self.sessions() as session:
             queued = session.scalar(
-                select(AutoLabelRun.id).where(AutoLabelRun.state == "queued").order_by(AutoLabelRun.id).limit(1)
+                select(AutoLabelRun.id).where(AutoLabelRun.state == JobState.QUEUED).order_by(AutoLabelRun.id).limit(1)
             )
         if queued is not None:
             self._run(queued)
@@ -71,27 +72,27 @@ class AutoLabeler(Follower):
             if run.video_id is not None:
                 todo = todo.where(Image.video_id == run.video_id)
             ids = list(session.scalars(todo.order_by(Image.id)))
-            run.state, run.total, run.done, run.error = "running", len(ids), 0, None
+            run.state, run.total, run.done, run.error = JobState.RUNNING, len(ids), 0, None
             session.commit()
             deployment = session.scalar(select(Deployment).where(Deployment.model_id == run.model_id))
             served = deployment is not None and model is not None and serving(deployment, self.root / model.dir)
             endpoint = (deployment.port, deployment.name) if served and deployment is not None else None
             model_dir = self.root / model.dir if model is not None else None
-        state, error = "done", None
+        state, error = JobState.DONE, None
         try:
             if model_dir is None:
                 raise ForkliftError("its model was deleted")
             with _endpoint(model_dir, endpoint) as url:
                 for start in range(0, len(ids), CHUNK):
                     if self.stopping.is_set() or not self._label(run_id, ids[start : start + CHUNK], url):
-                        state = "interrupted" if self.stopping.is_set() else "cancelled"
+                        state = JobState.INTERRUPTED if self.stopping.is_set() else JobState.CANCELLED
                         break
         except (ForkliftError, httpx.HTTPError, OSError, KeyError, ValueError) as exc:  # the run fails, in a line
-            state, error = "failed", str(exc).splitlines()[0][:2000] if str(exc) else type(exc).__name__
+            state, error = JobState.FAILED, str(exc).splitlines()[0][:2000] if str(exc) else type(exc).__name__
         with self.sessions() as session:
             run = session.get(AutoLabelRun, run_id)
             assert run is not None
-            if run.state == "running":  # not cancelled meanwhile
+            if run.state == JobState.RUNNING:  # not cancelled meanwhile
                 run.state, run.error = state, error or run.error  # a run that ends keeps the image it skipped
             run.finished_at = datetime.now(UTC)
             session.commit()
@@ -101,7 +102,7 @@ class AutoLabeler(Follower):
         with self.sessions() as session:
             run = session.get(AutoLabelRun, run_id)
             assert run is not None
-            if run.state != "running":
+            if run.state != JobState.RUNNING:
                 return False
             images = list(session.scalars(select(Image).where(Image.id.in_(ids), Image.status == "unlabelled")))
             files = [("files", (Path(image.file).name, (self.root / image.file).read_bytes())) for image in images]
@@ -120,7 +121,7 @@ class AutoLabeler(Follower):
             for image, result in zip(images, results, strict=True):
                 if "error" in result:  # the image stays unlabelled; the run says which and goes on
                     run.error = run.error or f"{image.original_name}: {result['error']}"[:2000]
-                elif task == "classify":
+                elif task == Task.CLASSIFY:
                     run.boxes += _keep_class(session, image, result["classes"], threshold, run.model_id)
                 else:
                     run.boxes += _keep_boxes(session, image, result["detections"], threshold, run.model_id)

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from forklift.app.registry import model_files
+from forklift.app.tables import ACTIVE, JobState
 from forklift.data.dataset import Dataset, ImageRecord, load_dataset
 from forklift.errors import ForkliftError
 from forklift.serve.process import free_port, wait_until_answering
@@ -100,11 +101,11 @@ def _checked(answer: httpx.Response) -> dict:
 
 def _finished(client: httpx.Client, url: str, seconds: float = 600) -> dict:
     deadline = time.monotonic() + seconds
-    while (seen := _checked(client.get(url)))["state"] in ("queued", "running"):
+    while (seen := _checked(client.get(url)))["state"] in ACTIVE:
         if time.monotonic() > deadline:
             raise ForkliftError(f"the demo's app: {url} still {seen['state']} after {seconds:.0f} s")
         time.sleep(0.5)
-    if seen["state"] != "done":
+    if seen["state"] != JobState.DONE:
         raise ForkliftError(f"the demo's app: {url} {seen['state']}: {seen.get('error')}")
     return seen
 

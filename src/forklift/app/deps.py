@@ -9,9 +9,9 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 
-from forklift.app.errors import AppError
 from forklift.app.security import Principal, authenticate
 from forklift.app.storage import Storage
+from forklift.serve.responses import HttpError
 
 
 def database(request: Request) -> Iterator[Session]:
@@ -33,7 +33,7 @@ def _role(role: str) -> Callable[[Request, Session], Principal]:
     def check(request: Request, session: Db) -> Principal:
         principal = authenticate(request, session)
         if not principal.may(role):
-            raise AppError(403, f"{principal.name} is a {principal.role}; this needs an {role} or more")
+            raise HttpError(403, f"{principal.name} is a {principal.role}; this needs an {role} or more")
         return principal
 
     return check

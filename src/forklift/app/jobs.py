@@ -29,7 +29,7 @@ from forklift.app.background import Follower
 from forklift.app.devices import CPU, Device
 from forklift.app.processes import runs
 from forklift.app.registry import register_job
-from forklift.app.tables import TRAINED_ON, DataSet, Job
+from forklift.app.tables import TRAINED_ON, DataSet, Job, JobState
 from forklift.app.transfer import as_forklift_dataset
 from forklift.data.dataset import Dataset, save_dataset
 from forklift.data.split import assign_splits
@@ -122,9 +122,9 @@ class JobRunner(Follower):
 
     def recover(self) -> None:
         with self.sessions() as session:
-            for job in session.scalars(select(Job).where(Job.state == "running")):
+            for job in session.scalars(select(Job).where(Job.state == JobState.RUNNING)):
                 if not _alive(job.pid, job.out_dir):
-                    job.state, job.error = "interrupted", "the app stopped while it ran; resume continues it"
+                    job.state, job.error = JobState.INTERRUPTED, "the app stopped while it ran; resume continues it"
             session.commit()
 
     def pause(self) -> float:
@@ -138,12 +138,12 @@ class JobRunner(Follower):
 
     def step(self) -> None:
         with self.sessions() as session:
-            running = list(session.scalars(select(Job).where(Job.state == "running")))
+            running = list(session.scalars(select(Job).where(Job.state == JobState.RUNNING)))
             for job in running:
                 self._follow(session, job)
             session.commit()
-            busy = Counter(job.device for job in running if job.state == "running")
-            for queued in list(session.scalars(select(Job).where(Job.state == "queued").order_by(Job.id))):
+            busy = Counter(job.device for job in running if job.state == JobState.RUNNING)
+            for queued in list(session.scalars(select(Job).where(Job.state == JobState.QUEUED).order_by(Job.id))):
                 device = self.devices.get(queued.device)
                 if device is None:
                     _fail(session, queued, f"device {queued.device}: this machine has {', '.join(self.devices)}; "
@@ -155,8 +155,8 @@ class JobRunner(Follower):
     def _launch(self, session: Session, job: Job, device: Device) -> bool:
         """Start the job's training process, if the job is still queued (a cancel may come first); a job that
         cannot start fails with the reason, and the queue goes on."""
-        claimed = session.execute(update(Job).where(Job.id == job.id, Job.state == "queued")
-                                  .values(state="running", pid=None, error=None))  # fmt: skip
+        claimed = session.execute(update(Job).where(Job.id == job.id, Job.state == JobState.QUEUED)
+                                  .values(state=JobState.RUNNING, pid=None, error=None))  # fmt: skip
         session.commit()
         if claimed.rowcount != 1:  # type: ignore[attr-defined]
             return False
@@ -216,14 +216,17 @@ class JobRunner(Follower):
         self.cpu_sets.pop(job.id, None)
         job.finished_at = datetime.now(UTC)
         if code == 0 or (code == -1 and (out / "model" / "forklift.json").is_file()):  # -1: an earlier app's child
-            job.state = "done"
+            job.state = JobState.DONE
             register_job(session, job, self.root)
         elif code == -1:
-            job.state, job.error = "interrupted", "its process ended without a model directory; resume continues it"
+            job.state, job.error = (
+                JobState.INTERRUPTED,
+                "its process ended without a model directory; resume continues it",
+            )
         elif code in (-signal.SIGTERM, 128 + signal.SIGTERM, 130):
-            job.state = "cancelled"
+            job.state = JobState.CANCELLED
         else:
-            job.state = "failed"
+            job.state = JobState.FAILED
             tail = (
                 (out / "train.log").read_text(errors="replace").strip().splitlines()[-1:]
                 if (out / "train.log").is_file()
@@ -233,7 +236,7 @@ class JobRunner(Follower):
 
 
 def _fail(session: Session, job: Job, error: str) -> None:
-    job.state, job.error, job.finished_at = "failed", error[:2000], datetime.now(UTC)
+    job.state, job.error, job.finished_at = JobState.FAILED, error[:2000], datetime.now(UTC)
     session.commit()
 
 

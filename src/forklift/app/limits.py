@@ -22,8 +22,8 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from forklift.app.config import AppConfig, size_text
-from forklift.app.errors import error_response
 from forklift.app.security import COOKIE
+from forklift.serve.responses import error_response
 
 MULTIPART_SLACK = 64 * 1024  # bytes of boundaries and part headers around an upload's one file
 MAX_FILES = 1000  # files in one multipart request: Starlette's parser's default, which the app keeps

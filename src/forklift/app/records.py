@@ -11,9 +11,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
-from forklift.app.errors import AppError
 from forklift.app.storage import Storage
 from forklift.app.tables import TRAINED_ON, Annotation, Base, DataSet, Image, Label, Video
+from forklift.serve.responses import HttpError
+from forklift.vocabulary import Task
 
 Row = TypeVar("Row", bound=Base)
 
@@ -21,7 +22,7 @@ Row = TypeVar("Row", bound=Base)
 def get_or_404(session: Session, kind: type[Row], row_id: int) -> Row:
     row = session.get(kind, row_id)
     if row is None:
-        raise AppError(404, f"no {kind.__tablename__.rstrip('s')} {row_id}")
+        raise HttpError(404, f"no {kind.__tablename__.rstrip('s')} {row_id}")
     return row
 
 
@@ -75,7 +76,7 @@ def label_names(session: Session, dataset_ids: set[int]) -> dict[int, str]:
 
 def label_counts(session: Session, dataset: DataSet) -> list[schemas.LabelCount]:
     """Each label of the data set with how often it is used (annotations, or images for a classify set)."""
-    if dataset.task == "classify":
+    if dataset.task == Task.CLASSIFY:
         used = select(Image.class_id, func.count()).where(Image.dataset_id == dataset.id).group_by(Image.class_id)
     else:
         used = (
@@ -132,7 +133,7 @@ def label_named(session: Session, dataset_id: int, name: str, *, create: bool) -
     if label is not None:
         return label
     if not create:
-        raise AppError(422, f"label {name!r}: not a label of this data set")
+        raise HttpError(422, f"label {name!r}: not a label of this data set")
     # INSERT ... ON CONFLICT DO NOTHING (the two databases the app runs on): waits for the other request, then is
     # a no-op
     postgres = session.get_bind().dialect.name == "postgresql"
@@ -141,7 +142,7 @@ def label_named(session: Session, dataset_id: int, name: str, *, create: bool) -
                     .on_conflict_do_nothing(index_elements=["dataset_id", "name"]))  # fmt: skip
     made = existing_label(session, dataset_id, name)
     if made is None:
-        raise AppError(409, f"label {name!r}: removed while it was being added; try again")
+        raise HttpError(409, f"label {name!r}: removed while it was being added; try again")
     return made
 
 
@@ -165,4 +166,4 @@ def take_version(session: Session, image_id: int, version: int, **values: Any) -
     if not next_version(session, image_id, version, **values):
         session.rollback()
         current = session.scalar(select(Image.version).where(Image.id == image_id))
-        raise AppError(409, f"image {image_id} changed since version {version} (now {current}): reload it")
+        raise HttpError(409, f"image {image_id} changed since version {version} (now {current}): reload it")

@@ -8,8 +8,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-Task = Literal["detect", "classify"]
-Split = Literal["train", "val", "test"]
+from forklift.app.tables import JobState
+from forklift.vocabulary import Split, Task
+
+LabelledTask = Literal[Task.DETECT, Task.CLASSIFY]  # the tasks whose labels the app edits: boxes, an image's class
 Status = Literal["unlabelled", "labelled", "auto", "reviewed"]
 Name = Field(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")
 MAX_ID = 2**31 - 1  # what every database's integer column holds
@@ -24,7 +26,7 @@ class LabelCount(BaseModel):
 
 class DataSetIn(BaseModel):
     name: str = Name
-    task: Task = "detect"
+    task: LabelledTask = Task.DETECT
 
 
 class DataSetRename(BaseModel):
@@ -217,7 +219,7 @@ class JobOut(BaseModel):
     dataset_id: int
     model: str
     settings: dict
-    state: Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
+    state: JobState
     device: str
     epoch: int
     epochs: int
@@ -271,7 +273,7 @@ class AutoLabelRunOut(BaseModel):
     model_id: int | None
     video_id: int | None
     threshold: float
-    state: Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
+    state: JobState
     total: int
     done: int
     boxes: int  # labels kept: boxes, or classes of a classification set

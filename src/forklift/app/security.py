@@ -25,8 +25,8 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from forklift.app.errors import AppError
 from forklift.app.tables import ROLES, ApiToken, User
+from forklift.serve.responses import HttpError
 
 COOKIE = "forklift_session"
 CSRF_HEADER = "x-csrf-token"
@@ -109,12 +109,12 @@ def authenticate(request: Request, session: Session) -> Principal:
     if header.lower().startswith("bearer "):
         token = session.scalar(select(ApiToken).where(ApiToken.token_hash == token_hash(header[7:].strip())))
         if token is None:
-            raise AppError(401, "the API token is not known (forklift app token add makes one)")
+            raise HttpError(401, "the API token is not known (forklift app token add makes one)")
         return Principal(token.user.name, token.user.role, token.user.id)
     cookie = request.cookies.get(COOKIE)
     value = request.app.state.sessions.read(cookie) if cookie else None
     if value is None:
-        raise AppError(401, "log in first")
+        raise HttpError(401, "log in first")
     user = session_user(session, value)
     check_csrf(request, value)
     return Principal(user.name, user.role, user.id)
@@ -125,10 +125,10 @@ def session_user(session: Session, value: dict) -> User:
     of since the cookie was issued."""
     user = session.get(User, value.get("user")) if isinstance(value.get("user"), int) else None
     if user is None:
-        raise AppError(401, "this account no longer exists")
+        raise HttpError(401, "this account no longer exists")
     key = value.get("key")
     if not isinstance(key, str) or not hmac.compare_digest(key, user.session_key):
-        raise AppError(401, "this session has ended (logged out); log in again")
+        raise HttpError(401, "this session has ended (logged out); log in again")
     return user
 
 
@@ -138,4 +138,4 @@ def check_csrf(request: Request, value: dict) -> None:
     if request.method not in SAFE_METHODS and not secrets.compare_digest(
         request.headers.get(CSRF_HEADER, ""), str(value.get("csrf", ""))
     ):
-        raise AppError(403, f"missing or wrong {CSRF_HEADER} header (cross-site request refused)")
+        raise HttpError(403, f"missing or wrong {CSRF_HEADER} header (cross-site request refused)")

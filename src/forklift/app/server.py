@@ -19,7 +19,6 @@ from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.deploy import restore
 from forklift.app.devices import machine_devices
-from forklift.app.errors import AppError, error_response
 from forklift.app.jobs import JobRunner
 from forklift.app.limits import LimitedBodies, too_many_files
 from forklift.app.routes import (
@@ -38,6 +37,7 @@ from forklift.app.routes import (
 )
 from forklift.app.security import Sessions, secret_key
 from forklift.app.storage import Storage
+from forklift.serve.responses import HttpError, error_response
 
 STATIC = Path(__file__).resolve().parent / "static"
 NOT_BUILT = """<!doctype html><title>forklift app</title><p>The front end is not built: run <code>make webapp</code>
@@ -76,7 +76,7 @@ def create_app(config: AppConfig) -> FastAPI:
                autolabel)  # fmt: skip
     for module in routers:
         app.include_router(module.router)
-    app.add_exception_handler(AppError, _app_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HttpError, _app_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_middleware(LimitedBodies, config=config)  # bodies past their route's limit: 413 before they are spooled
@@ -84,7 +84,7 @@ def create_app(config: AppConfig) -> FastAPI:
     @app.get("/{path:path}", include_in_schema=False)
     def front_end(path: str) -> Response:
         if path.startswith("api/"):
-            raise AppError(404, f"/{path}: no such API route (see /docs)")
+            raise HttpError(404, f"/{path}: no such API route (see /docs)")
         wanted = (STATIC / path).resolve()
         if path and wanted.is_file() and wanted.is_relative_to(STATIC):
             return FileResponse(wanted)
@@ -94,8 +94,8 @@ def create_app(config: AppConfig) -> FastAPI:
     return app
 
 
-def _app_error(_request: Request, exc: AppError) -> JSONResponse:
-    return error_response(exc.status, exc.message)
+def _app_error(_request: Request, exc: HttpError) -> JSONResponse:
+    return error_response(exc.status, exc.message, exc.headers)
 
 
 def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Float, ForeignKey, Integer, String, UniqueConstraint
@@ -18,7 +19,6 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 ROLES = ("viewer", "editor", "admin")  # each may do what the one before it may, and more
 STATUSES = ("unlabelled", "labelled", "auto", "reviewed")
 TRAINED_ON = ("labelled", "reviewed")  # by a person, or auto-labelled and reviewed: not auto labels unreviewed
-SPLITS = ("train", "val", "test")
 SHAPES = ("box", "polygon")
 
 
@@ -128,7 +128,18 @@ class Annotation(Base):
     confidence: Mapped[float | None] = mapped_column(Float)  # an auto label's score
 
 
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+class JobState(StrEnum):
+    """Where a training job or an auto-label run stands (one word for both, in the database and the API)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"  # the app stopped while it ran: it may be resumed
+
+
+ACTIVE = (JobState.QUEUED, JobState.RUNNING)  # not ended: what a cancel stops
 
 
 class Job(Base):
@@ -140,7 +151,7 @@ class Job(Base):
     dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
     model: Mapped[str] = mapped_column(String(40))  # what is trained (forklift.app.jobs.MODELS)
     settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # hyperparameters, as `forklift train` options
-    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED, index=True)  # a JobState
     device: Mapped[str] = mapped_column(String(16), default="cpu", server_default="cpu", index=True)  # cpu | cuda:N
     pid: Mapped[int | None] = mapped_column(Integer)
     out_dir: Mapped[str] = mapped_column(String(300))  # relative to the data directory
@@ -183,9 +194,6 @@ class Deployment(Base):
     created_at: Mapped[datetime] = mapped_column(default=_now)
 
 
-AUTOLABEL_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
-
-
 class AutoLabelRun(Base):
     """A model labelling a data set's unlabelled images (or one video's frames) through forklift's serving."""
 
@@ -196,7 +204,7 @@ class AutoLabelRun(Base):
     model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"))
     video_id: Mapped[int | None] = mapped_column(ForeignKey("videos.id", ondelete="SET NULL"))  # only its frames
     threshold: Mapped[float] = mapped_column(Float)  # boxes scoring less are not kept
-    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED, index=True)  # a JobState
     total: Mapped[int] = mapped_column(Integer, default=0)  # images to label, counted when it starts
     done: Mapped[int] = mapped_column(Integer, default=0)
     boxes: Mapped[int] = mapped_column(Integer, default=0)

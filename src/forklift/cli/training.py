@@ -18,7 +18,7 @@ from forklift.cli.common import (
     verb_parser,
 )
 from forklift.errors import ForkliftError
-from forklift.vocabulary import LrScaling, Optimizer, Precision, Runtime, words
+from forklift.vocabulary import LrScaling, Optimizer, Precision, Runtime, Split, words
 
 
 def register(verbs: Any) -> None:
@@ -38,7 +38,7 @@ def add_eval(verbs: Any) -> None:
     )
     evaluation.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
     add_data(evaluation, flag=True)
-    evaluation.add_argument("--split", choices=("train", "val", "test"), default="val")
+    evaluation.add_argument("--split", choices=words(Split), default=Split.VAL.value)
     evaluation.add_argument("--conf", type=threshold, default=0.001, help="score threshold of detections for mAP")
     evaluation.add_argument("--iou", type=threshold, default=0.6, help="NMS overlap threshold (default 0.6)")
     evaluation.add_argument(

@@ -32,12 +32,12 @@ import numpy as np
 from forklift.atomic import write_text_atomically
 from forklift.errors import ForkliftError
 from forklift.vision.images import decode_image
-from forklift.vocabulary import Task, word
+from forklift.vocabulary import Split, Task, word, words
 
 FORMAT = "forklift-dataset"
 VERSION = 1
 INDEX = "dataset.json"
-SPLITS = ("train", "val", "test")
+SPLITS = words(Split)  # plain strings, as dataset.json and YAML files hold them
 
 # What a lenient load calls the problems of an entry (forklift.data.check adds those of the image files).
 BAD_ENTRY = "bad entry"

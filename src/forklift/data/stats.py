@@ -23,7 +23,7 @@ def dataset_stats(dataset: Dataset) -> dict[str, Any]:
     split, boxes per image, box sizes relative to their image (percentiles of width / W and height / H), the
     pixel share of each class (segment) and image sizes."""
     pixels = _pixel_counts(dataset) if dataset.task == Task.SEGMENT else {}
-    per_class = {
+    per_class: dict[str, dict[str, int]] = {
         split: _class_counts(dataset, [i for i in dataset.images if i.split == split], pixels) for split in SPLITS
     }
     per_class["all"] = _class_counts(dataset, dataset.images, pixels)

@@ -1,4 +1,4 @@
-"""The one interface every engine offers: `Predictor.predict(inputs) -> Prediction`.
+"""The one interface every engine offers: `Predictor.predict(inputs, request) -> Prediction`.
 
 The base class decodes the images, times each stage and turns a bad image into an error entry for that file,
 so that the other images of the same call are still processed; engines only say how to prepare, run and read.
@@ -37,6 +37,23 @@ class PredictOptions:
     style: StyleAdjust = field(default_factory=StyleAdjust)  # image-to-image models: strength and colour preservation
 
 
+@dataclass(frozen=True)
+class RequestOptions:
+    """What one request may change on a loaded predictor (a served model answers many callers): the score
+    threshold, and an image-to-image model's strength and colours; None keeps the predictor's own."""
+
+    conf: float | None = None
+    style: StyleAdjust | None = None
+
+
+@dataclass(frozen=True)
+class Answering:
+    """How `finish` answers one batch: the request's options over the predictor's own."""
+
+    conf: float
+    style: StyleAdjust
+
+
 Answer = list[Detection] | list[ClassScore] | list[Segment] | np.ndarray
 ANSWER_FIELDS = {
     Task.DETECT: "detections",
@@ -70,7 +87,7 @@ class Predictor(ABC):
     def task(self) -> Task:
         return self.model.config.task or Task.DETECT
 
-    def predict(self, inputs: Sequence[tuple[str, bytes]]) -> Prediction:
+    def predict(self, inputs: Sequence[tuple[str, bytes]], request: RequestOptions | None = None) -> Prediction:
         """Answer every (name, encoded image) pair; a bad one becomes an error entry, the rest go on."""
         start = time.perf_counter()
         decoded: list[tuple[str, np.ndarray | str]] = []
@@ -79,12 +96,18 @@ class Predictor(ABC):
                 decoded.append((name, decode_image(data, name, self.options.max_pixels)))
             except ForkliftError as exc:
                 decoded.append((name, str(exc)))
-        prediction = self.predict_images(decoded)
+        prediction = self.predict_images(decoded, request)
         prediction.timing.preprocessing += time.perf_counter() - start - prediction.timing.total
         return prediction
 
-    def predict_images(self, images: Sequence[tuple[str, np.ndarray | str]]) -> Prediction:
+    def predict_images(
+        self, images: Sequence[tuple[str, np.ndarray | str]], request: RequestOptions | None = None
+    ) -> Prediction:
         """Answer decoded RGB images; an entry that is a string is that image's error, passed through."""
+        request = request or RequestOptions()
+        answering = Answering(
+            conf=self.conf if request.conf is None else request.conf, style=request.style or self.options.style
+        )
         prediction = Prediction(results=[ImageResult(file=name) for name, _ in images])
         timing = prediction.timing
         prepared: list[tuple[int, Any, Any]] = []
@@ -106,7 +129,7 @@ class Predictor(ABC):
         timing.inference = time.perf_counter() - start
         start = time.perf_counter()
         for (index, _, meta), output in zip(prepared, outputs, strict=True):
-            setattr(prediction.results[index], ANSWER_FIELDS[self.task], self.finish(output, meta))
+            setattr(prediction.results[index], ANSWER_FIELDS[self.task], self.finish(output, meta, answering))
         timing.postprocessing = time.perf_counter() - start
         return prediction
 
@@ -128,5 +151,6 @@ class Predictor(ABC):
         """Run the network on prepared inputs (batched where the engine can), one output per input."""
 
     @abstractmethod
-    def finish(self, output: Any, meta: Any) -> Answer:
-        """Network output -> detections in pixels of the original image (or class scores, or segments)."""
+    def finish(self, output: Any, meta: Any, answering: Answering) -> Answer:
+        """Network output -> detections in pixels of the original image (or class scores, or segments), at the
+        request's threshold (an image-to-image model's answer, adjusted as it asks)."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
-from forklift.runtime.base import Answer, PredictOptions, Predictor
+from forklift.runtime.base import Answer, Answering, PredictOptions, Predictor
 from forklift.vision.boxes import select_detections
 from forklift.vision.resize import Placement, fit
 from forklift.vision.results import ClassScore, Detection
@@ -43,12 +43,14 @@ class DarknetPredictor(Predictor):
         tensor = np.ascontiguousarray(fitted.transpose(2, 0, 1), dtype=np.float32) / 255.0
         return tensor, placement
 
-    def finish(self, output: np.ndarray, meta: Placement) -> Answer:
+    def finish(self, output: np.ndarray, meta: Placement, answering: Answering) -> Answer:
         labels = self.model.labels
         if self.task == Task.CLASSIFY:
             order = np.argsort(-output)[:TOP_CLASSES]
             return [ClassScore(labels[i], float(output[i])) for i in order]
-        boxes, scores, class_ids = select_detections(output, self.conf, self.iou, self.input_width, self.input_height)
+        boxes, scores, class_ids = select_detections(
+            output, answering.conf, self.iou, self.input_width, self.input_height
+        )
         pixels = meta.to_original(boxes)
         return [
             Detection.from_corners(box, label=labels[c], score=float(s))

@@ -19,7 +19,7 @@ from forklift.errors import ForkliftError
 from forklift.model_files.caffe import class_names, load_caffe_net, num_classes, output_layer
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.model_files.prototxt import read_prototxt
-from forklift.runtime.base import PredictOptions, Predictor
+from forklift.runtime.base import Answering, PredictOptions, Predictor
 from forklift.vision.results import Detection
 from forklift.vocabulary import Runtime
 
@@ -110,13 +110,13 @@ class CaffeFasterRCNNPredictor(Predictor):
             outputs.append(tuple(self.net.forward(self.outputs)))
         return outputs
 
-    def finish(self, output: tuple[np.ndarray, ...], meta: Scaling) -> list[Detection]:
+    def finish(self, output: tuple[np.ndarray, ...], meta: Scaling, answering: Answering) -> list[Detection]:
         rois, cls_prob, bbox_pred = output
         real = (rois[:, 1:] != 0).any(axis=1)  # OpenCV pads its post_nms_topn proposal rows with zeros
         boxes = rois[real, 1:5] / meta.scale
         scores = cls_prob[real]
         predicted = _clipped(decode_boxes(boxes, bbox_pred[real].reshape(len(boxes), -1, 4)), meta.width, meta.height)
-        rows, classes = np.nonzero(scores[:, 1:] >= self.conf)  # class 0 is the background
+        rows, classes = np.nonzero(scores[:, 1:] >= answering.conf)  # class 0 is the background
         classes += 1
         candidates = predicted[rows, classes].astype(np.float32)
         confidences = scores[rows, classes].astype(np.float32)

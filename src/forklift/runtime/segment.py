@@ -14,7 +14,7 @@ import numpy as np
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
-from forklift.runtime.base import PredictOptions, Predictor
+from forklift.runtime.base import Answering, PredictOptions, Predictor
 from forklift.runtime.onnx_graph import Network, graph_path, input_size
 from forklift.vision.masks import IGNORE, segments_from_labels
 from forklift.vision.resize import Placement, fit
@@ -64,7 +64,7 @@ class SegmentPredictor(Predictor):
     def infer(self, tensors: list[np.ndarray]) -> list[np.ndarray]:
         return list(self.network.run(np.stack(tensors)))
 
-    def finish(self, output: np.ndarray, meta: Placement) -> list[Segment]:
+    def finish(self, output: np.ndarray, meta: Placement, answering: Answering) -> list[Segment]:
         if output.ndim != 3 or output.shape[0] != len(self.model.labels) + 1:
             raise ForkliftError(
                 f"{self.model.files['onnx']}: output {list(output.shape)} is not [1 + {len(self.model.labels)}, h, w]"

@@ -15,7 +15,7 @@ import torch
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
-from forklift.runtime.base import PredictOptions, Predictor
+from forklift.runtime.base import Answering, PredictOptions, Predictor
 from forklift.runtime.onnx_graph import Network, graph_path
 from forklift.vision.style_adjust import adjusted
 from forklift.vocabulary import Runtime, Task
@@ -76,7 +76,7 @@ class StylePredictor(Predictor):
             return list(self.network.run(np.stack(tensors)))
         return [self.network.run(tensor[None])[0] for tensor in tensors]
 
-    def finish(self, output: np.ndarray, meta: np.ndarray) -> np.ndarray:
+    def finish(self, output: np.ndarray, meta: np.ndarray, answering: Answering) -> np.ndarray:
         if output.ndim != 3 or output.shape[0] != 3:
             raise ForkliftError(f"{self.network.path}: output {list(output.shape)} is not an RGB image [3, H, W]")
         styled = np.clip(output, 0, 255).astype(np.uint8).transpose(1, 2, 0)
@@ -84,4 +84,4 @@ class StylePredictor(Predictor):
         if styled.shape[:2] != (height, width):  # a fixed-size graph, or sizes the network rounds to 4
             styled = cv2.resize(styled, (width, height), interpolation=cv2.INTER_LINEAR)
         styled = np.ascontiguousarray(styled)
-        return adjusted(styled, meta, self.options.style) if self.options.style.changes else styled
+        return adjusted(styled, meta, answering.style) if answering.style.changes else styled

@@ -18,7 +18,7 @@ from torchvision.ops import batched_nms
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.nets.two_stage import two_stage_settings
-from forklift.runtime.base import PredictOptions, Predictor
+from forklift.runtime.base import Answering, PredictOptions, Predictor
 from forklift.runtime.onnx_graph import Network, Shape, graph_path
 from forklift.runtime.two_stage_export import IOU, OUTPUTS
 from forklift.vision.resize import Placement, fit
@@ -86,9 +86,9 @@ class TwoStagePredictor(Predictor):
     def infer(self, tensors: list[np.ndarray]) -> list[Found]:
         return [self.network.detect(tensor) for tensor in tensors]  # the graph takes one image
 
-    def finish(self, output: Found, meta: Placement) -> list[Detection]:
+    def finish(self, output: Found, meta: Placement, answering: Answering) -> list[Detection]:
         boxes, scores, labels = output
-        keep = scores >= self.conf
+        keep = scores >= answering.conf
         boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
         if self.iou < self.graph_iou and len(scores):
             kept = batched_nms(torch.from_numpy(boxes), torch.from_numpy(scores), torch.from_numpy(labels), self.iou)

@@ -26,9 +26,9 @@ async def healthz(request: Request) -> Response:
         name: {
             "ready": pool.ready,
             "workers": len(pool.workers),
-            "pids": [w.facts.get("pid") for w in pool.workers],
+            "pids": [w.served.pid if w.served else None for w in pool.workers],
             "cpus": [list(w.spec.place.cpus) for w in pool.workers],
-            **{k: v for k, v in pool.facts.items() if k not in ("labels", "pid")},
+            **(pool.served.to_json() if pool.ready else {}),
         }
         for name, pool in state.pools.items()
     }

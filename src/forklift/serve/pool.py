@@ -19,7 +19,19 @@ from typing import Any
 
 from forklift.errors import ForkliftError
 from forklift.serve.metrics import Metrics
-from forklift.serve.worker import ImagesJob, TensorJob, WorkerSpec, serve_worker
+from forklift.serve.worker import (
+    Answered,
+    Crashed,
+    ImagesJob,
+    LoadFailed,
+    Ready,
+    Refused,
+    ServedModel,
+    TensorJob,
+    WorkerReply,
+    WorkerSpec,
+    serve_worker,
+)
 from forklift.vision.results import Prediction
 
 START_TIMEOUT_S = 300.0
@@ -60,9 +72,9 @@ class Worker:
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"worker-{index}")
         self.process: multiprocessing.process.BaseProcess | None = None
         self.connection: Connection | None = None
-        self.facts: dict[str, Any] = {}
+        self.served: ServedModel | None = None
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> ServedModel:
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         self.process = context.Process(target=serve_worker, args=(self.spec, theirs), daemon=True)
@@ -73,15 +85,15 @@ class Worker:
             self.stop()
             raise ForkliftError(f"{self.spec.model_dir}: worker {self.index} did not start in {START_TIMEOUT_S:.0f} s")
         try:
-            status, facts = ours.recv()
+            said: Ready | LoadFailed = ours.recv()
         except EOFError as exc:
             raise ForkliftError(f"{self.spec.model_dir}: worker {self.index} died while loading the model") from exc
-        if status != "ready":
-            raise ForkliftError(facts)
-        self.facts = facts
-        return facts
+        if isinstance(said, LoadFailed):
+            raise ForkliftError(said.message)
+        self.served = said.model
+        return said.model
 
-    def call(self, job: ImagesJob | TensorJob) -> tuple[str, Any]:
+    def call(self, job: ImagesJob | TensorJob) -> WorkerReply:
         assert self.connection is not None
         try:
             self.connection.send(job)
@@ -119,13 +131,19 @@ class ModelPool:
         self.batch_timeout_s = batch_timeout_s
         self.queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queue_size)
         self.tasks: list[asyncio.Task] = []
-        self.facts: dict[str, Any] = {}
         self.ready = False
+
+    @property
+    def served(self) -> ServedModel:
+        """What the pool's workers serve, as the first one said when it started (the pool must be started)."""
+        served = self.workers[0].served
+        if served is None:
+            raise RuntimeError(f"model {self.name!r}: its pool has not started")
+        return served
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        facts = await asyncio.gather(*(loop.run_in_executor(w.thread, w.start) for w in self.workers))
-        self.facts = facts[0]
+        await asyncio.gather(*(loop.run_in_executor(w.thread, w.start) for w in self.workers))
         self.tasks = [asyncio.create_task(self._serve(w), name=f"{self.name}-{w.index}") for w in self.workers]
         self.ready = True
 
@@ -195,18 +213,19 @@ class ModelPool:
             job = _merge(live)
             self.metrics.batch_size.labels(self.name).observe(sum(r.images for r in live))
             try:
-                status, payload = await loop.run_in_executor(worker.thread, worker.call, job)
+                reply = await loop.run_in_executor(worker.thread, worker.call, job)
             except WorkerCrashed as exc:
                 _fail(live, exc)
                 await self._restart(worker)
                 continue
             self.metrics.worker_batches.labels(self.name, str(worker.index)).inc()
-            if status == "ok":
-                _answer(live, payload, self.metrics, self.name)
-            elif status == "error":
-                _fail(live, ForkliftError(payload))
-            else:
-                _fail(live, WorkerFailed(payload))
+            match reply:
+                case Answered(answer):
+                    _answer(live, answer, self.metrics, self.name)
+                case Refused(message):
+                    _fail(live, ForkliftError(message))
+                case Crashed(trace):
+                    _fail(live, WorkerFailed(trace))
 
     async def _restart(self, worker: Worker) -> None:
         """Start the worker again, retrying with back-off while it fails (the other workers keep serving)."""
@@ -234,12 +253,12 @@ def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
     for request in requests:
         assert isinstance(request.job, ImagesJob), "_next_batch never batches a tensor job with image jobs"
         images.extend(request.job.images)
-    return ImagesJob(images, first.conf, first.encoding, first.style)
+    return ImagesJob(images, first.request, first.encoding)
 
 
 def _answer_settings(job: ImagesJob) -> tuple:
     """What must be the same for image jobs to share a batch."""
-    return job.conf, job.encoding, job.style
+    return job.request, job.encoding
 
 
 def _fail(requests: list[Request], error: Exception) -> None:
@@ -248,8 +267,8 @@ def _fail(requests: list[Request], error: Exception) -> None:
             request.future.set_exception(error)
 
 
-def _answer(requests: list[Request], payload: Any, metrics: Metrics, model: str) -> None:
-    if not isinstance(payload, Prediction):
+def _answer(requests: list[Request], payload: Prediction | Any, metrics: Metrics, model: str) -> None:
+    if not isinstance(payload, Prediction):  # a tensor job's raw output: it goes alone
         requests[0].future.set_result(payload)
         return
     for stage, seconds in payload.timing.to_json().items():

@@ -1,4 +1,5 @@
-"""Error answers: JSON that names the problem, with the HTTP code that says whose fault it is."""
+"""Error answers of forklift's HTTP servers (`forklift serve` and the app): JSON that names the problem,
+`{"status": "error", "error": "..."}`, with the HTTP code that says whose fault it is."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from starlette.responses import JSONResponse
 
 
 class HttpError(Exception):
-    """Raised anywhere in a handler; the app turns it into a JSON error response."""
+    """Raised anywhere in a handler (or a dependency); the server turns it into `error_response`."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -16,4 +17,5 @@ class HttpError(Exception):
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON every error is answered with: one line naming the input and the problem."""
     return JSONResponse({"status": "error", "error": message}, status_code=status, headers=headers)

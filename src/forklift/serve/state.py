@@ -32,7 +32,7 @@ class ServeState:
         if name is None:
             if len(self.pools) != 1:
                 raise HttpError(404, f"several models are served ({served}): name one, as /predict/{{model}}")
-            return next(iter(self.pools.values()))
+            name = next(iter(self.pools))
         if name not in self.pools:
             raise HttpError(404, f"unknown model {name!r} (served: {served})")
         pool = self.pools[name]

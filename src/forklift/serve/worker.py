@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import os
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from forklift.system.pinning import pin_process
 from forklift.vision.results import Prediction
-from forklift.vision.style_adjust import StyleAdjust
-from forklift.vocabulary import Precision, Runtime
+from forklift.vocabulary import Precision, Runtime, Task
+
+if TYPE_CHECKING:
+    from forklift.runtime.base import RequestOptions
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,11 @@ class Encoding:
 
 @dataclass(frozen=True)
 class ImagesJob:
-    """Encoded images from one or more requests, all with the same score threshold (and answer encoding)."""
+    """Encoded images from one or more requests, all with the same request options (and answer encoding)."""
 
     images: list[tuple[str, bytes]]
-    conf: float | None
+    request: RequestOptions
     encoding: Encoding | None = None
-    style: StyleAdjust | None = None  # image-to-image models: None is the model's full answer
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,54 @@ class TensorJob:
     """A network input tensor (KServe v2): the raw network output is returned."""
 
     tensor: np.ndarray
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What a worker says of its model once loaded: the server's protocols and /healthz answer from it."""
+
+    runtime: Runtime
+    precision: Precision
+    task: Task
+    labels: list[str]
+    input_size: tuple[int, int] | None  # height, width of a network that takes tensors of one size, else None
+    device: str
+    pid: int
+
+    def to_json(self) -> dict:
+        """For /healthz: everything but the labels and the pid (listed per worker)."""
+        size = None if self.input_size is None else list(self.input_size)
+        return {"runtime": self.runtime, "precision": self.precision, "task": self.task, "input": size,
+                "device": self.device}  # fmt: skip
+
+
+# What a worker sends back over its pipe: once Ready or LoadFailed, then for each job one of the others.
+@dataclass(frozen=True)
+class Ready:
+    model: ServedModel
+
+
+@dataclass(frozen=True)
+class LoadFailed:
+    message: str  # the model cannot be loaded: one line naming the file and the problem
+
+
+@dataclass(frozen=True)
+class Answered:
+    answer: Prediction | np.ndarray  # an ImagesJob's prediction, or a TensorJob's raw network output
+
+
+@dataclass(frozen=True)
+class Refused:
+    message: str  # the job's input is wrong (the caller's fault: 4xx)
+
+
+@dataclass(frozen=True)
+class Crashed:
+    traceback: str  # the job raised something unexpected (a bug: 500); the worker goes on
+
+
+WorkerReply = Answered | Refused | Crashed
 
 
 def _pin(spec: WorkerSpec) -> None:
@@ -82,7 +132,7 @@ def _encode_images(prediction: Prediction, encoding: Encoding) -> None:
 
 
 def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
-    """Entry point of the worker process: load, say ready (with the model's facts), then answer jobs."""
+    """Entry point of the worker process: load, say Ready (with what it serves), then answer jobs."""
     _pin(spec)
     from forklift.errors import ForkliftError
     from forklift.model_files.model_dir import open_model_dir
@@ -97,38 +147,37 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
         )
         predictor = load_predictor(model, spec.runtime, options)
     except ForkliftError as exc:
-        connection.send(("failed", str(exc)))
+        connection.send(LoadFailed(str(exc)))
         return
-    default_conf = predictor.conf
-    facts = {
-        "runtime": predictor.runtime,
-        "precision": predictor.options.precision,
-        "task": predictor.task,
-        "labels": model.labels,
-        "input": [predictor.input_height, predictor.input_width] if isinstance(predictor, FixedInput) else None,
-        "device": device,
-        "pid": os.getpid(),
-    }
-    connection.send(("ready", facts))
+    assert predictor.runtime is not None and predictor.options.precision is not None  # load_predictor sets both
+    served = ServedModel(
+        runtime=predictor.runtime,
+        precision=predictor.options.precision,
+        task=predictor.task,
+        labels=model.labels,
+        input_size=(predictor.input_height, predictor.input_width) if isinstance(predictor, FixedInput) else None,
+        device=device,
+        pid=os.getpid(),
+    )
+    connection.send(Ready(served))
     while True:
         try:
             job = connection.recv()
         except (EOFError, OSError):
             return
+        reply: WorkerReply
         try:
             if isinstance(job, TensorJob):
                 if not isinstance(predictor, FixedInput):
                     raise ForkliftError(f"{model.format} models take images, not tensors")
-                outputs = predictor.infer(list(job.tensor))
-                connection.send(("ok", np.stack(outputs)))
-                continue
-            predictor.conf = default_conf if job.conf is None else job.conf
-            predictor.options = replace(predictor.options, style=job.style or StyleAdjust())
-            prediction = predictor.predict(job.images)
-            if job.encoding is not None:
-                _encode_images(prediction, job.encoding)
-            connection.send(("ok", prediction))
+                reply = Answered(np.stack(predictor.infer(list(job.tensor))))
+            else:
+                prediction = predictor.predict(job.images, job.request)
+                if job.encoding is not None:
+                    _encode_images(prediction, job.encoding)
+                reply = Answered(prediction)
         except ForkliftError as exc:
-            connection.send(("error", str(exc)))
+            reply = Refused(str(exc))
         except Exception:  # a bug in one batch must not kill the worker; the server answers 500
-            connection.send(("crash", traceback.format_exc(limit=5)))
+            reply = Crashed(traceback.format_exc(limit=5))
+        connection.send(reply)

@@ -7,9 +7,9 @@ from sqlalchemy import select
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId
-from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out
 from forklift.app.tables import Annotation, DataSet, Image, Label
+from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["augmentation"])
 
@@ -23,11 +23,11 @@ def augment(dataset_id: RowId, body: schemas.AugmentIn, session: Db, storage: Fi
     get_or_404(session, DataSet, dataset_id)
     sources = list(session.scalars(select(Image).where(Image.dataset_id == dataset_id, Image.id.in_(body.image_ids))))
     if len(sources) != len(set(body.image_ids)):
-        raise AppError(404, f"some of image_ids are not images of data set {dataset_id}")
+        raise HttpError(404, f"some of image_ids are not images of data set {dataset_id}")
     waiting = [source.original_name for source in sources if source.status == "auto"]
     if waiting:  # variants would multiply labels nobody has checked
         more = f" (and {len(waiting) - 1} more)" if len(waiting) > 1 else ""
-        raise AppError(422, f"{waiting[0]}{more} waits for review: accept or correct it first")
+        raise HttpError(422, f"{waiting[0]}{more} waits for review: accept or correct it first")
     names = dict(session.execute(select(Label.id, Label.name).where(Label.dataset_id == dataset_id)).all())
     label_ids = {name: label_id for label_id, name in names.items()}
     added = []

@@ -3,7 +3,7 @@ follow and cancel it, the review queue (lowest confidence first), accept or reje
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, get_args
 
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import delete, func, select
@@ -11,14 +11,15 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
-from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out, take_version
 from forklift.app.registry import model_task
 from forklift.app.routes.images import PAGE_MAX, annotations_out
-from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Image, Model, Video
+from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, JobState, Model, Video
 from forklift.errors import ForkliftError
+from forklift.serve.responses import HttpError
+from forklift.vocabulary import Task
 
-LABELLED_TASKS = ("detect", "classify")  # boxes, or an image's class
+LABELLED_TASKS = get_args(schemas.LabelledTask)
 router = APIRouter(tags=["auto-label"])
 
 
@@ -33,22 +34,22 @@ def start_run(
     """Queue a run: the model labels every image still unlabelled when the run reaches it."""
     dataset = get_or_404(session, DataSet, dataset_id)
     if dataset.task not in LABELLED_TASKS:
-        raise AppError(422, f"data set {dataset.name!r}: auto-labelling labels {' and '.join(LABELLED_TASKS)} sets")
+        raise HttpError(422, f"data set {dataset.name!r}: auto-labelling labels {' and '.join(LABELLED_TASKS)} sets")
     model = get_or_404(session, Model, body.model_id)
     try:
         task = model_task(request.app.state.storage.path(model.dir))
     except ForkliftError as exc:
-        raise AppError(422, f"model {model.name!r} cannot be loaded: {exc}") from exc
+        raise HttpError(422, f"model {model.name!r} cannot be loaded: {exc}") from exc
     if task != dataset.task:
-        raise AppError(422, f"model {model.name!r} answers {task}; data set {dataset.name!r} is a {dataset.task} set")
+        raise HttpError(422, f"model {model.name!r} answers {task}; data set {dataset.name!r} is a {dataset.task} set")
     todo = select(func.count()).select_from(Image).where(Image.dataset_id == dataset_id, Image.status == "unlabelled")
     if body.video_id is not None:
         video = get_or_404(session, Video, body.video_id)
         if video.dataset_id != dataset_id:
-            raise AppError(422, f"video {body.video_id}: not a video of data set {dataset.name!r}")
+            raise HttpError(422, f"video {body.video_id}: not a video of data set {dataset.name!r}")
         todo = todo.where(Image.video_id == body.video_id)
     if not session.scalar(todo):
-        raise AppError(422, f"data set {dataset.name!r}: no unlabelled images to label")
+        raise HttpError(422, f"data set {dataset.name!r}: no unlabelled images to label")
     run = AutoLabelRun(dataset_id=dataset_id, model_id=body.model_id, video_id=body.video_id,
                        threshold=body.threshold, created_by=who.name)  # fmt: skip
     session.add(run)
@@ -73,9 +74,9 @@ def get_run(run_id: RowId, session: Db, _: Viewer) -> schemas.AutoLabelRunOut:
 def cancel_run(run_id: RowId, session: Db, _: Editor) -> schemas.AutoLabelRunOut:
     """Stop after the images in flight; what it labelled stays in the review queue."""
     run = get_or_404(session, AutoLabelRun, run_id)
-    if run.state not in ("queued", "running"):
-        raise AppError(409, f"auto-label run {run_id} is {run.state}: nothing to cancel")
-    run.state = "cancelled"
+    if run.state not in ACTIVE:
+        raise HttpError(409, f"auto-label run {run_id} is {run.state}: nothing to cancel")
+    run.state = JobState.CANCELLED
     session.commit()
     return run_out(run)
 
@@ -84,9 +85,9 @@ def cancel_run(run_id: RowId, session: Db, _: Editor) -> schemas.AutoLabelRunOut
 def resume_run(run_id: RowId, request: Request, session: Db, _: Editor) -> schemas.AutoLabelRunOut:
     """Queue a stopped run again: it labels the images still unlabelled."""
     run = get_or_404(session, AutoLabelRun, run_id)
-    if run.state in ("queued", "running", "done"):
-        raise AppError(409, f"auto-label run {run_id} is {run.state}: nothing to resume")
-    run.state, run.error, run.finished_at = "queued", None, None
+    if run.state in (JobState.QUEUED, JobState.RUNNING, JobState.DONE):
+        raise HttpError(409, f"auto-label run {run_id} is {run.state}: nothing to resume")
+    run.state, run.error, run.finished_at = JobState.QUEUED, None, None
     session.commit()
     request.app.state.autolabel.notify()
     return run_out(run)
@@ -124,9 +125,9 @@ def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> s
     unlabelled again). To correct them, edit the image in the editor: a saved edit counts as reviewed."""
     image = get_or_404(session, Image, image_id)
     if image.status != "auto":
-        raise AppError(409, f"image {image_id} is {image.status}, not waiting for review")
-    if body.action == "accept" and image.class_id is None and _task_of(session, image) == "classify":
-        raise AppError(409, f"image {image_id}: the model gave it no class; pick one (correct) or reject it")
+        raise HttpError(409, f"image {image_id} is {image.status}, not waiting for review")
+    if body.action == "accept" and image.class_id is None and _task_of(session, image) == Task.CLASSIFY:
+        raise HttpError(409, f"image {image_id}: the model gave it no class; pick one (correct) or reject it")
     status = "reviewed" if body.action == "accept" else "unlabelled"
     take_version(session, image_id, body.version, status=status)
     if body.action == "reject":  # an auto image's labels are all the model's: boxes, or a classification's class

@@ -11,10 +11,10 @@ from sqlalchemy import select
 from forklift.app import schemas
 from forklift.app.deploy import curl_lines, predict, start_serving, stop_serving
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
-from forklift.app.errors import AppError
 from forklift.app.records import get_or_404
 from forklift.app.tables import Deployment, Model
 from forklift.errors import ForkliftError
+from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["deployments"])
 
@@ -30,12 +30,12 @@ def deployment_out(request: Request, deployment: Deployment) -> schemas.Deployme
 def deploy(model_id: RowId, request: Request, session: Db, storage: Files, who: Editor) -> schemas.DeploymentOut:
     model = get_or_404(session, Model, model_id)
     if session.scalar(select(Deployment).where(Deployment.model_id == model_id)) is not None:
-        raise AppError(409, f"model {model_id} is deployed already")
+        raise HttpError(409, f"model {model_id} is deployed already")
     name = f"model{model_id}"
     try:
         port, pid = start_serving(storage.path(model.dir), name)
     except ForkliftError as exc:
-        raise AppError(422, f"model {model.name!r} cannot be served: {str(exc).splitlines()[0]}") from exc
+        raise HttpError(422, f"model {model.name!r} cannot be served: {str(exc).splitlines()[0]}") from exc
     deployment = Deployment(model_id=model_id, name=name, port=port, pid=pid, created_by=who.name)
     session.add(deployment)
     session.commit()

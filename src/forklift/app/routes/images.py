@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
-from forklift.app.errors import AppError
 from forklift.app.records import add_image, get_or_404, images_out, label_named, labels_named, take_version
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.errors import ForkliftError
+from forklift.serve.responses import HttpError
+from forklift.vocabulary import Task
 
 router = APIRouter(tags=["images"])
 PAGE_MAX = 500
@@ -64,7 +65,7 @@ def list_images(
         query = query.where(Image.video_id == video_id)
     if label is not None:
         label_id = label_named(session, dataset_id, label, create=False).id
-        if dataset.task == "classify":
+        if dataset.task == Task.CLASSIFY:
             query = query.where(Image.class_id == label_id)
         else:
             query = query.where(Image.id.in_(select(Annotation.image_id).where(Annotation.label_id == label_id)))
@@ -169,17 +170,17 @@ def _check_shape(shape: schemas.Shape, image: Image) -> None:
     where = f"image {image.id} ({image.width}x{image.height}), {shape.kind} {shape.label!r}"
     if shape.kind == "box":
         if len(shape.points) != 4 or not all(isinstance(v, float | int) for v in shape.points):
-            raise AppError(422, f"{where}: a box is [x1, y1, x2, y2]")
+            raise HttpError(422, f"{where}: a box is [x1, y1, x2, y2]")
         x1, y1, x2, y2 = shape.points
         inside = 0 <= x1 < x2 <= image.width and 0 <= y1 < y2 <= image.height  # type: ignore[operator]
         if not inside:
-            raise AppError(422, f"{where}: {shape.points} is empty or outside the image")
+            raise HttpError(422, f"{where}: {shape.points} is empty or outside the image")
         return
     points = shape.points
     if len(points) < 3 or not all(isinstance(p, list) and len(p) == 2 for p in points):
-        raise AppError(422, f"{where}: a polygon is three or more [x, y] points")
+        raise HttpError(422, f"{where}: a polygon is three or more [x, y] points")
     if not all(0 <= p[0] <= image.width and 0 <= p[1] <= image.height for p in points):  # type: ignore[index]
-        raise AppError(422, f"{where}: a point lies outside the image")
+        raise HttpError(422, f"{where}: a point lies outside the image")
 
 
 @router.delete("/api/images/{image_id}", status_code=204)
@@ -205,11 +206,11 @@ def bulk_change(dataset_id: RowId, body: schemas.BulkIn, session: Db, storage: F
         return schemas.BulkOut(changed=len(files))
     if body.action == "split":
         if body.split is None:
-            raise AppError(422, "action split: give split (train, val or test)")
+            raise HttpError(422, "action split: give split (train, val or test)")
         values: dict = {"split": body.split}
     else:
-        if dataset.task != "classify" or not body.class_label:
-            raise AppError(422, "action class: for classify data sets, with class_label")
+        if dataset.task != Task.CLASSIFY or not body.class_label:
+            raise HttpError(422, "action class: for classify data sets, with class_label")
         label = label_named(session, dataset_id, body.class_label, create=True)
         values = {"class_id": label.id, "class_model_id": None, "class_confidence": None, "status": "labelled",
                   "version": Image.version + 1}  # fmt: skip

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.devices import CPU
-from forklift.app.errors import AppError
 from forklift.app.jobs import MODELS, JobRunner, progress
 from forklift.app.records import get_or_404
-from forklift.app.tables import TRAINED_ON, DataSet, Image, Job
+from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState
+from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["training jobs"])
 EVENT_POLL_S = 1.0  # a watched job's metrics.csv is read this often (an epoch takes longer)
@@ -35,7 +35,7 @@ def start_job(dataset_id: RowId, body: schemas.JobIn, request: Request, session:
     kinds = MODELS[dataset.task]
     model: str = body.model or next(iter(kinds))
     if model not in kinds:
-        raise AppError(422, f"model {model}: a {dataset.task} data set trains {' or '.join(kinds)}")
+        raise HttpError(422, f"model {model}: a {dataset.task} data set trains {' or '.join(kinds)}")
     settings = body.model_dump(exclude={"model", "device"}, exclude_none=True)
     runner = request.app.state.jobs
     return job_out(queue_job(session, dataset, model, settings, who=who.name, runner=runner, device=body.device))
@@ -48,7 +48,7 @@ def queue_job(
     the machine's GPU with the shortest queue, or the CPU where there is none), announced to the runner."""
     labelled = select(Image.id).where(Image.dataset_id == dataset.id, Image.status.in_(TRAINED_ON)).limit(1)
     if session.scalar(labelled) is None:
-        raise AppError(422, f"data set {dataset.name!r}: no labelled (or reviewed) images to train on")
+        raise HttpError(422, f"data set {dataset.name!r}: no labelled (or reviewed) images to train on")
     if device is None:
         waiting = _waiting(session)
         device = min([name for name in runner.devices if name != CPU] or [CPU], key=lambda name: waiting[name])
@@ -65,23 +65,26 @@ def queue_job(
 
 def _known_device(runner: JobRunner, device: str) -> str:
     if device not in runner.devices:
-        raise AppError(422, f"device {device}: this machine has {', '.join(runner.devices)}")
+        raise HttpError(422, f"device {device}: this machine has {', '.join(runner.devices)}")
     return device
 
 
 def _waiting(session: Session) -> Counter[str]:
     """Jobs queued or running, by device."""
-    return Counter(session.scalars(select(Job.device).where(Job.state.in_(("queued", "running")))))
+    return Counter(session.scalars(select(Job.device).where(Job.state.in_(ACTIVE))))
 
 
 @router.get("/api/devices")
 def list_devices(request: Request, session: Db, _: Viewer) -> list[schemas.DeviceOut]:
     """What jobs can train on: the machine's GPUs and its CPU, how many jobs each runs at once, and its queue."""
     runner: JobRunner = request.app.state.jobs
-    listed = session.execute(select(Job.device, Job.state).where(Job.state.in_(("queued", "running"))))
+    listed = session.execute(select(Job.device, Job.state).where(Job.state.in_(ACTIVE)))
     states = Counter((device, state) for device, state in listed)
-    return [schemas.DeviceOut(name=d.name, label=d.label, slots=runner.slots, running=states[(d.name, "running")],
-                              queued=states[(d.name, "queued")]) for d in runner.devices.values()]  # fmt: skip
+    return [
+        schemas.DeviceOut(name=d.name, label=d.label, slots=runner.slots, running=states[(d.name, JobState.RUNNING)],
+                          queued=states[(d.name, JobState.QUEUED)])
+        for d in runner.devices.values()
+    ]  # fmt: skip
 
 
 @router.get("/api/jobs")
@@ -111,7 +114,7 @@ def job_evaluation(job_id: RowId, request: Request, session: Db, _: Viewer) -> d
     job = get_or_404(session, Job, job_id)
     report = request.app.state.storage.path(f"{job.out_dir}/model/eval/eval.json")
     if not report.is_file():
-        raise AppError(404, f"job {job_id} has no evaluation (it is {job.state})")
+        raise HttpError(404, f"job {job_id} has no evaluation (it is {job.state})")
     found = json.loads(report.read_text(encoding="utf-8"))
     for on_the_server in ("model", "data"):  # paths that mean nothing to the page
         found.pop(on_the_server, None)
@@ -124,10 +127,10 @@ def job_evaluation(job_id: RowId, request: Request, session: Db, _: Viewer) -> d
 def job_evaluation_picture(job_id: RowId, name: str, request: Request, session: Db, _: Viewer) -> FileResponse:
     job = get_or_404(session, Job, job_id)
     if name not in EVAL_PICTURES:
-        raise AppError(404, f"{name}.png: the evaluation draws {', '.join(EVAL_PICTURES)}")
+        raise HttpError(404, f"{name}.png: the evaluation draws {', '.join(EVAL_PICTURES)}")
     picture = request.app.state.storage.path(f"{job.out_dir}/model/eval/{name}.png")
     if not picture.is_file():
-        raise AppError(404, f"job {job_id} has no {name}.png (it is {job.state})")
+        raise HttpError(404, f"job {job_id} has no {name}.png (it is {job.state})")
     return FileResponse(picture, media_type="image/png")
 
 
@@ -151,7 +154,7 @@ def job_events(job_id: RowId, request: Request, session: Db, _: Viewer) -> Strea
             if shown != last:
                 yield f"event: state\ndata: {shown}\n\n"
                 last = shown
-            if job.state not in ("queued", "running"):
+            if job.state not in ACTIVE:
                 return
             time.sleep(EVENT_POLL_S)
 
@@ -161,9 +164,9 @@ def job_events(job_id: RowId, request: Request, session: Db, _: Viewer) -> Strea
 @router.post("/api/jobs/{job_id}/cancel")
 def cancel_job(job_id: RowId, request: Request, session: Db, _: Editor) -> schemas.JobOut:
     job = get_or_404(session, Job, job_id)
-    if job.state not in ("queued", "running"):
-        raise AppError(409, f"job {job_id} is {job.state}: nothing to cancel")
-    unstarted = update(Job).where(Job.id == job_id, Job.state == "queued").values(state="cancelled")
+    if job.state not in ACTIVE:
+        raise HttpError(409, f"job {job_id} is {job.state}: nothing to cancel")
+    unstarted = update(Job).where(Job.id == job_id, Job.state == JobState.QUEUED).values(state=JobState.CANCELLED)
     if session.execute(unstarted).rowcount != 1:  # type: ignore[attr-defined]  # the runner started it meanwhile
         session.refresh(job)
         request.app.state.jobs.cancel(job)
@@ -179,11 +182,11 @@ def resume_job(
     """Queue an interrupted, cancelled or failed job again: it continues from its last checkpoint (on another
     device if asked)."""
     job = get_or_404(session, Job, job_id)
-    if job.state not in ("interrupted", "cancelled", "failed"):
-        raise AppError(409, f"job {job_id} is {job.state}: only an interrupted, cancelled or failed job resumes")
+    if job.state not in (JobState.INTERRUPTED, JobState.CANCELLED, JobState.FAILED):
+        raise HttpError(409, f"job {job_id} is {job.state}: only an interrupted, cancelled or failed job resumes")
     if body is not None and body.device is not None:
         job.device = _known_device(request.app.state.jobs, body.device)
-    job.state, job.finished_at = "queued", None
+    job.state, job.finished_at = JobState.QUEUED, None
     session.commit()
     request.app.state.jobs.notify()
     return job_out(job)

@@ -7,9 +7,9 @@ from sqlalchemy import update
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
-from forklift.app.errors import AppError
 from forklift.app.records import existing_label, get_or_404, label_counts, label_named
 from forklift.app.tables import Annotation, DataSet, Image, Label
+from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["labels"])
 
@@ -35,16 +35,16 @@ def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Edi
     if body.merge_into is not None:
         target = get_or_404(session, Label, body.merge_into)
         if target.dataset_id != label.dataset_id or target.id == label.id:
-            raise AppError(422, f"merge_into {body.merge_into}: another label of the same data set")
+            raise HttpError(422, f"merge_into {body.merge_into}: another label of the same data set")
         session.execute(update(Annotation).where(Annotation.label_id == label.id).values(label_id=target.id))
         session.execute(update(Image).where(Image.class_id == label.id).values(class_id=target.id))
         session.delete(label)
     elif body.name is not None:
         if body.name != label.name and existing_label(session, label.dataset_id, body.name) is not None:
-            raise AppError(409, f"label {body.name!r} exists already; merge into it instead")
+            raise HttpError(409, f"label {body.name!r} exists already; merge into it instead")
         label.name = body.name
     else:
-        raise AppError(422, "give name (rename) or merge_into (merge)")
+        raise HttpError(422, "give name (rename) or merge_into (merge)")
     session.commit()
     return label_counts(session, dataset)
 

@@ -14,7 +14,6 @@ from sqlalchemy import select
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
-from forklift.app.errors import AppError
 from forklift.app.jobs import OPTIONS
 from forklift.app.records import file_name, get_or_404
 from forklift.app.registry import export_stream, import_zip
@@ -22,6 +21,7 @@ from forklift.app.routes.jobs import job_out, queue_job
 from forklift.app.storage import copy_limited
 from forklift.app.tables import DataSet, Model
 from forklift.errors import ForkliftError
+from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["models"])
 
@@ -75,11 +75,11 @@ def import_model(
         try:
             copy_limited(file.file, archive, file.filename or "model.zip", limit=request.app.state.config.max_zip_bytes)
         except ForkliftError as exc:
-            raise AppError(413, str(exc)) from exc
+            raise HttpError(413, str(exc)) from exc
         try:
             model, refused = import_zip(session, archive, storage.root, Path(file.filename or "model").stem)
         except ForkliftError as exc:
-            raise AppError(422, f"{file.filename}: {exc}") from exc
+            raise HttpError(422, f"{file.filename}: {exc}") from exc
     return schemas.ModelImport(model=model_out(model), refused=refused)
 
 
@@ -92,7 +92,7 @@ def retrain(
     model = get_or_404(session, Model, model_id)
     dataset = session.get(DataSet, model.dataset_id) if model.dataset_id is not None else None
     if dataset is None:
-        raise AppError(422, f"model {model.name!r}: its data set is not in this app; train a new job instead")
+        raise HttpError(422, f"model {model.name!r}: its data set is not in this app; train a new job instead")
     previous = {k: v for k, v in model.settings.items() if k in (*OPTIONS, "val_share")}
     given = body.model_dump(exclude={"device"}, exclude_none=True) if body is not None else {}
     settings = {"epochs": 30, **previous, **given, "from_model": model.dir, "from_model_id": model.id}

@@ -10,9 +10,9 @@ from sqlalchemy import select, update
 
 from forklift.app import schemas
 from forklift.app.deps import Db
-from forklift.app.errors import AppError
 from forklift.app.security import COOKIE, authenticate, check_csrf, password_matches, session_user
 from forklift.app.tables import User, new_session_key
+from forklift.serve.responses import HttpError
 
 router = APIRouter(prefix="/api", tags=["session"])
 
@@ -29,7 +29,7 @@ def who(request: Request, session: Db) -> schemas.SessionOut:
 def login(body: schemas.LoginIn, request: Request, response: Response, session: Db) -> schemas.SessionOut:
     user = session.scalar(select(User).where(User.name == body.name))
     if user is None or not password_matches(user.password_hash, body.password):
-        raise AppError(401, "wrong name or password")
+        raise HttpError(401, "wrong name or password")
     cookie, csrf = request.app.state.sessions.issue(user.id, user.session_key)
     response.set_cookie(COOKIE, cookie, max_age=request.app.state.sessions.max_age, httponly=True, samesite="strict",
                         path="/")  # fmt: skip
@@ -44,7 +44,7 @@ def logout(request: Request, response: Response, session: Db) -> None:
     value = request.app.state.sessions.read(request.cookies.get(COOKIE, ""))
     user = None
     if value is not None and not request.app.state.config.local:
-        with contextlib.suppress(AppError):  # a cookie that is no good any more: only deleted
+        with contextlib.suppress(HttpError):  # a cookie that is no good any more: only deleted
             user = session_user(session, value)
     if user is not None and value is not None:
         check_csrf(request, value)

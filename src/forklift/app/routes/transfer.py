@@ -16,7 +16,6 @@ from starlette.background import BackgroundTask
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
-from forklift.app.errors import AppError
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
 from forklift.app.storage import Storage, copy_limited
 from forklift.app.tables import Annotation, DataSet, Image
@@ -30,6 +29,7 @@ from forklift.app.transfer import (
 )
 from forklift.data.interchange import import_dataset
 from forklift.errors import ForkliftError
+from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["import and export"])
 ImportFormat = Literal["images", "coco", "voc", "yolo", "powerai"]
@@ -47,13 +47,13 @@ def export(
     dataset = get_or_404(session, DataSet, dataset_id)
     data = as_forklift_dataset(session, dataset, storage.root, statuses=exported_statuses(format))
     if not data.images:
-        raise AppError(422, f"data set {dataset.name!r}: no images to export in {format} format (it takes "
+        raise HttpError(422, f"data set {dataset.name!r}: no images to export in {format} format (it takes "
                             f"{', '.join(exported_statuses(format))} ones)")  # fmt: skip
     name = file_name(dataset.name, "dataset")
     try:
         stream, size, scratch = export_zip(data, format, f"{name}-{format}")
     except ForkliftError as exc:
-        raise AppError(422, str(exc)) from exc
+        raise HttpError(422, str(exc)) from exc
     headers = {"Content-Disposition": f'attachment; filename="{name}-{format}.zip"', "Content-Length": str(size)}
     return StreamingResponse(stream, media_type="application/zip", headers=headers,
                              background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True))  # fmt: skip
@@ -74,7 +74,7 @@ def import_zip(
         try:
             copy_limited(file.file, archive, file.filename or "upload.zip", limit=config.max_zip_bytes)
         except ForkliftError as exc:
-            raise AppError(413, str(exc)) from exc
+            raise HttpError(413, str(exc)) from exc
         try:
             extracted = safe_extract(archive, scratch / "unpacked")
             if format == "images":
@@ -83,7 +83,7 @@ def import_zip(
             source = located_source(format, extracted.folder, archive)
             imported = import_dataset(format, source, scratch / "dataset", task=dataset.task)
         except ForkliftError as exc:
-            raise AppError(422, str(exc)) from exc
+            raise HttpError(422, str(exc)) from exc
         return _add_dataset(session, storage, dataset, imported.out, [*extracted.refused, *imported.lines()[1:]],
                             config.max_image_bytes)  # fmt: skip
     finally:

@@ -11,9 +11,9 @@ from sqlalchemy import select
 from forklift.app import schemas
 from forklift.app.accounts import remove_user
 from forklift.app.deps import Admin, Db
-from forklift.app.errors import AppError
 from forklift.app.tables import User
 from forklift.errors import ForkliftError
+from forklift.serve.responses import HttpError
 
 router = APIRouter(prefix="/api/users", tags=["accounts"])
 UserName = Annotated[str, Path(min_length=1, max_length=80, description="an account's name")]
@@ -32,8 +32,8 @@ def list_users(session: Db, _: Admin) -> list[schemas.UserOut]:
 def delete_user(name: UserName, session: Db, _: Admin) -> None:
     """Remove the account and its API tokens; its sessions end. The last admin is kept (409)."""
     if session.scalar(select(User.id).where(User.name == name)) is None:
-        raise AppError(404, f"no user {name}")
+        raise HttpError(404, f"no user {name}")
     try:
         remove_user(session, name)
     except ForkliftError as exc:
-        raise AppError(409, str(exc)) from exc
+        raise HttpError(409, str(exc)) from exc

@@ -15,12 +15,12 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
-from forklift.app.errors import AppError
 from forklift.app.records import get_or_404, images_out, video_out
 from forklift.app.storage import Storage
 from forklift.app.tables import DataSet, Image, Video
 from forklift.app.video_frames import frames_at, video_facts
 from forklift.errors import ForkliftError
+from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["videos"])
 MAX_FRAMES = 5000  # per capture request
@@ -36,12 +36,12 @@ def upload_video(
         path = storage.receive_file(dataset_id, file.file, name, limit=request.app.state.config.max_video_bytes,
                                     kind="videos")  # fmt: skip
     except ForkliftError as exc:
-        raise AppError(413, str(exc)) from exc
+        raise HttpError(413, str(exc)) from exc
     try:
         facts = video_facts(path, name)
     except ForkliftError as exc:
         path.unlink(missing_ok=True)
-        raise AppError(422, str(exc)) from exc
+        raise HttpError(422, str(exc)) from exc
     video = Video(dataset_id=dataset_id, file=str(path.relative_to(storage.root)), original_name=name,
                   duration_s=facts.duration_s, fps=facts.fps, width=facts.width, height=facts.height)  # fmt: skip
     session.add(video)
@@ -69,19 +69,19 @@ def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: File
     decode to the end is a 422 naming it; the frames captured before the damage are kept."""
     video = get_or_404(session, Video, video_id)
     if (body.every_s is None) == (body.at_s is None):
-        raise AppError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
+        raise HttpError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
     if body.every_s is not None:
         count = max(1, math.ceil(video.duration_s / body.every_s - 1e-9))  # from the start to before the end
         if count > MAX_FRAMES:
-            raise AppError(422, f"every_s {body.every_s}: {count} frames; at most {MAX_FRAMES} per capture")
+            raise HttpError(422, f"every_s {body.every_s}: {count} frames; at most {MAX_FRAMES} per capture")
         times = [k * body.every_s for k in range(count)]
     else:
         times = list(body.at_s or [])
     bad = [t for t in times if not 0 <= t <= video.duration_s + 1e-3]
     if bad:
-        raise AppError(422, f"at_s {bad[0]}: outside the video (0 to {video.duration_s:.3f} s)")
+        raise HttpError(422, f"at_s {bad[0]}: outside the video (0 to {video.duration_s:.3f} s)")
     if len(times) > MAX_FRAMES:
-        raise AppError(422, f"{len(times)} frames asked for; at most {MAX_FRAMES} per capture")
+        raise HttpError(422, f"{len(times)} frames asked for; at most {MAX_FRAMES} per capture")
     taken = set(session.scalars(select(Image.video_ms).where(Image.video_id == video_id)))
     fresh: dict[int, float] = {}  # millisecond -> the first time asked that rounds to it
     for moment in times:
@@ -97,7 +97,7 @@ def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: File
             else:
                 added.append(image)
     except ForkliftError as exc:
-        raise AppError(422, f"{exc}; the {len(added)} frames captured before it are kept") from exc
+        raise HttpError(422, f"{exc}; the {len(added)} frames captured before it are kept") from exc
     return schemas.CaptureOut(added=images_out(session, added), skipped=len(times) - len(fresh) + raced)
 
 

@@ -50,9 +50,11 @@ class InferAnswer(TypedDict):
 
 
 def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
-    height, width = pool.facts["input"]
-    task = pool.facts["task"]
-    classes = len(pool.facts["labels"])
+    served = pool.served
+    assert served.input_size is not None  # _v2_pool refuses a model that takes images
+    height, width = served.input_size
+    task = served.task
+    classes = len(served.labels)
     output_shape = {
         Task.DETECT: [-1, -1, 5 + classes],
         Task.CLASSIFY: [-1, classes],
@@ -64,8 +66,8 @@ def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
 def _v2_pool(request: Request) -> ModelPool:
     state: ServeState = request.app.state.serve
     pool = state.pool(request.path_params["model"])
-    if pool.facts.get("input") is None:
-        raise HttpError(400, f"model {pool.name!r} ({pool.facts['runtime']}) takes images, not v2 tensors")
+    if pool.served.input_size is None:
+        raise HttpError(400, f"model {pool.name!r} ({pool.served.runtime}) takes images, not v2 tensors")
     return pool
 
 
@@ -90,7 +92,7 @@ async def model_metadata(request: Request) -> Response:
     return JSONResponse({
         "name": pool.name,
         "versions": ["1"],
-        "platform": f"forklift_{pool.facts['runtime']}",
+        "platform": f"forklift_{pool.served.runtime}",
         "inputs": [{"name": INPUT_NAME, "datatype": "FP32", "shape": input_shape}],
         "outputs": [{"name": output_name, "datatype": "FP32", "shape": output_shape}],
     })  # fmt: skip

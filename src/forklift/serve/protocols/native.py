@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from forklift.errors import ForkliftError
+from forklift.runtime.base import RequestOptions
 from forklift.serve.pool import ModelPool
 from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState, endpoint, parse_conf
@@ -30,9 +31,9 @@ async def predict(request: Request) -> Response:
     pool = state.pool(request.path_params.get("model"))
     images, fields = await read_images(request, state.options.max_upload_bytes)
     conf = parse_conf(fields.get("conf") or request.query_params.get("conf"), "conf")
-    if pool.facts.get("task") == Task.STYLE:
+    if pool.served.task == Task.STYLE:
         return await _answer_image(request, state, pool, images, fields)
-    prediction = await state.run(pool, ImagesJob(images, conf))
+    prediction = await state.run(pool, ImagesJob(images, RequestOptions(conf=conf)))
     body = prediction.to_json()
     errors = [r.error for r in prediction.results if r.error is not None]
     if errors:
@@ -56,7 +57,7 @@ async def _answer_image(
     quality = parse_quality(field("quality"))
     encoding = Encoding(image_format=answer_format(request.headers.get("accept", "")), quality=quality)
     style = parse_style(field("strength"), field("keep_colour"))
-    prediction: Prediction = await state.run(pool, ImagesJob(images, None, encoding, style))
+    prediction: Prediction = await state.run(pool, ImagesJob(images, RequestOptions(style=style), encoding))
     (result,) = prediction.results
     if result.error is not None or result.encoded is None:
         raise HttpError(400, result.error or f"model {pool.name!r} gave no image")

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from forklift.runtime.base import RequestOptions
 from forklift.serve.config import UrlFetch
 from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState, endpoint, parse_conf
@@ -81,7 +82,7 @@ async def _detect(request: Request, model: str | None, images: list[tuple[str, b
     state: ServeState = request.app.state.serve
     pool = state.pool(model)
     conf = parse_conf(conf_text, "confthre")
-    prediction = await state.run(pool, ImagesJob(images[:1], conf))
+    prediction = await state.run(pool, ImagesJob(images[:1], RequestOptions(conf=conf)))
     return JSONResponse(_classified(prediction, pool.name))
 
 

@@ -32,6 +32,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from forklift.errors import ForkliftError
+from forklift.runtime.base import RequestOptions
 from forklift.serve.pool import ModelPool
 from forklift.serve.protocols.native import DEFAULT_QUALITY
 from forklift.serve.responses import HttpError
@@ -127,7 +128,8 @@ class Stream:
                     return
                 frame, self.waiting = self.waiting, None
             assert frame is not None
-            job = ImagesJob([(f"frame-{frame.number}", frame.data)], None, Encoding("jpeg", self.quality), self.style)
+            request = RequestOptions(style=self.style)
+            job = ImagesJob([(f"frame-{frame.number}", frame.data)], request, Encoding("jpeg", self.quality))
             try:
                 prediction = await self.state.run(self.pool, job)
             except HttpError as exc:  # a full queue or a crashed worker: say so, keep streaming
@@ -172,7 +174,7 @@ async def stream(websocket: WebSocket) -> None:
     except HttpError as exc:
         await websocket.close(TRY_AGAIN_LATER if exc.status == 503 else POLICY_VIOLATION, exc.message[:120])
         return
-    if pool.facts.get("task") != Task.STYLE:
+    if pool.served.task != Task.STYLE:
         await websocket.close(POLICY_VIOLATION, f"model {pool.name!r} answers labels; streams are for image models")
         return
     await Stream(websocket, state, pool).run()
