@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from forklift.app.security import COOKIE
 from forklift.cli import main
 
-pytestmark = pytest.mark.slow
 PASSWORD = "correct horse"
 
 

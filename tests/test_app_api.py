@@ -17,8 +17,6 @@ from pycocotools.coco import COCO
 
 from forklift.cli import main
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture
 def client(app_database: str | None, tmp_path: Path) -> Iterator[TestClient]:

@@ -15,7 +15,6 @@ from app_helpers import png
 from fastapi.testclient import TestClient
 from pycocotools.coco import COCO
 
-pytestmark = pytest.mark.slow
 TRIANGLE = [[10, 8], [60, 12], [30, 44]]  # in a 64 x 48 image
 
 

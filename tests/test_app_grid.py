@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from app_helpers import png
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from forklift.app.records import label_named
 from forklift.app.tables import Annotation, Image
-
-pytestmark = pytest.mark.slow
 
 
 def _names(api: TestClient, dataset: int, query: str) -> list[str]:

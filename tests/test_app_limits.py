@@ -25,7 +25,6 @@ from forklift.app.security import COOKIE
 from forklift.app.server import create_app
 from forklift.serve.process import free_port
 
-pytestmark = pytest.mark.slow
 LIMITS = {"max_image_bytes": 20_000, "max_video_bytes": 200_000, "max_zip_bytes": 300_000,
           "max_batch_bytes": 100_000, "max_json_bytes": 50_000}  # fmt: skip
 

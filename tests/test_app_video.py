@@ -17,8 +17,6 @@ from PIL import Image as PILImage
 from forklift.app.routes import videos as video_routes
 from forklift.app.tables import Image
 
-pytestmark = pytest.mark.slow
-
 
 def _uploaded(api: TestClient, clip: Path) -> dict:
     dataset = api.post("/api/datasets", json={"name": clip.stem}).json()["id"]

@@ -151,6 +151,7 @@ def test_other_python_layers_are_refused() -> None:
         rewrite_python_proposal(parse_prototxt(text, str(PROTOTXT)), str(PROTOTXT))
 
 
+@pytest.mark.slow  # writes a 237 MB caffemodel
 def test_caffemodel_writer_round_trips(dog_caffemodel: Path) -> None:
     blobs = read_caffemodel(dog_caffemodel)
     assert {name: [b.shape for b in layer] for name, layer in blobs.items()} == ZF_BLOB_SHAPES

@@ -98,6 +98,7 @@ def test_a_data_parallel_run_resumes_exactly(data: Path, tmp_path: Path) -> None
     )
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_nproc_checks_what_it_can_before_starting_ranks(data: Path, tmp_path: Path) -> None:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")

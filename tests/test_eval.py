@@ -137,6 +137,7 @@ def shapes_model(tmp: Path, names: list[str]) -> Path:
     return new_darknet_dir(cfg, tmp / "shapes5.names", tmp / "model", seed=1)
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_forklift_eval_end_to_end(tmp_path: Path) -> None:
     data = tmp_path / "data"
     synth_shapes(data, n=16, size=96, seed=3)
@@ -153,6 +154,7 @@ def test_forklift_eval_end_to_end(tmp_path: Path) -> None:
         assert (tmp_path / "eval" / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_forklift_eval_refuses_other_labels(tmp_path: Path) -> None:
     data = tmp_path / "data"
     synth_shapes(data, n=4, size=96, seed=3)

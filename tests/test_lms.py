@@ -282,6 +282,7 @@ def test_spill_files_go_when_the_block_raises(spill: Path) -> None:
         loss.backward()  # the graph outlived its block
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_spill_files_go_when_the_process_dies_of_an_exception(spill: Path) -> None:
     script = f"""
         import os, torch, forklift.lms
@@ -445,6 +446,7 @@ def step_peak(mode: str, spill: Path) -> int:
     return json.loads(done.stdout)["peak"]
 
 
+@pytest.mark.slow  # a process of its own, seconds
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to reset VmHWM")
 def test_disk_tier_halves_the_peak_resident_memory_of_a_step(spill: Path) -> None:
     plain, swapped = step_peak("plain", spill), step_peak("lms", spill)

@@ -26,6 +26,7 @@ connection.close()
 CLIENT = "import socket; print(socket.create_connection(('{host}', {port}), timeout=5).recv(100).decode())"
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_two_hosts(tmp_path: Path) -> None:
     require_namespace_hosts()
     secret = tmp_path / "secret"

@@ -13,7 +13,7 @@ from pathlib import Path
 import onnx
 import openvino as ov
 import pytest
-from helpers import CFGS, forklift, shared
+from helpers import forklift, shared
 from PIL import Image
 
 from forklift.data.synth import synth_shapes
@@ -35,14 +35,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A tiny detector trained 15 epochs on 300 generated 96x96 images (mAP@.5 about 0.3): (model dir, data)."""
-    root = tmp_path_factory.mktemp("quantize")
-    synth_shapes(root / "data", 300, 96, seed=0)
-    shutil.copy(CFGS / "tiny-detector.cfg", root / "tiny.cfg")
-    settings = TrainSettings.of(data=root / "data", cfg=root / "tiny.cfg", epochs=15, batch=8, lr=0.01, val_every=15)
-    out = train(settings, root / "run")
-    return out, root / "data"
+def trained(tiny_detector: tuple[Path, Path]) -> tuple[Path, Path]:
+    """The session's tiny detector (conftest): (model dir, data); tests that write into it take a copy."""
+    return tiny_detector
 
 
 @pytest.fixture(scope="module")

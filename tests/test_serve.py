@@ -31,8 +31,6 @@ from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.torch_runtime import TorchPredictor
 
-pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
-
 UPLOAD_LIMIT_MB = 2
 
 
@@ -281,6 +279,7 @@ async def _burst(url: str, count: int) -> list[httpx.Response]:
         return await asyncio.gather(*(client.post(url, files={"files": ("dog.jpg", dog())}) for _ in range(count)))
 
 
+@pytest.mark.slow  # a server of its own
 def test_burst_over_capacity_gets_503_and_memory_stays_bounded(models) -> None:
     server = Server(f"{models['tiny']}=tiny", "--instances", "1", "--queue-size", "4", "--max-batch", "2")
     try:
@@ -298,6 +297,7 @@ def test_burst_over_capacity_gets_503_and_memory_stays_bounded(models) -> None:
         assert server.stop() == 0
 
 
+@pytest.mark.slow  # a server of its own
 def test_crashed_worker_fails_its_requests_then_restarts(models) -> None:
     server = Server(f"{models['tiny']}=tiny", "--instances", "1")
     try:
@@ -318,6 +318,7 @@ def test_crashed_worker_fails_its_requests_then_restarts(models) -> None:
         assert server.stop() == 0
 
 
+@pytest.mark.slow  # a server of its own
 def test_sigterm_drains_in_flight_requests(models) -> None:
     server = Server(f"{models['tiny']}=tiny", "--instances", "1", "--max-batch", "1")
 
@@ -341,6 +342,7 @@ def test_sigterm_drains_in_flight_requests(models) -> None:
         httpx.get(f"{server.url}/healthz")
 
 
+@pytest.mark.slow  # a server of its own
 def test_single_model_root_and_json_errors_are_json(models) -> None:
     server = Server(models["shapes"], "--instances", "1")
     try:

@@ -105,6 +105,7 @@ def test_strength_and_colour_preservation_adjust_the_answer(narrow: Path) -> Non
         StyleAdjust(1.5)
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_predict_writes_styled_images_of_the_input_size(narrow: Path, tmp_path: Path) -> None:
     out = tmp_path / "styled"
     result = forklift("predict", narrow, shared("images/dog.jpg"), "--out", out, "--json")
@@ -116,6 +117,7 @@ def test_predict_writes_styled_images_of_the_input_size(narrow: Path, tmp_path: 
     assert refused.returncode == 2 and "--out DIR" in refused.stderr
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_a_file_that_is_not_a_style_state_dict_is_one_line(tmp_path: Path) -> None:
     model_dir = tmp_path / "model"
     model_dir.mkdir()
@@ -253,6 +255,7 @@ def test_an_interrupted_style_training_resumes_to_the_same_weights(
     assert_resume_is_exact(monkeypatch, whole, tmp_path / "interrupted", settings)
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_style_training_without_the_loss_network_is_one_line(style_data: dict, tmp_path: Path) -> None:
     result = forklift("train", "--task", "style", "--data", style_data["data"], "--style-image",
                       style_data["style_image"], tmp_path / "run", check=False)  # fmt: skip
@@ -263,6 +266,7 @@ def test_style_training_without_the_loss_network_is_one_line(style_data: dict, t
     assert refused.returncode == 2 and "forklift: error:" in refused.stderr
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_gpus_that_are_not_there_are_one_line(narrow: Path) -> None:
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     result = forklift("serve", f"{narrow}=style", "--gpus", f"0,{count}", check=False)

@@ -241,6 +241,7 @@ def test_parallel_workers_run_on_their_own_cpus(data: Path, tmp_path: Path) -> N
     assert first and second and not set(first) & set(second)
 
 
+@pytest.mark.slow  # a process of its own, seconds
 def test_sqlite_is_refused_for_parallel_trials(data: Path, tmp_path: Path) -> None:
     result = forklift(
         *tune_command(data, tmp_path / "s", "--parallel", "2", "--storage", "sqlite:///x.db"), check=False
