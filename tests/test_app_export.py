@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from app_helpers import png
 from fastapi.testclient import TestClient
 from pycocotools.coco import COCO
@@ -86,3 +87,21 @@ def test_an_export_of_only_unlabelled_images(api: TestClient) -> None:
     assert len(document["images"]) == 1 and document["annotations"] == []
     refused = api.get(f"/api/datasets/{dataset}/export?format=yolo")
     assert refused.status_code == 422 and "no images to export in yolo format" in refused.json()["error"]
+
+
+def test_a_label_no_shape_uses_is_a_class_only_when_asked_and_classes_keep_their_order(api: TestClient) -> None:
+    """Classes are the labels in use, in the order they were made (their numbers in the editor), not by name;
+    empty_labels=true keeps a label nothing uses (one made ahead of labelling, say)."""
+    dataset = _labelled_set(api)  # square made first, then triangle
+    assert api.post(f"/api/datasets/{dataset}/labels", json={"name": "alpha"}).status_code == 201
+    assert [label["name"] for label in api.get(f"/api/datasets/{dataset}").json()["labels"]] == [
+        "square", "triangle", "alpha"
+    ]  # fmt: skip
+    for query, classes in (("", ["square", "triangle"]), ("&empty_labels=true", ["square", "triangle", "alpha"])):
+        answer = api.get(f"/api/datasets/{dataset}/export?format=coco{query}")
+        zipped = zipfile.ZipFile(io.BytesIO(answer.content))
+        coco = json.loads(zipped.read(next(n for n in zipped.namelist() if n.endswith(".json"))))
+        assert [c["name"] for c in sorted(coco["categories"], key=lambda c: c["id"])] == classes
+        yolo = zipfile.ZipFile(io.BytesIO(api.get(f"/api/datasets/{dataset}/export?format=yolo{query}").content))
+        config = yaml.safe_load(yolo.read(next(n for n in yolo.namelist() if n.endswith("data.yaml"))))
+        assert config["names"] == classes and config["nc"] == len(classes)

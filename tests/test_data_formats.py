@@ -4,8 +4,10 @@ and by independent readers of the foreign files."""
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 import zipfile
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import yaml
 from helpers import forklift
 from PIL import Image
 
-from forklift.data.dataset import Dataset, load_dataset
+from forklift.data.dataset import Dataset, load_dataset, save_dataset
 from forklift.data.interchange import export_dataset, import_dataset
 from forklift.data.masks import load_mask
 from forklift.data.synth import synth_shapes
@@ -186,6 +188,44 @@ def test_cli_round_trip_and_bad_input(shapes: Dataset, tmp_path: Path) -> None:
     _assert_same(shapes, load_dataset(tmp_path / "back"), 0.0, splits=False)
     bad = forklift_data("import", "--from", "coco", tmp_path / "missing.json", tmp_path / "none")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.json" in bad.stderr
+
+
+@pytest.mark.parametrize("kind", ["coco", "yolo", "voc"])
+def test_cli_imports_an_export_as_its_folder_or_its_zip(shapes: Dataset, tmp_path: Path, kind: str) -> None:
+    """An export comes as a folder (what `data export` writes) or a zip of it (what the app's export gives): both
+    import, the format's own file found inside; a folder without it is one line, exit 2, nothing left behind."""
+    assert forklift_data("export", "--to", kind, shapes.root, tmp_path / "export").returncode == 0
+    shutil.make_archive(str(tmp_path / "export"), "zip", tmp_path, "export")
+    for given in (tmp_path / "export", tmp_path / "export.zip"):
+        out = tmp_path / f"from-{given.name}"
+        imported = forklift_data("import", "--from", kind, given, out)
+        assert imported.returncode == 0, imported.stderr
+        assert imported.stdout.startswith(f"imported {len(shapes.images)} images"), imported.stdout
+        _assert_boxes(_boxes(shapes), _boxes(load_dataset(out)), 1.0)
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the unpacked zip is gone
+    (tmp_path / "empty").mkdir()
+    refused = forklift_data("import", "--from", kind, tmp_path / "empty", tmp_path / "nothing")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "empty" in refused.stderr, refused.stderr
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_yolo_names_only_the_splits_it_writes_and_makes_val_when_there_is_none(shapes: Dataset, tmp_path: Path) -> None:
+    """data.yaml names a folder for each split it holds images of; a data set without val gets a seeded tenth of
+    its train images as val (YOLO trainers need one), and the export says so."""
+    all_train = Dataset(shapes.task, shapes.classes, [replace(i, split="train") for i in shapes.images], shapes.root)
+    save_dataset(all_train, tmp_path / "train-only")
+    for image in shapes.images:
+        (tmp_path / "train-only" / image.file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shapes.path(image), tmp_path / "train-only" / image.file)
+    exported = forklift_data("export", "--to", "yolo", tmp_path / "train-only", tmp_path / "yolo")
+    assert exported.returncode == 0 and "no val split: 1 of its 12 train images (seeded) are val" in exported.stdout
+    config = yaml.safe_load((tmp_path / "yolo" / "data.yaml").read_text())
+    assert {"train", "val"} <= set(config) and "test" not in config
+    for split in ("train", "val"):
+        assert (tmp_path / "yolo" / config[split]).is_dir() and any((tmp_path / "yolo" / config[split]).iterdir())
+    assert len(list((tmp_path / "yolo" / "labels" / "val").iterdir())) == 1
+    back = load_dataset(import_dataset("yolo", tmp_path / "yolo" / "data.yaml", tmp_path / "back").out)
+    assert sorted(i.split for i in back.images).count("val") == 1
 
 
 # ---- defective sources: import what can be imported, report the rest -----------------------------------------------

@@ -155,12 +155,22 @@ def test_forklift_eval_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # a process of its own, seconds
-def test_forklift_eval_refuses_other_labels(tmp_path: Path) -> None:
+def test_forklift_eval_matches_classes_by_name(tmp_path: Path) -> None:
+    """The model's classes and the data set's are matched by name, whatever their order; a class on one side only
+    is named; a model sharing no class with the data set is one line, exit 2."""
     data = tmp_path / "data"
-    synth_shapes(data, n=4, size=96, seed=3)
-    model = shapes_model(tmp_path, ["circle", "square", "triangle", "cross", "star"])
-    result = forklift("eval", model, "--data", data, check=False)
-    assert result.returncode == 2
-    assert (
-        result.stderr.count("\n") == 1 and "class 4 is 'cross' in the model and 'star' in the data set" in result.stderr
-    )
+    synth_shapes(data, n=16, size=96, seed=3)  # 16: some of them in val
+    (tmp_path / "reordered").mkdir()
+    reordered = shapes_model(tmp_path / "reordered", [*reversed(CLASSES[:4]), "hexagon"])
+    result = forklift("eval", reordered, "--data", data, "--json", "--out", tmp_path / "eval", check=False)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["classes"] == CLASSES and set(report["ap50"]) == set(CLASSES)
+    assert report["notes"] == [
+        f"class {CLASSES[4]!r} of the data set is not a class of the model: it is never found",
+        "the model's classes 'hexagon' are not in the data set: left out",
+    ]
+    (tmp_path / "other").mkdir()
+    other = shapes_model(tmp_path / "other", ["a", "b", "c", "d", "e"])
+    refused = forklift("eval", other, "--data", data, check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "share no class" in refused.stderr

@@ -178,10 +178,15 @@ def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys
         assert torch.equal(resumed["model"][key], value), key
 
 
-def test_time_budget_stops_before_an_epoch_that_would_overrun_it(work: Path) -> None:
-    out = train(_settings(work), work / "budget", RunOptions(time_budget_s=0.0))
-    assert [int(r["epoch"]) for r in _metrics(out)] == [1]  # the first epoch always runs
+def test_time_budget_stops_before_an_epoch_that_would_overrun_it(work: Path, capsys) -> None:
+    """The first epoch always runs; one not validated (--val-every 3 of 3 epochs) is measured before the best is
+    chosen, since its weights are what the budget left."""
+    settings = _settings(work).with_options(val_every=3)
+    out = train(settings, work / "budget", RunOptions(time_budget_s=0.0))
+    assert [int(r["epoch"]) for r in _metrics(out)] == [1]
     assert (out / "tiny.weights").is_file() and (out / "tiny.onnx").is_file()
+    said = capsys.readouterr().out
+    assert "epoch 1/3, the last the budget allowed, on val: map50" in said and "best epoch: 1 (map50" in said, said
 
 
 def test_a_callback_that_stops_the_run_leaves_no_log_writer_behind(work: Path) -> None:
@@ -309,3 +314,32 @@ def test_a_short_run_beats_a_map_floor(tiny_detector: tuple[Path, Path]) -> None
     net scores about 0.0001. The floor leaves room for other CPUs' arithmetic."""
     report = json.loads((tiny_detector[0] / "eval" / "eval.json").read_text())
     assert report["map50"] >= 0.15, report["map50"]
+
+
+def test_fine_tuning_matches_the_heads_classes_by_name(work: Path, trained: Path, capsys) -> None:
+    """A data set listing the model's classes in another order (an export lists them as a person made them) starts
+    from the model's head rows of each class by name; a class the model lacks starts fresh, and a line says so."""
+    from forklift.data.dataset import Dataset
+    from forklift.train.tasks import NetworkSource, make_task
+
+    dataset = load_dataset(work / "data")
+    before = open_model_dir(trained)
+    start = DarknetNet(parse_cfg(before.files["cfg"].read_text(), "start.cfg"))
+    load_weights(start, before.files["weights"])
+    reordered = [*reversed(before.labels[1:]), "hexagon"]  # the first class left out, one new
+    task = make_task(Dataset(dataset.task, reordered, [], dataset.root), NetworkSource(model=trained), seed=5)
+    said = capsys.readouterr().out
+    assert f"{len(reordered) - 1} of {len(reordered)} classes keep the model's head weights" in said
+    assert "new, from fresh weights: hexagon" in said
+    old_width, new_width = 5 + len(before.labels), 5 + len(reordered)
+    for index in start.head_indices:
+        old, new = start.layers[index - 1].conv.weight, task.net.layers[index - 1].conv.weight
+        for anchor in range(new.shape[0] // new_width):
+            assert torch.equal(
+                new[anchor * new_width : anchor * new_width + 5], old[anchor * old_width : anchor * old_width + 5]
+            )
+            for j, name in enumerate(reordered[:-1]):
+                i = before.labels.index(name)
+                assert torch.equal(new[anchor * new_width + 5 + j], old[anchor * old_width + 5 + i]), (name, anchor)
+            fresh = new[anchor * new_width + 5 + len(reordered) - 1]
+            assert not any(torch.equal(fresh, old[anchor * old_width + 5 + i]) for i in range(len(before.labels)))

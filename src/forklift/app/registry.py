@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from zipstream import ZIP_DEFLATED, ZipStream
 
 from forklift.app.tables import DataSet, Job, Model
-from forklift.app.transfer import safe_extract
+from forklift.data.interchange.archives import safe_extract
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 

@@ -22,7 +22,8 @@ def register(verbs: Any) -> None:
         "GPU) and print the table; print and run each host's torchrun line (c10d rendezvous on the first host), "
         "streaming every rank's output with its host and rank. A failed rank, Ctrl-C or SIGTERM stops every rank "
         "on every host. The command runs in the current directory's path on every host, with this Python's path.",
-        "forklift run -H node1,node2 --nproc-per-node 2 -- forklift train --data data/shapes --cfg yolov3-tiny.cfg "
+        "forklift run -H node1,node2 --nproc-per-node 2 -- forklift train --data data/shapes "
+        "--cfg ../shared/data/darknet/yolov3-tiny.cfg "
         "--batch 8 --sync-bn out/ddp\n"
         "  forklift run --hostfile hosts.txt --emit slurm -- forklift train ... > job.sbatch",
     )

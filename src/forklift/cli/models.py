@@ -147,7 +147,8 @@ def add_new_darknet(actions: Any) -> None:
         actions,
         "new-darknet",
         "Make a Darknet model directory with freshly initialised weights, reproducible by seed.",
-        "forklift models new-darknet --cfg yolov3-tiny.cfg --names coco.names --seed 1 models/yolov3-tiny",
+        "forklift models new-darknet --cfg ../shared/data/darknet/yolov3-tiny.cfg \\\n"
+        "      --names ../shared/data/darknet/coco.names --seed 1 models/yolov3-tiny",
     )
     new.add_argument("--cfg", type=Path, required=True)
     new.add_argument("--names", type=Path, required=True)

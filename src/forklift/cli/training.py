@@ -45,7 +45,9 @@ def add_eval(verbs: Any) -> None:
         "--threshold", type=threshold, default=0.25, help="score of the operating point for precision/recall"
     )
     add_runtime(evaluation)
-    evaluation.add_argument("--out", type=Path, help="folder for eval.json and the PNGs (default: out/eval/MODEL)")
+    evaluation.add_argument(
+        "--out", type=Path, help="folder for eval.json and the PNGs (default: MODEL_DIR/eval-DATA-SPLIT)"
+    )
     add_json(evaluation, "print eval.json instead of a summary")
     evaluation.set_defaults(handler=run_eval)
 
@@ -55,7 +57,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from forklift.evaluation.evaluate import evaluate
     from forklift.evaluation.segmentation import SegmentationMetrics
 
-    out = args.out or Path("out/eval") / args.model_dir.resolve().name
+    out = args.out or args.model_dir / f"eval-{args.data.resolve().name}-{args.split}"  # beside the model
     result = evaluate(
         args.model_dir,
         args.data,
@@ -71,6 +73,8 @@ def run_eval(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2))
         return 0
     print(f"{result.model} on {result.data} ({result.split}): {result.images} images, {result.skipped} skipped")
+    for note in result.notes:
+        print(f"note: {note}")
     metrics = result.metrics
 
     def number(value: float | None) -> str:
@@ -108,11 +112,14 @@ def add_train(verbs: Any) -> None:
         "metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
         "directory with the best measured epoch's weights, its ONNX export and eval/. --resume continues with "
         "the settings saved in the checkpoint.",
-        "forklift train --data data/shapes --cfg yolov3-tiny.cfg --epochs 30 --batch 16 --img 320 out/shapes-tiny\n"
+        "forklift data synth shapes --n 300 --size 320 data/shapes   # a data set to train on\n"
+        "  forklift train --data data/shapes --cfg ../shared/data/darknet/yolov3-tiny.cfg --epochs 30 --img 320 \\\n"
+        "      out/shapes-tiny\n"
         "  forklift train --data data/shapes-seg --arch deeplabv3_mobilenet_v3_large --img 256 out/seg\n"
         "  forklift train --task style --data photos/ --style-image candy.jpg --loss-net-weights vgg16.pth out/candy\n"
         "  forklift train --resume out/shapes-tiny\n"
-        "  forklift train --nproc 2 --data data/shapes --cfg yolov3-tiny.cfg --batch 8 out/shapes-ddp",
+        "  forklift train --nproc 2 --data data/shapes --cfg ../shared/data/darknet/yolov3-tiny.cfg --batch 8 \\\n"
+        "      out/shapes-ddp",
     )
     train.add_argument(
         "--data", type=Path, metavar="DATA", help="a forklift data set folder (with --resume: the checkpoint's)"

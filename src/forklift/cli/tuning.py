@@ -23,8 +23,9 @@ def register(verbs: Any) -> None:
         "in OUT/study.journal (or --storage postgresql://..., which other hosts join with the same --study) and "
         "the same command resumes it. OUT gets best/ (the best trial's model directory), trials.csv and plots; "
         "watch it live with: optuna-dashboard OUT/study.journal",
-        "forklift tune --data data/shapes --cfg yolov3-tiny.cfg --epochs 6 --trials 20 --parallel 2 \\\n"
-        "      --space lr=1e-4..1e-2:log --space optimizer=adamw,momentum,rmsprop --space batch=8,16 out/tune-shapes",
+        "forklift tune --data data/shapes --cfg ../shared/data/darknet/yolov3-tiny.cfg --epochs 6 --trials 20 \\\n"
+        "      --parallel 2 --space lr=1e-4..1e-2:log --space optimizer=adamw,momentum,rmsprop --space batch=8,16 \\\n"
+        "      out/tune-shapes",
     )
     tune.add_argument("--data", type=Path, required=True, metavar="DATA", help="a forklift data set folder")
     add_network_source(tune)

@@ -70,6 +70,18 @@ class _EntryProblem(ForkliftError):
 
 
 @dataclass(frozen=True)
+class FoundBy:
+    """Which model labelled something that no person has reviewed (an auto label exported on request), and how
+    sure it was: a reader that trains should know such labels from a person's."""
+
+    model: str
+    confidence: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "confidence": self.confidence}
+
+
+@dataclass(frozen=True)
 class Box:
     """One object's bounds in pixels of its image, with its class name; `polygon`, when the object was outlined
     as one (the app's polygons), its points [(x, y), ...] within these bounds: COCO's writer gives it as the
@@ -81,9 +93,13 @@ class Box:
     x2: float
     y2: float
     polygon: tuple[tuple[float, float], ...] | None = field(default=None, kw_only=True)
+    found_by: FoundBy | None = field(default=None, kw_only=True)  # an unreviewed auto label's model
 
     def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "x1": self.x1, "y1": self.y1, "x2": self.x2, "y2": self.y2}
+        entry: dict[str, Any] = {"label": self.label, "x1": self.x1, "y1": self.y1, "x2": self.x2, "y2": self.y2}
+        if self.found_by is not None:
+            entry["found_by"] = self.found_by.to_json()
+        return entry
 
 
 @dataclass
@@ -97,6 +113,7 @@ class ImageRecord:
     boxes: list[Box] = field(default_factory=list)
     label: str | None = None
     mask: str | None = None  # segment: the mask file, relative to the data set's folder
+    label_found_by: FoundBy | None = None  # classify: the model that gave `label`, when no person reviewed it
 
     def to_json(self, task: Task) -> dict[str, Any]:
         entry: dict[str, Any] = {"file": self.file, "width": self.width, "height": self.height, "split": self.split}
@@ -106,6 +123,8 @@ class ImageRecord:
             entry["mask"] = self.mask
         else:
             entry["label"] = self.label
+            if self.label_found_by is not None:
+                entry["label_found_by"] = self.label_found_by.to_json()
         return entry
 
 
@@ -279,6 +298,7 @@ def _image(entry: Any, task: Task, classes: list[str], problems: list[_EntryProb
     record = ImageRecord(file=file, width=width, height=height, split=split)
     if task == Task.CLASSIFY:
         record.label = _label(entry, classes)
+        record.label_found_by = _found_by(entry.get("label_found_by"))
         return record
     if task == Task.SEGMENT:
         record.mask = _inside(entry, "mask")
@@ -312,4 +332,12 @@ def _box(entry: Any, classes: list[str], width: int, height: int) -> Box:
         raise _EntryProblem(EMPTY_BOX, f"({x1}, {y1}, {x2}, {y2}) has no area")
     if min(x1, y1) < 0 or x2 > width or y2 > height:
         raise _EntryProblem(BOX_OUTSIDE, f"({x1}, {y1}, {x2}, {y2}) is not a box inside the {width}x{height} image")
-    return Box(label, x1, y1, x2, y2)
+    return Box(label, x1, y1, x2, y2, found_by=_found_by(entry.get("found_by")))
+
+
+def _found_by(entry: Any) -> FoundBy | None:
+    """An auto label's provenance as written by `FoundBy.to_json`; None when absent or not of that shape."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("model"), str):
+        return None
+    confidence = entry.get("confidence")
+    return FoundBy(entry["model"], float(confidence) if isinstance(confidence, int | float) else None)

@@ -45,9 +45,11 @@ class EvalResult:
     skipped: int  # images of the split that `forklift data check` rejects
     metrics: DetectionMetrics | ClassificationMetrics | SegmentationMetrics
     files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # classes on one side only (matched by name)
 
     def to_json(self) -> dict[str, Any]:
-        head = {key: getattr(self, key) for key in ("model", "data", "split", "task", "classes", "images", "skipped")}
+        keys = ("model", "data", "split", "task", "classes", "images", "skipped", "notes")
+        head = {key: getattr(self, key) for key in keys}
         return {**head, **asdict(self.metrics)}
 
 
@@ -70,7 +72,7 @@ def evaluate(
     model = open_model_dir(model_dir)
     report = check_dataset(data)
     dataset = report.dataset
-    check_labels(model.labels, dataset.classes, model_dir, data)
+    notes = check_labels(model.labels, dataset.classes, model_dir, data)
     images = [image for image in usable_images(report) if image.split == split]
     skipped = sum(image.split == split for image in dataset.images) - len(images)
     if not images:
@@ -79,7 +81,7 @@ def evaluate(
         model, dataset, images, conf=conf, iou=iou, threshold=threshold, runtime=runtime, precision=precision
     )
     result = EvalResult(
-        model.name, str(data), split, dataset.task, list(dataset.classes), len(images), skipped, metrics
+        model.name, str(data), split, dataset.task, list(dataset.classes), len(images), skipped, metrics, notes=notes
     )
     if out is not None:
         result.files = write_report(result, Path(out))
@@ -112,23 +114,26 @@ def measure(
     return classification_metrics(images, answers, dataset.classes)
 
 
-def check_labels(labels: list[str], classes: list[str], model_dir: Path, data: Path) -> None:
-    """The model's class k must be the data set's class k, or every number would be about the wrong class."""
-    if labels == classes:
-        return
-    k = next(
-        (k for k, (a, b) in enumerate(zip(labels, classes, strict=False)) if a != b), min(len(labels), len(classes))
-    )
-    said = [repr(names[k]) if k < len(names) else "nothing" for names in (labels, classes)]
-    raise ForkliftError(
-        f"{model_dir}: the model's labels do not match the classes of {data}: "
-        f"class {k + 1} is {said[0]} in the model and {said[1]} in the data set"
-    )
+def check_labels(labels: list[str], classes: list[str], model_dir: Path, data: Path) -> list[str]:
+    """The model's classes and the data set's, matched by name (an export lists them in the order a person made
+    them, a model in its own): one line for each class on one side only, or an error when none is shared."""
+    if not set(labels) & set(classes):
+        raise ForkliftError(
+            f"{model_dir}: the model's labels ({', '.join(labels[:5])}...) share no class with those of {data} "
+            f"({', '.join(classes[:5])}...)"
+        )
+    notes = [f"class {name!r} of the data set is not a class of the model: it is never found" for name in classes
+             if name not in labels]  # fmt: skip
+    unknown = [name for name in labels if name not in classes]
+    if unknown:
+        notes.append(f"the model's classes {', '.join(map(repr, unknown))} are not in the data set: left out")
+    return notes
 
 
 def _predict(predictor: Predictor, dataset: Dataset, images: list[ImageRecord]) -> list[list[Any]]:
     """Each image's detections (or class scores, or segments), in the order of `images`."""
     answers: list[list[Any]] = []
+    known = set(dataset.classes)  # the model's other classes are not measured (check_labels says so)
     with tqdm(total=len(images), desc="eval", unit="image", disable=None, leave=False) as progress:
         for start in range(0, len(images), BATCH):
             batch = images[start : start + BATCH]
@@ -136,7 +141,8 @@ def _predict(predictor: Predictor, dataset: Dataset, images: list[ImageRecord]) 
             for result in prediction.results:
                 if result.error is not None:
                     raise ForkliftError(result.error)
-                answers.append(result.detections or result.classes or result.segments or [])
+                found = result.detections or result.classes or result.segments or []
+                answers.append([answer for answer in found if answer.label in known])
             progress.update(len(batch))
     return answers
 

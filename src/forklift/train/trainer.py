@@ -130,6 +130,7 @@ def _train(
 
     try:  # a callback's exception (a search pruning the trial) or Ctrl-C ends the run with its log closed
         last_epoch_seconds = 0.0
+        unmeasured: int | None = None  # the last epoch trained, when it was not validated
         for epoch in range(first_epoch, epochs + 1):
             spent = time.perf_counter() - budget_start
             budget = run.time_budget_s
@@ -137,6 +138,11 @@ def _train(
             if agreed(over, ranks):  # rank 0's clock decides for all
                 if leader:
                     print(f"time budget of {budget:g} s: stopping before epoch {epoch}/{epochs}", flush=True)
+                    if unmeasured is not None and val_images:  # its weights may be the best: measured before choosing
+                        measured = task.validate(val_images, checkpoints / "val-model")
+                        best.consider(unmeasured, measured[task.metric_names[0]], task, checkpoints / BEST)
+                        said = ", ".join(f"{k} {v:.4f}" for k, v in measured.items() if v is not None)
+                        print(f"epoch {unmeasured}/{epochs}, the last the budget allowed, on val: {said}", flush=True)
                 break
             started = time.perf_counter()
             net.train()
@@ -167,6 +173,7 @@ def _train(
             row: dict = {"epoch": epoch, **{k: v / max(seen, 1) for k, v in totals.items()}}
             row.update(lr=optimiser.param_groups[0]["lr"], images_per_s=seen / seconds, seconds=seconds)
             validated = bool(val_images) and (epoch % settings.val_every == 0 or epoch == epochs)
+            unmeasured = None if validated else epoch
             states = rank_rng_states(ranks)
             if not leader:
                 continue

@@ -19,15 +19,9 @@ from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
 from forklift.app.storage import Storage, copy_limited
 from forklift.app.tables import Annotation, DataSet, Image
-from forklift.app.transfer import (
-    as_forklift_dataset,
-    export_zip,
-    exported_statuses,
-    iter_files,
-    located_source,
-    safe_extract,
-)
+from forklift.app.transfer import ExportOptions, as_forklift_dataset, export_zip, exported_statuses, iter_files
 from forklift.data.interchange import import_dataset
+from forklift.data.interchange.archives import safe_extract
 from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
 
@@ -39,16 +33,22 @@ ImportFormat = Literal["images", "coco", "voc", "yolo", "powerai"]
 def export(
     dataset_id: RowId, session: Db, storage: Files, _: Viewer,
     format: Literal["forklift", "coco", "voc", "yolo", "powerai"] = "coco",
+    auto: bool = False, empty_labels: bool = False,
 ) -> StreamingResponse:  # fmt: skip
     """The images and their labels as a zip, streamed (its size is sent first, so browsers show progress). COCO
     and forklift's format hold every image, an unlabelled one with no annotations; VOC, YOLO and PowerAI Vision the
-    labelled ones (see forklift.app.transfer.exported_statuses). Polygons go to COCO as segmentations with their
-    bbox and area, to the other formats as their bounding boxes."""
+    labelled ones (see forklift.app.transfer.exported_statuses). The labels are a person's and the reviewed ones;
+    `auto` adds a model's unreviewed ones, marked (COCO: the annotation's attributes; forklift's format: found_by
+    with the model and its confidence). Classes are the labels in use, in the order they were made; `empty_labels`
+    keeps the unused ones too. Polygons go to COCO as segmentations with their bbox and area, to the other formats
+    as their bounding boxes."""
     dataset = get_or_404(session, DataSet, dataset_id)
-    data = as_forklift_dataset(session, dataset, storage.root, statuses=exported_statuses(format))
+    options = ExportOptions(auto=auto, empty_labels=empty_labels)
+    statuses = exported_statuses(format, options)
+    data = as_forklift_dataset(session, dataset, storage.root, statuses=statuses, options=options)
     if not data.images:
         raise HttpError(422, f"data set {dataset.name!r}: no images to export in {format} format (it takes "
-                            f"{', '.join(exported_statuses(format))} ones)")  # fmt: skip
+                            f"{', '.join(statuses)} ones)")  # fmt: skip
     name = file_name(dataset.name, "dataset")
     try:
         stream, size, scratch = export_zip(data, format, f"{name}-{format}")
@@ -80,7 +80,7 @@ def import_zip(
             if format == "images":
                 return _add_images(session, storage, dataset, iter_files(extracted.folder), extracted.refused,
                                    config.max_image_bytes, extracted.folder)  # fmt: skip
-            source = located_source(format, extracted.folder, archive)
+            source = archive if format == "powerai" else extracted.folder  # the format's own file is found inside
             imported = import_dataset(format, source, scratch / "dataset", task=dataset.task)
         except ForkliftError as exc:
             raise HttpError(422, str(exc)) from exc

@@ -8,13 +8,16 @@ and `write`. COCO carries either task; masks is segment only; the others are det
 from __future__ import annotations
 
 import shutil
+import tempfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from forklift.data.dataset import Dataset, load_dataset
 from forklift.data.interchange import coco, png_masks, powerai, voc, yolo
-from forklift.data.interchange.common import DatasetBuilder, ExportSummary, ImportSummary
+from forklift.data.interchange.archives import OWN_FILES, located_source, safe_extract
+from forklift.data.interchange.common import UNSAFE_ENTRY, DatasetBuilder, ExportSummary, ImportSummary
 from forklift.errors import ForkliftError
 from forklift.vocabulary import DataFormat, Task, word
 
@@ -56,7 +59,8 @@ def import_dataset(
     task: Task | str | None = None,
 ) -> ImportSummary:
     """Make the forklift data set OUT from SOURCE (COCO JSON, VOC folder, YOLO data.yaml, PowerAI zip or masks
-    folder). task is what to read from COCO: its boxes (detect, the default) or its segmentations (segment).
+    folder; for COCO, VOC and YOLO also the folder or zip an export comes as, its own file found inside). task is
+    what to read from COCO: its boxes (detect, the default) or its segmentations (segment).
 
     images is where COCO's file names and VOC's images are found (default: the JSON's folder, SOURCE/JPEGImages).
     Real exports have a few bad items (an image missing, an annotation naming an unknown id): those are skipped and
@@ -71,14 +75,30 @@ def import_dataset(
     chosen = task or interchange.tasks[0]
     if chosen not in interchange.tasks:
         raise ForkliftError(f"--task {chosen}: {kind} imports {' or '.join(interchange.tasks)} data sets")
+    if not source.exists():
+        raise ForkliftError(f"{source}: no such file or folder")
     builder = DatasetBuilder(out, Task(chosen))
+    unpacked = None
     try:
+        if kind in OWN_FILES and zipfile.is_zipfile(source) and source.is_file():
+            unpacked = Path(tempfile.mkdtemp(prefix=f".{out.name}-unpacked-", dir=out.parent))
+            extracted = safe_extract(source, unpacked)
+            for refusal in extracted.refused:
+                builder.skip(UNSAFE_ENTRY, refusal)
+            source = located_source(kind, unpacked, source)
+        elif kind in OWN_FILES and source.is_dir():
+            source = located_source(kind, source, source)
         folder = images or (interchange.default_images(source) if interchange.default_images else source)
         interchange.read(source, builder, folder)
         return builder.finish()
-    except ForkliftError:
+    except (ForkliftError, OSError) as exc:
         shutil.rmtree(out)  # it was new or empty: nothing of the user's is lost
+        if isinstance(exc, OSError):
+            raise ForkliftError(f"{source}: cannot read it as a {kind} export ({exc.strerror or exc})") from exc
         raise
+    finally:
+        if unpacked is not None:
+            shutil.rmtree(unpacked, ignore_errors=True)
 
 
 def export_dataset(format_name: DataFormat | str, data: Path, out: Path) -> ExportSummary:

@@ -214,6 +214,8 @@ def _box_annotations(image: ImageRecord, ids: dict[str, int]) -> list[dict[str, 
             outline = [float(v) for point in box.polygon for v in point]
             rle = coco_mask.merge(coco_mask.frPyObjects([outline], image.height, image.width))
             annotation.update(segmentation=[outline], area=float(coco_mask.area(rle)))
+        if box.found_by is not None:  # a model's unreviewed label, marked as CVAT marks attributes
+            annotation["attributes"] = {"source": "auto", **box.found_by.to_json()}
         annotations.append(annotation)
     return annotations
 

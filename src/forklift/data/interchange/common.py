@@ -38,6 +38,7 @@ MISSING_IMAGE = SkipKind("image missing on disk", "images missing on disk")
 UNREADABLE_IMAGE = SkipKind("unreadable image", "unreadable images")
 ORPHAN_ANNOTATION = SkipKind("annotation file whose image is missing", "annotation files whose image is missing")
 MALFORMED_ANNOTATION = SkipKind("malformed annotation file", "malformed annotation files")
+UNSAFE_ENTRY = SkipKind("unsafe zip entry", "unsafe zip entries")
 
 
 @dataclass
@@ -114,11 +115,12 @@ class ExportSummary:
     boxes: int  # boxes, or for a segment data set the annotations (COCO) or masks written
     classes: int
     task: Task = Task.DETECT
+    notes: list[str] = field(default_factory=list)  # what the export changed to suit the format, said to the person
 
     def line(self) -> str:
         objects = "masks" if self.task == Task.SEGMENT else "boxes"
         counts = f"{self.images} images, {self.boxes} {objects}, {self.classes} classes"
-        return f"exported {counts} to {self.out} ({self.format})"
+        return f"exported {counts} to {self.out} ({self.format})" + "".join(f"; {note}" for note in self.notes)
 
 
 def new_folder(out: Path) -> Path:

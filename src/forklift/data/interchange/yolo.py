@@ -4,6 +4,7 @@ images/.../a.png lies labels/.../a.txt with one `class cx cy w h` line per box, 
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import yaml
@@ -68,26 +69,43 @@ def _read_folder(directory: Path, split: str, names: list[str], builder: Dataset
 
 
 def write(dataset: Dataset, out: Path) -> ExportSummary:
-    """OUT/data.yaml, OUT/images/{split}/ and OUT/labels/{split}/ (an empty .txt for an image without boxes)."""
+    """OUT/data.yaml, OUT/images/{split}/ and OUT/labels/{split}/ (an empty .txt for an image without boxes), for
+    the splits that have images. YOLO trainers need a val split: a data set without one gets a seeded tenth of its
+    images as val, and data.yaml and the summary say so."""
     detect_only(dataset, "YOLO")
     folder = new_folder(out)
-    for split in SPLITS:
-        (folder / "images" / split).mkdir(parents=True)
-        (folder / "labels" / split).mkdir(parents=True)
+    splits, note = _splits_with_val(dataset)
     index = {name: i for i, name in enumerate(dataset.classes)}
     taken: set[str] = set()
-    for image in dataset.images:
-        name = place_image(dataset, image, folder / "images" / image.split, taken)
+    for image, split in zip(dataset.images, splits, strict=True):
+        (folder / "images" / split).mkdir(parents=True, exist_ok=True)
+        (folder / "labels" / split).mkdir(parents=True, exist_ok=True)
+        name = place_image(dataset, image, folder / "images" / split, taken)
         lines = [
             f"{index[b.label]} {(b.x1 + b.x2) / 2 / image.width:.6f} {(b.y1 + b.y2) / 2 / image.height:.6f} "
             f"{(b.x2 - b.x1) / image.width:.6f} {(b.y2 - b.y1) / image.height:.6f}\n"
             for b in image.boxes
         ]
-        (folder / "labels" / image.split / f"{Path(name).stem}.txt").write_text("".join(lines))
-    config = {split: f"images/{split}" for split in SPLITS} | {"nc": len(index), "names": list(dataset.classes)}
-    (folder / "data.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        (folder / "labels" / split / f"{Path(name).stem}.txt").write_text("".join(lines))
+    present = [split for split in SPLITS if split in splits]
+    config = {split: f"images/{split}" for split in present} | {"nc": len(index), "names": list(dataset.classes)}
+    header = f"# {note}\n" if note else ""
+    (folder / "data.yaml").write_text(header + yaml.safe_dump(config, sort_keys=False))
     boxes = sum(len(image.boxes) for image in dataset.images)
-    return ExportSummary(folder, "yolo", len(dataset.images), boxes, len(index))
+    return ExportSummary(folder, "yolo", len(dataset.images), boxes, len(index), notes=[note] if note else [])
+
+
+def _splits_with_val(dataset: Dataset) -> tuple[list[str], str]:
+    """Each image's split in the export, and a note when val had to be made: a seeded tenth (at least one image)
+    of the train images, when there are two or more."""
+    splits = [image.split for image in dataset.images]
+    train = [k for k, split in enumerate(splits) if split == "train"]
+    if "val" in splits or len(train) < 2:
+        return splits, ""
+    chosen = random.Random(0).sample(train, max(1, round(len(train) / 10)))
+    for k in chosen:
+        splits[k] = "val"
+    return splits, f"the data set has no val split: {len(chosen)} of its {len(train)} train images (seeded) are val"
 
 
 def _config(source: Path) -> dict:

@@ -146,6 +146,37 @@ def copy_matching_weights(start: nn.Module, net: nn.Module, skip: tuple[str, ...
     net.load_state_dict({**target, **fitting})
 
 
+def copy_head_by_name(
+    start: nn.Conv2d, head: nn.Conv2d, start_labels: list[str], classes: list[str], *, per_group: int
+) -> list[str]:
+    """Copy a head convolution's output rows from the starting net, matching classes by name: each group of
+    outputs (a YOLO anchor: `per_group` box and objectness rows, then one row per class; a classifier: the class
+    rows) takes the starting rows of the same meaning, whatever the classes' order. Returns the classes the
+    starting net did not know, whose rows keep their fresh weights."""
+    old_width, new_width = per_group + len(start_labels), per_group + len(classes)
+    groups = head.out_channels // new_width
+    if start.out_channels != groups * old_width or start.weight.shape[1:] != head.weight.shape[1:]:
+        return list(classes)  # another head altogether: nothing of it carries over
+    rows = [(g * old_width + k, g * new_width + k) for g in range(groups) for k in range(per_group)]
+    for j, name in enumerate(classes):
+        if name in start_labels:
+            i = start_labels.index(name)
+            rows += [(g * old_width + per_group + i, g * new_width + per_group + j) for g in range(groups)]
+    with torch.no_grad():
+        for old, new in rows:
+            head.weight[new] = start.weight[old]
+            if head.bias is not None and start.bias is not None:
+                head.bias[new] = start.bias[old]
+    return [name for name in classes if name not in start_labels]
+
+
+def say_heads(fresh: list[str], classes: list[str]) -> None:
+    """One line on what fine-tuning kept of the starting heads."""
+    if fresh:
+        print(f"fine-tuning: {len(classes) - len(fresh)} of {len(classes)} classes keep the model's head weights "
+              f"(matched by name); new, from fresh weights: {', '.join(fresh)}", flush=True)  # fmt: skip
+
+
 CfgRewrite = Callable[[str, str, int, int | None], str]  # (text, source, classes, size) -> text
 
 

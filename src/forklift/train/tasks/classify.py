@@ -18,7 +18,7 @@ from forklift.errors import ForkliftError
 from forklift.model_files.cfg_edit import apply_edits, set_net_size, set_option
 from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.model_files.model_config import ModelConfig
-from forklift.nets.darknet import DarknetNet
+from forklift.nets.darknet import Convolutional, DarknetNet
 from forklift.nets.fresh_weights import initialise
 from forklift.train.loader import (
     DEFAULT_AUGMENTATION,
@@ -28,7 +28,14 @@ from forklift.train.loader import (
     hsv_jitter,
     random_affine,
 )
-from forklift.train.tasks.base import DarknetTask, NetworkSource, copy_matching_weights, darknet_source
+from forklift.train.tasks.base import (
+    DarknetTask,
+    NetworkSource,
+    copy_head_by_name,
+    copy_matching_weights,
+    darknet_source,
+    say_heads,
+)
 from forklift.vision.resize import fit
 from forklift.vocabulary import ResizeMode, Task
 
@@ -71,8 +78,12 @@ class ClassificationTask(DarknetTask):
         initialise(self.net, seed)
         if start is not None:
             last_conv = max(i for i, s in enumerate(self.net.config.layers) if s.kind == "convolutional")
-            skip = () if start_labels == dataset.classes else (f"layers.{last_conv}.",)
-            copy_matching_weights(start, self.net, skip)
+            copy_matching_weights(start, self.net, skip=(f"layers.{last_conv}.",))
+            old, new = start.layers[last_conv], self.net.layers[last_conv]
+            assert isinstance(old, Convolutional) and isinstance(new, Convolutional)
+            say_heads(
+                copy_head_by_name(old.conv, new.conv, start_labels, dataset.classes, per_group=0), dataset.classes
+            )
 
     def images(self, records: list[ImageRecord], augment: bool) -> ClassificationImages:
         size = (self.net.input_width, self.net.input_height)

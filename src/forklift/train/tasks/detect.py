@@ -15,11 +15,18 @@ from forklift.errors import ForkliftError
 from forklift.model_files.cfg_edit import apply_edits, set_net_size, set_option
 from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.model_files.model_config import ModelConfig
-from forklift.nets.darknet import DarknetNet
+from forklift.nets.darknet import Convolutional, DarknetNet
 from forklift.nets.fresh_weights import initialise
 from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, DetectionImages, collate
 from forklift.train.loss import yolo_heads, yolo_loss
-from forklift.train.tasks.base import DarknetTask, NetworkSource, copy_matching_weights, darknet_source
+from forklift.train.tasks.base import (
+    DarknetTask,
+    NetworkSource,
+    copy_head_by_name,
+    copy_matching_weights,
+    darknet_source,
+    say_heads,
+)
 from forklift.vocabulary import ResizeMode, Task
 
 CONF, IOU = 0.25, 0.45  # the thresholds written to forklift.json
@@ -41,7 +48,7 @@ class DetectionTask(DarknetTask):
         yolo_heads(self.net)
         initialise(self.net, seed)
         if start is not None:
-            _transfer(start, self.net, keep_heads=start_labels == dataset.classes)
+            _transfer(start, self.net, start_labels, dataset.classes)
 
     def images(self, records: list[ImageRecord], augment: bool) -> DetectionImages:
         size = (self.net.input_width, self.net.input_height)
@@ -85,7 +92,14 @@ def set_classes(text: str, source: str, classes: int, size: int | None = None) -
     return apply_edits(text, edits, inserts)
 
 
-def _transfer(start: DarknetNet, net: DarknetNet, keep_heads: bool) -> None:
-    """Start from the model's weights; the convolutions before the heads only when the classes are the same
-    ones, since for other classes their outputs mean something else."""
-    copy_matching_weights(start, net, skip=() if keep_heads else tuple(f"layers.{i - 1}." for i in net.head_indices))
+def _transfer(start: DarknetNet, net: DarknetNet, start_labels: list[str], classes: list[str]) -> None:
+    """Start from the model's weights; the convolutions before the heads row by row, each class's rows from the
+    class of the same name (an export may list the classes in another order), a class the model lacks fresh."""
+    heads = tuple(f"layers.{i - 1}." for i in net.head_indices)
+    copy_matching_weights(start, net, skip=heads)
+    fresh: set[str] = set()
+    for index in net.head_indices:
+        old, new = start.layers[index - 1], net.layers[index - 1]
+        assert isinstance(old, Convolutional) and isinstance(new, Convolutional)  # set_classes checked the cfg
+        fresh.update(copy_head_by_name(old.conv, new.conv, start_labels, classes, per_group=5))
+    say_heads([name for name in classes if name in fresh], classes)
