@@ -5,9 +5,12 @@ fine-tunes the model on what people labelled and reviewed, never on unreviewed a
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -15,10 +18,10 @@ from app_helpers import app_client, fresh_database, model_zip, png, shapes_datas
 from torchvision.ops import box_iou
 
 import forklift.app
-from forklift.app.autolabel import one_per_object
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
+from forklift.vision.boxes import one_box_per_object
 
 pytestmark = pytest.mark.slow
 
@@ -114,8 +117,26 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
         assert accepted["status"] == "reviewed" and all(s["source"] == "auto" for s in accepted["shapes"])
         again = client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 3})
         assert again.status_code == 409 and "not waiting for review" in again.json()["error"]
+        # an accept is undone (reopen): the image waits for review again with the model's labels, then is accepted
+        reopened = client.post(f"/api/images/{first['id']}/review", json={"action": "reopen", "version": 3}).json()
+        assert reopened["status"] == "auto" and reopened["shapes"] == accepted["shapes"]
+        assert (
+            client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 4}).status_code == 200
+        )
+        shown = client.get(f"/api/images/{second['id']}/annotations").json()  # what the review page showed
         rejected = client.post(f"/api/images/{second['id']}/review", json={"action": "reject", "version": 2}).json()
         assert rejected["status"] == "unlabelled" and rejected["shapes"] == []
+        # a reject is undone too: the page sends back the model's labels it showed
+        undone = client.post(f"/api/images/{second['id']}/review",
+                             json={"action": "reopen", "version": 3, "shapes": shown["shapes"]}).json()  # fmt: skip
+        assert undone["status"] == "auto" and undone["shapes"] == shown["shapes"]
+        rejected = client.post(f"/api/images/{second['id']}/review", json={"action": "reject", "version": 4}).json()
+        assert rejected["status"] == "unlabelled" and rejected["shapes"] == []
+        edited = client.get(f"/api/images/{third['id']}/annotations").json()
+        refused = client.post(
+            f"/api/images/{third['id']}/review", json={"action": "reopen", "version": edited["version"]}
+        )
+        assert refused.status_code == 409 and "nothing to undo" in refused.json()["error"]  # still waiting: no decision
         truth = data.images[added.index(next(a for a in added if a["id"] == third["id"]))].boxes
         shapes = [{"kind": "box", "label": b.label, "points": [b.x1, b.y1, b.x2, b.y2]} for b in truth]
         corrected = client.put(f"/api/images/{third['id']}/annotations", json={"version": 2, "shapes": shapes}).json()
@@ -125,6 +146,7 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
         assert [i["image"]["id"] for i in client.get(f"/api/datasets/{dataset}/review").json()["items"]] == [
             item["image"]["id"] for item in queue["items"][3:]
         ]
+        _exports_keep_unreviewed_auto_labels_apart(client, dataset, {i["image"]["id"] for i in queue["items"][3:]})
 
         retrain = client.post(f"/api/models/{model['id']}/retrain", json={"epochs": 1})
         assert retrain.status_code == 201, retrain.text
@@ -137,6 +159,36 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
         assert newest["id"] != model["id"] and newest["settings"]["from_model_id"] == model["id"]
         train_log = (data_dir / "jobs" / str(second_job["id"]) / "train.log").read_text()
         assert f"fine-tuning: starting from the weights of {model_dir}" in train_log, train_log[-2000:]
+
+
+def _export(client: Any, dataset: int, format_name: str, query: str = "") -> zipfile.ZipFile:
+    answer = client.get(f"/api/datasets/{dataset}/export?format={format_name}{query}")
+    assert answer.status_code == 200, answer.text
+    return zipfile.ZipFile(io.BytesIO(answer.content))
+
+
+def _exports_keep_unreviewed_auto_labels_apart(client: Any, dataset: int, unreviewed: set[int]) -> None:
+    """By default an export holds a person's and the reviewed labels only: an unreviewed image goes without its
+    model's boxes (COCO, forklift) or not at all (YOLO). With auto=true its boxes are there, each marked with the
+    model and its confidence; the reviewed and the person's are not marked."""
+    counts = client.get(f"/api/datasets/{dataset}").json()
+    auto_boxes = sum(len(client.get(f"/api/images/{i}/annotations").json()["shapes"]) for i in unreviewed)
+    assert auto_boxes > 0
+    for query, marked_boxes, yolo_images in (
+        ("", 0, counts["labelled"]),
+        ("&auto=true", auto_boxes, counts["labelled"] + len(unreviewed)),
+    ):
+        zipped = _export(client, dataset, "coco", query)
+        coco = json.loads(zipped.read(next(n for n in zipped.namelist() if n.endswith(".json"))))
+        marked = [a for a in coco["annotations"] if a.get("attributes", {}).get("source") == "auto"]
+        assert len(marked) == marked_boxes and all(0 <= a["attributes"]["confidence"] <= 1 for a in marked)
+        assert len(coco["images"]) == counts["images"]  # COCO holds every image, an unreviewed one without its boxes
+        zipped = _export(client, dataset, "forklift", query)
+        saved = json.loads(zipped.read(next(n for n in zipped.namelist() if n.endswith("dataset.json"))))
+        found_by = [box for image in saved["images"] for box in image["boxes"] if "found_by" in box]
+        assert len(found_by) == marked_boxes and all(box["found_by"]["model"] for box in found_by)
+        yolo = _export(client, dataset, "yolo", query)
+        assert len([n for n in yolo.namelist() if "/labels/" in n and n.endswith(".txt")]) == yolo_images
 
 
 def test_a_run_that_fails_says_why_and_the_next_one_runs(tmp_path: Path) -> None:
@@ -227,6 +279,6 @@ def test_a_classifier_labels_a_classification_set_its_best_class_at_the_threshol
 def test_an_object_gets_one_auto_box_the_surest_of_the_classes_found_on_it() -> None:
     boxes = [("circle", 0.9, [0.0, 0.0, 10.0, 10.0]), ("square", 0.7, [0.0, 0.0, 10.0, 9.0]),  # one object
              ("star", 0.8, [5.0, 0.0, 15.0, 10.0]), ("cross", 0.6, [20.0, 20.0, 30.0, 30.0])]  # fmt: skip
-    kept = one_per_object(boxes)
+    kept = one_box_per_object(boxes)
     assert [label for label, _, _ in kept] == ["circle", "star", "cross"]  # the star overlaps the circle by 1/3
-    assert one_per_object(boxes[:1]) == boxes[:1] and one_per_object([]) == []
+    assert one_box_per_object(boxes[:1]) == boxes[:1] and one_box_per_object([]) == []

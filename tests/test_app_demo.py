@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from app_helpers import app_client
 
-from forklift.app.demo import HELD_BACK, LABELLED, show_in_app
+from forklift.app.demo import DATASET, HELD_BACK, LABELLED, MODEL, show_in_app
 from forklift.cli import main
 from forklift.data.synth import synth_shapes
 from forklift.shared_data import shared_data_root
@@ -44,3 +45,24 @@ def test_the_demo_ends_in_the_app_and_stops_it(tmp_path: Path, capsys: pytest.Ca
         httpx.get(f"{url}/api/session", timeout=2)
     assert _serving_processes() == []  # and so did the deployment
     assert (tmp_path / "app" / "app.db").is_file()
+
+    # a person's work in the demo's app survives a second demo: a data set of their own, a label changed
+    with app_client(tmp_path / "app", f"sqlite:///{tmp_path / 'app' / 'app.db'}") as client:
+        mine = client.post("/api/datasets", json={"name": "my photos"}).json()["id"]
+        (demo,) = [d for d in client.get("/api/datasets").json() if d["name"] == DATASET]
+        models = client.get("/api/models").json()
+        assert [m["dataset_id"] for m in models if m["name"] == MODEL] == [demo["id"]]  # so Retrain is offered
+        first = client.get(f"/api/datasets/{demo['id']}/images?status=labelled").json()["items"][0]
+        shapes = client.get(f"/api/images/{first['id']}/annotations").json()
+        changed = [{**shapes["shapes"][0], "label": "my label"}]
+        assert client.put(f"/api/images/{first['id']}/annotations",
+                          json={"version": shapes["version"], "shapes": changed}).status_code == 200  # fmt: skip
+    show_in_app(tmp_path, data.root, model_dir, interactive=False)
+    said = capsys.readouterr().out
+    assert "reusing the app" in said and "held back unlabelled" not in said, said  # nothing loaded twice
+    with app_client(tmp_path / "app", f"sqlite:///{tmp_path / 'app' / 'app.db'}") as client:
+        names = [d["name"] for d in client.get("/api/datasets").json()]
+        assert sorted(names) == sorted([DATASET, "my photos"]) and mine
+        assert [m["name"] for m in client.get("/api/models").json()].count(MODEL) == 1
+        again = client.get(f"/api/images/{first['id']}/annotations").json()["shapes"]
+        assert again[0]["label"] == "my label"

@@ -52,8 +52,10 @@ def test_deploy_answer_restart_and_undeploy(tmp_path: Path) -> None:
     os.kill(pid, signal.SIGKILL)
     with app_client(data, db) as client:  # the server died with the machine: started again
         assert _answering(url, 120)
+        restarted = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"]))
         assert client.delete(f"/api/deployments/{again['id']}").status_code == 204
         assert not _answering(url, 3) and client.get("/api/deployments").json() == []
+        assert not Path(f"/proc/{restarted}").exists()  # reaped: no defunct process left behind
 
 
 def _serves(pid: int, name: str) -> bool:

@@ -59,7 +59,7 @@ def test_a_label_is_added_once(api: TestClient) -> None:
     again = api.post(f"/api/datasets/{dataset}/labels", json={"name": "zebra"})
     assert again.status_code == 201 and len(again.json()) == 1  # the same label, not a second one
     more = api.post(f"/api/datasets/{dataset}/labels", json={"name": "ant"}).json()
-    assert [label["name"] for label in more] == ["ant", "zebra"]
+    assert [label["name"] for label in more] == ["zebra", "ant"]  # in the order made: their numbers in the editor
     assert api.get(f"/api/datasets/{dataset}/labels").json() == more
     assert _names(api, dataset, "label=zebra") == []  # a known label used by nothing yet
     unknown = api.get(f"/api/datasets/{dataset}/images?label=okapi")
@@ -94,3 +94,29 @@ def test_two_people_saving_boxes_of_one_new_label_at_once(api: TestClient) -> No
     assert failures == []
     counts = {label["name"]: label["count"] for label in api.get(f"/api/datasets/{dataset}/labels").json()}
     assert counts == {**{f"new {r}": 0 for r in range(24)}, "new 24": 2}
+
+
+def test_thumbnails_count_boxes_and_a_nothing_here_review_can_be_found_and_undone(api: TestClient) -> None:
+    """Each image says how many boxes it has; an auto image accepted with nothing in it (a "nothing here"
+    example for training) is found by status=reviewed&empty=true, and reopen undoes the accept."""
+    dataset = api.post("/api/datasets", json={"name": "empties"}).json()["id"]
+    files = [("files", (f"{name}.png", png(seed=k))) for k, name in enumerate("abc")]
+    a, b, c = api.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+    boxes = [
+        {"kind": "box", "label": "cat", "points": [1, 1, 9, 9]},
+        {"kind": "box", "label": "dog", "points": [20, 5, 40, 30]},
+    ]
+    assert api.put(f"/api/images/{a['id']}/annotations", json={"version": 1, "shapes": boxes}).status_code == 200
+    _auto_labelled(api, b, "cat")
+    with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        session.execute(update(Image).where(Image.id == c["id"]).values(status="auto", version=Image.version + 1))
+        session.commit()  # the model found nothing in c
+    counts = {i["original_name"]: i["shapes"] for i in api.get(f"/api/datasets/{dataset}/images").json()["items"]}
+    assert counts == {"a.png": 2, "b.png": 1, "c.png": 0}
+    accepted = api.post(f"/api/images/{c['id']}/review", json={"action": "accept", "version": 2}).json()
+    assert accepted["status"] == "reviewed"
+    assert _names(api, dataset, "status=reviewed&empty=true") == ["c.png"]
+    assert _names(api, dataset, "empty=false") == ["a.png", "b.png"]
+    reopened = api.post(f"/api/images/{c['id']}/review", json={"action": "reopen", "version": accepted["version"]})
+    assert reopened.status_code == 200 and reopened.json()["status"] == "auto"
+    assert _names(api, dataset, "status=reviewed&empty=true") == []

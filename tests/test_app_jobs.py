@@ -151,6 +151,17 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         junk = client.post("/api/models/import", files={"file": ("junk.zip", zip_of({"notes.txt": b"hello"}))})
         assert junk.status_code == 422 and junk.json()["error"].startswith("junk.zip:")
 
+        # the Train form may start from any registered model of the data set's task: its weights, classes by name
+        started = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 1, "from_model_id": twin["id"]})
+        assert started.status_code == 201, started.text
+        assert started.json()["settings"]["from_model_id"] == twin["id"]
+        assert _wait(client, started.json()["id"], ("done", "failed"))["state"] == "done"
+        log = (data / "jobs" / str(started.json()["id"]) / "train.log").read_text()
+        assert "fine-tuning: starting from the weights of" in log, log[-2000:]
+        classes = client.post("/api/datasets", json={"name": "kinds", "task": "classify"}).json()["id"]
+        wrong = client.post(f"/api/datasets/{classes}/jobs", json={"epochs": 1, "from_model_id": twin["id"]})
+        assert wrong.status_code == 422 and "answers detect" in wrong.json()["error"], wrong.text
+
 
 def test_a_classification_set_trains_the_apps_classifier(tmp_path: Path) -> None:
     data_dir = tmp_path / "app"
@@ -170,6 +181,8 @@ def test_a_classification_set_trains_the_apps_classifier(tmp_path: Path) -> None
         (model,) = client.get("/api/models").json()
         assert 0 <= model["metrics"]["top1"] <= 1
         evaluation = client.get(f"/api/jobs/{job['id']}/evaluation").json()
-        assert evaluation["top1"] == model["metrics"]["top1"] and evaluation["classes"] == sorted(shapes.classes)
+        made = [label["name"] for label in client.get(f"/api/datasets/{dataset}").json()["labels"]]
+        assert sorted(made) == sorted(shapes.classes)
+        assert evaluation["top1"] == model["metrics"]["top1"] and evaluation["classes"] == made  # in the order made
         for url in evaluation["pictures"].values():
             assert client.get(url).headers["content-type"] == "image/png"

@@ -156,6 +156,8 @@ def test_url_fetch_refusals(server: Server, image_host: str) -> None:
     missing = httpx.get(f"{server.url}/detect_url", params={"url": f"{image_host}/nothing.jpg", "model": "tiny"})
     assert_error(missing, 502, "answered 404")
     assert_error(httpx.get(f"{server.url}/detect_url", params={"url": "file:///etc/passwd"}), 400, "not an http(s) URL")
+    assert all(answer.json()["result"] == "fail" for answer in (other_host, missing))  # as PowerAI Vision clients read
+    assert "result" not in httpx.post(f"{server.url}/predict/nothing", content=dog()).json()  # the native protocol
     assert_still_answers(server)
 
 

@@ -14,6 +14,7 @@ export interface ImageRecord {
   id: number; dataset_id: number; original_name: string; width: number; height: number; split: Split;
   status: Status; class_label: string | null; version: number; file: string; thumbnail: string;
   video_id: number | null; video_time_s: number | null; derived_from: number | null;
+  shapes: number;  // its boxes and polygons
 }
 export interface ImagePage { total: number; offset: number; items: ImageRecord[] }
 export interface Shape { kind: "box" | "polygon"; label: string; points: number[] | number[][] }

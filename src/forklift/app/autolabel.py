@@ -16,22 +16,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-import torch
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
-from torchvision.ops import nms
 
 from forklift.app.background import Follower
 from forklift.app.deploy import serving, serving_process
 from forklift.app.records import label_named, labels_named, next_version
 from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Deployment, Image, JobState, Model
 from forklift.errors import ForkliftError
+from forklift.vision.boxes import one_box_per_object
 from forklift.vocabulary import Task
 
 IDLE_S = 10.0  # a look for runs no route announced (another app process's)
 CHUNK = 8  # images per request: the server batches them
 TIMEOUT_S = 300.0
-ONE_OBJECT_IOU = 0.6  # boxes of different classes overlapping more are one object: only the surest is kept
 
 
 class AutoLabeler(Follower):
@@ -161,23 +159,12 @@ def _keep_boxes(session: Session, image: Image, detections: list[dict], threshol
         x2, y2 = min(float(image.width), float(box["x2"])), min(float(image.height), float(box["y2"]))
         if float(found["score"]) >= threshold and x2 > x1 and y2 > y1:
             boxes.append((str(found["label"]), float(found["score"]), [x1, y1, x2, y2]))
-    kept = one_per_object(boxes)
+    kept = one_box_per_object(boxes)
     labels = labels_named(session, image.dataset_id, [label for label, _, _ in kept])
     for label, score, points in kept:
         session.add(Annotation(image_id=image.id, label_id=labels[label].id, kind="box", points=points, source="auto",
                                model_id=model_id, confidence=score))  # fmt: skip
     return len(kept)
-
-
-def one_per_object(boxes: list[tuple[str, float, list[float]]]) -> list[tuple[str, float, list[float]]]:
-    """(label, score, corners) boxes without those that overlap a surer box of another class by more than
-    ONE_OBJECT_IOU: the server suppresses within a class; a person labels an object with one class, and a
-    second box on it is one more thing to correct."""
-    if len(boxes) < 2:
-        return boxes
-    corners = torch.tensor([points for _, _, points in boxes], dtype=torch.float32)
-    kept = nms(corners, torch.tensor([score for _, score, _ in boxes]), ONE_OBJECT_IOU)
-    return [boxes[k] for k in kept.tolist()]
 
 
 @contextlib.contextmanager

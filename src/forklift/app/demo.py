@@ -1,13 +1,16 @@
-"""The demo's last step: the whole product in the app. A fresh `forklift app` over OUT/app gets a data set of the
-demo's shapes (most labelled with their true boxes, some held back unlabelled), the demo's trained model in its
-registry, deployed, and an auto-label run of the held-back images waiting in the review queue. Run from a
-terminal, the app stays up until Ctrl-C; otherwise it stops once every page has answered.
+"""The demo's last step: the whole product in the app. `forklift app` over OUT/app gets a data set of the demo's
+shapes (most labelled with their true boxes, some held back unlabelled), the demo's trained model in its registry
+(trained on that data set, so Retrain fine-tunes it there), deployed, and an auto-label run of the held-back
+images waiting in the review queue. Run from a terminal, the app stays up until Ctrl-C; otherwise it stops once
+every page has answered.
+
+OUT/app is never deleted: a second demo finds the data set, the model and whatever a person made there since
+(labels, reviews, other data sets and models), and adds only what is missing.
 """
 
 from __future__ import annotations
 
 import io
-import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +19,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -26,6 +30,7 @@ from forklift.errors import ForkliftError
 from forklift.serve.process import free_port, wait_until_answering
 
 APP_PORT = 8080
+DATASET, MODEL = "demo shapes", "demo: slim yolov3-tiny"  # the names the demo gives what it puts in the app
 LABELLED, HELD_BACK = 160, 40  # images of the demo's set put in the app: with their true boxes, and unlabelled
 THRESHOLD = 0.5
 CHUNK = 40  # images per upload request
@@ -35,22 +40,24 @@ PAGES = ("/", "/api/datasets", "/api/models", "/api/deployments", "/api/jobs", "
 def show_in_app(out: Path, data: Path, model_dir: Path, *, interactive: bool) -> str:
     """The app over OUT/app with the demo loaded (its URL is returned once it stopped)."""
     folder = out / "app"
-    shutil.rmtree(folder, ignore_errors=True)  # every run loads the app anew, in seconds
-    folder.mkdir(parents=True)
+    if (folder / "app.db").is_file():
+        print(f"  reusing the app in {folder}: its data sets, labels and models are kept")
+    folder.mkdir(parents=True, exist_ok=True)
     port = APP_PORT if _port_free(APP_PORT) else free_port()
     url = f"http://127.0.0.1:{port}"
     with _app(folder, port, out / "app.log") as process, httpx.Client(base_url=url, timeout=300) as client:
-        dataset = _load_dataset(client, load_dataset(data))
-        model = _checked(client.post("/api/models/import", files={"file": ("demo-model.zip", _zipped(model_dir))}))
-        client.patch(f"/api/models/{model['model']['id']}", json={"name": "demo: slim yolov3-tiny"})
-        model_id = model["model"]["id"]
-        deployment = _checked(client.post(f"/api/models/{model_id}/deploy"))
+        dataset = _demo_dataset(client, load_dataset(data))
+        model_id = _demo_model(client, model_dir, dataset)
+        running = [d for d in _checked_list(client.get("/api/deployments")) if d["model_id"] == model_id]
+        deployment = running[0] if running else _checked(client.post(f"/api/models/{model_id}/deploy"))
         try:
-            run = _checked(client.post(f"/api/datasets/{dataset}/autolabel",
-                                       json={"model_id": model_id, "threshold": THRESHOLD}))  # fmt: skip
-            run = _finished(client, f"/api/autolabel/{run['id']}")
-            print(f"  auto-labelled {run['done']} held-back images: {run['boxes']} boxes at score >= {THRESHOLD}, "
-                  f"waiting in the review queue")  # fmt: skip
+            unlabelled = _checked(client.get(f"/api/datasets/{dataset}/images?status=unlabelled"))["total"]
+            if unlabelled:
+                run = _checked(client.post(f"/api/datasets/{dataset}/autolabel",
+                                           json={"model_id": model_id, "threshold": THRESHOLD}))  # fmt: skip
+                run = _finished(client, f"/api/autolabel/{run['id']}")
+                print(f"  auto-labelled {run['done']} held-back images: {run['boxes']} boxes at score >= "
+                      f"{THRESHOLD}, waiting in the review queue")  # fmt: skip
             for page in PAGES:
                 _checked(client.get(page))
             print(f"  the app: {url}/#/datasets/{dataset} (its data set), {url}/#/datasets/{dataset}/review (the "
@@ -64,12 +71,32 @@ def show_in_app(out: Path, data: Path, model_dir: Path, *, interactive: bool) ->
         finally:
             with suppress(httpx.TransportError):  # after a Ctrl-C the app (and its deployment) stopped on its own
                 client.delete(f"/api/deployments/{deployment['id']}")
+    command = Path(sys.executable).with_name("forklift")
+    print(f"  reopen the app: {command if command.exists() else 'forklift'} app --data-dir {folder} (then Deploy the "
+          f"model again on its Models page)")  # fmt: skip
     return url
+
+
+def _demo_dataset(client: httpx.Client, data: Dataset) -> int:
+    """The demo's data set in the app: the one an earlier demo made, as it is now, else a new one."""
+    found = [d["id"] for d in _checked_list(client.get("/api/datasets")) if d["name"] == DATASET]
+    return int(found[0]) if found else _load_dataset(client, data)
+
+
+def _demo_model(client: httpx.Client, model_dir: Path, dataset: int) -> int:
+    """The demo's model in the registry, trained on the demo's data set: the one there, else imported."""
+    found = [m["id"] for m in _checked_list(client.get("/api/models")) if m["name"] == MODEL]
+    if found:
+        return int(found[0])
+    files = {"file": ("demo-model.zip", _zipped(model_dir))}
+    model = _checked(client.post("/api/models/import", files=files, data={"dataset_id": str(dataset)}))["model"]
+    _checked(client.patch(f"/api/models/{model['id']}", json={"name": MODEL}))
+    return int(model["id"])
 
 
 def _load_dataset(client: httpx.Client, data: Dataset) -> int:
     """A data set in the app of the first LABELLED + HELD_BACK images, the first LABELLED with their boxes."""
-    dataset = _checked(client.post("/api/datasets", json={"name": "demo shapes"}))["id"]
+    dataset = _checked(client.post("/api/datasets", json={"name": DATASET}))["id"]
     chosen: list[ImageRecord] = data.images[: LABELLED + HELD_BACK]
     added: list[dict] = []
     for start in range(0, len(chosen), CHUNK):
@@ -92,7 +119,13 @@ def _zipped(model_dir: Path) -> bytes:
     return buffer.getvalue()
 
 
-def _checked(answer: httpx.Response) -> dict:
+def _checked_list(answer: httpx.Response) -> list[dict]:
+    found = _checked(answer)
+    assert isinstance(found, list)
+    return found
+
+
+def _checked(answer: httpx.Response) -> Any:
     if answer.status_code >= 400:
         raise ForkliftError(f"the demo's app: {answer.request.method} {answer.request.url.path} answered "
                             f"{answer.status_code}: {answer.text[:300]}")  # fmt: skip

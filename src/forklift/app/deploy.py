@@ -4,6 +4,7 @@ process again (its pid, checked against its command line) or starts it anew."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -18,6 +19,7 @@ from forklift.app.processes import runs
 from forklift.app.tables import Deployment, Model
 from forklift.errors import ForkliftError
 from forklift.serve.process import ServerProcess, free_port
+from forklift.vision.boxes import one_box_per_object
 
 STOP_S = 30.0
 
@@ -39,7 +41,8 @@ def serving(deployment: Deployment, model_dir: Path) -> bool:
 
 
 def stop_serving(deployment: Deployment, model_dir: Path) -> None:
-    """SIGTERM (the server drains), then wait for it to be gone."""
+    """SIGTERM (the server drains), then wait for it to be gone, and reap it when this process started it (no
+    defunct process left behind)."""
     if not serving(deployment, model_dir):
         return
     assert deployment.pid is not None
@@ -49,6 +52,8 @@ def stop_serving(deployment: Deployment, model_dir: Path) -> None:
         time.sleep(0.1)
     if serving(deployment, model_dir):
         os.kill(deployment.pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):  # started by an earlier app process: not ours to reap
+        os.waitpid(deployment.pid, 0)
 
 
 def curl_lines(host: str, deployment: Deployment) -> dict[str, str]:
@@ -61,10 +66,18 @@ def curl_lines(host: str, deployment: Deployment) -> dict[str, str]:
 
 
 def predict(deployment: Deployment, content: bytes, filename: str) -> dict:
-    """The deployment's answer for one image (the app's test page sends images through here)."""
+    """The deployment's answer for one image (the app's test page sends images through here), an object found
+    as two classes given once, as auto-labelling gives it (`one_box_per_object`)."""
     answer = httpx.post(f"http://127.0.0.1:{deployment.port}/predict/{deployment.name}",
                         files={"files": (filename, content)}, timeout=120)  # fmt: skip
-    return {"status_code": answer.status_code, **answer.json()}
+    body = answer.json()
+    for result in body.get("results", []):
+        found = result.get("detections")
+        if found:
+            kept = one_box_per_object([(d["label"], d["score"], [d["bbox"][k] for k in ("x1", "y1", "x2", "y2")], d)
+                                   for d in found])  # fmt: skip
+            result["detections"] = [entry for *_, entry in kept]
+    return {"status_code": answer.status_code, **body}
 
 
 def restore(sessions: sessionmaker[Session], root: Path, lock: threading.Lock) -> None:

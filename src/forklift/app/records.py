@@ -11,8 +11,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
+from forklift.app.registry import model_task
 from forklift.app.storage import Storage
-from forklift.app.tables import TRAINED_ON, Annotation, Base, DataSet, Image, Label, Video
+from forklift.app.tables import TRAINED_ON, Annotation, Base, DataSet, Image, Label, Model, Video
+from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
 from forklift.vocabulary import Task
 
@@ -44,7 +46,7 @@ def add_image(
     return image
 
 
-def image_out(image: Image, class_label: str | None) -> schemas.ImageOut:
+def image_out(image: Image, class_label: str | None, shapes: int = 0) -> schemas.ImageOut:
     return schemas.ImageOut(
         id=image.id,
         dataset_id=image.dataset_id,
@@ -60,12 +62,18 @@ def image_out(image: Image, class_label: str | None) -> schemas.ImageOut:
         video_id=image.video_id,
         video_time_s=None if image.video_ms is None else image.video_ms / 1000,
         derived_from=image.derived_from,
+        shapes=shapes,
     )
 
 
 def images_out(session: Session, images: list[Image]) -> list[schemas.ImageOut]:
     names = label_names(session, {image.dataset_id for image in images})
-    return [image_out(image, names.get(image.class_id) if image.class_id else None) for image in images]
+    counted = select(Annotation.image_id, func.count()).where(Annotation.image_id.in_([i.id for i in images]))
+    shapes = dict(session.execute(counted.group_by(Annotation.image_id)).all())
+    return [
+        image_out(image, names.get(image.class_id) if image.class_id else None, shapes.get(image.id, 0))
+        for image in images
+    ]
 
 
 def label_names(session: Session, dataset_ids: set[int]) -> dict[int, str]:
@@ -86,7 +94,8 @@ def label_counts(session: Session, dataset: DataSet) -> list[schemas.LabelCount]
             .group_by(Annotation.label_id)
         )
     counts = dict(session.execute(used).all())
-    labels = session.scalars(select(Label).where(Label.dataset_id == dataset.id).order_by(Label.name)).all()
+    in_creation_order = select(Label).where(Label.dataset_id == dataset.id).order_by(Label.id)  # so numbers stay
+    labels = session.scalars(in_creation_order).all()
     return [schemas.LabelCount(id=label.id, name=label.name, count=counts.get(label.id, 0)) for label in labels]
 
 
@@ -167,3 +176,16 @@ def take_version(session: Session, image_id: int, version: int, **values: Any) -
         session.rollback()
         current = session.scalar(select(Image.version).where(Image.id == image_id))
         raise HttpError(409, f"image {image_id} changed since version {version} (now {current}): reload it")
+
+
+def model_for(session: Session, storage: Storage, model_id: int, dataset: DataSet) -> Model:
+    """A registered model that answers the data set's task (to auto-label it, or to start a job from), or a 404
+    or 422 naming what is wrong."""
+    model = get_or_404(session, Model, model_id)
+    try:
+        task = model_task(storage.path(model.dir))
+    except ForkliftError as exc:
+        raise HttpError(422, f"model {model.name!r} cannot be loaded: {exc}") from exc
+    if task != dataset.task:
+        raise HttpError(422, f"model {model.name!r} answers {task}; data set {dataset.name!r} is a {dataset.task} set")
+    return model

@@ -89,6 +89,7 @@ class ImageOut(BaseModel):
     video_id: int | None
     video_time_s: float | None
     derived_from: int | None
+    shapes: int = 0  # its boxes and polygons (a person's and a model's), shown on its thumbnail
 
 
 class ImagePage(BaseModel):
@@ -200,6 +201,7 @@ class JobIn(BaseModel):
     val_every: int | None = Field(default=None, ge=1, le=10_000)  # validate every N epochs (and at the last)
     val_share: float | None = Field(default=None, ge=0.05, le=0.5)  # held out for val where the set has no val split
     device: DeviceName | None = None  # default: the machine's device with the shortest queue, GPUs first
+    from_model_id: int | None = None  # start from this registered model's weights (classes matched by name)
 
 
 class RetrainIn(BaseModel):
@@ -296,5 +298,11 @@ class ReviewPage(BaseModel):
 
 
 class ReviewIn(BaseModel):
-    action: Literal["accept", "reject"]  # correct = edit in the editor (a saved edit counts as reviewed)
+    # correct = edit in the editor (a saved edit counts as reviewed); reopen = undo an accept or a reject: the
+    # image waits for review again, with the model's labels it had (`shapes` and the class, as the review saw them)
+    action: Literal["accept", "reject", "reopen"]
     version: int = Field(ge=0, le=MAX_ID)
+    shapes: list[ShapeOut] | None = None  # reopen after a reject: the model's labels to put back
+    class_label: str | None = None
+    class_model_id: int | None = None
+    class_confidence: float | None = Field(default=None, ge=0, le=1)

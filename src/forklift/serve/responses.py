@@ -16,6 +16,10 @@ class HttpError(Exception):
         self.headers = headers or {}
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The JSON every error is answered with: one line naming the input and the problem."""
-    return JSONResponse({"status": "error", "error": message}, status_code=status, headers=headers)
+def error_response(
+    status: int, message: str, headers: dict[str, str] | None = None, *, extra: dict[str, str] | None = None
+) -> JSONResponse:
+    """The JSON every error is answered with: one line naming the input and the problem (and what a protocol's
+    clients also look for, `extra`: PowerAI Vision's `"result": "fail"`)."""
+    body = {"status": "error", "error": message, **(extra or {})}
+    return JSONResponse(body, status_code=status, headers=headers)

@@ -18,6 +18,7 @@ from forklift.serve.worker import ImagesJob, TensorJob
 from forklift.vision.results import Prediction
 
 RETRY_AFTER_S = "1"
+PROTOCOL_ERRORS = {"powerai": {"result": "fail"}}  # what a protocol's clients read in an error besides ours
 
 
 class ServeState:
@@ -70,7 +71,7 @@ def endpoint(protocol: str) -> Callable[[Handler], Handler]:
             try:
                 response = await handler(request)
             except HttpError as exc:
-                response = error_response(exc.status, exc.message, exc.headers)
+                response = error_response(exc.status, exc.message, exc.headers, extra=PROTOCOL_ERRORS.get(protocol))
             state.metrics.latency.labels(model, protocol).observe(time.perf_counter() - start)
             state.metrics.requests.labels(model, protocol, str(response.status_code)).inc()
             return response

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 import torch
-from torchvision.ops import batched_nms
+from torchvision.ops import batched_nms, nms
+
+ONE_OBJECT_IOU = 0.6  # boxes of different classes overlapping more are one object: only the surest is kept
+Found = TypeVar("Found", bound=tuple)  # (label, score, corners, ...anything carried along)
 
 
 def select_detections(
@@ -33,3 +38,14 @@ def select_detections(
     picked = scores[box_index, class_ids].astype(np.float32)
     keep = batched_nms(torch.from_numpy(boxes), torch.from_numpy(picked), torch.from_numpy(class_ids), iou).numpy()
     return boxes[keep], picked[keep], class_ids[keep]
+
+
+def one_box_per_object(boxes: list[Found], iou: float = ONE_OBJECT_IOU) -> list[Found]:
+    """(label, score, corners, ...) boxes without those that overlap a surer box of another class by more than
+    `iou`: a detector suppresses within a class only, while a person labels an object with one class (auto labels
+    and the app's try-an-image answer one box an object)."""
+    if len(boxes) < 2:
+        return boxes
+    corners = torch.tensor([box[2] for box in boxes], dtype=torch.float32)
+    kept = nms(corners, torch.tensor([float(box[1]) for box in boxes]), iou)
+    return [boxes[k] for k in kept.tolist()]

@@ -16,7 +16,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   const [set, setSet] = useState<DataSet | null>(null);
   const [page, setPage] = useState<ImagePage | null>(null);
   const [offset, setOffset] = useState(0);
-  const [status, setStatus] = useState<Status | "">("");
+  const [status, setStatus] = useState<Status | "reviewed-empty" | "">("");  // reviewed-empty: reviewed, nothing in it
   const [label, setLabel] = useState("");
   const [split, setSplit] = useState<Split | "">("");
   const [chosen, setChosen] = useState<Set<number>>(new Set());
@@ -25,7 +25,8 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
 
   const query = () => {
     const q = new URLSearchParams({ offset: String(offset), limit: String(PAGE) });
-    if (status) q.set("status", status);
+    if (status === "reviewed-empty") { q.set("status", "reviewed"); q.set("empty", "true"); }
+    else if (status) q.set("status", status);
     if (label) q.set("label", label);
     if (split) q.set("split", split);
     return q;
@@ -132,9 +133,10 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
           onDragOver={(e) => e.preventDefault()}
           onDrop={(e) => { e.preventDefault(); if (canEdit) upload(e.dataTransfer?.files ?? null); }}>
           <div class="filters">
-            <select value={status} onChange={(e) => { setOffset(0); setStatus(e.currentTarget.value as Status | ""); }} aria-label="Status filter">
+            <select value={status} onChange={(e) => { setOffset(0); setStatus(e.currentTarget.value as Status | "reviewed-empty" | ""); }} aria-label="Status filter">
               <option value="">All images</option><option value="unlabelled">Unlabelled</option><option value="labelled">Labelled</option>
               <option value="auto">Auto-labelled</option><option value="reviewed">Reviewed</option>
+              <option value="reviewed-empty">Reviewed as showing nothing</option>
             </select>
             <select value={label} onChange={(e) => { setOffset(0); setLabel(e.currentTarget.value); }} aria-label="Label filter">
               <option value="">Any label</option>{set.labels.map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
@@ -142,7 +144,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
             <select value={split} onChange={(e) => { setOffset(0); setSplit(e.currentTarget.value as Split | ""); }} aria-label="Split filter">
               <option value="">Any split</option><option value="train">train</option><option value="val">val</option><option value="test">test</option>
             </select>
-            <span class="muted">{page?.total ?? 0} shown</span>
+            <span class="muted" data-testid="shown">{page ? `${page.items.length ? `${offset + 1}–${offset + page.items.length}` : 0} of ${page.total}` : ""}</span>
             {canEdit && page && page.items.length > 0 && <button onClick={pickPage} title="Select every image on this page (Shift+click selects a range)">Select page</button>}
             {canEdit && chosen.size > 0 && <span class="bulk">
               <strong>{chosen.size} selected</strong>
@@ -165,6 +167,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
                     <img src={image.thumbnail} alt={image.original_name} loading="lazy" width={160} height={120} />
                   </a>
                   <span class={`status ${image.status}`}>{image.class_label ?? image.status}</span>
+                  {set.task === "detect" && image.status !== "unlabelled" && <span class="shape-count" data-testid="shape-count" title={`${image.shapes} box(es) or polygon(s)`}>{image.shapes}</span>}
                   {canEdit && <input type="checkbox" class="pick" checked={chosen.has(image.id)} onClick={(e) => toggle(image.id, e.shiftKey)} aria-label={`Select ${image.original_name}`} />}
                 </li>
               ))}
@@ -247,15 +250,20 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
 function Train({ datasetId, task, labelled, say }: { datasetId: number; task: DataSet["task"]; labelled: number; say: (t: string, e?: boolean) => void }) {
   const [open, setOpen] = useState(false);
   const [devices, setDevices] = useState<Device[]>([]);
+  const [models, setModels] = useState<Model[]>([]);
   const [form, setForm] = useState<Record<string, string | number>>(task === "detect"
-    ? { model: "yolov3-tiny", epochs: 30, batch: 16, img: 320, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" }
-    : { model: "small-classifier", epochs: 30, batch: 32, img: 128, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" });
-  useEffect(() => { if (open) api<Device[]>("/api/devices").then(setDevices, (e) => say(e.message, true)); }, [open]);
+    ? { model: "yolov3-tiny", from_model_id: 0, epochs: 30, batch: 16, img: 320, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" }
+    : { model: "small-classifier", from_model_id: 0, epochs: 30, batch: 32, img: 128, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" });
+  useEffect(() => {
+    if (!open) return;
+    api<Device[]>("/api/devices").then(setDevices, (e) => say(e.message, true));
+    api<Model[]>("/api/models").then(setModels, () => undefined);
+  }, [open]);
   const set = (key: string, value: string) => setForm({ ...form, [key]: key === "model" || key === "device" ? value : Number(value) });
   const start = async (event: Event) => {
     event.preventDefault();
     try {
-      const body = Object.fromEntries(Object.entries(form).filter(([k, v]) => k !== "device" || v));  // no device: the app picks
+      const body = Object.fromEntries(Object.entries(form).filter(([k, v]) => (k !== "device" && k !== "from_model_id") || v));  // no device: the app picks
       const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", body));
       location.hash = `#/jobs/${job.id}`;
     } catch (e) { say((e as Error).message, true); }
@@ -271,6 +279,10 @@ function Train({ datasetId, task, labelled, say }: { datasetId: number; task: Da
           <option value="yolov3-tiny-slim">Optimized for speed on CPUs (slim YOLOv3-tiny)</option>
           <option value="faster-rcnn">Optimized for accuracy (Faster R-CNN)</option>
         </> : <option value="small-classifier">Classifier (small, for CPUs)</option>}
+      </select>
+      <select value={form.from_model_id} onChange={(e) => set("from_model_id", e.currentTarget.value)} aria-label="Start from" title="Start from a registered model's weights (its classes are matched to this data set's by name), or from fresh weights">
+        <option value={0}>from fresh weights</option>
+        {models.map((m) => <option key={m.id} value={m.id}>from model {m.name}</option>)}
       </select>
       {number("epochs", "epochs", { min: "1" })}
       {number("batch", "batch", { min: "1" })}

@@ -7,6 +7,7 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
   const [sets, setSets] = useState<DataSet[] | null>(null);
   const [name, setName] = useState("");
   const [task, setTask] = useState<Task>("detect");
+  const [withAuto, setWithAuto] = useState<Record<number, boolean>>({});  // per data set: exports with unreviewed auto labels
   const [message, say] = useMessage();
   const reload = () => api<DataSet[]>("/api/datasets").then(setSets, (e) => say(e.message, true));
   useEffect(() => { reload(); }, []);
@@ -76,12 +77,15 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
                 <p class="counts">{set.images} images · {set.labelled} labelled</p>
                 <p class="labels">{set.labels.map((l) => <span class="chip" key={l.id}>{l.name} {l.count}</span>)}</p>
                 <div class="actions">
-                  <a class="button" href={`/api/datasets/${set.id}/export?format=coco`} download>Export COCO</a>
-                  <select aria-label="Export format" onChange={(e) => { if (e.currentTarget.value) location.href = `/api/datasets/${set.id}/export?format=${e.currentTarget.value}`; e.currentTarget.value = ""; }}>
+                  <a class="button" href={`/api/datasets/${set.id}/export?format=coco${withAuto[set.id] ? "&auto=true" : ""}`} download>Export COCO</a>
+                  <select aria-label="Export format" onChange={(e) => { if (e.currentTarget.value) location.href = `/api/datasets/${set.id}/export?format=${e.currentTarget.value}${withAuto[set.id] ? "&auto=true" : ""}`; e.currentTarget.value = ""; }}>
                     <option value="">Export as…</option>
                     <option value="forklift">forklift</option><option value="voc">Pascal VOC</option>
                     <option value="yolo">YOLO</option><option value="powerai">PowerAI Vision</option>
                   </select>
+                  <label class="small" title="Exports hold a person's labels and the reviewed ones; this adds a model's unreviewed labels, each marked with the model and its confidence">
+                    <input type="checkbox" checked={!!withAuto[set.id]} onChange={(e) => setWithAuto({ ...withAuto, [set.id]: e.currentTarget.checked })} aria-label="Include unreviewed auto labels" /> with unreviewed auto labels (marked)
+                  </label>
                   {canEdit && <>
                     <label class="button">Import zip<input type="file" accept=".zip" hidden onChange={(e) => importZip(set, e.currentTarget, (e.currentTarget.closest(".actions")!.querySelector("select[name=format]") as HTMLSelectElement).value)} /></label>
                     <select name="format" aria-label="Import format">

@@ -1,19 +1,35 @@
 // The labelling editor: boxes and polygons drawn with Annotorious on the image, saved at every change (the
 // server refuses a stale write with 409, and the editor then reloads what is current). Saves go one after
 // another, each with the version the previous one returned, and a change still waiting for its save when the
-// image is left (→, a link, a reload) is sent at once. Keys: 1-9 pick a label
-// (and relabel the selected shape), R rectangle, G polygon, Delete removes the selected shape, Ctrl+Z / Ctrl+Y
-// undo and redo, → or N next image, ← or P previous, + / - / 0 zoom, Space + drag (or the middle button) pans. Auto labels are drawn in amber with their
-// confidence; saving any change to them is their review, and Accept / Reject act as in the review queue.
+// image is left (→, a link, a reload) is sent at once.
+//
+// What a person means, as CVAT and Label Studio do it: the label chosen (1-9, a click in the list, or a name typed
+// in Label) is the label of the next shape drawn; a drag always draws; a new shape is not left selected.
+// Relabelling is explicit: click a shape to select it, then choose its label. Escape or a click on empty canvas
+// deselects. A data set without labels asks for the first label's name before anything is drawn. Every shape is
+// drawn in its label's colour with its name (and an auto label's confidence). Keys: R rectangle, G polygon (click
+// its points, double-click or Enter to close), Delete removes the selected shape, Ctrl+Z / Ctrl+Y undo and redo,
+// → or N next image, ← or P previous, + / - zoom, 0 fits the image to the canvas, Space + drag (or the middle
+// button) pans. Typing in a text field never fires a key. Auto labels are drawn dashed; saving any change to them
+// is their review, and Accept / Reject act as in the review queue.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from "@annotorious/annotorious";
 import "@annotorious/annotorious/annotorious.css";
 import { api, ApiError, json, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
+import { colourOf } from "../labels";
 import { Message, useMessage } from "../widgets";
 
 type Tool = "rectangle" | "polygon";
+type Bounds = { minX: number; minY: number; maxX: number; maxY: number };
+type Drawn = { id: string; label: string; bounds: Bounds; confidence: number | null };
 
 const tag = (annotation: string, value: string) => ({ id: `${annotation}-label`, annotation, purpose: "tagging", value });
+const labelOf = (annotation: ImageAnnotation) => annotation.bodies.find((b) => b.purpose === "tagging")?.value ?? "";
+const boundsOf = (annotation: ImageAnnotation) => (annotation.target.selector as unknown as { geometry: { bounds: Bounds } }).geometry.bounds;
+const typing = (target: EventTarget | null) => {
+  const element = target as HTMLElement | null;
+  return !!element && (["INPUT", "SELECT", "TEXTAREA"].includes(element.tagName) || element.isContentEditable);
+};
 
 function toAnnotation(shape: Shape | ShapeOut, index: number): ImageAnnotation {
   const id = `${"source" in shape && shape.source === "auto" ? "auto" : "shape"}-${index}-${Math.random().toString(36).slice(2, 8)}`;
@@ -30,10 +46,11 @@ function toAnnotation(shape: Shape | ShapeOut, index: number): ImageAnnotation {
   } } } as unknown as ImageAnnotation;
 }
 
-function toShape(annotation: ImageAnnotation, width: number, height: number, fallback: string): Shape | null {
-  const label = annotation.bodies.find((b) => b.purpose === "tagging")?.value || fallback;
+function toShape(annotation: ImageAnnotation, width: number, height: number): Shape | null {
+  const label = labelOf(annotation);
   const selector = annotation.target.selector as unknown as { type: string; geometry: { x: number; y: number; w: number; h: number; points: number[][] } };
   const clampX = (v: number) => Math.min(Math.max(v, 0), width), clampY = (v: number) => Math.min(Math.max(v, 0), height);
+  if (!label) return null;
   if (selector.type === "RECTANGLE") {
     const g = selector.geometry;
     const box = [clampX(g.x), clampY(g.y), clampX(g.x + g.w), clampY(g.y + g.h)].map((v) => Math.round(v * 10) / 10);
@@ -47,12 +64,16 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const [set, setSet] = useState<DataSet | null>(null);
   const [image, setImage] = useState<ImageRecord | null>(null);
   const [near, setNear] = useState<Neighbours | null>(null);
-  const [current, setCurrent] = useState("");
+  const [current, setCurrent] = useState("");  // the label of the next shape drawn ("": none chosen yet)
+  const [draft, setDraft] = useState("");  // what the Label field holds while it is typed in
+  const [selected, setSelected] = useState<string | null>(null);  // the selected shape's label
   const [tool, setTool] = useState<Tool>("rectangle");
   const [zoom, setZoom] = useState(1);
+  const [fit, setFit] = useState(1);
   const [state, setState] = useState("loading");
   const [classLabel, setClassLabel] = useState<string | null>(null);
   const [doc, setDoc] = useState<Annotations | null>(null);
+  const [drawn, setDrawn] = useState<Drawn[]>([]);
   const [message, say] = useMessage();
   const img = useRef<HTMLImageElement>(null);
   const annotator = useRef<ImageAnnotator | null>(null);
@@ -60,23 +81,35 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const timer = useRef<number | undefined>(undefined);
   const queue = useRef<Promise<void>>(Promise.resolve());
   const drawnFrom = useRef(0);  // counts loads of the server's shapes: a save drawn before the last load is stale
+  const confidence = useRef(new Map<string, number | null>());  // auto labels' scores, by annotation id
   const currentRef = useRef("");
   currentRef.current = current;
+  const namesRef = useRef<string[]>([]);  // the data set's labels in creation order: their colours
+  namesRef.current = set?.labels.map((l) => l.name) ?? [];
   const classRef = useRef<string | null>(null);
   classRef.current = classLabel;
   const imageRef = useRef<ImageRecord | null>(null);  // read by the flush the unmount runs, which sees the first render
   imageRef.current = image;
+  const label = useRef<HTMLInputElement>(null);
 
   useEffect(() => {
     Promise.all([
       api<DataSet>(`/api/datasets/${datasetId}`), api<ImageRecord>(`/api/images/${imageId}`),
       api<Neighbours>(`/api/images/${imageId}/neighbours`),
-    ]).then(([s, i, n]) => { setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || "object"); },
+    ]).then(([s, i, n]) => { setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || ""); },
       (e) => say(e.message, true));
     const leave = () => flush({ now: true });
     addEventListener("pagehide", leave);
     return () => { removeEventListener("pagehide", leave); flush(); annotator.current?.destroy(); annotator.current = null; };
   }, [imageId]);
+
+  // The shapes as drawn now, for their captions; read after every change the annotator reports.
+  const refresh = () => {
+    const anno = annotator.current;
+    if (!anno) return;
+    setDrawn(anno.getAnnotations().map((a) => ({ id: a.id, label: labelOf(a), bounds: boundsOf(a), confidence: confidence.current.get(a.id) ?? null })));
+    anno.setStyle(style);
+  };
 
   const load = async () => {
     const doc = await api<Annotations>(`/api/images/${imageId}/annotations`);
@@ -84,7 +117,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     drawnFrom.current += 1;
     setDoc(doc);
     setClassLabel(doc.class_label);
-    annotator.current?.setAnnotations(doc.shapes.map(toAnnotation), true);
+    const annotations = doc.shapes.map(toAnnotation);
+    confidence.current = new Map(annotations.map((a, i) => [a.id, doc.shapes[i].source === "auto" ? doc.shapes[i].confidence : null]));
+    annotator.current?.setAnnotations(annotations, true);
+    refresh();
     setState("saved");
   };
 
@@ -92,7 +128,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const snapshot = (classLabel: string | null) => {
     const image = imageRef.current;
     if (!image || !annotator.current) return null;
-    const shapes = annotator.current.getAnnotations().map((a) => toShape(a, image.width, image.height, currentRef.current)).filter((s): s is Shape => s !== null);
+    const shapes = annotator.current.getAnnotations().map((a) => toShape(a, image.width, image.height)).filter((s): s is Shape => s !== null);
     return { shapes, class_label: classLabel };
   };
   // Saves go one after another, each on the version the last returned. One drawn before the server's shapes were
@@ -126,7 +162,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const body = snapshot(extra.class_label !== undefined ? extra.class_label : classRef.current);
     if (body) send(body);
   };
-  const saveSoon = () => { setState("saving"); window.clearTimeout(timer.current); timer.current = window.setTimeout(() => save(), 250); };
+  const saveSoon = () => {
+    refresh();
+    setState("saving"); window.clearTimeout(timer.current); timer.current = window.setTimeout(() => save(), 250);
+  };
   // A change still waiting for its save is sent now: the image is being left (`now`: the page itself).
   const flush = ({ now = false } = {}) => {
     if (timer.current === undefined) return;
@@ -136,41 +175,61 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     if (body) send(body, { now });
   };
 
+  // Each shape in its label's colour; an auto label dashed-looking (lighter fill), the selected one bolder.
+  const style = (a: ImageAnnotation, state?: { selected?: boolean }) => {
+    const colour = colourOf(namesRef.current, labelOf(a));
+    const auto = a.id.startsWith("auto-");
+    return { fill: colour, fillOpacity: auto ? 0.08 : 0.16, stroke: colour, strokeOpacity: 1, strokeWidth: state?.selected ? 3 : 2 };
+  };
+
   const start = () => {
     if (!img.current || annotator.current || !set) return;
-    const anno = createImageAnnotator(img.current, { drawingEnabled: canEdit && set.task === "detect", drawingMode: "drag", userSelectAction: canEdit ? "EDIT" : "SELECT",
-      style: (a: ImageAnnotation) => a.id.startsWith("auto-")
-        ? { fill: "#f59e0b", fillOpacity: 0.12, stroke: "#fbbf24", strokeWidth: 2 }
-        : { fill: "#3b82f6", fillOpacity: 0.15, stroke: "#93c5fd", strokeWidth: 2 } } as never);
+    const anno = createImageAnnotator(img.current, { drawingEnabled: false, drawingMode: "drag", userSelectAction: canEdit ? "EDIT" : "SELECT", style } as never);
     anno.setDrawingTool(tool);
     anno.on("createAnnotation", (a: ImageAnnotation) => {
-      if (!a.bodies.some((b) => b.purpose === "tagging")) anno.updateAnnotation({ ...a, bodies: [tag(a.id, currentRef.current)] });
+      if (!labelOf(a)) anno.updateAnnotation({ ...a, bodies: [tag(a.id, currentRef.current)] });
+      window.setTimeout(() => anno.cancelSelected(), 0);  // a new shape is not left selected: the next key or drag is for the next one
       saveSoon();
     });
     anno.on("updateAnnotation", saveSoon);
     anno.on("deleteAnnotation", saveSoon);
-    // A selected shape shows its label as the current one (so 1-9 and the list show what it is now).
-    anno.on("selectionChanged", (chosen: ImageAnnotation[]) => {
-      const label = chosen[0]?.bodies.find((b) => b.purpose === "tagging")?.value;
-      if (label) setCurrent(label);
-    });
+    anno.on("selectionChanged", (chosen: ImageAnnotation[]) => { setSelected(chosen[0] ? labelOf(chosen[0]) : null); refresh(); });
     annotator.current = anno;
+    fitToCanvas();
     load().catch((e) => say(e.message, true));
   };
-  useEffect(() => { annotator.current?.setDrawingTool(tool); }, [tool]);
+  const drawing = canEdit && set?.task === "detect" && current !== "";
+  useEffect(() => {
+    const anno = annotator.current;
+    if (!anno) return;
+    anno.setDrawingTool(tool);
+    anno.setDrawingMode(tool === "polygon" ? "click" : "drag");  // polygons: click each point, as CVAT does
+    anno.setDrawingEnabled(drawing);
+  }, [tool, drawing, annotator.current]);
+  useEffect(() => { annotator.current?.setStyle(style); }, [set]);
 
-  const relabel = (name: string) => {
-    setCurrent(name);
+  // The label chosen: the selected shape's when one is selected (then nothing stays selected), else the next one's.
+  const choose = (name: string) => {
+    name = name.trim();
+    if (!name) return;
     const anno = annotator.current;
     const chosen = anno?.getSelected() ?? [];
-    for (const a of chosen) anno!.updateAnnotation({ ...a, bodies: [tag(a.id, name)] });
-    if (chosen.length) saveSoon();
+    if (chosen.length && canEdit) {
+      for (const a of chosen) anno!.updateAnnotation({ ...a, bodies: [tag(a.id, name)] });
+      anno!.cancelSelected();
+      saveSoon();
+      say(`Relabelled ${chosen.length} shape(s) as ${name}.`);
+    } else {
+      setCurrent(name);
+    }
+    setDraft("");
   };
   const copyPrevious = async () => {
     if (!near?.previous_frame || !annotator.current) return;
     const doc = await api<Annotations>(`/api/images/${near.previous_frame}/annotations`);
     for (const [i, shape] of doc.shapes.entries()) annotator.current.addAnnotation(toAnnotation(shape, i + 1000));
     say(`Copied ${doc.shapes.length} shape(s) from the previous frame.`);
+    refresh();
     save();
   };
   const review = async (action: "accept" | "reject") => {
@@ -179,15 +238,38 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       location.hash = `#/datasets/${datasetId}/review`;
     } catch (e) { say((e as Error).message, true); await load(); }
   };
-  // Pan: with Space held or the middle button, a drag scrolls the zoomed image; listened for in the capture
-  // phase so that Annotorious, under the pointer, neither draws nor selects.
+
+  // The zoom that shows the whole image in the canvas (small images grow to it, large ones shrink).
   const canvas = useRef<HTMLDivElement>(null);
+  const fitToCanvas = () => {
+    const box = canvas.current, shown = imageRef.current;
+    if (!box || !shown) return;
+    const width = box.clientWidth - 20, height = Math.max(200, window.innerHeight - 200);
+    const scale = Math.max(0.1, Math.min(8, width / shown.width, height / shown.height));
+    setFit(scale);
+    setZoom(scale);
+  };
+
+  // Pointers on the canvas, before Annotorious sees them: Space held or the middle button pans; a press off every
+  // shape while one is selected deselects it and goes on to draw (Annotorious would spend the drag on deselecting);
+  // a polygon's clicks are remembered so that Enter can close it.
   const spaceHeld = useRef(false);
+  const lastClick = useRef<{ x: number; y: number } | null>(null);
   useEffect(() => {
     const box = canvas.current;
     if (!box) return;
     const down = (e: PointerEvent) => {
-      if (!spaceHeld.current && e.button !== 1) return;
+      const anno = annotator.current;
+      if (!spaceHeld.current && e.button !== 1) {
+        const onShape = (e.target as Element).closest?.("g.a9s-annotation:not(.a9s-rubberband), .a9s-handle, .a9s-shape-handle");
+        if (anno && anno.getSelected().length && !onShape && e.button === 0) {
+          e.preventDefault(); e.stopPropagation();
+          anno.cancelSelected();
+          const again = { clientX: e.clientX, clientY: e.clientY, button: 0, buttons: 1, pointerId: e.pointerId, pointerType: e.pointerType, isPrimary: true, bubbles: true, cancelable: true };
+          window.setTimeout(() => document.elementFromPoint(e.clientX, e.clientY)?.dispatchEvent(new PointerEvent("pointerdown", again)), 0);
+        }
+        return;
+      }
       e.preventDefault(); e.stopPropagation();
       const start = { x: e.clientX, y: e.clientY, left: box.scrollLeft, top: box.scrollTop };
       box.classList.add("panning");
@@ -200,47 +282,67 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       addEventListener("pointermove", move, true); addEventListener("pointerup", up, true);
       addEventListener("pointercancel", up, true);
     };
+    const up = (e: PointerEvent) => { if (e.isTrusted) lastClick.current = { x: e.clientX, y: e.clientY }; };
     const key = (e: KeyboardEvent) => {
-      if (e.key !== " " || (e.target as HTMLElement).tagName === "INPUT") return;
+      if (e.key !== " " || typing(e.target)) return;
       spaceHeld.current = e.type === "keydown";
       box.classList.toggle("pan-ready", spaceHeld.current);
       e.preventDefault();
     };
     const release = () => { spaceHeld.current = false; box.classList.remove("pan-ready"); };  // Space let go elsewhere
     box.addEventListener("pointerdown", down, true);
+    box.addEventListener("pointerup", up, true);
     addEventListener("keydown", key); addEventListener("keyup", key); addEventListener("blur", release);
     return () => {
       box.removeEventListener("pointerdown", down, true);
+      box.removeEventListener("pointerup", up, true);
       removeEventListener("keydown", key); removeEventListener("keyup", key); removeEventListener("blur", release);
     };
   }, [set, image]);
+
+  // Enter closes a polygon being drawn: the last point clicked once more, then the double-click that closes it.
+  const closePolygon = () => {
+    const at = lastClick.current, target = at && document.elementFromPoint(at.x, at.y);
+    if (!at || !target) return;
+    const click = { clientX: at.x, clientY: at.y, button: 0, buttons: 1, isPrimary: true, bubbles: true, cancelable: true, pointerType: "mouse" };
+    target.dispatchEvent(new PointerEvent("pointerdown", click));
+    target.dispatchEvent(new PointerEvent("pointerup", { ...click, buttons: 0 }));
+    target.dispatchEvent(new MouseEvent("dblclick", { clientX: at.x, clientY: at.y, bubbles: true, cancelable: true }));
+  };
   const go = (id: number | null | undefined) => { if (id) location.hash = `#/datasets/${datasetId}/images/${id}`; };
+  const pick = (name: string) => {
+    if (set?.task === "classify") { setClassLabel(name); save({ class_label: name }); } else choose(name);
+  };
 
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
-      const target = e.target as HTMLElement;
-      if (target.tagName === "INPUT" || target.tagName === "SELECT" || e.ctrlKey || e.metaKey) return;
+      if (typing(e.target) || e.ctrlKey || e.metaKey || e.altKey) return;
+      const anno = annotator.current;
       if (e.key === "ArrowRight" || e.key === "n") go(near?.next);
       else if (e.key === "ArrowLeft" || e.key === "p") go(near?.previous);
       else if (e.key === "r") setTool("rectangle");
       else if (e.key === "g") setTool("polygon");
+      else if (e.key === "Escape") { anno?.cancelDrawing(); anno?.cancelSelected(); }
+      else if (e.key === "Enter" && tool === "polygon") closePolygon();
       else if (e.key === "+" || e.key === "=") setZoom((z) => Math.min(8, z * 1.25));
-      else if (e.key === "-") setZoom((z) => Math.max(0.25, z / 1.25));
-      else if (e.key === "0") setZoom(1);
+      else if (e.key === "-") setZoom((z) => Math.max(0.1, z / 1.25));
+      else if (e.key === "0") setZoom(fit);
       else if ((e.key === "Delete" || e.key === "Backspace") && canEdit) {
-        const anno = annotator.current;
         for (const a of anno?.getSelected() ?? []) anno!.removeAnnotation(a.id);
       } else if (/^[1-9]$/.test(e.key) && set) {
-        const label = set.labels[+e.key - 1];
-        if (label) { if (set.task === "classify") { setClassLabel(label.name); save({ class_label: label.name }); } else relabel(label.name); }
+        const chosen = set.labels[+e.key - 1];
+        if (chosen) pick(chosen.name);
       } else return;
       e.preventDefault();
     };
     addEventListener("keydown", onKey);
     return () => removeEventListener("keydown", onKey);
-  }, [near, set, canEdit, classLabel]);
+  }, [near, set, canEdit, classLabel, tool, fit]);
 
   if (!set || !image) return <div><Message message={message} /><p class="muted">Loading…</p></div>;
+  const names = set.labels.map((l) => l.name);
+  const needsLabel = set.task === "detect" && canEdit && current === "";
+  const highlighted = set.task === "classify" ? classLabel : (selected ?? current);
   return (
     <section class="editor">
       <div class="page-head">
@@ -253,17 +355,42 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         <button onClick={() => go(near?.next)} disabled={!near?.next} title="Next image (→)">›</button>
         {set.task === "detect" && canEdit && <>
           <button class={tool === "rectangle" ? "on" : ""} onClick={() => setTool("rectangle")} title="Rectangle (R)">▭ Box</button>
-          <button class={tool === "polygon" ? "on" : ""} onClick={() => setTool("polygon")} title="Polygon (G)">⬠ Polygon</button>
-          <label>Label <input list="labels" value={current} onInput={(e) => setCurrent(e.currentTarget.value)} onChange={(e) => relabel(e.currentTarget.value)} aria-label="Current label" /></label>
+          <button class={tool === "polygon" ? "on" : ""} onClick={() => setTool("polygon")} title="Polygon (G): click its points, double-click or Enter to close">⬠ Polygon</button>
+          <form class="label-field" onSubmit={(e) => { e.preventDefault(); choose(draft); label.current?.blur(); }}>
+            <label>{selected !== null ? "Relabel as" : "Next label"}{" "}
+              <input ref={label} list="labels" value={draft} placeholder={selected ?? (current || "name the first label")}
+                onInput={(e) => setDraft(e.currentTarget.value)} aria-label="Current label" />
+            </label>
+            <button type="submit" disabled={!draft.trim()}>Use</button>
+          </form>
           <datalist id="labels">{set.labels.map((l) => <option key={l.id} value={l.name} />)}</datalist>
           {near?.previous_frame && <button onClick={copyPrevious} title="Copy the previous frame's boxes">Copy previous frame</button>}
         </>}
-        <span class="zoom"><button onClick={() => setZoom((z) => Math.max(0.25, z / 1.25))}>−</button>{Math.round(zoom * 100)}%<button onClick={() => setZoom((z) => Math.min(8, z * 1.25))}>+</button></span>
+        <span class="zoom">
+          <button onClick={() => setZoom((z) => Math.max(0.1, z / 1.25))} title="Zoom out (-)">−</button>
+          <span data-testid="zoom">{Math.round(zoom * 100)}%</span>
+          <button onClick={() => setZoom((z) => Math.min(8, z * 1.25))} title="Zoom in (+)">+</button>
+          <button onClick={() => setZoom(fit)} title="Fit the image to the canvas (0)">Fit</button>
+        </span>
       </div>
+      {needsLabel && <p class="message" data-testid="needs-label">This data set has no labels yet: type the first label's name in <em>Next label</em> and press Enter, then drag around an object.</p>}
       <div class="editor-body">
-        <div class="canvas" ref={canvas} data-testid="canvas" onWheel={(e) => { if (e.ctrlKey) { e.preventDefault(); setZoom((z) => Math.min(8, Math.max(0.25, z * (e.deltaY < 0 ? 1.1 : 1 / 1.1)))); } }}>
+        <div class="canvas" ref={canvas} data-testid="canvas" onWheel={(e) => { if (e.ctrlKey) { e.preventDefault(); setZoom((z) => Math.min(8, Math.max(0.1, z * (e.deltaY < 0 ? 1.1 : 1 / 1.1)))); } }}>
           <div class="zoomed">{/* Annotorious wraps the image in a box of the image's own size: the image carries the zoom */}
-            <img ref={img} src={image.file} alt={image.original_name} onLoad={start} style={{ width: `${image.width * zoom}px`, maxWidth: "none" }} draggable={false} />
+            <div class="image-holder">
+              <img ref={img} src={image.file} alt={image.original_name} onLoad={start} style={{ width: `${image.width * zoom}px`, maxWidth: "none" }} draggable={false} />
+            </div>
+            <div class="captions" aria-hidden="true">
+              {drawn.map((d) => {
+                const top = d.bounds.minY * zoom, left = d.bounds.minX * zoom;
+                const inside = top < 18;  // no room above: the caption goes inside the shape's top edge
+                return (
+                  <span key={d.id} class="caption" data-testid="caption" style={{ left: `${Math.min(left, image.width * zoom - 60)}px`, top: `${inside ? top : top - 18}px`, background: colourOf(names, d.label) }}>
+                    {d.label}{d.confidence !== null ? ` ${d.confidence.toFixed(2)}` : ""}
+                  </span>
+                );
+              })}
+            </div>
           </div>
         </div>
         <aside class="side card">
@@ -271,8 +398,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
           <ol class="keys">
             {set.labels.map((l, i) => (
               <li key={l.id}>
-                <button class={(set.task === "classify" ? classLabel : current) === l.name ? "on" : ""}
-                  onClick={() => { if (set.task === "classify") { setClassLabel(l.name); save({ class_label: l.name }); } else relabel(l.name); }}>
+                <button class={highlighted === l.name ? "on" : ""} onClick={() => pick(l.name)}>
+                  <span class="swatch" style={{ background: colourOf(names, l.name) }} />
                   {i < 9 && <kbd>{i + 1}</kbd>} {l.name} <span class="count">{l.count}</span>
                 </button>
               </li>
@@ -280,7 +407,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
           </ol>
           {doc && (doc.status === "auto" || doc.status === "reviewed") && <AutoNote doc={doc} datasetId={datasetId} canEdit={canEdit} onReview={review} />}
           <p class="muted">{image.width}×{image.height} · {image.split}{image.video_time_s !== null ? ` · frame at ${image.video_time_s.toFixed(2)} s` : ""}</p>
-          <p class="muted small">Drag to draw. 1–9 label · R box · G polygon · Del delete · Ctrl+Z/Y undo/redo · ←/→ images · +/− zoom · Space+drag pan</p>
+          <p class="muted small">{set.task === "classify"
+            ? "1–9 or a click on a class sets this image's class · ←/→ images · +/− zoom, 0 fit"
+            : "Choose the label (1–9, a click, or type it in Next label), then drag around an object; it keeps that label. To relabel, click a shape, then choose. Esc deselects · R box · G polygon (click points, double-click or Enter closes) · Del delete · Ctrl+Z/Y undo/redo · ←/→ images · +/− zoom, 0 fit · Space+drag pan"}</p>
         </aside>
       </div>
     </section>

@@ -1,17 +1,47 @@
 // The model registry: every finished training job is a model; compare them side by side, rename, delete,
 // export a model as a zip (its directory and its record) and import one.
 import { useEffect, useState } from "preact/hooks";
-import { api, json, type Deployment, type Model } from "../api";
+import { api, json, type DataSet, type Deployment, type Model } from "../api";
 import { Message, useMessage } from "../widgets";
+
+type Answer = { detections?: { label: string; score: number; bbox: { x1: number; y1: number; x2: number; y2: number } }[]; classes?: { label: string; score: number }[]; error?: string };
+type Tried = { name: string; url: string; width: number; height: number; found: Answer };
+
+// An image tried on a deployment, with what the model answered drawn on it: each box with its label and score
+// (captions kept inside the picture), or the classes.
+function TriedImage({ tried }: { tried: Tried }) {
+  const boxes = tried.found.detections ?? [];
+  const size = Math.max(tried.width, tried.height) / 40;
+  return (
+    <div class="tried" data-testid="tried" role="status">
+      <p>{tried.name}: {tried.found.error ?? (tried.found.classes ? tried.found.classes.slice(0, 3).map((c) => `${c.label} ${c.score.toFixed(2)}`).join(", ") : `${boxes.length} detection(s)`)}</p>
+      <figure class="review-figure" style={{ width: `min(100%, ${Math.max(tried.width, 480)}px)`, fontSize: `${size}px` }}>
+        <img src={tried.url} alt={tried.name} />
+        <svg viewBox={`0 0 ${tried.width} ${tried.height}`} preserveAspectRatio="none" aria-label="What the model found">
+          {boxes.map((d, i) => {
+            const { x1, y1, x2, y2 } = d.bbox;
+            const top = y1 < size * 1.4;  // no room above the box: the caption goes inside it
+            return <g key={i} class="auto">
+              <rect x={x1} y={y1} width={x2 - x1} height={y2 - y1} />
+              <text x={Math.min(x1 + 1, tried.width - size * 6)} y={top ? y1 + size : y1} dy={top ? "0" : "-0.25em"}>{d.label} {d.score.toFixed(2)}</text>
+            </g>;
+          })}
+        </svg>
+      </figure>
+    </div>
+  );
+}
 
 export function Models({ canEdit }: { canEdit: boolean }) {
   const [models, setModels] = useState<Model[] | null>(null);
   const [chosen, setChosen] = useState<number[]>([]);
   const [deployments, setDeployments] = useState<Deployment[]>([]);
-  const [answer, setAnswer] = useState<string>("");
+  const [answer, setAnswer] = useState<Tried | null>(null);
   const [message, say] = useMessage();
+  const [setNames, setSetNames] = useState<Record<number, string>>({});
   const reload = () => {
     api<Model[]>("/api/models").then(setModels, (e) => say(e.message, true));
+    api<DataSet[]>("/api/datasets").then((sets) => setSetNames(Object.fromEntries(sets.map((s) => [s.id, s.name]))), () => undefined);
     api<Deployment[]>("/api/deployments").then(setDeployments, () => undefined);
   };
   const tryImage = async (deployment: Deployment, input: HTMLInputElement) => {
@@ -20,9 +50,11 @@ export function Models({ canEdit }: { canEdit: boolean }) {
     const form = new FormData();
     form.append("file", file);
     try {
-      const result = await api<{ results?: { detections?: { label: string; score: number }[] }[] }>(`/api/deployments/${deployment.id}/predict`, { method: "POST", body: form });
-      const found = result.results?.[0]?.detections ?? [];
-      setAnswer(`${file.name}: ${found.length} detection(s)` + (found.length ? ": " + found.slice(0, 8).map((d) => `${d.label} ${d.score.toFixed(2)}`).join(", ") : ""));
+      const result = await api<{ results?: Answer[] }>(`/api/deployments/${deployment.id}/predict`, { method: "POST", body: form });
+      const url = URL.createObjectURL(file);
+      const size = await new Promise<[number, number]>((done) => { const probe = new Image(); probe.onload = () => done([probe.naturalWidth, probe.naturalHeight]); probe.src = url; });
+      if (answer) URL.revokeObjectURL(answer.url);
+      setAnswer({ name: file.name, url, width: size[0], height: size[1], found: result.results?.[0] ?? {} });
     } catch (e) { say((e as Error).message, true); }
     input.value = "";
   };
@@ -55,7 +87,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
             <tr key={m.id}>
               <td><input type="checkbox" aria-label={`Compare ${m.name}`} checked={chosen.includes(m.id)} onChange={() => setChosen(chosen.includes(m.id) ? chosen.filter((id) => id !== m.id) : [...chosen, m.id])} /></td>
               <td>{m.name}{m.job_id && <> · <a href={`#/jobs/${m.job_id}`}>job #{m.job_id}</a></>}</td>
-              <td>{m.dataset_id ? <a href={`#/datasets/${m.dataset_id}`}>#{m.dataset_id}</a> : "–"}</td>
+              <td>{m.dataset_id ? <a href={`#/datasets/${m.dataset_id}`}>{setNames[m.dataset_id] ?? `data set ${m.dataset_id}`}</a> : "–"}</td>
               <td>{shown(m.metrics.map50)}</td><td>{new Date(m.created_at).toLocaleString()}</td>
               <td class="row-actions">
                 <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
@@ -85,7 +117,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
               </span>
             </div>
           ))}
-          {answer && <p class="message" role="status">{answer}</p>}
+          {answer && <TriedImage tried={answer} />}
         </div>
       )}
       {compared.length >= 2 && (

@@ -1,7 +1,11 @@
 // The review queue: a data set's auto-labelled images, the least sure first (those where the model found nothing,
-// then by their lowest-scoring box). Keys: A accept, E correct in the editor, R reject, → skip.
+// then by their lowest-scoring box). Keys: A accept, E correct in the editor, R reject, U undo the last decision,
+// → skip. Where the model found nothing, Correct is the suggested action and Accept (which would keep a "nothing
+// here" example for training) asks to be pressed a second time.
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, json, type Annotations, type DataSet, type ReviewPage } from "../api";
+
+type ReviewItem = ReviewPage["items"][number];
 import { Message, useMessage } from "../widgets";
 
 export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boolean }) {
@@ -10,6 +14,8 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   const [at, setAt] = useState(0);
   const [doc, setDoc] = useState<Annotations | null>(null);
   const [reviewed, setReviewed] = useState(0);
+  const [confirming, setConfirming] = useState(false);  // Accept pressed once on an image where nothing was found
+  const [last, setLast] = useState<{ item: ReviewItem; doc: Annotations; action: "accept" | "reject" } | null>(null);
   const [message, say] = useMessage();
 
   const reload = () => {
@@ -20,8 +26,10 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   const item = queue?.items[at];
   useEffect(() => {
     setDoc(null);
+    setConfirming(false);
     if (item) api<Annotations>(`/api/images/${item.image.id}/annotations`).then(setDoc, (e) => say(e.message, true));
   }, [item?.image.id]);
+  const nothingFound = !!doc && doc.shapes.length === 0 && !doc.class_label;
 
   const next = () => {
     if (queue && at + 1 < queue.items.length) setAt(at + 1);
@@ -29,9 +37,15 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   };
   const review = async (action: "accept" | "reject") => {
     if (!item || !doc || !canEdit) return;
+    if (action === "accept" && nothingFound && !confirming) {
+      setConfirming(true);
+      say(`The model found nothing in ${item.image.original_name}. Accept keeps it as an example of "nothing here" for training: press Accept (A) again if nothing is there, or Correct (E) to label what is.`, true);
+      return;
+    }
     try {
       await api<Annotations>(`/api/images/${item.image.id}/review`, json("POST", { action, version: doc.version }));
-      say(action === "accept" ? `Accepted ${item.image.original_name}.` : `Rejected ${item.image.original_name}: it is unlabelled again.`);
+      say(action === "accept" ? `Accepted ${item.image.original_name}. (U undoes it.)` : `Rejected ${item.image.original_name}: it is unlabelled again. (U undoes it.)`);
+      setLast({ item, doc, action });
       setReviewed((n) => n + 1);
       setQueue({ ...queue!, total: queue!.total - 1, items: queue!.items.filter((_, i) => i !== at) });
       if (at + 1 >= queue!.items.length) reload();
@@ -41,6 +55,22 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     }
   };
   const correct = () => { if (item) location.hash = `#/datasets/${datasetId}/images/${item.image.id}?from=review`; };
+  // Undo the last accept or reject: the image waits for review again, with the labels it was shown with.
+  const undo = async () => {
+    if (!last || !canEdit) return;
+    const { item: undone, doc: was, action } = last;
+    try {
+      const current = await api<Annotations>(`/api/images/${undone.image.id}/annotations`);
+      const body = action === "reject"
+        ? { action: "reopen", version: current.version, shapes: was.shapes, class_label: was.class_label, class_model_id: was.class_model_id, class_confidence: was.class_confidence }
+        : { action: "reopen", version: current.version };
+      await api<Annotations>(`/api/images/${undone.image.id}/review`, json("POST", body));
+      setLast(null);
+      setReviewed((n) => n - 1);
+      setQueue((q) => q ? { ...q, total: q.total + 1, items: [...q.items.slice(0, at), undone, ...q.items.slice(at)] } : q);
+      say(`Undone: ${undone.image.original_name} waits for review again.`);
+    } catch (e) { say((e as Error).message, true); }
+  };
 
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
@@ -48,6 +78,7 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
       if (e.key === "a") review("accept");
       else if (e.key === "r") review("reject");
       else if (e.key === "e") correct();
+      else if (e.key === "u") undo();
       else if (e.key === "ArrowRight") next();
       else return;
       e.preventDefault();
@@ -57,7 +88,7 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   });
 
   return (
-    <section class="review">
+    <section class="review" data-ready={item && doc?.image_id === item.image.id ? item.image.id : undefined}>
       <div class="page-head">
         <h1><a href="#/">Data sets</a> › <a href={`#/datasets/${datasetId}`}>{set?.name ?? "…"}</a> › Review</h1>
         <span class="counts" data-testid="review-left">{queue ? `${queue.total} to review` : ""}{reviewed ? ` · ${reviewed} reviewed here` : ""}</span>
@@ -89,11 +120,12 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
           </ul>
           {doc && doc.shapes.length === 0 && !doc.class_label && <p class="muted">The model found nothing here{set?.task === "classify" ? " it was sure of" : ""}.</p>}
           {canEdit && <div class="actions review-actions">
-            <button class="primary" onClick={() => review("accept")} disabled={set?.task === "classify" && !doc?.class_label}
-              title={set?.task === "classify" && !doc?.class_label ? "No class to accept: correct (pick one) or reject" : "Keep these labels (A)"}><kbd>A</kbd> Accept</button>
-            <button onClick={correct} title="Fix them in the editor; saving there counts as reviewed (E)"><kbd>E</kbd> Correct</button>
+            <button class={nothingFound ? (confirming ? "primary" : "") : "primary"} onClick={() => review("accept")} disabled={set?.task === "classify" && !doc?.class_label}
+              title={set?.task === "classify" && !doc?.class_label ? "No class to accept: correct (pick one) or reject" : nothingFound ? "Keep it as a 'nothing here' example: press twice (A A)" : "Keep these labels (A)"}><kbd>A</kbd> {confirming ? "Accept: nothing here" : "Accept"}</button>
+            <button class={nothingFound && !confirming ? "primary" : ""} onClick={correct} title="Fix them in the editor; saving there counts as reviewed (E)"><kbd>E</kbd> Correct</button>
             <button class="danger" onClick={() => review("reject")} title="Drop them: the image is unlabelled again (R)"><kbd>R</kbd> Reject</button>
             <button onClick={next} title="Skip for now (→)">Skip ›</button>
+            {last && <button onClick={undo} title="Undo the last accept or reject (U)" data-testid="undo"><kbd>U</kbd> Undo</button>}
           </div>}
           <p class="muted small">Accepted and corrected labels train like hand-drawn ones; unreviewed auto labels never do.</p>
         </aside>

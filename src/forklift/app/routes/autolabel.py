@@ -11,11 +11,9 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
-from forklift.app.records import get_or_404, images_out, take_version
-from forklift.app.registry import model_task
+from forklift.app.records import get_or_404, images_out, label_named, model_for, take_version
 from forklift.app.routes.images import PAGE_MAX, annotations_out
-from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, JobState, Model, Video
-from forklift.errors import ForkliftError
+from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, JobState, Video
 from forklift.serve.responses import HttpError
 from forklift.vocabulary import Task
 
@@ -35,13 +33,7 @@ def start_run(
     dataset = get_or_404(session, DataSet, dataset_id)
     if dataset.task not in LABELLED_TASKS:
         raise HttpError(422, f"data set {dataset.name!r}: auto-labelling labels {' and '.join(LABELLED_TASKS)} sets")
-    model = get_or_404(session, Model, body.model_id)
-    try:
-        task = model_task(request.app.state.storage.path(model.dir))
-    except ForkliftError as exc:
-        raise HttpError(422, f"model {model.name!r} cannot be loaded: {exc}") from exc
-    if task != dataset.task:
-        raise HttpError(422, f"model {model.name!r} answers {task}; data set {dataset.name!r} is a {dataset.task} set")
+    model = model_for(session, request.app.state.storage, body.model_id, dataset)  # one that answers its task
     todo = select(func.count()).select_from(Image).where(Image.dataset_id == dataset_id, Image.status == "unlabelled")
     if body.video_id is not None:
         video = get_or_404(session, Video, body.video_id)
@@ -50,7 +42,7 @@ def start_run(
         todo = todo.where(Image.video_id == body.video_id)
     if not session.scalar(todo):
         raise HttpError(422, f"data set {dataset.name!r}: no unlabelled images to label")
-    run = AutoLabelRun(dataset_id=dataset_id, model_id=body.model_id, video_id=body.video_id,
+    run = AutoLabelRun(dataset_id=dataset_id, model_id=model.id, video_id=body.video_id,
                        threshold=body.threshold, created_by=who.name)  # fmt: skip
     session.add(run)
     session.commit()
@@ -122,8 +114,11 @@ def review_queue(
 @router.post("/api/images/{image_id}/review")
 def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> schemas.AnnotationsOut:
     """Accept an image's auto labels as they are (they train as a person's would) or reject them (the image is
-    unlabelled again). To correct them, edit the image in the editor: a saved edit counts as reviewed."""
+    unlabelled again); reopen undoes either (the page sends back what it was shown). To correct them, edit the
+    image in the editor: a saved edit counts as reviewed."""
     image = get_or_404(session, Image, image_id)
+    if body.action == "reopen":
+        return _reopened(session, image, body)
     if image.status != "auto":
         raise HttpError(409, f"image {image_id} is {image.status}, not waiting for review")
     if body.action == "accept" and image.class_id is None and _task_of(session, image) == Task.CLASSIFY:
@@ -133,6 +128,30 @@ def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> s
     if body.action == "reject":  # an auto image's labels are all the model's: boxes, or a classification's class
         session.execute(delete(Annotation).where(Annotation.image_id == image_id, Annotation.source == "auto"))
         image.class_id = image.class_model_id = image.class_confidence = None
+    session.commit()
+    session.refresh(image)
+    return annotations_out(session, image)
+
+
+def _reopened(session: Session, image: Image, body: schemas.ReviewIn) -> schemas.AnnotationsOut:
+    """An accepted image (its labels still all the model's) or a rejected one (no labels, its auto labels sent
+    back) waits for review again."""
+    labels = session.scalars(select(Annotation).where(Annotation.image_id == image.id)).all()
+    accepted = image.status == "reviewed" and all(a.source == "auto" for a in labels)
+    rejected = image.status == "unlabelled" and not labels and image.class_id is None
+    if image.status == "auto":
+        raise HttpError(409, f"image {image.id} is waiting for review: nothing to undo")
+    if not (accepted or rejected):
+        raise HttpError(409, f"image {image.id} is {image.status} and was changed since its review: nothing to undo")
+    take_version(session, image.id, body.version, status="auto")
+    if rejected:
+        for shape in body.shapes or []:
+            label = label_named(session, image.dataset_id, shape.label, create=True)
+            session.add(Annotation(image_id=image.id, label_id=label.id, kind=shape.kind, points=shape.points,
+                                   source="auto", model_id=shape.model_id, confidence=shape.confidence))  # fmt: skip
+        if body.class_label is not None:
+            image.class_id = label_named(session, image.dataset_id, body.class_label, create=True).id
+            image.class_model_id, image.class_confidence = body.class_model_id, body.class_confidence
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)

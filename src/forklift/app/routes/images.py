@@ -53,8 +53,10 @@ def list_images(
     label: str | None = None,
     split: schemas.Split | None = None,
     video_id: Annotated[int | None, Query(ge=1, le=schemas.MAX_ID)] = None,
+    empty: bool | None = None,
 ) -> schemas.ImagePage:
-    """One page of the grid, oldest first; filtered by status, label (an annotation's or the class), split."""
+    """One page of the grid, oldest first; filtered by status, label (an annotation's or the class), split, and
+    `empty` (true: images with no box, polygon or class, such as a review's "nothing here"; false: the others)."""
     dataset = get_or_404(session, DataSet, dataset_id)
     query = select(Image).where(Image.dataset_id == dataset_id)
     if status is not None:
@@ -63,6 +65,13 @@ def list_images(
         query = query.where(Image.split == split)
     if video_id is not None:
         query = query.where(Image.video_id == video_id)
+    if empty is not None:
+        shaped = Image.id.in_(select(Annotation.image_id))
+        query = (
+            query.where(~shaped & Image.class_id.is_(None))
+            if empty
+            else query.where(shaped | Image.class_id.is_not(None))
+        )
     if label is not None:
         label_id = label_named(session, dataset_id, label, create=False).id
         if dataset.task == Task.CLASSIFY:

@@ -16,7 +16,7 @@ from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.devices import CPU
 from forklift.app.jobs import MODELS, JobRunner, progress
-from forklift.app.records import get_or_404
+from forklift.app.records import get_or_404, model_for
 from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState
 from forklift.serve.responses import HttpError
 
@@ -36,7 +36,10 @@ def start_job(dataset_id: RowId, body: schemas.JobIn, request: Request, session:
     model: str = body.model or next(iter(kinds))
     if model not in kinds:
         raise HttpError(422, f"model {model}: a {dataset.task} data set trains {' or '.join(kinds)}")
-    settings = body.model_dump(exclude={"model", "device"}, exclude_none=True)
+    settings = body.model_dump(exclude={"model", "device", "from_model_id"}, exclude_none=True)
+    if body.from_model_id is not None:
+        start = model_for(session, request.app.state.storage, body.from_model_id, dataset)
+        settings.update(from_model=start.dir, from_model_id=start.id)
     runner = request.app.state.jobs
     return job_out(queue_job(session, dataset, model, settings, who=who.name, runner=runner, device=body.device))
 

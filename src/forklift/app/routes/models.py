@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, File, Request, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
@@ -67,9 +67,12 @@ def export_model(model_id: RowId, session: Db, storage: Files, _: Viewer) -> Str
 
 @router.post("/api/models/import", status_code=201)
 def import_model(
-    request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor
-) -> schemas.ModelImport:
-    """A zip of a model directory (an export of this app, or Darknet, Caffe or ONNX files forklift can load)."""
+    request: Request, file: Annotated[UploadFile, File()], session: Db, storage: Files, _: Editor,
+    dataset_id: Annotated[int | None, Form()] = None,
+) -> schemas.ModelImport:  # fmt: skip
+    """A zip of a model directory (an export of this app, or Darknet, Caffe or ONNX files forklift can load);
+    `dataset_id` names the data set it was trained on, so that Retrain fine-tunes it there."""
+    dataset = get_or_404(session, DataSet, dataset_id) if dataset_id is not None else None
     with tempfile.TemporaryDirectory(dir=storage.root) as scratch:
         archive = Path(scratch) / "model.zip"
         try:
@@ -80,6 +83,9 @@ def import_model(
             model, refused = import_zip(session, archive, storage.root, Path(file.filename or "model").stem)
         except ForkliftError as exc:
             raise HttpError(422, f"{file.filename}: {exc}") from exc
+    if dataset is not None:
+        model.dataset_id = dataset.id
+        session.commit()
     return schemas.ModelImport(model=model_out(model), refused=refused)
 
 
