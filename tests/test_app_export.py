@@ -43,6 +43,7 @@ def test_coco_gives_polygons_as_segmentations_and_lists_unlabelled_images(api: T
     coco = COCO(str(tmp_path / "coco.json"))
     names = {image["id"]: Path(image["file_name"]).name for image in coco.loadImgs(coco.getImgIds())}
     assert len(names) == 3 and sum(n.endswith(".png") for n in zipped.namelist()) == 3  # c.png too, with no labels
+    assert sorted(names.values()) == ["a.png", "b.png", "c.png"]  # the names the files were uploaded with
     by_image = {names[i]: coco.loadAnns(coco.getAnnIds(imgIds=[i])) for i in names}
     assert sorted(len(found) for found in by_image.values()) == [0, 1, 1]
     (triangle,) = coco.loadAnns(coco.getAnnIds(catIds=coco.getCatIds(catNms=["triangle"])))

@@ -186,7 +186,7 @@ def test_a_trial_is_not_pruned_after_its_last_epoch(data: Path, tmp_path: Path) 
 @pytest.mark.slow
 def test_a_trial_cut_by_minutes_ends_pruned(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "cut"
-    command = tune_command(data, out, "--trials", "1", "--epochs", "200", "--minutes", "0.3", "--pruner", "none")
+    command = tune_command(data, out, "--trials", "1", "--epochs", "200", "--minutes", "0.15", "--pruner", "none")
     result = forklift(*command)
     (trial,) = optuna.load_study(study_name="cut", storage=journal(out)).trials
     assert trial.state == TrialState.PRUNED and 1 <= trial.user_attrs["epochs"] < 200
@@ -197,7 +197,7 @@ def test_a_trial_cut_by_minutes_ends_pruned(data: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_killed_worker_fails_its_trial_and_the_search_goes_on(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed"
-    search = started(tune_command(data, out, "--trials", "2", "--epochs", "5"))  # seconds: long enough to be killed in
+    search = started(tune_command(data, out, "--trials", "2", "--epochs", "3"))  # seconds: long enough to be killed in
     victim = running_trial(out, "killed")
     os.kill(victim.user_attrs["pid"], signal.SIGKILL)
     output, _ = search.communicate(timeout=600)
@@ -212,7 +212,7 @@ def test_a_killed_worker_fails_its_trial_and_the_search_goes_on(data: Path, tmp_
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_stops_and_the_same_command_resumes(data: Path, tmp_path: Path, sig: signal.Signals) -> None:
     out = tmp_path / "resumed"
-    command = tune_command(data, out, "--trials", "2", "--epochs", "5")  # seconds: long enough to be interrupted in
+    command = tune_command(data, out, "--trials", "2", "--epochs", "3")  # seconds: long enough to be interrupted in
     search = started(command)
     interrupted = running_trial(out, "resumed")
     search.send_signal(sig)  # to the tune process alone, as `kill` sends it: its workers must stop too

@@ -11,16 +11,17 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from zipstream import ZIP_STORED, ZipStream
 
 from forklift.app.tables import TRAINED_ON, Annotation, DataSet, Image, Label, Model
-from forklift.data.dataset import Box, Dataset, FoundBy, ImageRecord
+from forklift.data.dataset import Box, Dataset, FoundBy, ImageRecord, save_dataset
 from forklift.data.interchange import FORMATS
+from forklift.data.interchange.common import place_image
 from forklift.errors import ForkliftError
 from forklift.vocabulary import DataFormat, Task
 
@@ -88,7 +89,8 @@ def as_forklift_dataset(
         label = labels.get(class_id) if class_id else None
         if dataset.task == Task.CLASSIFY and label is None:
             continue
-        record = ImageRecord(image.file, image.width, image.height, image.split, boxes, label)
+        record = ImageRecord(image.file, image.width, image.height, image.split, boxes, label,
+                             original=image.original_name)  # fmt: skip
         if label is not None and unreviewed and image.class_model_id is not None:
             record.label_found_by = FoundBy(models.get(image.class_model_id, "?"), image.class_confidence)
         records.append(record)
@@ -144,15 +146,12 @@ def _chunks(path: Path) -> Iterator[bytes]:
 
 
 def _write_forklift(data: Dataset, out: Path) -> None:
-    from forklift.data.dataset import save_dataset
-
+    """forklift's own layout: the images under the names they came with, every record's fields kept."""
     (out / "images").mkdir(parents=True)
-    moved = []
-    for record in data.images:
-        target = out / "images" / PurePosixPath(record.file).name
-        shutil.copyfile(data.path(record), target)
-        moved.append(ImageRecord(f"images/{target.name}", record.width, record.height, record.split, record.boxes,
-                                 record.label))  # fmt: skip
+    taken: set[str] = set()
+    moved = [
+        replace(record, file=f"images/{place_image(data, record, out / 'images', taken)}") for record in data.images
+    ]
     save_dataset(Dataset(data.task, data.classes, moved, out), out)
 
 

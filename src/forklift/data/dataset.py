@@ -114,9 +114,14 @@ class ImageRecord:
     label: str | None = None
     mask: str | None = None  # segment: the mask file, relative to the data set's folder
     label_found_by: FoundBy | None = None  # classify: the model that gave `label`, when no person reviewed it
+    original: str | None = (
+        None  # the name the file came with (an upload's, a video frame's video@time): exports keep it
+    )
 
     def to_json(self, task: Task) -> dict[str, Any]:
         entry: dict[str, Any] = {"file": self.file, "width": self.width, "height": self.height, "split": self.split}
+        if self.original is not None:
+            entry["original"] = self.original
         if task == Task.DETECT:
             entry["boxes"] = [box.to_json() for box in self.boxes]
         elif task == Task.SEGMENT:
@@ -295,7 +300,9 @@ def _image(entry: Any, task: Task, classes: list[str], problems: list[_EntryProb
     split = entry.get("split")
     if split not in SPLITS:
         raise _EntryProblem(BAD_ENTRY, f"split is {split!r}, expected one of {', '.join(SPLITS)}")
-    record = ImageRecord(file=file, width=width, height=height, split=split)
+    original = entry.get("original")
+    record = ImageRecord(file=file, width=width, height=height, split=split,
+                         original=original if isinstance(original, str) else None)  # fmt: skip
     if task == Task.CLASSIFY:
         record.label = _label(entry, classes)
         record.label_found_by = _found_by(entry.get("label_found_by"))

@@ -13,6 +13,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 SHOWN = 10  # rows of the printed table
+TARGET_NAMED = ("history.png", "parallel-coordinates.png", "importance.png")  # plots that take `target_name`
 LEGEND_MAX = 12  # trials a plot names in its legend; past that the legend would cover the plot or leave the image
 PLOTS: dict[str, str] = {  # file -> Optuna's matplotlib function
     "history.png": "plot_optimization_history",
@@ -60,7 +61,7 @@ def write_report(study: optuna.Study, out: Path, metric: str) -> list[Path]:
         writer.writerow(header)
         writer.writerows(rows)
     _print_table(header, rows, metric)
-    return [table, *_plots(study, out)]
+    return [table, *_plots(study, out, metric)]
 
 
 def _print_table(header: list[str], rows: list[list[Any]], metric: str) -> None:
@@ -76,8 +77,9 @@ def _print_table(header: list[str], rows: list[list[Any]], metric: str) -> None:
         print("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths, strict=True)))
 
 
-def _plots(study: optuna.Study, out: Path) -> list[Path]:
-    """Optuna's plots as PNG; a plot that needs more trials than there are is left out."""
+def _plots(study: optuna.Study, out: Path, metric: str) -> list[Path]:
+    """Optuna's plots as PNG, their axes naming the metric and the epoch; a plot that needs more trials than there
+    are is left out."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -90,10 +92,13 @@ def _plots(study: optuna.Study, out: Path) -> list[Path]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
             try:
-                axes = draw(study)
+                axes = draw(study, **({"target_name": f"{metric} on val"} if name in TARGET_NAMED else {}))
             except (ValueError, RuntimeError, ZeroDivisionError):  # too few trials or parameters to draw it
                 plt.close("all")
                 continue
+        if name == "intermediate.png":
+            axes.set_xlabel("epoch")
+            axes.set_ylabel(f"{metric} on val after the epoch")
         figure = axes.figure if hasattr(axes, "figure") else axes.ravel()[0].figure  # one Axes, or an array
         legend = getattr(axes, "get_legend", lambda: None)()
         if legend is not None and len(legend.get_texts()) > LEGEND_MAX:  # one entry a trial (intermediate values)

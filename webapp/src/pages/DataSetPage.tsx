@@ -120,7 +120,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
         <span class="counts">{set.images} images · {set.labelled} labelled</span>
         {set.to_review > 0 && <a class="button review-link" href={`#/datasets/${datasetId}/review`}>Review {set.to_review} auto-labelled</a>}
         {canEdit && <div class="actions">
-          <Train datasetId={datasetId} task={set.task} labelled={set.labelled} say={say} />
+          <Train datasetId={datasetId} task={set.task} labelled={set.labelled} labels={set.labels} say={say} />
           <AutoLabel datasetId={datasetId} task={set.task} videos={videos} onProgress={reload} say={say} />
           <label class="button primary">Upload images<input type="file" accept="image/*" multiple hidden onChange={(e) => upload(e.currentTarget.files)} /></label>
           <label class="button" title="Every image in a folder (and its subfolders)">Upload folder<input type="file" multiple hidden ref={(el) => el?.setAttribute("webkitdirectory", "")} onChange={(e) => upload(e.currentTarget.files)} /></label>
@@ -247,7 +247,9 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
   );
 }
 
-function Train({ datasetId, task, labelled, say }: { datasetId: number; task: DataSet["task"]; labelled: number; say: (t: string, e?: boolean) => void }) {
+const FEW = 10;  // examples of a class under which a model barely learns it: said before training starts
+
+function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; task: DataSet["task"]; labelled: number; labels: DataSet["labels"]; say: (t: string, e?: boolean) => void }) {
   const [open, setOpen] = useState(false);
   const [devices, setDevices] = useState<Device[]>([]);
   const [models, setModels] = useState<Model[]>([]);
@@ -284,6 +286,9 @@ function Train({ datasetId, task, labelled, say }: { datasetId: number; task: Da
         <option value={0}>from fresh weights</option>
         {models.map((m) => <option key={m.id} value={m.id}>from model {m.name}</option>)}
       </select>
+      {labels.some((l) => l.count < FEW) && <p class="message error small" data-testid="few-examples">
+        Few examples: {labels.filter((l) => l.count < FEW).map((l) => `${l.name} (${l.count})`).join(", ")}. A model needs a few dozen of each class to learn it; label more first, or expect it to miss them.
+      </p>}
       {number("epochs", "epochs", { min: "1" })}
       {number("batch", "batch", { min: "1" })}
       {number("img", "size", { min: "32", step: "32" })}

@@ -4,6 +4,16 @@ import { useEffect, useState } from "preact/hooks";
 import { api, json, type DataSet, type Deployment, type Model } from "../api";
 import { Message, useMessage } from "../widgets";
 
+// What people call the figures and settings a model record holds (the API's keys are for programs).
+const NAMES: Record<string, string> = {
+  map50: "mAP@.5", map: "mAP@[.5:.95]", map50_small: "mAP@.5, objects under 32 px", precision: "precision",
+  recall: "recall", threshold: "at score", top1: "top-1", top5: "top-5", miou: "mIoU", pixel_accuracy: "pixel accuracy",
+  epochs: "epochs", batch: "batch", img: "image size", lr: "learning rate", weight_decay: "weight decay",
+  optimizer: "optimiser", val_every: "validated every (epochs)", val_share: "validation share",
+  from_model_id: "started from model", model: "architecture", device: "device", images: "val images",
+};
+const named = (key: string) => NAMES[key] ?? key.replace(/_/g, " ");
+
 type Answer = { detections?: { label: string; score: number; bbox: { x1: number; y1: number; x2: number; y2: number } }[]; classes?: { label: string; score: number }[]; error?: string };
 type Tried = { name: string; url: string; width: number; height: number; found: Answer };
 
@@ -93,7 +103,9 @@ export function Models({ canEdit }: { canEdit: boolean }) {
                 <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
                 {canEdit && !deployments.some((d) => d.model_id === m.id) && <button class="primary" onClick={() => { say(`Deploying ${m.name}…`); act(api(`/api/models/${m.id}/deploy`, { method: "POST" }), `Deployed ${m.name}.`); }}>Deploy</button>}
                 {canEdit && m.dataset_id && <button title="Fine-tune this model on its data set as labelled and reviewed now" onClick={async () => {
-                  try { const job = await api<{ id: number }>(`/api/models/${m.id}/retrain`, json("POST", {})); location.hash = `#/jobs/${job.id}`; } catch (e) { say((e as Error).message, true); }
+                  const epochs = prompt(`Fine-tune ${m.name} on its data set as labelled now: how many epochs?`, String(m.settings.epochs ?? 30));
+                  if (!epochs) return;
+                  try { const job = await api<{ id: number }>(`/api/models/${m.id}/retrain`, json("POST", { epochs: Number(epochs) })); location.hash = `#/jobs/${job.id}`; } catch (e) { say((e as Error).message, true); }
                 }}>Retrain</button>}
                 {canEdit && <>
                   <button onClick={() => { const n = prompt("Rename model", m.name); if (n && n.trim() !== m.name) act(api(`/api/models/${m.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>Rename</button>
@@ -120,12 +132,15 @@ export function Models({ canEdit }: { canEdit: boolean }) {
           {answer && <TriedImage tried={answer} />}
         </div>
       )}
+      {compared.length >= 2 && new Set(compared.map((m) => m.dataset_digest)).size > 1 && (
+        <p class="message error" data-testid="different-val">These models were measured on different versions of their data (another val set, other labels): their figures do not compare one to one.</p>
+      )}
       {compared.length >= 2 && (
         <table class="jobs card compare">
           <thead><tr><th /> {compared.map((m) => <th key={m.id}>{m.name}</th>)}</tr></thead>
           <tbody>
-            {keys((m) => m.metrics).map((k) => <tr key={`m-${k}`}><th>{k}</th>{compared.map((m) => <td key={m.id}>{shown(m.metrics[k])}</td>)}</tr>)}
-            {keys((m) => m.settings).filter((k) => k !== "from_model").map((k) => <tr key={`s-${k}`} class="muted"><th>{k}</th>{compared.map((m) => <td key={m.id}>{shown(m.settings[k])}</td>)}</tr>)}
+            {keys((m) => m.metrics).map((k) => <tr key={`m-${k}`}><th title={k}>{named(k)}</th>{compared.map((m) => <td key={m.id}>{shown(m.metrics[k])}</td>)}</tr>)}
+            {keys((m) => m.settings).filter((k) => k !== "from_model").map((k) => <tr key={`s-${k}`} class="muted"><th title={k}>{named(k)}</th>{compared.map((m) => <td key={m.id}>{shown(m.settings[k])}</td>)}</tr>)}
             <tr class="muted"><th>data set version</th>{compared.map((m) => <td key={m.id}>{m.dataset_digest?.slice(0, 10) ?? "–"}</td>)}</tr>
           </tbody>
         </table>

@@ -201,8 +201,9 @@ def segment_only(dataset: Dataset, format_name: str) -> None:
 
 
 def place_image(dataset: Dataset, image: ImageRecord, folder: Path, taken: set[str]) -> str:
-    """Copy a data set's image into a flat folder under a unique name; returns that name."""
-    name = unique_name(PurePosixPath(image.file).name, taken)
+    """Copy a data set's image into a flat folder under a unique name (the one it came with, when known); returns
+    that name."""
+    name = unique_name(PurePosixPath(image.original or image.file).name, taken)
     shutil.copyfile(dataset.path(image), folder / name)
     return name
 
