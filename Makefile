@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint docs bench clean webapp
+.PHONY: demo test test-fast test-gpu lint docs bench clean webapp
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: lint docs $(WEBAPP_BUILT)
 # The inner loop: lint, types and the tests not marked slow (under 2 minutes on 2 cores).
 test-fast: lint $(WEBAPP_BUILT)
 	$(BIN)/pytest -q -m "not slow"
+
+# The tests that need a CUDA GPU (marked gpu; every other run deselects them).
+test-gpu: $(STAMP)
+	$(BIN)/pytest -q -m gpu
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

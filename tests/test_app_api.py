@@ -300,6 +300,8 @@ def _round_trip(client: TestClient, format_name: str) -> None:
     assert len(imported.json()["added"]) == 2
     counts = {label["name"]: label["count"] for label in client.get(f"/api/datasets/{again}/labels").json()}
     assert counts == {"circle": 1, "square": 1}
+    names = sorted(i["original_name"] for i in client.get(f"/api/datasets/{again}/images").json()["items"])
+    assert names == ["a.png", "b.png"]  # the names the person uploaded, through the export and back
 
 
 def test_a_classification_set_takes_classes_in_bulk_and_exports_them(client: TestClient) -> None:

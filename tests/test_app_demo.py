@@ -1,17 +1,19 @@
 """The demo's last step: a fresh app over OUT/app with the demo's data set (labelled and held-back images), its
 model imported and deployed, and the held-back images auto-labelled; not run from a terminal, it checks the pages
-and stops the app and the deployment."""
+and stops the app and the deployment's server, the model staying deployed for the app's next start."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from app_helpers import app_client
 
-from forklift.app.demo import DATASET, HELD_BACK, LABELLED, MODEL, show_in_app
+from forklift.app.demo import DATASET, HELD_BACK, LABELLED, MODEL, pause_deployments, show_in_app
 from forklift.cli import main
 from forklift.data.synth import synth_shapes
 from forklift.shared_data import shared_data_root
@@ -31,6 +33,13 @@ def _serving_processes() -> list[int]:
     return found
 
 
+def _until_restored(client: Any) -> None:
+    """Wait for the app's start to have restarted its deployments (`deploy.restore` holds this lock meanwhile)."""
+    time.sleep(0.5)  # the restoring thread starts with the app
+    with client.app.state.deploying:
+        pass
+
+
 def test_the_demo_ends_in_the_app_and_stops_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = synth_shapes(tmp_path / "shapes", LABELLED + HELD_BACK, 64, seed=0)
     darknet = shared_data_root() / "darknet"
@@ -46,8 +55,12 @@ def test_the_demo_ends_in_the_app_and_stops_it(tmp_path: Path, capsys: pytest.Ca
     assert _serving_processes() == []  # and so did the deployment
     assert (tmp_path / "app" / "app.db").is_file()
 
-    # a person's work in the demo's app survives a second demo: a data set of their own, a label changed
+    # reopened, the app serves the demo's model again; a person's work in it survives a second demo: a data set of
+    # their own, a label changed
     with app_client(tmp_path / "app", f"sqlite:///{tmp_path / 'app' / 'app.db'}") as client:
+        _until_restored(client)
+        (deployment,) = client.get("/api/deployments").json()
+        assert httpx.get(f"http://127.0.0.1:{deployment['port']}/healthz", timeout=10).status_code == 200
         mine = client.post("/api/datasets", json={"name": "my photos"}).json()["id"]
         (demo,) = [d for d in client.get("/api/datasets").json() if d["name"] == DATASET]
         models = client.get("/api/models").json()
@@ -60,9 +73,14 @@ def test_the_demo_ends_in_the_app_and_stops_it(tmp_path: Path, capsys: pytest.Ca
     show_in_app(tmp_path, data.root, model_dir, interactive=False)
     said = capsys.readouterr().out
     assert "reusing the app" in said and "held back unlabelled" not in said, said  # nothing loaded twice
+    assert _serving_processes() == []
     with app_client(tmp_path / "app", f"sqlite:///{tmp_path / 'app' / 'app.db'}") as client:
         names = [d["name"] for d in client.get("/api/datasets").json()]
         assert sorted(names) == sorted([DATASET, "my photos"]) and mine
         assert [m["name"] for m in client.get("/api/models").json()].count(MODEL) == 1
         again = client.get(f"/api/images/{first['id']}/annotations").json()["shapes"]
         assert again[0]["label"] == "my label"
+        _until_restored(client)
+        assert httpx.get(f"http://127.0.0.1:{deployment['port']}/healthz", timeout=10).status_code == 200
+    pause_deployments(tmp_path / "app")
+    assert _serving_processes() == []

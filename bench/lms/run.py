@@ -136,11 +136,12 @@ def compare(trainer: Trainer, size: int, steps: int) -> list[dict[str, object]]:
                 peaks[swap] = max(peaks[swap] or 0, torch.cuda.max_memory_allocated(device))
             if stats is not None:
                 summary = stats.summary()
-    print(f"{size}px, last step with lms: {summary}", flush=True)
-    return [
+    rows = [
         {"size": size, "lms": swap, "p50_s": sorted(t)[len(t) // 2], "peak_mib": peaks[swap] and peaks[swap] >> 20}
         for swap, t in times.items()
     ]
+    print(f"{size}px: {rows}; last step with lms: {summary}", flush=True)
+    return rows
 
 
 def main() -> None:

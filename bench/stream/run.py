@@ -6,11 +6,12 @@ client takes the newest camera frame whenever its previous answer has come back,
 stream client (flow control on) sends a frame as the camera makes it while fewer frames are unanswered than the
 server has workers, and skips it otherwise.
 Latency is from the frame's capture to its answer decoded; frames/s counts answered frames over the run.
-The server is `forklift serve MODEL --instances 2 --threads 1 --runtime openvino` on loopback; the three clients
-take turns for `--rounds` rounds of `--seconds` each and the medians are reported, with (c) / (b).
-Also frames/s of one 1-thread OpenVINO predictor for each `--widths` variant at 320x240.
+The server is `forklift serve MODEL --instances 2 --threads 1 --runtime openvino` on loopback (with `--gpu`:
+`--runtime torch --gpus 0`, the workers on the first CUDA GPU); the three clients take turns for `--rounds`
+rounds of `--seconds` each and the medians are reported, with (c) / (b).
+Also frames/s of one 1-thread predictor of the same engine (and device) for each `--widths` variant at 320x240.
 
-    .venv/bin/python bench/stream/run.py [--seconds 8] [--rounds 5] [--widths 1.0,0.5,0.25]
+    .venv/bin/python bench/stream/run.py [--seconds 8] [--rounds 5] [--widths 1.0,0.5,0.25] [--gpu]
 """
 
 from __future__ import annotations
@@ -118,8 +119,9 @@ def summary(reports: list[StreamReport]) -> dict:
     }
 
 
-def in_process_fps(model_dir: Path, frames: list[np.ndarray], count: int = 40) -> float:
-    predictor = load_predictor(open_model_dir(model_dir), Runtime.OPENVINO, PredictOptions(threads=1))
+def in_process_fps(model_dir: Path, frames: list[np.ndarray], gpu: bool, count: int = 40) -> float:
+    runtime, device = (Runtime.TORCH, "cuda:0") if gpu else (Runtime.OPENVINO, "cpu")
+    predictor = load_predictor(open_model_dir(model_dir), runtime, PredictOptions(threads=1, device=device))
     rgb = [cv2.cvtColor(frame, cv2.COLOR_BGR2RGB) for frame in frames[:count]]
     for image in rgb[:3]:
         predictor.predict_image("warm", image)
@@ -134,16 +136,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--widths", default="1.0,0.5,0.25")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for results.json")
+    parser.add_argument("--gpu", action="store_true", help="the torch engine on the first CUDA GPU, not OpenVINO")
     args = parser.parse_args()
+    engine = ["--runtime", "torch", "--gpus", "0"] if args.gpu else ["--runtime", "openvino"]
+    server_layout = f"2 instances x 1 thread, {' '.join(engine[1::2])}"
     work = Path(tempfile.mkdtemp(prefix="forklift-stream-bench-"))
     frames = camera_frames(int(FPS * 4))
     widths = [float(w) for w in args.widths.split(",")]
     dirs = {w: write_style_dir(fresh_style_net(seed=0, width=w), work / f"style-{w}") for w in widths}
-    per_width = {str(w): round(in_process_fps(d, frames), 2) for w, d in dirs.items()}
-    print("one 1-thread OpenVINO predictor, frames/s at 320x240:", per_width, flush=True)
+    per_width = {str(w): round(in_process_fps(d, frames, args.gpu), 2) for w, d in dirs.items()}
+    print(f"one 1-thread {engine[1]} predictor, frames/s at 320x240:", per_width, flush=True)
     results: dict[str, list[StreamReport]] = {"a_rest_new_connection": [], "b_rest_kept_alive": [], "c_stream": []}
     model = dirs[widths[0]]
-    with ServerProcess(f"{model}=style", "--instances", "2", "--threads", "1", "--runtime", "openvino") as server:
+    with ServerProcess(f"{model}=style", "--instances", "2", "--threads", "1", *engine) as server:
         server.wait_healthy()
         predict_url, ws_url = f"{server.url}/predict/style", stream_url(server.url, "style")
         clients: dict[str, Callable[[str], StreamReport]] = {
@@ -166,13 +172,13 @@ def main() -> None:
     out = {
         "machine": {"platform": platform.platform(), "cpus": len(os.sched_getaffinity(0))},
         "method": {"seconds": args.seconds, "rounds": args.rounds, "frame": [WIDTH, HEIGHT], "camera_fps": FPS,
-                   "server": "2 instances x 1 thread, openvino", "model_width": widths[0]},
+                   "server": server_layout, "model_width": widths[0]},
         "in_process_fps_by_width": per_width,
         "clients": table,
         "ratios": ratios,
     }  # fmt: skip
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "results.json").write_text(json.dumps(out, indent=2))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(out, indent=2))
     print(f"\n{'client':<24} {'frames/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for name, row in table.items():
         print(f"{name:<24} {row['frames_per_s']:>9.2f} {row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f}")

@@ -2,7 +2,8 @@
 shapes (most labelled with their true boxes, some held back unlabelled), the demo's trained model in its registry
 (trained on that data set, so Retrain fine-tunes it there), deployed, and an auto-label run of the held-back
 images waiting in the review queue. Run from a terminal, the app stays up until Ctrl-C; otherwise it stops once
-every page has answered.
+every page has answered. The deployment's server stops with it but the model stays deployed in the app's records,
+so `forklift app` over the same folder serves it again as it starts.
 
 OUT/app is never deleted: a second demo finds the data set, the model and whatever a person made there since
 (labels, reviews, other data sets and models), and adds only what is missing.
@@ -17,14 +18,17 @@ import sys
 import time
 import zipfile
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import select
 
+from forklift.app.database import make_engine, session_factory, sqlite_url
+from forklift.app.deploy import stop_serving
 from forklift.app.registry import model_files
-from forklift.app.tables import ACTIVE, JobState
+from forklift.app.tables import ACTIVE, Deployment, JobState, Model
 from forklift.data.dataset import Dataset, ImageRecord, load_dataset
 from forklift.errors import ForkliftError
 from forklift.serve.process import free_port, wait_until_answering
@@ -69,12 +73,26 @@ def show_in_app(out: Path, data: Path, model_dir: Path, *, interactive: bool) ->
             else:
                 print("  every page answered (not run from a terminal: stopping the app)")
         finally:
-            with suppress(httpx.TransportError):  # after a Ctrl-C the app (and its deployment) stopped on its own
-                client.delete(f"/api/deployments/{deployment['id']}")
+            process.terminate()
+            process.wait(30)
+            pause_deployments(folder)
     command = Path(sys.executable).with_name("forklift")
-    print(f"  reopen the app: {command if command.exists() else 'forklift'} app --data-dir {folder} (then Deploy the "
-          f"model again on its Models page)")  # fmt: skip
+    print(f"  reopen the app: {command if command.exists() else 'forklift'} app --data-dir {folder} (the model is "
+          f"deployed again as it starts)")  # fmt: skip
     return url
+
+
+def pause_deployments(folder: Path) -> None:
+    """Stop the servers of the app's deployments but keep their records, which `forklift app` over the folder
+    starts again (`deploy.restore`): the demo's model is deployed whenever its app runs, and nothing outlives the
+    demo."""
+    engine = make_engine(sqlite_url(folder))
+    with session_factory(engine)() as session:
+        for deployment in session.scalars(select(Deployment)):
+            model = session.get(Model, deployment.model_id)
+            if model is not None:
+                stop_serving(deployment, folder / model.dir)
+    engine.dispose()
 
 
 def _demo_dataset(client: httpx.Client, data: Dataset) -> int:

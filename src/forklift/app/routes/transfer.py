@@ -121,10 +121,11 @@ def _add_dataset(
     added: list[Image] = []
     for record in data.images:
         status = "labelled" if record.boxes or record.label else "unlabelled"
+        original = record.original or Path(record.file).name  # the name the person gave it, kept across exports
         try:
             with data.path(record).open("rb") as source:
                 image = add_image(session, storage, dataset.id, source, record.file, limit=limit,
-                                  original_name=Path(record.file).name, split=record.split, status=status)  # fmt: skip
+                                  original_name=original, split=record.split, status=status)  # fmt: skip
         except ForkliftError as exc:
             refused.append(str(exc))
             continue

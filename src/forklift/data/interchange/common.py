@@ -200,10 +200,14 @@ def segment_only(dataset: Dataset, format_name: str) -> None:
         raise ForkliftError(f"{dataset.root}: a {dataset.task} data set has no masks to export to {format_name}")
 
 
+def export_name(image: ImageRecord, taken: set[str]) -> str:
+    """The image's file name in an export: the one it came with when known (else its own), made unique."""
+    return unique_name(PurePosixPath(image.original or image.file).name, taken)
+
+
 def place_image(dataset: Dataset, image: ImageRecord, folder: Path, taken: set[str]) -> str:
-    """Copy a data set's image into a flat folder under a unique name (the one it came with, when known); returns
-    that name."""
-    name = unique_name(PurePosixPath(image.original or image.file).name, taken)
+    """Copy a data set's image into a flat folder under its export name; returns that name."""
+    name = export_name(image, taken)
     shutil.copyfile(dataset.path(image), folder / name)
     return name
 

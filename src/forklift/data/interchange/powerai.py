@@ -22,7 +22,7 @@ from forklift.data.interchange.common import (
     SkipKind,
     checked_size,
     detect_only,
-    unique_name,
+    export_name,
 )
 from forklift.data.interchange.voc_xml import MalformedXml, VocAnnotation, parse_voc_xml, voc_xml
 from forklift.errors import ForkliftError
@@ -107,7 +107,7 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
         prop = {"name": dataset.root.name, "type": 0, "categories": list(dataset.classes)}
         archive.writestr(PROP, json.dumps(prop, indent=1) + "\n")
         for image in dataset.images:
-            name = unique_name(PurePosixPath(image.file).name, taken)
+            name = export_name(image, taken)
             archive.write(dataset.path(image), name)
             xml = voc_xml(name, image.width, image.height, image.boxes, folder="")
             archive.writestr(f"{PurePosixPath(name).stem}.xml", xml)
