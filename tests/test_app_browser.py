@@ -7,6 +7,7 @@ screenshot in the test's folder."""
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -367,8 +368,10 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.get_by_role("button", name="Train…").click()
         for name, value in (("epochs", "3"), ("batch", "8"), ("size", "64")):
             page.get_by_label(name, exact=True).fill(value)
+        page.wait_for_selector("[data-testid=estimate]")  # how long, said before it starts
         page.get_by_role("button", name="Start").click()
         page.wait_for_url("**/#/jobs/*")
+        job = page.url.rsplit("/", 1)[-1]
         page.wait_for_function("document.querySelector('[data-testid=job-state]')?.textContent === 'running'",
                                timeout=120_000)  # fmt: skip
         page.wait_for_selector("[data-testid=epochs-seen]:has-text('epoch 3 of 3')", timeout=240_000)  # the events
@@ -387,6 +390,12 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.screenshot(path=str(shots / "models.png"), full_page=True)
 
         page.goto(f"{app_url}/#/datasets/{dataset}")
+        page.get_by_role("button", name="Train…").click()  # the next job's time, from the pace of the one that ran
+        for name, value in (("epochs", "3"), ("size", "64")):
+            page.get_by_label(name, exact=True).fill(value)
+        page.wait_for_selector(f"[data-testid=estimate]:has-text('from the pace of job {job} at 64 px')")
+        assert re.match(r"About \d+ s ", page.locator("[data-testid=estimate]").inner_text())
+        page.get_by_role("button", name="Close").click()
         page.get_by_role("button", name="Auto-label…").click()
         page.get_by_label("Confidence threshold").fill("0.01")
         page.get_by_role("button", name="Start").click()

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import signal
+import time
 import zipfile
 from pathlib import Path
 
@@ -129,8 +130,22 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
     data.mkdir()
     with app_client(data, fresh_database(None, data)) as client:
         dataset = _labelled_set(client, tmp_path)
+        estimate = f"/api/datasets/{dataset}/jobs/estimate?model=yolov3-tiny&img=64&val_share=0.25&device=cpu"
+        first = client.get(f"{estimate}&epochs=1").json()
+        assert first["seconds"] is None and "no yolov3-tiny job has finished on the CPU" in first["basis"], first
+        started = time.monotonic()
         job = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 1}).json()["id"]
         assert _wait(client, job, ("done", "failed"))["state"] == "done"
+        took = time.monotonic() - started
+        # the Train form's estimate, from that job's pace: its own run is about what it took (the app's polling
+        # aside); more epochs and a larger input size take longer
+        again = client.get(f"{estimate}&epochs=1").json()
+        assert again["basis"] == f"from the pace of job {job} at 64 px" and 0.5 * took < again["seconds"] <= took
+        longer = client.get(f"{estimate}&epochs=3").json()["seconds"]
+        bigger = client.get(f"{estimate.replace('img=64', 'img=128')}&epochs=1").json()["seconds"]
+        assert again["seconds"] < longer and again["seconds"] < bigger
+        bad = client.get(f"/api/datasets/{dataset}/jobs/estimate?model=small-classifier")
+        assert bad.status_code == 422 and "a detect data set trains" in bad.json()["error"]
         (model,) = client.get("/api/models").json()
         assert model["job_id"] == job and model["name"] == "shapes #" + str(job)
         assert "map50" in model["metrics"] and model["settings"]["epochs"] == 1 and len(model["dataset_digest"]) == 64

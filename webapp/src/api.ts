@@ -84,6 +84,8 @@ export interface Job {
 
 export interface Device { name: string; label: string; slots: number; running: number; queued: number }
 
+export interface Estimate { seconds: number | null; basis: string }  // how long a job would take, and from what
+
 export interface Model {
   id: number; name: string; job_id: number | null; dataset_id: number | null; dataset_digest: string | null;
   settings: Record<string, unknown>; metrics: Record<string, number>; created_at: string;

@@ -12,3 +12,8 @@ export function Message({ message }: { message: Said | null }) {
   if (!message) return null;
   return <p class={message.error ? "message error" : "message"} role={message.error ? "alert" : "status"}>{message.text}</p>;
 }
+
+// A span of time in the unit a person reads it in: seconds, minutes or hours.
+export function duration(seconds: number): string {
+  return seconds < 90 ? `${Math.max(1, Math.round(seconds))} s` : seconds < 5400 ? `${Math.round(seconds / 60)} min` : `${(seconds / 3600).toFixed(1)} h`;
+}

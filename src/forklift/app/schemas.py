@@ -189,10 +189,13 @@ class DeviceOut(BaseModel):
     queued: int
 
 
+# what a job trains (forklift.app.jobs.MODELS): detection optimized for speed (the slim one: on CPUs) or for
+# accuracy; classification: the app's classifier
+TrainedModel = Literal["yolov3-tiny", "yolov3-tiny-slim", "faster-rcnn", "small-classifier"]
+
+
 class JobIn(BaseModel):
-    # detection: optimized for speed (the slim one: on CPUs), or for accuracy; classification: the app's classifier;
-    # default: yolov3-tiny or small-classifier, by the data set's task
-    model: Literal["yolov3-tiny", "yolov3-tiny-slim", "faster-rcnn", "small-classifier"] | None = None
+    model: TrainedModel | None = None  # default: yolov3-tiny or small-classifier, by the data set's task
     epochs: int = Field(default=30, ge=1, le=10_000)
     batch: int = Field(default=16, ge=1, le=1024)
     img: int | None = Field(default=None, ge=32, le=4096, multiple_of=32)
@@ -202,6 +205,21 @@ class JobIn(BaseModel):
     val_share: float | None = Field(default=None, ge=0.05, le=0.5)  # held out for val where the set has no val split
     device: DeviceName | None = None  # default: the machine's device with the shortest queue, GPUs first
     from_model_id: int | None = None  # start from this registered model's weights (classes matched by name)
+
+
+class EstimateIn(BaseModel):
+    """The Train form's settings that decide how long a job takes."""
+
+    model: TrainedModel | None = None
+    epochs: int = Field(default=30, ge=1, le=10_000)
+    img: int | None = Field(default=None, ge=32, le=4096, multiple_of=32)
+    val_share: float = Field(default=0.2, ge=0.05, le=0.5)
+    device: DeviceName | None = None  # default: the machine's first GPU, else the CPU
+
+
+class EstimateOut(BaseModel):
+    seconds: float | None  # None: no job like it has finished here yet
+    basis: str  # what the figure rests on, in words
 
 
 class RetrainIn(BaseModel):

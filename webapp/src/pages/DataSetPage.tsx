@@ -2,11 +2,11 @@
 // and a chart, uploads of images and videos, and frame capture from a video's player.
 import { useEffect, useRef, useState } from "preact/hooks";
 import {
-  api, json, type AutoLabelRun, type DataSet, type Deployment, type Device, type ImagePage, type Model, type Split, type Status,
+  api, json, type AutoLabelRun, type DataSet, type Deployment, type Device, type Estimate, type ImagePage, type Model, type Split, type Status,
   type UploadResult, type Video,
 } from "../api";
 import { LabelChart } from "../chart";
-import { Message, useMessage } from "../widgets";
+import { duration, Message, useMessage } from "../widgets";
 
 const PAGE = 100;
 const UPLOAD_FILES = 200;
@@ -256,11 +256,19 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
   const [form, setForm] = useState<Record<string, string | number>>(task === "detect"
     ? { model: "yolov3-tiny", from_model_id: 0, epochs: 30, batch: 16, img: 320, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" }
     : { model: "small-classifier", from_model_id: 0, epochs: 30, batch: 32, img: 128, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" });
+  const [estimate, setEstimate] = useState<Estimate | null>(null);
   useEffect(() => {
     if (!open) return;
     api<Device[]>("/api/devices").then(setDevices, (e) => say(e.message, true));
     api<Model[]>("/api/models").then(setModels, () => undefined);
   }, [open]);
+  useEffect(() => {  // how long these settings would take, from the pace of the jobs that ran here
+    if (!open) return;
+    const query = new URLSearchParams({ model: String(form.model), epochs: String(form.epochs), img: String(form.img), val_share: String(form.val_share) });
+    if (form.device) query.set("device", String(form.device));
+    const timer = window.setTimeout(() => api<Estimate>(`/api/datasets/${datasetId}/jobs/estimate?${query}`).then(setEstimate, () => setEstimate(null)), 300);
+    return () => window.clearTimeout(timer);
+  }, [open, form.model, form.epochs, form.img, form.val_share, form.device]);
   const set = (key: string, value: string) => setForm({ ...form, [key]: key === "model" || key === "device" ? value : Number(value) });
   const start = async (event: Event) => {
     event.preventDefault();
@@ -300,6 +308,7 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
         {devices.map((d) => <option value={d.name} key={d.name}>{d.label}{d.running + d.queued ? ` (${d.running} running, ${d.queued} queued)` : ""}</option>)}
       </select>
       <button class="primary" type="submit">Start</button><button type="button" onClick={() => setOpen(false)}>Close</button>
+      {estimate && <p class="muted small" data-testid="estimate">{estimate.seconds === null ? `Time: not known yet (${estimate.basis}).` : `About ${duration(estimate.seconds)} (${estimate.basis}).`}</p>}
     </form>
   );
 }

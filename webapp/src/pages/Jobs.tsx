@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from "chart.js";
 import { api, type Job } from "../api";
-import { Message, useMessage } from "../widgets";
+import { duration, Message, useMessage } from "../widgets";
 
 Chart.register(LineController, LineElement, PointElement, LinearScale, CategoryScale, Legend, Tooltip);
 
@@ -13,7 +13,7 @@ function eta(job: Job): string {
   if (job.state !== "running" || !job.started_at || job.epoch === 0) return "";
   const started = Date.parse(job.started_at.endsWith("Z") || job.started_at.includes("+") ? job.started_at : job.started_at + "Z");
   const left = ((Date.now() - started) / job.epoch) * (job.epochs - job.epoch) / 1000;
-  return left < 90 ? `${Math.max(1, Math.round(left))} s left` : left < 5400 ? `${Math.round(left / 60)} min left` : `${(left / 3600).toFixed(1)} h left`;
+  return `${duration(left)} left`;
 }
 
 function Progress({ job }: { job: Job }) {

@@ -6,15 +6,17 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, StreamingResponse
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.devices import CPU
+from forklift.app.estimate import estimate_training
 from forklift.app.jobs import MODELS, JobRunner, progress
 from forklift.app.records import get_or_404, model_for
 from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState
@@ -32,16 +34,37 @@ def job_out(job: Job) -> schemas.JobOut:
 def start_job(dataset_id: RowId, body: schemas.JobIn, request: Request, session: Db, who: Editor) -> schemas.JobOut:
     """Queue a training job on the data set's labelled images; it starts when the machine is free."""
     dataset = get_or_404(session, DataSet, dataset_id)
-    kinds = MODELS[dataset.task]
-    model: str = body.model or next(iter(kinds))
-    if model not in kinds:
-        raise HttpError(422, f"model {model}: a {dataset.task} data set trains {' or '.join(kinds)}")
+    model = _model_of(dataset, body.model)
     settings = body.model_dump(exclude={"model", "device", "from_model_id"}, exclude_none=True)
     if body.from_model_id is not None:
         start = model_for(session, request.app.state.storage, body.from_model_id, dataset)
         settings.update(from_model=start.dir, from_model_id=start.id)
     runner = request.app.state.jobs
     return job_out(queue_job(session, dataset, model, settings, who=who.name, runner=runner, device=body.device))
+
+
+@router.get("/api/datasets/{dataset_id}/jobs/estimate")
+def estimate_job(dataset_id: RowId, request: Request, session: Db, _: Viewer,
+                 form: Annotated[schemas.EstimateIn, Query()]) -> schemas.EstimateOut:  # fmt: skip
+    """How long a job of these settings would take on this data set as labelled now (the Train form shows it)."""
+    dataset = get_or_404(session, DataSet, dataset_id)
+    model = _model_of(dataset, form.model)
+    labelled = session.scalar(
+        select(func.count(Image.id)).where(Image.dataset_id == dataset.id, Image.status.in_(TRAINED_ON))
+    )
+    device = form.device or (next((d for d in request.app.state.jobs.devices if d != CPU), CPU))
+    found = estimate_training(session, request.app.state.config.data_dir, model=model, device=device, img=form.img,
+                              epochs=form.epochs, images=round((labelled or 0) * (1 - form.val_share)))  # fmt: skip
+    return schemas.EstimateOut(seconds=found.seconds, basis=found.basis)
+
+
+def _model_of(dataset: DataSet, asked: str | None) -> str:
+    """The model a job of the data set trains: the one asked for (if the data set's task trains it), else the first."""
+    kinds = MODELS[dataset.task]
+    model = asked or next(iter(kinds))
+    if model not in kinds:
+        raise HttpError(422, f"model {model}: a {dataset.task} data set trains {' or '.join(kinds)}")
+    return model
 
 
 def queue_job(
