@@ -49,7 +49,8 @@ def app_url(tmp_path: Path) -> Iterator[str]:
 
 @contextmanager
 def _chromium_page(height: int) -> Iterator[tuple[Any, list[str]]]:
-    """A page of Debian's Chromium (Playwright) 1280 px wide, and the errors its scripts throw, collected."""
+    """A page of Debian's Chromium (Playwright) 1280 px wide, and the errors its scripts throw (and what the app's
+    Content-Security-Policy refused), collected."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -58,6 +59,7 @@ def _chromium_page(height: int) -> Iterator[tuple[Any, list[str]]]:
             page = browser.new_page(viewport={"width": 1280, "height": height})
             errors: list[str] = []
             page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
             yield page, errors
         finally:
             browser.close()
@@ -213,14 +215,14 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
         page.click("button:has-text('Create')")
         page.wait_for_selector("text=Upload images")
         page.set_input_files("input[type=file][accept='image/*']", [str(p) for p in photos])
-        page.wait_for_function("document.querySelectorAll('.tile').length === 4")
+        page.wait_for_function("() => document.querySelectorAll('.tile').length === 4")
         page.set_input_files("input[type=file][accept^='video']", str(clip))
         page.wait_for_selector(".video-panel")
         page.fill("input[aria-label='Seconds between frames']", "1")
         page.click(".video-panel button:text-is('Capture')")
-        page.wait_for_function("document.querySelectorAll('.tile').length >= 7")
+        page.wait_for_function("() => document.querySelectorAll('.tile').length >= 7")
         page.wait_for_function(
-            "[...document.querySelectorAll('.tile img')].every(i => i.complete && i.naturalWidth > 0)"
+            "() => [...document.querySelectorAll('.tile img')].every(i => i.complete && i.naturalWidth > 0)"
         )
         page.screenshot(path=str(shots / "dataset.png"))
 
@@ -372,7 +374,7 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.get_by_role("button", name="Start").click()
         page.wait_for_url("**/#/jobs/*")
         job = page.url.rsplit("/", 1)[-1]
-        page.wait_for_function("document.querySelector('[data-testid=job-state]')?.textContent === 'running'",
+        page.wait_for_function("() => document.querySelector('[data-testid=job-state]')?.textContent === 'running'",
                                timeout=120_000)  # fmt: skip
         page.wait_for_selector("[data-testid=epochs-seen]:has-text('epoch 3 of 3')", timeout=240_000)  # the events
         page.wait_for_selector("[data-testid=job-state]:has-text('done')", timeout=240_000)
@@ -386,7 +388,7 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         tried = tmp_path / "shapes" / "images" / sorted(p.name for p in (tmp_path / "shapes" / "images").iterdir())[0]
         page.set_input_files(".deployment input[type=file]", str(tried))  # Try an image: drawn with its boxes
         page.wait_for_selector(f"[data-testid=tried]:has-text('{tried.name}: ') svg")
-        page.wait_for_function("document.querySelector('[data-testid=tried] img').naturalWidth > 0")
+        page.wait_for_function("() => document.querySelector('[data-testid=tried] img').naturalWidth > 0")
         page.screenshot(path=str(shots / "models.png"), full_page=True)
 
         page.goto(f"{app_url}/#/datasets/{dataset}")
@@ -471,3 +473,22 @@ def test_log_in_and_out_in_chromium(tmp_path: Path) -> None:
         server.terminate()
         server.wait(20)
     assert (shots / "login.png").stat().st_size > 5_000
+
+
+def test_a_script_in_an_uploaded_file_does_not_run(app_url: str, tmp_path: Path) -> None:
+    """A video that is also a page, named clip.html, opened by the person whose session it wants."""
+    from test_app_video import gif_with_a_page
+
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "clips"}).json()["id"]
+        clip = gif_with_a_page(tmp_path / "clip.html")
+        video = client.post(f"/api/datasets/{dataset}/videos", files={"file": (clip.name, clip.read_bytes())}).json()
+        with _chromium_page(600) as (page, errors):
+            page.goto(f"{app_url}/api/videos/{video['id']}/file")
+            page.wait_for_timeout(1500)  # time for a script, had one run, to post
+            assert page.title() != "pwned"
+            errors.clear()  # Chromium's own image view styles itself inline, which the file's policy refuses
+            page.goto(f"{app_url}/#/datasets/{dataset}")  # the app's own page still runs under its policy
+            page.wait_for_selector("text=clip.html")
+            assert errors == [], errors
+        assert [d["name"] for d in client.get("/api/datasets").json()] == ["clips"]

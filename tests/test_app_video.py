@@ -106,3 +106,33 @@ def test_a_video_broken_part_way_is_a_422_and_keeps_the_frames_before(api: TestC
     kept = api.get(f"/api/datasets/{facts['dataset_id']}/images?video_id={facts['id']}").json()["items"]
     times = [image["video_time_s"] for image in kept]
     assert times[:2] == [0.0, 0.5] and f"the {len(kept)} frames captured before it are kept" in said
+
+
+def gif_with_a_page(path: Path) -> Path:
+    """A small animated GIF with an HTML page after its end: FFmpeg reads the GIF, a browser that took it for a
+    page would run the script (it creates a data set named "pwned" with the viewer's session)."""
+    frames = [PILImage.new("RGB", (32, 24), (40 * k, 80, 160)) for k in range(4)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    page = (
+        b"<html><body><script>document.title = 'pwned'; fetch('/api/session').then(r => r.json()).then(s => "
+        b"fetch('/api/datasets', {method: 'POST', headers: {'Content-Type': 'application/json', "
+        b"'X-CSRF-Token': s.csrf || ''}, body: JSON.stringify({name: 'pwned'})}))</script></body></html>"
+    )
+    path.write_bytes(buffer.getvalue() + page)
+    return path
+
+
+def test_a_video_named_as_a_page_is_stored_and_served_as_what_it_is(api: TestClient, tmp_path: Path) -> None:
+    facts = _uploaded(api, gif_with_a_page(tmp_path / "clip.html"))
+    assert facts["original_name"] == "clip.html"  # kept as a record of what the person uploaded
+    stored = api.app.state.storage.root  # type: ignore[attr-defined]
+    (kept,) = (stored / "datasets").rglob("videos/*")
+    assert kept.suffix == ".gif"  # the app's name for it, from what FFmpeg read
+    answer = api.get(f"/api/videos/{facts['id']}/file")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "image/gif"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["content-security-policy"] == "default-src 'none'; sandbox"
+    page = api.get("/")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"

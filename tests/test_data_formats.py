@@ -257,7 +257,7 @@ def test_coco_skips_unknown_ids_and_missing_images(shapes: Dataset, tmp_path: Pa
         "skipped 4 annotations naming unknown image ids "
         "(first: id 901 -> image 999, id 902 -> image 999, id 903 -> image 1000, ...)",
         "skipped 1 annotation naming an unknown category id (id 905 -> category 77)",
-        "skipped 2 images missing on disk (first: images/000003.png, images/000005.png)",
+        "skipped 2 images not found in the import (first: images/000003.png, images/000005.png)",
     ]
     assert summary.skipped == 7 and summary.images == 10
     imported = _assert_kept(shapes, tmp_path / "back", 1e-6, gone={"000003.png", "000005.png"})
@@ -269,7 +269,9 @@ def test_coco_with_no_image_importable_is_one_line(shapes: Dataset, tmp_path: Pa
     export_dataset("coco", shapes.root, tmp_path / "coco")
     for image in (tmp_path / "coco" / "images").iterdir():
         image.unlink()
-    with pytest.raises(ForkliftError, match=r"^nothing could be imported: skipped 12 images missing on disk") as caught:
+    with pytest.raises(
+        ForkliftError, match=r"^nothing could be imported: skipped 12 images not found in the import"
+    ) as caught:
         import_dataset("coco", tmp_path / "coco" / "annotations.json", tmp_path / "back")
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "back").exists()
@@ -287,7 +289,10 @@ def test_voc_skips_unreadable_xml_and_missing_images(shapes: Dataset, tmp_path: 
     tagged.write_text(tagged.read_text().replace("<pose>", f"{extra}<pose>"))
     summary = import_dataset("voc", voc, tmp_path / "back")
     assert summary.skipped == 3 and summary.images == 9 and len(summary.lines()) == 3
-    assert summary.lines()[1] == "skipped 1 annotation file whose image is missing (000004.xml -> 000004.png)"
+    assert (
+        summary.lines()[1]
+        == "skipped 1 annotation file whose image is not found in the import (000004.xml -> 000004.png)"
+    )
     assert summary.lines()[2].startswith("skipped 2 malformed annotation files (first: 000006.xml (not valid XML: ")
     assert "000008.xml (object 1 <xmin>: 'x" in summary.lines()[2]
     gone = {"000004.png", "000006.png", "000008.png"}
@@ -310,7 +315,7 @@ def test_yolo_skips_bad_lines_orphan_labels_and_unreadable_images(shapes: Datase
         "skipped 1 label line with a class index out of range (labels/train/000001.txt:3 class 7)",
         "skipped 1 label line that is not 'class cx cy w h' (labels/train/000001.txt:4 '0 0.5 0.5')",
         "skipped 1 unreadable image (images/train/000005.png)",
-        "skipped 1 annotation file whose image is missing (labels/train/000003.txt)",
+        "skipped 1 annotation file whose image is not found in the import (labels/train/000003.txt)",
         "skipped 1 split folder missing (val: images/extra)",
     ]
     assert summary.skipped == 5 and summary.images == 10
@@ -338,7 +343,10 @@ def test_powerai_skips_missing_damaged_and_malformed_members(shapes: Dataset, tm
     _damage(tmp_path / "bad.zip", "000009.png")
     summary = import_dataset("powerai", tmp_path / "bad.zip", tmp_path / "back")
     assert summary.skipped == 3 and summary.images == 10 and len(summary.lines()) == 4
-    assert summary.lines()[1] == "skipped 1 annotation file whose image is missing (000002.xml -> 000002.png)"
+    assert (
+        summary.lines()[1]
+        == "skipped 1 annotation file whose image is not found in the import (000002.xml -> 000002.png)"
+    )
     assert summary.lines()[2].startswith("skipped 1 malformed annotation file (broken.xml (not valid XML: ")
     assert summary.lines()[3].startswith("skipped 1 unreadable image (000009.png (damaged in the zip: Bad CRC-32")
     _assert_kept(shapes, tmp_path / "back", 0.0, gone={"000002.png", "000009.png"})
@@ -376,4 +384,4 @@ def test_cli_exits_1_when_anything_was_skipped(shapes: Dataset, tmp_path: Path) 
     skipped = forklift_data("import", "--from", "coco", source, tmp_path / "skipped")
     assert skipped.returncode == 1, skipped.stderr
     assert skipped.stdout.splitlines()[0].startswith("imported 11 images")
-    assert skipped.stdout.splitlines()[1:] == ["skipped 1 image missing on disk (images/000007.png)"]
+    assert skipped.stdout.splitlines()[1:] == ["skipped 1 image not found in the import (images/000007.png)"]

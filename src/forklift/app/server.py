@@ -19,6 +19,7 @@ from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.deploy import restore
 from forklift.app.devices import machine_devices
+from forklift.app.headers import SecurityHeaders
 from forklift.app.jobs import JobRunner
 from forklift.app.limits import LimitedBodies, too_many_files
 from forklift.app.routes import (
@@ -80,6 +81,7 @@ def create_app(config: AppConfig) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_middleware(LimitedBodies, config=config)  # bodies past their route's limit: 413 before they are spooled
+    app.add_middleware(SecurityHeaders)  # nosniff everywhere, a content policy on the pages
 
     @app.get("/{path:path}", include_in_schema=False)
     def front_end(path: str) -> Response:

@@ -65,8 +65,7 @@ class Storage:
         except ForkliftError:
             partial.unlink(missing_ok=True)
             raise
-        final = partial.with_name(partial.name.split(".")[0] + IMAGE_SUFFIXES[kind])
-        os.replace(partial, final)
+        final = self.keep(partial, IMAGE_SUFFIXES[kind])
         return StoredImage(str(final.relative_to(self.root)), width, height)
 
     def save_bytes(self, dataset_id: int, content: bytes, suffix: str, kind: str = "images") -> str:
@@ -80,9 +79,14 @@ class Storage:
         return str(final.relative_to(self.root))
 
     def receive_file(self, dataset_id: int, source: BinaryIO, name: str, *, limit: int, kind: str) -> Path:
-        """Copy an upload (a video, a zip) into the data set's `kind` folder as it is; the caller checks it."""
-        partial = self._receive(dataset_id, source, name, limit=limit, kind=kind)
-        final = partial.with_name(partial.name.removesuffix(".partial"))
+        """Copy an upload (a video) into the data set's `kind` folder as a `.partial` file, which the caller checks
+        and then `keep`s under the suffix of what it found the file to be (never the uploader's)."""
+        return self._receive(dataset_id, source, name, limit=limit, kind=kind)
+
+    @staticmethod
+    def keep(partial: Path, suffix: str) -> Path:
+        """A checked `.partial` file under its final name: the app's own, with `suffix`."""
+        final = partial.with_name(partial.name.split(".")[0] + suffix)
         os.replace(partial, final)
         return final
 
@@ -90,7 +94,7 @@ class Storage:
         """The upload copied in chunks to a `.partial` file (never whole in memory), refused past `limit` bytes."""
         folder = self.dataset_folder(dataset_id) / kind
         folder.mkdir(parents=True, exist_ok=True)
-        partial = folder / f"{uuid.uuid4().hex}{Path(name).suffix.lower()[:8]}.partial"
+        partial = folder / f"{uuid.uuid4().hex}.partial"  # named by the app: the uploader's name is only a record
         copy_limited(source, partial, name, limit=limit)
         return partial
 

@@ -22,6 +22,13 @@ class VideoFacts:
     fps: float
     width: int
     height: int
+    suffix: str  # the file suffix of its container as FFmpeg read it (the app stores it under that)
+
+
+# FFmpeg's container (demuxer) names, the first of each comma-separated list, and the suffix a video is kept under
+CONTAINER_SUFFIXES = {"mov": ".mp4", "matroska": ".webm", "avi": ".avi", "gif": ".gif", "mpeg": ".mpg",
+                      "mpegts": ".ts", "ogg": ".ogv"}  # fmt: skip
+OTHER_CONTAINER = ".video"  # served as application/octet-stream
 
 
 def video_facts(path: Path, name: str) -> VideoFacts:
@@ -35,7 +42,8 @@ def video_facts(path: Path, name: str) -> VideoFacts:
             frame = next(container.decode(stream), None)  # proves that frames decode, not only the header
             if frame is None:
                 raise ForkliftError(f"{name}: no frame decodes")
-            return VideoFacts(duration, _fps(stream), frame.width, frame.height)
+            suffix = CONTAINER_SUFFIXES.get(container.format.name.split(",")[0], OTHER_CONTAINER)
+            return VideoFacts(duration, _fps(stream), frame.width, frame.height, suffix)
     except (FFmpegError, OSError, ValueError, StopIteration) as exc:
         raise ForkliftError(f"{name}: not a video FFmpeg can read ({exc})") from exc
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
+from forklift.app.headers import user_file
 from forklift.app.records import add_image, get_or_404, images_out, label_named, labels_named, take_version
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.errors import ForkliftError
@@ -106,14 +107,14 @@ def neighbours(image_id: RowId, session: Db, _: Viewer) -> schemas.Neighbours:
 @router.get("/api/images/{image_id}/file", response_class=FileResponse)
 def image_file(image_id: RowId, session: Db, storage: Files, _: Viewer) -> FileResponse:
     image = get_or_404(session, Image, image_id)
-    return FileResponse(storage.path(image.file), headers={"Cache-Control": "private, max-age=86400"})
+    return user_file(storage.path(image.file), headers={"Cache-Control": "private, max-age=86400"})
 
 
 @router.get("/api/images/{image_id}/thumbnail", response_class=FileResponse)
 def image_thumbnail(image_id: RowId, session: Db, storage: Files, _: Viewer) -> FileResponse:
     image = get_or_404(session, Image, image_id)
     thumb = storage.thumbnail(image.file, image.id, image.dataset_id)
-    return FileResponse(thumb, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+    return user_file(thumb, headers={"Cache-Control": "private, max-age=86400"})
 
 
 @router.get("/api/images/{image_id}/annotations")

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
+from forklift.app.headers import user_file
 from forklift.app.records import get_or_404, images_out, video_out
 from forklift.app.storage import Storage
 from forklift.app.tables import DataSet, Image, Video
@@ -42,6 +43,7 @@ def upload_video(
     except ForkliftError as exc:
         path.unlink(missing_ok=True)
         raise HttpError(422, str(exc)) from exc
+    path = storage.keep(path, facts.suffix)
     video = Video(dataset_id=dataset_id, file=str(path.relative_to(storage.root)), original_name=name,
                   duration_s=facts.duration_s, fps=facts.fps, width=facts.width, height=facts.height)  # fmt: skip
     session.add(video)
@@ -58,7 +60,7 @@ def list_videos(dataset_id: RowId, session: Db, _: Viewer) -> list[schemas.Video
 
 @router.get("/api/videos/{video_id}/file", response_class=FileResponse)
 def video_file(video_id: RowId, session: Db, storage: Files, _: Viewer) -> FileResponse:
-    return FileResponse(storage.path(get_or_404(session, Video, video_id).file))
+    return user_file(storage.path(get_or_404(session, Video, video_id).file))
 
 
 @router.post("/api/videos/{video_id}/capture", status_code=201)

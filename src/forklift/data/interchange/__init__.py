@@ -77,11 +77,13 @@ def import_dataset(
         raise ForkliftError(f"--task {chosen}: {kind} imports {' or '.join(interchange.tasks)} data sets")
     if not source.exists():
         raise ForkliftError(f"{source}: no such file or folder")
-    builder = DatasetBuilder(out, Task(chosen))
+    # what the import may read: --images, else the folder given (or the JSON's or yaml's folder) or the zip
+    builder = DatasetBuilder(out, Task(chosen), root=images or (source if source.is_dir() else source.parent))
     unpacked = None
     try:
         if kind in OWN_FILES and zipfile.is_zipfile(source) and source.is_file():
             unpacked = Path(tempfile.mkdtemp(prefix=f".{out.name}-unpacked-", dir=out.parent))
+            builder.root = (images or unpacked).resolve()
             extracted = safe_extract(source, unpacked)
             for refusal in extracted.refused:
                 builder.skip(UNSAFE_ENTRY, refusal)

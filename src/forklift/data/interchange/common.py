@@ -34,9 +34,11 @@ class SkipKind(NamedTuple):
     many: str
 
 
-MISSING_IMAGE = SkipKind("image missing on disk", "images missing on disk")
+MISSING_IMAGE = SkipKind("image not found in the import", "images not found in the import")
 UNREADABLE_IMAGE = SkipKind("unreadable image", "unreadable images")
-ORPHAN_ANNOTATION = SkipKind("annotation file whose image is missing", "annotation files whose image is missing")
+ORPHAN_ANNOTATION = SkipKind(
+    "annotation file whose image is not found in the import", "annotation files whose image is not found in the import"
+)
 MALFORMED_ANNOTATION = SkipKind("malformed annotation file", "malformed annotation files")
 UNSAFE_ENTRY = SkipKind("unsafe zip entry", "unsafe zip entries")
 
@@ -161,8 +163,8 @@ def checked_size(
 ) -> tuple[int, int] | None:
     """The image's size: as the source gives it (0: unknown), else from its header. None when the image is missing
     or unreadable: it is then recorded as skipped under name, so one bad image does not sink the import."""
-    if isinstance(content, Path) and not content.is_file():
-        builder.skip(MISSING_IMAGE, name)
+    if isinstance(content, Path) and not (builder.holds(content) and content.is_file()):
+        builder.skip(MISSING_IMAGE, name)  # the same words for a file outside the import as for none at all
         return None
     if width and height:
         return width, height
@@ -216,7 +218,8 @@ class DatasetBuilder:
     """Collects a foreign layout's images and boxes (or masks, for task segment) into a forklift data set,
     clipping boxes to their image."""
 
-    def __init__(self, out: Path, task: Task = Task.DETECT) -> None:
+    def __init__(self, out: Path, task: Task = Task.DETECT, *, root: Path | None = None) -> None:
+        self.root = root.resolve() if root is not None else None  # what the import may read: its own files
         self.out = new_folder(out)
         (self.out / "images").mkdir()
         self.task = task
@@ -224,6 +227,16 @@ class DatasetBuilder:
         self.images: list[ImageRecord] = []
         self.summary = ImportSummary(out=self.out, task=task)
         self._taken: set[str] = set()
+
+    def holds(self, path: Path) -> bool:
+        """Whether `path` lies in the import's own folder (links followed): a file name in an annotation that
+        points elsewhere on the machine (absolute, `..`) is read as not there."""
+        if self.root is None:
+            return True
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):  # a link loop
+            return False
 
     def skip(self, kind: SkipKind, example: str) -> None:
         """Leave one item out of the import and record it for the report."""

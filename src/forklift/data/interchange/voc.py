@@ -45,7 +45,7 @@ def _entry(xml: Path, images: Path, builder: DatasetBuilder) -> tuple[Path, Path
         builder.skip(MALFORMED_ANNOTATION, f"{xml.name} ({exc.reason})")
         return None
     path = images / annotation.filename if annotation.filename else _by_stem(images, xml.stem)
-    if path is None or not path.is_file():
+    if path is None or not (builder.holds(path) and path.is_file()):
         builder.skip(ORPHAN_ANNOTATION, f"{xml.name} -> {annotation.filename or xml.stem + '.*'}")
         return None
     size = checked_size(path, builder, path.name, width=annotation.width, height=annotation.height)

@@ -44,7 +44,9 @@ def read(source: Path, builder: DatasetBuilder) -> None:
         folders = config.get(split) or []
         for folder in [folders] if isinstance(folders, str) else folders:
             directory = root / str(folder)
-            if directory.is_dir():
+            if not builder.holds(directory):  # outside the import: read as not there, its files never listed
+                builder.skip(MISSING_SPLIT, f"{split}: {folder}")
+            elif directory.is_dir():
                 _read_folder(directory, split, names, builder, root=root)
             elif directory.exists():
                 raise ForkliftError(f"{source}: {split} folder {directory} is not a folder (lists are not supported)")
