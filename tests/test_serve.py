@@ -254,6 +254,34 @@ def test_bad_uploads(server: Server, name: str, payload, status: int, words: str
     assert_still_answers(server)
 
 
+def test_a_request_may_declare_at_most_max_pixels_together(server: Server) -> None:
+    """Each image is under the limit, together they are over it: refused from the headers, before any decoding
+    (a worker decodes all of a request's images before it infers)."""
+    files = [("files", (f"part{k}.png", _png_declaring(8000, 5000))) for k in range(3)]
+    response = httpx.post(f"{server.url}/predict/tiny", files=files, timeout=60)
+    assert_error(response, 413, "the request's 3 image(s) have 120,000,000 pixels together, over the limit of "
+                                 "100,000,000 a request may have")  # fmt: skip
+    assert_still_answers(server)
+
+
+def test_a_chunked_upload_is_counted_as_it_arrives(server: Server) -> None:
+    """No Content-Length to check first: the bytes are counted, and the form is refused once they pass the limit."""
+    boundary = "forklift-test"
+    megabyte = b"\0" * (1 << 20)
+
+    def chunks():  # type: ignore[no-untyped-def]
+        yield (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.jpg\"\r\n"
+               "Content-Type: image/jpeg\r\n\r\n").encode()  # fmt: skip
+        for _ in range(UPLOAD_LIMIT_MB + 2):
+            yield megabyte
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    response = httpx.post(f"{server.url}/predict/tiny", content=chunks(), timeout=60,
+                          headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})  # fmt: skip
+    assert_error(response, 413, "over the upload limit")
+    assert_still_answers(server)
+
+
 def test_unknown_model_missing_field_unknown_route(server: Server) -> None:
     assert_error(
         httpx.post(f"{server.url}/predict/nope", content=dog()), 404, "unknown model 'nope' (served: shapes, tiny)"

@@ -123,11 +123,13 @@ class ModelPool:
         max_batch: int = 8,
         batch_timeout_s: float = 0.0,
         queue_size: int = 64,
+        max_pixels: int = 100_000_000,
     ) -> None:
         self.name = name
         self.workers = [Worker(spec, index) for index, spec in enumerate(specs)]
         self.metrics = metrics
         self.max_batch = max_batch
+        self.max_pixels = max_pixels  # decoded at once in a worker: requests join a batch while they fit
         self.batch_timeout_s = batch_timeout_s
         self.queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queue_size)
         self.tasks: list[asyncio.Task] = []
@@ -180,6 +182,7 @@ class ModelPool:
         batch, images = [first], first.images
         if not isinstance(first.job, ImagesJob):
             return batch, None
+        pixels = first.job.pixels
         deadline = time.perf_counter() + self.batch_timeout_s
         limit = self._fair_share()
         while images < limit:
@@ -196,8 +199,11 @@ class ModelPool:
             job = candidate.job
             if not isinstance(job, ImagesJob) or _answer_settings(job) != _answer_settings(first.job):
                 return batch, candidate
+            if pixels + job.pixels > self.max_pixels:  # the worker would hold too many decoded pixels at once
+                return batch, candidate
             batch.append(candidate)
             images += candidate.images
+            pixels += job.pixels
         return batch, None
 
     async def _serve(self, worker: Worker) -> None:
@@ -250,10 +256,12 @@ def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
     if isinstance(first, TensorJob):
         return first
     images: list[tuple[str, bytes]] = []
+    pixels = 0
     for request in requests:
         assert isinstance(request.job, ImagesJob), "_next_batch never batches a tensor job with image jobs"
         images.extend(request.job.images)
-    return ImagesJob(images, first.request, first.encoding)
+        pixels += request.job.pixels
+    return ImagesJob(images, first.request, first.encoding, pixels)
 
 
 def _answer_settings(job: ImagesJob) -> tuple:

@@ -58,6 +58,7 @@ def build_state(models: list[ServedModel], options: ServeOptions) -> ServeState:
             max_batch=options.max_batch,
             batch_timeout_s=options.batch_timeout_ms / 1000.0,
             queue_size=options.queue_size,
+            max_pixels=options.max_pixels,
         )
     return ServeState(pools, options, metrics)
 

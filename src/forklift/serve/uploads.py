@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
+from starlette.types import Message
 
 from forklift.serve.responses import HttpError
+from forklift.vision.images import declared_pixels
 
 FIELD = "files"
 
@@ -29,13 +31,36 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 async def read_form(request: Request, limit: int):
+    """The multipart form, its bytes counted as they arrive: a chunked body (no length to check first) is refused
+    as soon as it passes the limit, before its files are spooled whole."""
     _check_declared_size(request, limit)
+    received = 0
+
+    async def counted() -> Message:
+        nonlocal received
+        message = await request.receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                raise HttpError(413, f"request body is over the upload limit of {limit} bytes")
+        return message
+
     try:
-        return await request.form(max_files=256, max_part_size=limit)
+        return await Request(request.scope, counted).form(max_files=256, max_part_size=limit)
     except HttpError:
         raise
     except Exception as exc:  # Starlette raises its own parse errors with a message worth passing on
         raise HttpError(400, f"cannot parse the multipart form: {exc}") from exc
+
+
+def pixels_within(images: list[tuple[str, bytes]], max_pixels: int) -> int:
+    """The pixels the request's images declare together (headers only); a 413 past `max_pixels`, since a worker
+    decodes all of a request's images before it infers (a small PNG can declare 100 million pixels)."""
+    total = sum(declared_pixels(data) for _, data in images)
+    if total > max_pixels:
+        raise HttpError(413, f"the request's {len(images)} image(s) have {total:,} pixels together, over the limit "
+                             f"of {max_pixels:,} a request may have (--max-pixels)")  # fmt: skip
+    return total
 
 
 async def read_images(request: Request, limit: int) -> tuple[list[tuple[str, bytes]], dict[str, str]]:

@@ -60,6 +60,7 @@ class ImagesJob:
     images: list[tuple[str, bytes]]
     request: RequestOptions
     encoding: Encoding | None = None
+    pixels: int = 0  # what the images' headers declare, together: a batch holds at most max_pixels of them
 
 
 @dataclass(frozen=True)

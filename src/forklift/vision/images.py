@@ -102,6 +102,17 @@ def decode_image(data: bytes, name: str, max_pixels: int = DEFAULT_MAX_PIXELS) -
         raise ForkliftError(f"{name}: corrupt or truncated image: {exc}") from exc
 
 
+def declared_pixels(data: bytes) -> int:
+    """Width x height as the image's header declares them, read without decoding a pixel (0: no header read)."""
+    try:
+        with Image.open(io.BytesIO(data), formats=FORMATS) as image:
+            width, height = image.size
+            return width * height
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError, ValueError, EOFError,
+            struct.error):  # fmt: skip
+        return 0  # decoding it says what is wrong, by name
+
+
 IMAGE_FORMATS = {"jpeg": (".jpg", "image/jpeg"), "png": (".png", "image/png")}  # format -> suffix, media type
 
 

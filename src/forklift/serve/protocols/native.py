@@ -15,7 +15,7 @@ from forklift.runtime.base import RequestOptions
 from forklift.serve.pool import ModelPool
 from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState, endpoint, parse_conf
-from forklift.serve.uploads import read_images
+from forklift.serve.uploads import pixels_within, read_images
 from forklift.serve.worker import Encoding, ImagesJob
 from forklift.vision.images import IMAGE_FORMATS
 from forklift.vision.results import Prediction
@@ -33,7 +33,8 @@ async def predict(request: Request) -> Response:
     conf = parse_conf(fields.get("conf") or request.query_params.get("conf"), "conf")
     if pool.served.task == Task.STYLE:
         return await _answer_image(request, state, pool, images, fields)
-    prediction = await state.run(pool, ImagesJob(images, RequestOptions(conf=conf)))
+    pixels = pixels_within(images, state.options.max_pixels)
+    prediction = await state.run(pool, ImagesJob(images, RequestOptions(conf=conf), pixels=pixels))
     body = prediction.to_json()
     errors = [r.error for r in prediction.results if r.error is not None]
     if errors:
@@ -57,7 +58,8 @@ async def _answer_image(
     quality = parse_quality(field("quality"))
     encoding = Encoding(image_format=answer_format(request.headers.get("accept", "")), quality=quality)
     style = parse_style(field("strength"), field("keep_colour"))
-    prediction: Prediction = await state.run(pool, ImagesJob(images, RequestOptions(style=style), encoding))
+    pixels = pixels_within(images, state.options.max_pixels)
+    prediction: Prediction = await state.run(pool, ImagesJob(images, RequestOptions(style=style), encoding, pixels))
     (result,) = prediction.results
     if result.error is not None or result.encoded is None:
         raise HttpError(400, result.error or f"model {pool.name!r} gave no image")

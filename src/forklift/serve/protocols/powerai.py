@@ -19,7 +19,7 @@ from forklift.runtime.base import RequestOptions
 from forklift.serve.config import UrlFetch
 from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState, endpoint, parse_conf
-from forklift.serve.uploads import read_images
+from forklift.serve.uploads import pixels_within, read_images
 from forklift.serve.worker import ImagesJob
 from forklift.vision.results import Prediction
 
@@ -82,7 +82,8 @@ async def _detect(request: Request, model: str | None, images: list[tuple[str, b
     state: ServeState = request.app.state.serve
     pool = state.pool(model)
     conf = parse_conf(conf_text, "confthre")
-    prediction = await state.run(pool, ImagesJob(images[:1], RequestOptions(conf=conf)))
+    pixels = pixels_within(images[:1], state.options.max_pixels)
+    prediction = await state.run(pool, ImagesJob(images[:1], RequestOptions(conf=conf), pixels=pixels))
     return JSONResponse(_classified(prediction, pool.name))
 
 

@@ -38,6 +38,7 @@ from forklift.serve.protocols.native import DEFAULT_QUALITY
 from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState
 from forklift.serve.worker import Encoding, ImagesJob
+from forklift.vision.images import declared_pixels
 from forklift.vision.style_adjust import StyleAdjust
 from forklift.vocabulary import Task
 
@@ -129,7 +130,8 @@ class Stream:
                 frame, self.waiting = self.waiting, None
             assert frame is not None
             request = RequestOptions(style=self.style)
-            job = ImagesJob([(f"frame-{frame.number}", frame.data)], request, Encoding("jpeg", self.quality))
+            job = ImagesJob([(f"frame-{frame.number}", frame.data)], request, Encoding("jpeg", self.quality),
+                            declared_pixels(frame.data))  # fmt: skip
             try:
                 prediction = await self.state.run(self.pool, job)
             except HttpError as exc:  # a full queue or a crashed worker: say so, keep streaming
