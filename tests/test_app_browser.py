@@ -196,6 +196,13 @@ def test_the_editor_labels_what_was_meant_in_chromium(app_url: str, tmp_path: Pa
         assert [v for point in polygons[1]["points"] for v in point] == pytest.approx(
             [200, 4, 220, 4, 210, 16], abs=1.5
         )
+        _click(page, 50, 70)  # select the dog, drag its bottom-right handle, and leave at once, still selected
+        left, top, scale = _scale(page)
+        _drag(page, left + 90 * scale, top + 110 * scale, 6 * scale, 6 * scale)
+        page.reload()
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        assert httpx.get(shapes_url).json()["shapes"][0]["points"] == pytest.approx((20, 30, 96, 116), abs=1.5)
         page.keyboard.press("+")
         page.keyboard.press("0")  # 0: fitted again
         assert page.locator("[data-testid=zoom]").inner_text() == f"{round(scale * 100)}%"

@@ -64,3 +64,17 @@ def _serves(pid: int, name: str) -> bool:
     except OSError:
         return False
     return b"serve" in command and f"={name}".encode() in command
+
+
+def test_deleting_a_deployed_model_stops_its_server(tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(None, data)) as client:
+        model = client.post("/api/models/import", files={"file": ("tiny.zip", model_zip(tmp_path))}).json()["model"]
+        deployment = client.post(f"/api/models/{model['id']}/deploy").json()
+        url = f"http://127.0.0.1:{deployment['port']}"
+        assert _answering(url, 60)
+        pid = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"]))
+        assert client.delete(f"/api/models/{model['id']}").status_code == 204
+        assert client.get("/api/deployments").json() == [] and not _answering(url, 3)
+        assert not Path(f"/proc/{pid}").exists()  # stopped and reaped, not left answering from deleted files

@@ -14,6 +14,7 @@
 // is their review, and Accept / Reject act as in the review queue.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from "@annotorious/annotorious";
+import { Origin } from "@annotorious/core";
 import "@annotorious/annotorious/annotorious.css";
 import { api, ApiError, json, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
 import { colourOf } from "../labels";
@@ -100,7 +101,13 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       (e) => say(e.message, true));
     const leave = () => flush({ now: true });
     addEventListener("pagehide", leave);
-    return () => { removeEventListener("pagehide", leave); flush(); annotator.current?.destroy(); annotator.current = null; };
+    return () => {
+      removeEventListener("pagehide", leave);
+      annotator.current?.cancelSelected();  // ends an edit in progress, so that what it changed is in the save
+      flush();
+      annotator.current?.destroy();
+      annotator.current = null;
+    };
   }, [imageId]);
 
   // The shapes as drawn now, for their captions; read after every change the annotator reports.
@@ -193,6 +200,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     });
     anno.on("updateAnnotation", saveSoon);
     anno.on("deleteAnnotation", saveSoon);
+    // A box moved or resized while it stays selected is in the annotator's store at once, but its update event
+    // comes only when the selection ends: save the person's own changes as they happen, so that leaving the image
+    // with the box still selected keeps them (and the badge says "saving" meanwhile).
+    anno.state.store.observe(saveSoon, { origin: Origin.LOCAL });
     anno.on("selectionChanged", (chosen: ImageAnnotation[]) => { setSelected(chosen[0] ? labelOf(chosen[0]) : null); refresh(); });
     annotator.current = anno;
     fitToCanvas();

@@ -109,7 +109,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
                 }}>Retrain</button>}
                 {canEdit && <>
                   <button onClick={() => { const n = prompt("Rename model", m.name); if (n && n.trim() !== m.name) act(api(`/api/models/${m.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>Rename</button>
-                  <button class="danger" onClick={() => { if (confirm(`Delete ${m.name} and its files?`)) act(api(`/api/models/${m.id}`, { method: "DELETE" }), "Deleted."); }}>Delete</button>
+                  <button class="danger" onClick={() => { const live = deployments.some((d) => d.model_id === m.id); if (confirm(`Delete ${m.name} and its files?${live ? " It is deployed: its deployment stops, and whoever calls it gets no answer any more." : ""}`)) act(api(`/api/models/${m.id}`, { method: "DELETE" }), live ? "Deleted, and its deployment stopped." : "Deleted."); }}>Delete</button>
                 </>}
               </td>
             </tr>))}

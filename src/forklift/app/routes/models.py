@@ -13,13 +13,14 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
 from forklift.app import schemas
+from forklift.app.deploy import stop_serving
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.jobs import OPTIONS
 from forklift.app.records import file_name, get_or_404
 from forklift.app.registry import export_stream, import_zip
 from forklift.app.routes.jobs import job_out, queue_job
 from forklift.app.storage import copy_limited
-from forklift.app.tables import DataSet, Model
+from forklift.app.tables import DataSet, Deployment, Model
 from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
 
@@ -49,9 +50,15 @@ def rename_model(model_id: RowId, body: schemas.ModelRename, session: Db, _: Edi
 
 
 @router.delete("/api/models/{model_id}", status_code=204)
-def delete_model(model_id: RowId, session: Db, storage: Files, _: Editor) -> None:
+def delete_model(model_id: RowId, request: Request, session: Db, storage: Files, _: Editor) -> None:
+    """Remove a model from the registry with its files; a deployment of it is stopped first (its server would
+    otherwise go on answering from files that are gone, with nothing in the app left to stop it)."""
     model = get_or_404(session, Model, model_id)
     folder = storage.path(model.dir)
+    with request.app.state.deploying:
+        for deployment in session.scalars(select(Deployment).where(Deployment.model_id == model.id)):
+            stop_serving(deployment, folder)
+            session.delete(deployment)
     session.delete(model)
     session.commit()
     shutil.rmtree(folder, ignore_errors=True)
