@@ -89,8 +89,9 @@ def as_forklift_dataset(
         label = labels.get(class_id) if class_id else None
         if dataset.task == Task.CLASSIFY and label is None:
             continue
+        unlabelled = image.status not in TRAINED_ON and not kept and label is None  # no person's nor asked-for labels
         record = ImageRecord(image.file, image.width, image.height, image.split, boxes, label,
-                             original=image.original_name)  # fmt: skip
+                             original=image.original_name, unlabelled=unlabelled)  # fmt: skip
         if label is not None and unreviewed and image.class_model_id is not None:
             record.label_found_by = FoundBy(models.get(image.class_model_id, "?"), image.class_confidence)
         records.append(record)

@@ -78,10 +78,12 @@ def check_dataset(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> CheckRepo
 
 
 def usable_images(report: CheckReport) -> list[ImageRecord]:
-    """The images training can use: those no finding is about (an image with one bad box is left out whole,
-    since training on it without that box would teach the model the object is background)."""
+    """The images training and evaluation can use: those no finding is about (an image with one bad box is left
+    out whole, since training on it without that box would teach the model the object is background) and that a
+    person labelled (an unlabelled one's missing boxes are not "nothing here" either)."""
     flagged = {finding.image for finding in report.findings}
-    return [image for position, image in enumerate(report.dataset.images) if position not in flagged]
+    images = report.dataset.images
+    return [image for position, image in enumerate(images) if position not in flagged and not image.unlabelled]
 
 
 def _file_problem(

@@ -117,11 +117,16 @@ class ImageRecord:
     original: str | None = (
         None  # the name the file came with (an upload's, a video frame's video@time): exports keep it
     )
+    # no person has labelled it yet (the app's whole-set export keeps such images): no box is not "nothing here",
+    # so training and evaluation leave it out
+    unlabelled: bool = False
 
     def to_json(self, task: Task) -> dict[str, Any]:
         entry: dict[str, Any] = {"file": self.file, "width": self.width, "height": self.height, "split": self.split}
         if self.original is not None:
             entry["original"] = self.original
+        if self.unlabelled:
+            entry["unlabelled"] = True
         if task == Task.DETECT:
             entry["boxes"] = [box.to_json() for box in self.boxes]
         elif task == Task.SEGMENT:
@@ -302,7 +307,8 @@ def _image(entry: Any, task: Task, classes: list[str], problems: list[_EntryProb
         raise _EntryProblem(BAD_ENTRY, f"split is {split!r}, expected one of {', '.join(SPLITS)}")
     original = entry.get("original")
     record = ImageRecord(file=file, width=width, height=height, split=split,
-                         original=original if isinstance(original, str) else None)  # fmt: skip
+                         original=original if isinstance(original, str) else None,
+                         unlabelled=entry.get("unlabelled") is True)  # fmt: skip
     if task == Task.CLASSIFY:
         record.label = _label(entry, classes)
         record.label_found_by = _found_by(entry.get("label_found_by"))

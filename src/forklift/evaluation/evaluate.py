@@ -74,7 +74,7 @@ def evaluate(
     dataset = report.dataset
     notes = check_labels(model.labels, dataset.classes, model_dir, data)
     images = [image for image in usable_images(report) if image.split == split]
-    skipped = sum(image.split == split for image in dataset.images) - len(images)
+    skipped = sum(image.split == split and not image.unlabelled for image in dataset.images) - len(images)
     if not images:
         raise ForkliftError(f"{data}: no usable images in split {split!r} ({skipped} skipped by 'forklift data check')")
     metrics = measure(

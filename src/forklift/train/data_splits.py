@@ -26,7 +26,10 @@ def usable_splits(path: Path, task: str | None, seed: int) -> tuple[Dataset, lis
     report = check_dataset(path)
     dataset = report.dataset
     usable = usable_images(report)
-    skipped = len(dataset.images) - len(usable)
+    unlabelled = sum(image.unlabelled for image in dataset.images)
+    if unlabelled:
+        print(f"{path}: leaving out {unlabelled} unlabelled images (no person has labelled them yet)", flush=True)
+    skipped = len(dataset.images) - len(usable) - unlabelled
     if skipped:
         print(f"{path}: skipping {skipped} images that 'forklift data check' rejects", flush=True)
     train_images = [image for image in usable if image.split == "train"]
