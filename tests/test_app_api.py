@@ -55,7 +55,7 @@ def test_data_sets_are_made_renamed_duplicated_and_deleted(client: TestClient) -
     assert client.patch(f"/api/datasets/{dataset}", json={"name": "renamed"}).json()["name"] == "renamed"
     copy = client.post(f"/api/datasets/{dataset}/duplicate").json()
     assert copy["name"] == "renamed (copy)" and copy["images"] == 1 and copy["labelled"] == 1
-    assert copy["labels"] == [{"id": copy["labels"][0]["id"], "name": "circle", "count": 1}]
+    assert copy["labels"] == [{"id": copy["labels"][0]["id"], "name": "circle", "count": 1, "unreviewed": 0}]
     assert client.delete(f"/api/datasets/{dataset}").status_code == 204
     assert client.get(f"/api/datasets/{dataset}").status_code == 404
     copied = client.get(f"/api/datasets/{copy['id']}/images").json()["items"][0]

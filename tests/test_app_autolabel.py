@@ -89,6 +89,7 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
         for bad, code in (({"model_id": model["id"], "threshold": 2}, 422), ({"model_id": 999}, 404)):
             answer = client.post(f"/api/datasets/{dataset}/autolabel", json=bad)
             assert answer.status_code == code and "error" in answer.json(), answer.text
+        people = sum(label["count"] for label in client.get(f"/api/datasets/{dataset}/labels").json())
         run = client.post(f"/api/datasets/{dataset}/autolabel", json={"model_id": model["id"], "threshold": threshold})
         assert run.status_code == 201, run.text
         finished = wait_for(client, f"/api/autolabel/{run.json()['id']}", ("done", "failed", "cancelled"))
@@ -99,7 +100,10 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
         queue = client.get(f"/api/datasets/{dataset}/review").json()
         assert queue["total"] == 8 and {item["image"]["id"] for item in queue["items"]} == set(unlabelled)
         lowest = [item["lowest_confidence"] for item in queue["items"]]
-        assert lowest == sorted(lowest, key=lambda v: (v is not None, v or 0)), lowest  # no box first, then least sure
+        assert lowest == sorted(lowest, key=lambda v: (v is None, v or 0)), lowest  # least sure first, no box last
+        nothing = client.get(f"/api/datasets/{dataset}/review?first=nothing").json()  # or the images it missed first
+        lowest = [item["lowest_confidence"] for item in nothing["items"]]
+        assert lowest == sorted(lowest, key=lambda v: (v is not None, v or 0)), lowest
         for item in queue["items"]:
             shown = client.get(f"/api/images/{item['image']['id']}/annotations").json()
             assert shown["status"] == "auto" and all(
@@ -109,6 +113,9 @@ def test_the_loop_labels_reviews_and_retrains(app_database: str | None, tmp_path
             assert _same_boxes(shown["shapes"], expected[item["image"]["id"]]), (shown["shapes"], expected)
         counts = client.get(f"/api/datasets/{dataset}").json()
         assert (counts["to_review"], counts["labelled"]) == (8, 16)  # auto labels are not labelled until reviewed
+        labels = client.get(f"/api/datasets/{dataset}/labels").json()  # a model's boxes counted apart from people's
+        assert sum(label["unreviewed"] for label in labels) == finished["boxes"]
+        assert sum(label["count"] for label in labels) == people  # the people's own, as they were
 
         first, second, third = (item["image"] for item in queue["items"][:3])
         stale = client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 1})
@@ -248,14 +255,14 @@ def test_a_classifier_labels_a_classification_set_its_best_class_at_the_threshol
             else:
                 assert shown["class_label"] is None and shown["class_confidence"] is None
 
-        queue = client.get(f"/api/datasets/{dataset}/review").json()["items"]
+        queue = client.get(f"/api/datasets/{dataset}/review?first=nothing").json()["items"]
         lowest = [item["lowest_confidence"] for item in queue]
-        assert lowest[: 8 - len(sure)] == [None] * (8 - len(sure))  # no class first, then the least sure
+        assert lowest[: 8 - len(sure)] == [None] * (8 - len(sure))  # asked for: no class first, then the least sure
         assert lowest[8 - len(sure) :] == sorted(best[key]["score"] for key in sure), lowest
         counts = client.get(f"/api/datasets/{dataset}").json()
         assert (counts["to_review"], counts["labelled"]) == (8, 0)
         copy = client.post(f"/api/datasets/{dataset}/duplicate").json()  # keeps whose class each image has
-        twins = client.get(f"/api/datasets/{copy['id']}/review").json()["items"]
+        twins = client.get(f"/api/datasets/{copy['id']}/review?first=nothing").json()["items"]
         assert [t["lowest_confidence"] for t in twins] == lowest
         unsure, least_sure, surest = queue[0]["image"]["id"], queue[-len(sure)]["image"]["id"], queue[-1]["image"]["id"]
         classless = client.post(f"/api/images/{unsure}/review", json={"action": "accept", "version": 2})

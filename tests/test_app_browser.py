@@ -396,6 +396,9 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.set_input_files(".deployment input[type=file]", str(tried))  # Try an image: drawn with its boxes
         page.wait_for_selector(f"[data-testid=tried]:has-text('{tried.name}: ') svg")
         page.wait_for_function("() => document.querySelector('[data-testid=tried] img').naturalWidth > 0")
+        page.fill(".deployment input[aria-label='Confidence threshold']", "0.001")  # asked again at a low threshold
+        page.keyboard.press("Tab")
+        page.wait_for_selector("[data-testid=tried] svg rect")  # drawn: boxes with their labels and scores
         page.screenshot(path=str(shots / "models.png"), full_page=True)
 
         page.goto(f"{app_url}/#/datasets/{dataset}")

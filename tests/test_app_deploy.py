@@ -42,6 +42,12 @@ def test_deploy_answer_restart_and_undeploy(tmp_path: Path) -> None:
         assert client.post(f"/api/models/{model['id']}/deploy").status_code == 409
         tried = client.post(f"/api/deployments/{deployment['id']}/predict", files={"file": ("dog.jpg", photo)}).json()
         assert tried["status_code"] == 200 and tried["results"][0]["file"] == "dog.jpg"
+        trying = f"/api/deployments/{deployment['id']}/predict"
+        low, high = (client.post(trying, files={"file": ("dog.jpg", photo)}, data={"conf": conf}).json()
+                     for conf in ("0.001", "0.999"))  # fmt: skip
+        assert len(low["results"][0]["detections"]) > len(high["results"][0]["detections"])  # the page's threshold
+        bad = client.post(trying, files={"file": ("dog.jpg", photo)}, data={"conf": "2"})
+        assert bad.status_code == 422 and "conf" in bad.json()["error"]
         url = f"http://127.0.0.1:{deployment['port']}"
         powerai = httpx.post(f"{url}/api/dlapis/{deployment['name']}", files={"files": ("dog.jpg", photo)}).json()
         assert powerai["result"] == "success"

@@ -5,7 +5,7 @@ export type Task = "detect" | "classify";
 export type Status = "unlabelled" | "labelled" | "auto" | "reviewed";
 export type Split = "train" | "val" | "test";
 
-export interface LabelCount { id: number; name: string; count: number }
+export interface LabelCount { id: number; name: string; count: number; unreviewed: number }  // count: a person's; unreviewed: a model's, to review
 export interface DataSet {
   id: number; name: string; task: Task; created_at: string; images: number; labelled: number; to_review: number;
   labels: LabelCount[]; thumbnail: string | null;
@@ -76,7 +76,7 @@ export async function logout(): Promise<void> {
 }
 
 export interface Job {
-  id: number; dataset_id: number; model: string; settings: Record<string, unknown>;
+  id: number; dataset_id: number; dataset_name: string; model: string; settings: Record<string, unknown>;
   state: "queued" | "running" | "done" | "failed" | "cancelled" | "interrupted"; device: string; epoch: number;
   epochs: number; pid: number | null; created_by: string; created_at: string; started_at: string | null; finished_at: string | null;
   error: string | null;

@@ -65,11 +65,13 @@ def curl_lines(host: str, deployment: Deployment) -> dict[str, str]:
     }
 
 
-def predict(deployment: Deployment, content: bytes, filename: str) -> dict:
-    """The deployment's answer for one image (the app's test page sends images through here), an object found
-    as two classes given once, as auto-labelling gives it (`one_box_per_object`)."""
+def predict(deployment: Deployment, content: bytes, filename: str, *, conf: float | None = None) -> dict:
+    """The deployment's answer for one image (the app's test page sends images through here) at confidence `conf`
+    and above (None: the model's own), an object found as two classes given once, as auto-labelling gives it
+    (`one_box_per_object`)."""
     answer = httpx.post(f"http://127.0.0.1:{deployment.port}/predict/{deployment.name}",
-                        files={"files": (filename, content)}, timeout=120)  # fmt: skip
+                        files={"files": (filename, content)}, data={} if conf is None else {"conf": str(conf)},
+                        timeout=120)  # fmt: skip
     body = answer.json()
     for result in body.get("results", []):
         found = result.get("detections")

@@ -83,20 +83,26 @@ def label_names(session: Session, dataset_ids: set[int]) -> dict[int, str]:
 
 
 def label_counts(session: Session, dataset: DataSet) -> list[schemas.LabelCount]:
-    """Each label of the data set with how often it is used (annotations, or images for a classify set)."""
+    """Each label of the data set with how often it is used (annotations, or images for a classify set): on images
+    a person labelled or reviewed, and apart from those, in a model's labels waiting for review."""
+    unreviewed = Image.status == "auto"
     if dataset.task == Task.CLASSIFY:
-        used = select(Image.class_id, func.count()).where(Image.dataset_id == dataset.id).group_by(Image.class_id)
+        used = select(Image.class_id, unreviewed, func.count()).where(Image.dataset_id == dataset.id)
+        used = used.group_by(Image.class_id, unreviewed)
     else:
         used = (
-            select(Annotation.label_id, func.count())
+            select(Annotation.label_id, unreviewed, func.count())
             .join(Image, Image.id == Annotation.image_id)
             .where(Image.dataset_id == dataset.id)
-            .group_by(Annotation.label_id)
+            .group_by(Annotation.label_id, unreviewed)
         )
-    counts = dict(session.execute(used).all())
+    counts: dict[tuple[int | None, bool], int] = {
+        (label, bool(auto)): n for label, auto, n in session.execute(used).all()
+    }
     in_creation_order = select(Label).where(Label.dataset_id == dataset.id).order_by(Label.id)  # so numbers stay
     labels = session.scalars(in_creation_order).all()
-    return [schemas.LabelCount(id=label.id, name=label.name, count=counts.get(label.id, 0)) for label in labels]
+    return [schemas.LabelCount(id=label.id, name=label.name, count=counts.get((label.id, False), 0),
+                               unreviewed=counts.get((label.id, True), 0)) for label in labels]  # fmt: skip
 
 
 def dataset_out(session: Session, dataset: DataSet) -> schemas.DataSetOut:

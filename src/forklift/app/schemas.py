@@ -21,7 +21,8 @@ Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 class LabelCount(BaseModel):
     id: int
     name: str
-    count: int  # boxes and polygons (detect) or images (classify) with this label
+    count: int  # boxes and polygons (detect) or images (classify) with this label, that a person labelled or reviewed
+    unreviewed: int = 0  # the same in a model's labels waiting for review
 
 
 class DataSetIn(BaseModel):
@@ -237,6 +238,7 @@ class ResumeIn(BaseModel):
 class JobOut(BaseModel):
     id: int
     dataset_id: int
+    dataset_name: str
     model: str
     settings: dict
     state: JobState
@@ -307,6 +309,9 @@ class ReviewItem(BaseModel):
     image: ImageOut
     lowest_confidence: float | None  # of its auto labels; None: the model found nothing in it
     boxes: int
+
+
+ReviewFirst = Literal["found", "nothing"]  # the review queue's order: what the model found first, or what it missed
 
 
 class ReviewPage(BaseModel):

@@ -162,6 +162,12 @@ class Job(Base):
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     epochs: Mapped[int] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(String(2000))
+    dataset: Mapped[DataSet] = relationship(lazy="joined")
+
+    @property
+    def dataset_name(self) -> str:
+        """What the job's pages call its data set (a person knows it by name, not by number)."""
+        return self.dataset.name
 
 
 class Model(Base):

@@ -98,7 +98,7 @@ def as_forklift_dataset(
         used.update(a.label_id for a in kept)
         used.update([class_id] if class_id else [])
     classes = [name for number, name in sorted(labels.items()) if options.empty_labels or number in used]
-    return Dataset(Task(dataset.task), classes, records, root)
+    return Dataset(Task(dataset.task), classes, records, root, name=dataset.name)
 
 
 def _box(annotation: Annotation, label: str, models: dict[int, str] | None) -> Box:

@@ -146,6 +146,12 @@ class Dataset:
     classes: list[str]
     images: list[ImageRecord]
     root: Path
+    name: str | None = None  # what people call it, where it has a name apart from its folder's (the app's sets)
+
+    @property
+    def title(self) -> str:
+        """Its name, else its folder's: what an export's own description calls it."""
+        return self.name or self.root.name
 
     def path(self, image: ImageRecord) -> Path:
         """Where an image's file is on disk."""

@@ -200,13 +200,13 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
       <ul class="label-list">
         {set.labels.map((label) => (
           <li key={label.id}>
-            <span class="name">{label.name}</span><span class="count">{label.count}</span>
+            <span class="name">{label.name}</span><span class="count" title={label.unreviewed ? `${label.count} labelled or reviewed, ${label.unreviewed} more from a model waiting for review` : undefined}>{label.count}{label.unreviewed ? ` (+${label.unreviewed} to review)` : ""}</span>
             {canEdit && <span class="row-actions">
               <button title="Rename" onClick={() => { const n = prompt("Rename label", label.name); if (n && n !== label.name) run(api(`/api/labels/${label.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>✎</button>
               <select title="Merge into" aria-label={`Merge ${label.name} into`} onChange={(e) => { const into = +e.currentTarget.value; if (into && confirm(`Merge ${label.name} into ${e.currentTarget.selectedOptions[0].text}?`)) run(api(`/api/labels/${label.id}`, json("PATCH", { merge_into: into })), "Merged."); e.currentTarget.value = ""; }}>
                 <option value="">⇢</option>{set.labels.filter((l) => l.id !== label.id).map((l) => <option key={l.id} value={l.id}>{l.name}</option>)}
               </select>
-              <button title="Delete" class="danger" onClick={() => { if (confirm(`Delete ${label.name} and its ${label.count} use(s)?`)) run(api(`/api/labels/${label.id}`, { method: "DELETE" }), "Deleted."); }}>✕</button>
+              <button title="Delete" class="danger" onClick={() => { if (confirm(`Delete ${label.name} and its ${label.count + label.unreviewed} use(s)?`)) run(api(`/api/labels/${label.id}`, { method: "DELETE" }), "Deleted."); }}>✕</button>
             </span>}
           </li>
         ))}

@@ -8,6 +8,9 @@ import { duration, Message, useMessage } from "../widgets";
 
 Chart.register(LineController, LineElement, PointElement, LinearScale, CategoryScale, Legend, Tooltip);
 
+// What the chart's legend calls metrics.csv's columns: the words the rest of the page uses.
+const METRIC_NAMES: Record<string, string> = { loss: "loss", map50: "mAP@.5", map: "mAP@[.5:.95]", top1: "top-1 accuracy", miou: "mIoU" };
+
 // The time left, from the pace of the epochs done since the job (last) started.
 function eta(job: Job): string {
   if (job.state !== "running" || !job.started_at || job.epoch === 0) return "";
@@ -72,7 +75,7 @@ export function Jobs({ canEdit }: { canEdit: boolean }) {
           <tbody>{jobs.map((job) => (
             <tr key={job.id}>
               <td><a href={`#/jobs/${job.id}`}>#{job.id}</a></td>
-              <td><a href={`#/datasets/${job.dataset_id}`}>{job.dataset_id}</a></td>
+              <td><a href={`#/datasets/${job.dataset_id}`}>{job.dataset_name}</a></td>
               <td>{job.model}</td><td>{job.device}</td><td><span class={`state ${job.state}`}>{job.state}</span></td>
               <td><Progress job={job} /></td><td>{job.created_by}</td>
               <td><Actions job={job} canEdit={canEdit} onChange={() => undefined} say={say} /></td>
@@ -106,7 +109,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
     const keys = rows.length ? Object.keys(rows[0]).filter((k) => k === "loss" || k.startsWith("map") || k === "top1" || k === "miou") : [];
     const colours = ["#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2"];
     const data = { labels: rows.map((r) => r.epoch), datasets: keys.map((k, i) => ({
-      label: k, data: rows.map((r) => (r[k] === "" ? null : Number(r[k]))), borderColor: colours[i % colours.length],
+      label: METRIC_NAMES[k] ?? k, data: rows.map((r) => (r[k] === "" ? null : Number(r[k]))), borderColor: colours[i % colours.length],
       yAxisID: k === "loss" ? "loss" : "metric", tension: 0.2, spanGaps: true,
     })) };
     if (!chart.current) {
@@ -135,7 +138,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
         <aside class="card side-facts">
           {job && <dl>
             <dt>Model</dt><dd>{job.model}</dd><dt>Device</dt><dd>{job.device}</dd>
-            <dt>Data set</dt><dd><a href={`#/datasets/${job.dataset_id}`}>#{job.dataset_id}</a></dd>
+            <dt>Data set</dt><dd><a href={`#/datasets/${job.dataset_id}`}>{job.dataset_name}</a></dd>
             {Object.entries(job.settings).filter(([k]) => k !== "from_model").map(([k, v]) => <><dt key={k}>{k === "from_model_id" ? "Fine-tunes model" : k}</dt><dd>{k === "from_model_id" ? <a href="#/models">#{String(v)}</a> : String(v)}</dd></>)}
             <dt>Started by</dt><dd>{job.created_by}</dd>
             {last && <><dt>Learning rate</dt><dd>{Number(last.lr).toExponential(2)}</dd><dt>Images/s</dt><dd>{Number(last.images_per_s).toFixed(1)}</dd></>}

@@ -1,6 +1,6 @@
 // The model registry: every finished training job is a model; compare them side by side, rename, delete,
 // export a model as a zip (its directory and its record) and import one.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, json, type DataSet, type Deployment, type Model } from "../api";
 import { Message, useMessage } from "../widgets";
 
@@ -47,6 +47,8 @@ export function Models({ canEdit }: { canEdit: boolean }) {
   const [chosen, setChosen] = useState<number[]>([]);
   const [deployments, setDeployments] = useState<Deployment[]>([]);
   const [answer, setAnswer] = useState<Tried | null>(null);
+  const [conf, setConf] = useState("");  // "": the model's own threshold
+  const lastTry = useRef<{ deployment: Deployment; file: File } | null>(null);
   const [message, say] = useMessage();
   const [setNames, setSetNames] = useState<Record<number, string>>({});
   const reload = () => {
@@ -57,8 +59,14 @@ export function Models({ canEdit }: { canEdit: boolean }) {
   const tryImage = async (deployment: Deployment, input: HTMLInputElement) => {
     const file = input.files?.[0];
     if (!file) return;
+    await tryFile(deployment, file, conf);
+    input.value = "";
+  };
+  const tryFile = async (deployment: Deployment, file: File, threshold: string) => {
+    lastTry.current = { deployment, file };
     const form = new FormData();
     form.append("file", file);
+    if (threshold !== "") form.append("conf", threshold);
     try {
       const result = await api<{ results?: Answer[] }>(`/api/deployments/${deployment.id}/predict`, { method: "POST", body: form });
       const url = URL.createObjectURL(file);
@@ -66,7 +74,10 @@ export function Models({ canEdit }: { canEdit: boolean }) {
       if (answer) URL.revokeObjectURL(answer.url);
       setAnswer({ name: file.name, url, width: size[0], height: size[1], found: result.results?.[0] ?? {} });
     } catch (e) { say((e as Error).message, true); }
-    input.value = "";
+  };
+  const changeConf = (value: string) => {  // the image tried last is asked again at the new threshold
+    setConf(value);
+    if (lastTry.current) void tryFile(lastTry.current.deployment, lastTry.current.file, value);
   };
   useEffect(() => { reload(); }, []);
   const act = async (call: Promise<unknown>, done: string) => {
@@ -125,6 +136,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
               <pre>{d.curl.native}{"\n"}{d.curl.powerai}</pre>
               <span class="row-actions">
                 <label class="button">Try an image<input type="file" accept="image/*" hidden onChange={(e) => tryImage(d, e.currentTarget)} /></label>
+                <label title="Show what the model finds at this confidence and above (empty: the model's own threshold)">confidence ≥ <input type="number" min="0" max="1" step="0.05" placeholder="model's" value={conf} onChange={(e) => changeConf(e.currentTarget.value)} aria-label="Confidence threshold" /></label>
                 {canEdit && <button class="danger" onClick={() => act(api(`/api/deployments/${d.id}`, { method: "DELETE" }), "Undeployed.")}>Undeploy</button>}
               </span>
             </div>

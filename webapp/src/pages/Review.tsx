@@ -1,5 +1,5 @@
-// The review queue: a data set's auto-labelled images, the least sure first (those where the model found nothing,
-// then by their lowest-scoring box). Keys: A accept, E correct in the editor, R reject, U undo the last decision,
+// The review queue: a data set's auto-labelled images, by their lowest-scoring box, the least sure first, and the
+// images where the model found nothing after them (or first, as the person chooses). Keys: A accept, E correct in the editor, R reject, U undo the last decision,
 // → skip. Where the model found nothing, Correct is the suggested action and Accept (which would keep a "nothing
 // here" example for training) asks to be pressed a second time.
 import { useEffect, useState } from "preact/hooks";
@@ -17,12 +17,13 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   const [confirming, setConfirming] = useState(false);  // Accept pressed once on an image where nothing was found
   const [last, setLast] = useState<{ item: ReviewItem; doc: Annotations; action: "accept" | "reject" } | null>(null);
   const [message, say] = useMessage();
+  const [first, setFirst] = useState<"found" | "nothing">("found");
 
   const reload = () => {
     api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, (e) => say(e.message, true));
-    api<ReviewPage>(`/api/datasets/${datasetId}/review?limit=200`).then((q) => { setQueue(q); setAt(0); }, (e) => say(e.message, true));
+    api<ReviewPage>(`/api/datasets/${datasetId}/review?limit=200&first=${first}`).then((q) => { setQueue(q); setAt(0); }, (e) => say(e.message, true));
   };
-  useEffect(reload, [datasetId]);
+  useEffect(reload, [datasetId, first]);
   const item = queue?.items[at];
   useEffect(() => {
     setDoc(null);
@@ -91,6 +92,10 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     <section class="review" data-ready={item && doc?.image_id === item.image.id ? item.image.id : undefined}>
       <div class="page-head">
         <h1><a href="#/">Data sets</a> › <a href={`#/datasets/${datasetId}`}>{set?.name ?? "…"}</a> › Review</h1>
+        <label>first: <select value={first} onChange={(e) => setFirst(e.currentTarget.value as "found" | "nothing")} aria-label="Review first">
+          <option value="found">what the model found (least sure first)</option>
+          <option value="nothing">images where it found nothing</option>
+        </select></label>
         <span class="counts" data-testid="review-left">{queue ? `${queue.total} to review` : ""}{reviewed ? ` · ${reviewed} reviewed here` : ""}</span>
       </div>
       <Message message={message} />

@@ -92,9 +92,10 @@ def review_queue(
     _: Viewer,
     offset: Annotated[int, Query(ge=0, le=schemas.MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
+    first: Annotated[schemas.ReviewFirst, Query()] = "found",
 ) -> schemas.ReviewPage:
-    """The data set's auto-labelled images waiting for review, the least sure first: those where the model found
-    nothing, then by their lowest-scoring box (or class)."""
+    """The data set's auto-labelled images waiting for review, by their lowest-scoring box (or class), the least
+    sure first; the images where the model found nothing after them, or before them with `first=nothing`."""
     get_or_404(session, DataSet, dataset_id)
     lowest = func.coalesce(func.min(Annotation.confidence), Image.class_confidence)
     query = (
@@ -104,7 +105,8 @@ def review_queue(
         .group_by(Image.id)
     )
     total = session.scalar(select(func.count()).where(Image.dataset_id == dataset_id, Image.status == "auto")) or 0
-    rows = session.execute(query.order_by(lowest.is_not(None), lowest, Image.id).offset(offset).limit(limit)).all()
+    nothing_last = lowest.is_(None) if first == "found" else lowest.is_not(None)
+    rows = session.execute(query.order_by(nothing_last, lowest, Image.id).offset(offset).limit(limit)).all()
     shown = images_out(session, [image for image, _, _ in rows])
     items = [schemas.ReviewItem(image=out, lowest_confidence=low, boxes=count)
              for out, (_, low, count) in zip(shown, rows, strict=True)]  # fmt: skip

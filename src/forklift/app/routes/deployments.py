@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Request, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from sqlalchemy import select
 
 from forklift.app import schemas
@@ -61,7 +61,11 @@ def undeploy(deployment_id: RowId, request: Request, session: Db, storage: Files
 
 
 @router.post("/api/deployments/{deployment_id}/predict")
-def try_image(deployment_id: RowId, file: Annotated[UploadFile, File()], session: Db, _: Viewer) -> dict:
-    """The test page: one image through the deployment, its answer as the deployment gives it."""
+def try_image(
+    deployment_id: RowId, file: Annotated[UploadFile, File()], session: Db, _: Viewer,
+    conf: Annotated[float | None, Form(ge=0, le=1)] = None,
+) -> dict:  # fmt: skip
+    """The test page: one image through the deployment, its answer as the deployment gives it (at confidence
+    `conf` and above when given, else the model's own threshold)."""
     deployment = get_or_404(session, Deployment, deployment_id)
-    return predict(deployment, file.file.read(), file.filename or "image")
+    return predict(deployment, file.file.read(), file.filename or "image", conf=conf)

@@ -193,7 +193,7 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
         for annotation in found:
             annotations.append({"id": len(annotations) + 1, "image_id": number, **annotation, "iscrowd": 0})
     document = {
-        "info": {"description": f"{dataset.root.name}, exported by forklift"},
+        "info": {"description": f"{dataset.title}, exported by forklift"},
         "licenses": [],
         "images": images,
         "annotations": annotations,

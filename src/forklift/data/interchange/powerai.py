@@ -104,7 +104,7 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
         raise ForkliftError(f"{out}: already exists; choose a new file name")
     taken: set[str] = {PurePosixPath(PROP).stem}
     with written_atomically(out) as partial, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-        prop = {"name": dataset.root.name, "type": 0, "categories": list(dataset.classes)}
+        prop = {"name": dataset.title, "type": 0, "categories": list(dataset.classes)}
         archive.writestr(PROP, json.dumps(prop, indent=1) + "\n")
         for image in dataset.images:
             name = export_name(image, taken)
