@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import cv2
@@ -88,13 +89,30 @@ def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> Non
         (["models", "inspect", "EMPTY"], "not a model directory"),
         (["predict", "MODEL", "x.jpg", "--runtime", "tensorrt"], "invalid choice: 'tensorrt'"),
         (["predict", "MODEL", "x.jpg", "--conf", "2"], "2 is not between 0 and 1"),
+        (
+            ["predict", "MODEL", "x.jpg", "--threshold", "0.5"],  # the verb's own usage, not the top level's
+            "forklift predict: error: unrecognized arguments: --threshold 0.5 (see 'forklift predict --help')",
+        ),
+        (["train", "--epochs", "0", "--data", "EMPTY", "OUT"], "forklift train: error: argument --epochs: 0 is"),
+        (["train", "--data", "ZIP", "OUT"], "a zip, not a data set folder: unpack"),
+        (
+            ["train", "--data", "COCO", "OUT"],
+            "it looks like a coco export: make a data set of it with 'forklift data import --from coco",
+        ),
     ],
 )
 def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[str], message: str) -> None:
-    stand_ins = {"MODEL": str(tiny), "EMPTY": str(tmp_path)}
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "coco").mkdir()
+    (tmp_path / "coco" / "annotations.json").write_text("{}")
+    with zipfile.ZipFile(tmp_path / "export.zip", "w") as archive:
+        archive.writestr("dataset.json", "{}")
+    stand_ins = {"MODEL": str(tiny), "EMPTY": str(tmp_path / "empty"), "ZIP": str(tmp_path / "export.zip"),
+                 "COCO": str(tmp_path / "coco"), "OUT": str(tmp_path / "out")}  # fmt: skip
     result = forklift(*[stand_ins.get(a, a) for a in args], check=False)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # one line, no usage block before it
 
 
 def test_wrong_runtime_for_caffe_is_clear(tmp_path: Path) -> None:

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 
 from forklift import __version__
 from forklift.cli import app, data, distributed, models, serving, training, tuning
-from forklift.cli.common import EXIT_BAD_INPUT, Handler, HelpFormatter
+from forklift.cli.common import EXIT_BAD_INPUT, Handler, HelpFormatter, OneLineParser
 from forklift.errors import ForkliftError
 
 GROUPS = (models, serving, data, training, distributed, tuning, app)  # in the order `forklift --help` lists their verbs
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="forklift",
         description="forklift: train big, serve fast. An open deep-learning platform for computer vision.",
         formatter_class=HelpFormatter,
@@ -33,7 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the verb's parser, which names the verb and its --help, not the top level's
+        verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        verbs.choices[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")
     args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: a verb may run itself again (--nproc)
     handler: Handler = args.handler
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from forklift.vocabulary import Precision, Runtime, Word, words
 
@@ -20,6 +20,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the examples in descriptions as written."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose refusal is one line naming the verb and the problem, and where to read more (argparse's own
+    prints the whole usage first, which for a verb of many options buries the line that matters)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def verb_parser(verbs: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:

@@ -22,6 +22,7 @@ this and says what is wrong in one line naming the file and the entry; `save_dat
 from __future__ import annotations
 
 import json
+import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -194,6 +195,7 @@ def load_dataset_leniently(path: Path) -> tuple[Dataset, list[Finding]]:
 def _load(path: Path, findings: list[Finding] | None) -> Dataset:
     """The loader of both modes: strict when findings is None, else problems of entries go into findings."""
     index = path / INDEX if path.is_dir() else path
+    _not_another_layout(path, index)
     document = _read_json(index)
     where = str(index)
     if not isinstance(document, dict):
@@ -225,6 +227,25 @@ def describe(dataset: Dataset) -> str:
         counted = "labels"
     class_text = ", ".join(f"{name} {labels[name]}" for name in dataset.classes)
     return f"{len(dataset.images)} images ({split_text}); {counted}: {class_text}"
+
+
+# another tool's layout, as its own file shows it, and the format `forklift data import` reads it as
+FOREIGN = (("*.json", "coco"), ("data.yaml", "yolo"), ("Annotations", "voc"), ("*.zip", "powerai"))
+
+
+def _not_another_layout(path: Path, index: Path) -> None:
+    """A zip, or a folder of another tool's layout, where a data set was expected: one line saying how to make a
+    data set of it (rather than "not valid JSON" or "no dataset.json")."""
+    if path.is_file() and zipfile.is_zipfile(path):
+        raise ForkliftError(
+            f"{path}: a zip, not a data set folder: unpack an export of forklift's own layout, or make a data set "
+            f"of another tool's with 'forklift data import --from FORMAT {path} DATA'"
+        )
+    if path.is_dir() and not index.exists():
+        for pattern, kind in FOREIGN:
+            if next(path.glob(pattern), None) is not None:
+                raise ForkliftError(f"{path}: no {INDEX}; it looks like a {kind} export: make a data set of it with "
+                                    f"'forklift data import --from {kind} {path} DATA'")  # fmt: skip
 
 
 def _read_json(index: Path) -> Any:
