@@ -76,7 +76,10 @@ def evaluate(
     images = [image for image in usable_images(report) if image.split == split]
     skipped = sum(image.split == split and not image.unlabelled for image in dataset.images) - len(images)
     if not images:
-        raise ForkliftError(f"{data}: no usable images in split {split!r} ({skipped} skipped by 'forklift data check')")
+        raise ForkliftError(
+            f"{data}: no usable images in split {split!r} ({skipped} skipped by 'forklift data check'); --split names "
+            f"another, or 'forklift data split {data} --val 0.2' makes a val split"
+        )
     metrics = measure(
         model, dataset, images, conf=conf, iou=iou, threshold=threshold, runtime=runtime, precision=precision
     )

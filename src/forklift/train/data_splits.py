@@ -35,4 +35,11 @@ def usable_splits(path: Path, task: str | None, seed: int) -> tuple[Dataset, lis
     train_images = [image for image in usable if image.split == "train"]
     if not train_images:
         raise ForkliftError(f"{path}: no usable train images (see 'forklift data check {path}')")
-    return dataset, train_images, [image for image in usable if image.split == "val"]
+    val_images = [image for image in usable if image.split == "val"]
+    if not val_images:
+        print(
+            f"{path}: no val images, so no epoch is measured, the last one's weights are kept and no eval/ is written; "
+            f"'forklift data split {path} --val 0.2' holds a fifth out to measure on",
+            flush=True,
+        )
+    return dataset, train_images, val_images
