@@ -110,8 +110,8 @@ def add_train(verbs: Any) -> None:
         "fasterrcnn_..., fresh or --weights); a style network (--task style: a folder of images, --style-image, "
         "--loss-net-weights). Each epoch ends with a checkpoint, a row of "
         "metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
-        "directory with the best measured epoch's weights, its ONNX export and eval/. --resume continues with "
-        "the settings saved in the checkpoint.",
+        "directory with the best measured epoch's weights, its ONNX export and (with a val split) eval/. --resume "
+        "continues with the settings saved in the checkpoint.",
         "forklift data synth shapes --n 300 --size 320 data/shapes   # a data set to train on\n"
         "  forklift train --data data/shapes --cfg ../shared/data/darknet/yolov3-tiny.cfg --epochs 30 --img 320 \\\n"
         "      out/shapes-tiny\n"
