@@ -87,8 +87,9 @@ def test_a_json_body_past_its_limit_is_refused(client: TestClient) -> None:
 
 
 def test_an_upload_without_credentials_is_refused_before_it_is_read(tmp_path: Path) -> None:
-    """Served beyond loopback, an upload with neither a token nor a signed session cookie gets a 401 before its
-    body is parsed (so nobody unknown makes the server spool files): a malformed form says 401, not 400."""
+    """Served beyond loopback, an upload with neither a token this app issued nor a signed session cookie gets a
+    401 before its body is parsed (so nobody unknown makes the server spool files): a malformed form says 401, not
+    400, and a made-up bearer token is no credential either."""
     with app_client(tmp_path, fresh_database(None, tmp_path), host="0.0.0.0") as client:
         malformed = {"Content-Type": "multipart/form-data; boundary=x"}
         for cookies in ({}, {COOKIE: "forged.value.signature"}):
@@ -96,6 +97,12 @@ def test_an_upload_without_credentials_is_refused_before_it_is_read(tmp_path: Pa
             client.cookies.update(cookies)
             answer = client.post("/api/datasets/1/images", content=b"--x\r\nnot a part", headers=malformed)
             assert answer.status_code == 401 and answer.json()["error"].startswith("log in first"), answer.text
+        client.cookies.clear()
+        spooled = len(list(tmp_path.rglob("*")))
+        made_up = {**malformed, "Authorization": "Bearer made-up"}
+        answer = client.post("/api/datasets/1/images", content=b"--x\r\n" + b"\0" * (1 << 20), headers=made_up)
+        assert answer.status_code == 401 and answer.json()["error"].startswith("log in first"), answer.text
+        assert len(list(tmp_path.rglob("*"))) == spooled  # nothing written for it
 
 
 def test_more_files_than_a_request_may_carry_are_refused_saying_how_many(tmp_path: Path) -> None:

@@ -24,7 +24,9 @@ def storage(request: Request) -> Storage:
     return storage
 
 
-Db = Annotated[Session, Depends(database)]
+# the session ends with the route function, before the answer is sent: a streamed answer (events, a download)
+# holds no database connection while a slow client reads it
+Db = Annotated[Session, Depends(database, scope="function")]
 RowId = Annotated[int, Path(ge=1, le=2**31 - 1, description="a record's id")]
 Files = Annotated[Storage, Depends(storage)]
 

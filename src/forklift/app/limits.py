@@ -16,13 +16,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from forklift.app.config import AppConfig, size_text
-from forklift.app.security import COOKIE
+from forklift.app.security import COOKIE, token_hash
+from forklift.app.tables import ApiToken
 from forklift.serve.responses import error_response
 
 MULTIPART_SLACK = 64 * 1024  # bytes of boundaries and part headers around an upload's one file
@@ -76,7 +80,7 @@ class LimitedBodies:
         most = limit.limit + limit.slack
         refusal = (f"{scope['method']} {scope['path']}: the request's body is larger than the limit of "
                    f"{size_text(limit.limit)} for {limit.what}")  # fmt: skip
-        if limit.upload and not self.config.local and not _has_credentials(scope):
+        if limit.upload and not self.config.local and not await _has_credentials(scope):
             await error_response(401, "log in first (uploads are read from a session or an API token only)")(
                 scope, receive, send
             )
@@ -110,14 +114,21 @@ class LimitedBodies:
             await error_response(413, refusal)(scope, receive, send)
 
 
-def _has_credentials(scope: Scope) -> bool:
-    """Whether a request carries an API token or a session cookie signed by this app: checked again in full by
-    the route (`security.authenticate`); here only so that nobody without either makes the server spool a file."""
+async def _has_credentials(scope: Scope) -> bool:
+    """Whether a request carries an API token this app issued or a session cookie signed by this app: checked
+    again in full by the route (`security.authenticate`); here so that nobody without either makes the server
+    spool a file (a made-up token included)."""
     connection = HTTPConnection(scope)
-    if connection.headers.get("authorization", "").lower().startswith("bearer "):
-        return True
+    header = connection.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return await run_in_threadpool(_token_known, scope["app"].state.sessionmaker, header[7:].strip())
     cookie = connection.cookies.get(COOKIE)
     return cookie is not None and scope["app"].state.sessions.read(cookie) is not None
+
+
+def _token_known(sessions: sessionmaker[Session], token: str) -> bool:
+    with sessions() as session:
+        return session.scalar(select(ApiToken.id).where(ApiToken.token_hash == token_hash(token))) is not None
 
 
 def too_many_files(method: str, path: str, detail: str) -> str | None:

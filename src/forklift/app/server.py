@@ -3,6 +3,7 @@ JSON, and the built front end (a single-page app: any other path answers its ind
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from collections.abc import AsyncIterator
@@ -71,6 +72,7 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir, devices=machine_devices(config.jobs_per_device),
                                slots=config.jobs_per_device)  # fmt: skip
     app.state.autolabel = AutoLabeler(app.state.sessionmaker, config.data_dir)
+    app.state.event_streams = collections.Counter()  # open job event streams by account (routes.jobs.MAX_STREAMS)
     app.state.deploying = threading.Lock()  # deployments restored at start, or undeployed: one at a time
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
     routers = (session, users, datasets, images, labels, videos, transfer, augmentation, jobs, models, deployments,

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, StreamingResponse
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
@@ -24,6 +25,7 @@ from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["training jobs"])
 EVENT_POLL_S = 1.0  # a watched job's metrics.csv is read this often (an epoch takes longer)
+MAX_STREAMS = 4  # job event streams an account may have open at once
 
 
 def job_out(job: Job) -> schemas.JobOut:
@@ -161,30 +163,46 @@ def job_evaluation_picture(job_id: RowId, name: str, request: Request, session: 
 
 
 @router.get("/api/jobs/{job_id}/events", response_class=StreamingResponse)
-def job_events(job_id: RowId, request: Request, session: Db, _: Viewer) -> StreamingResponse:
+async def job_events(job_id: RowId, request: Request, who: Viewer) -> StreamingResponse:
     """Server-sent events while the job lives: `epoch` with each new metrics.csv row (loss terms, lr, images/s,
-    val metrics), `state` with the job whenever its state or progress changes; the stream ends with the job."""
-    get_or_404(session, Job, job_id)
+    val metrics), `state` with the job whenever its state or progress changes; the stream ends with the job, or
+    when the client goes. Between events it holds neither a database connection nor a thread, and an account
+    has at most MAX_STREAMS open at once (a 429 past that)."""
     sessions, out_dir = request.app.state.sessionmaker, request.app.state.storage.path(f"jobs/{job_id}")
+    await run_in_threadpool(_job_now, sessions, job_id)  # a 404 before the stream starts
+    streams: Counter[str] = request.app.state.event_streams
+    if streams[who.name] >= MAX_STREAMS:
+        raise HttpError(429, f"{who.name} has {MAX_STREAMS} job event streams open already; close one first")
+    streams[who.name] += 1
 
-    def events() -> Iterator[str]:
-        sent_epoch, last = 0, None
-        while True:
-            with sessions() as fresh:
-                job = job_out(get_or_404(fresh, Job, job_id))
-            for row in progress(out_dir):
-                if int(row["epoch"]) > sent_epoch:  # by epoch, not by row: a resumed run rewrites the file
-                    yield f"event: epoch\ndata: {json.dumps(row)}\n\n"
-                    sent_epoch = int(row["epoch"])
-            shown = job.model_dump_json()
-            if shown != last:
-                yield f"event: state\ndata: {shown}\n\n"
-                last = shown
-            if job.state not in ACTIVE:
-                return
-            time.sleep(EVENT_POLL_S)
+    async def events() -> AsyncIterator[str]:
+        try:
+            sent_epoch, last = 0, None
+            while True:
+                job = await run_in_threadpool(_job_now, sessions, job_id)
+                for row in await run_in_threadpool(progress, out_dir):
+                    if int(row["epoch"]) > sent_epoch:  # by epoch, not by row: a resumed run rewrites the file
+                        yield f"event: epoch\ndata: {json.dumps(row)}\n\n"
+                        sent_epoch = int(row["epoch"])
+                shown = job.model_dump_json()
+                if shown != last:
+                    yield f"event: state\ndata: {shown}\n\n"
+                    last = shown
+                else:
+                    yield ":\n\n"  # a comment, which clients ignore: sending it finds a client that has gone
+                if job.state not in ACTIVE:
+                    return
+                await asyncio.sleep(EVENT_POLL_S)
+        finally:
+            streams[who.name] -= 1
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _job_now(sessions: sessionmaker[Session], job_id: int) -> schemas.JobOut:
+    """The job as it is now, read in a session of its own that ends at once."""
+    with sessions() as session:
+        return job_out(get_or_404(session, Job, job_id))
 
 
 @router.post("/api/jobs/{job_id}/cancel")
