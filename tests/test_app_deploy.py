@@ -3,9 +3,11 @@ and PowerAI Vision's protocols, back after an app restart, and gone (port free) 
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import time
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -84,3 +86,32 @@ def test_deleting_a_deployed_model_stops_its_server(tmp_path: Path) -> None:
         assert client.delete(f"/api/models/{model['id']}").status_code == 204
         assert client.get("/api/deployments").json() == [] and not _answering(url, 3)
         assert not Path(f"/proc/{pid}").exists()  # stopped and reaped, not left answering from deleted files
+
+
+@pytest.mark.parametrize(
+    ("record", "said"),
+    [
+        (b'{"settings": "oops"}', "model.json: settings: Input should be an object"),
+        (b"{not json", "model.json: the file: Invalid JSON"),
+        (b"[1, 2]", "model.json: the file: Input should be an object"),
+        (
+            b'{"settings": ' + b'{"a": ' * 50 + b"1" + b"}" * 51,
+            "model.json: settings.a.str: Input should be a valid string",
+        ),
+        (b'{"name": ""}', "model.json: name: String should have at least 1 character"),
+    ],
+    ids=["settings-a-string", "broken", "a-list", "deep", "empty-name"],
+)
+def test_an_imported_models_record_is_checked_and_nothing_is_kept_on_refusal(
+    tmp_path: Path, record: bytes, said: str
+) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    zipped = io.BytesIO(model_zip(tmp_path))
+    with zipfile.ZipFile(zipped, "a") as archive:
+        archive.writestr("tiny/model.json", record)
+    with app_client(data, fresh_database(None, data)) as client:
+        answer = client.post("/api/models/import", files={"file": ("tiny.zip", zipped.getvalue())})
+        assert answer.status_code == 422 and answer.json()["error"].startswith(f"tiny.zip: {said}"), answer.text
+        assert client.get("/api/models").json() == []  # the registry answers, with nothing half-added
+        assert not any((data / "models").iterdir()) if (data / "models").exists() else True

@@ -13,9 +13,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from zipstream import ZIP_DEFLATED, ZipStream
 
+from forklift.app.schemas import ModelRecord
 from forklift.app.tables import DataSet, Job, Model
 from forklift.data.interchange.archives import safe_extract
 from forklift.errors import ForkliftError
@@ -79,6 +81,19 @@ def export_stream(model: Model, root: Path) -> Iterable[bytes]:
     return iter(stream)
 
 
+def read_record(path: Path) -> ModelRecord:
+    """model.json of an imported model, checked as any input is (an empty record where there is none); one line
+    naming the field and the problem when it is not what an export writes."""
+    if not path.is_file():
+        return ModelRecord()
+    try:
+        return ModelRecord.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise ForkliftError(f"{RECORD}: {where}: {first['msg']}") from None
+
+
 def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) -> tuple[Model, list[str]]:
     """A model from a zip of a model directory (with or without model.json); unsafe entries refused by name."""
     folder = root / "models" / uuid.uuid4().hex
@@ -87,13 +102,13 @@ def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) 
         inside = [p for p in folder.iterdir() if not p.name.startswith(".")]
         model_dir = inside[0] if len(inside) == 1 and inside[0].is_dir() else folder
         open_model_dir(model_dir)  # a model forklift can load, or one line saying why not
+        saved = read_record(model_dir / RECORD)
     except ForkliftError:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)  # nothing of a refused zip stays
         raise
-    saved = json.loads((model_dir / RECORD).read_text(encoding="utf-8")) if (model_dir / RECORD).is_file() else {}
-    model = Model(name=str(saved.get("name") or fallback_name), dir=str(model_dir.relative_to(root)),
-                  dataset_digest=saved.get("dataset_digest"), settings=saved.get("settings") or {},
-                  metrics=saved.get("metrics") or scalar_metrics(model_dir))  # fmt: skip
+    model = Model(name=saved.name or fallback_name, dir=str(model_dir.relative_to(root)),
+                  dataset_digest=saved.dataset_digest, settings=saved.settings,
+                  metrics=saved.metrics or scalar_metrics(model_dir))  # fmt: skip
     session.add(model)
     session.commit()
     return model, extracted.refused

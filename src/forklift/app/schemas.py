@@ -253,6 +253,18 @@ class JobOut(BaseModel):
     error: str | None
 
 
+Scalar = str | int | float | bool | None
+
+
+class ModelRecord(BaseModel):
+    """model.json beside an exported model's files (forklift.app.registry.record), as an import takes it."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    dataset_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    settings: dict[str, Scalar] = Field(default_factory=dict, max_length=100)  # the job's training options
+    metrics: dict[str, Scalar] = Field(default_factory=dict, max_length=200)  # eval.json's figures
+
+
 class ModelOut(BaseModel):
     id: int
     name: str
