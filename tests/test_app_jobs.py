@@ -83,6 +83,25 @@ def test_a_restarted_app_finds_its_running_job_or_marks_it_interrupted(tmp_path:
         _wait(client, second, ("cancelled",))
 
 
+def test_a_job_that_ends_while_no_app_runs_is_done_and_registered(tmp_path: Path) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    db = fresh_database(None, data)
+    with app_client(data, db) as client:
+        dataset = _labelled_set(client, tmp_path)
+        job = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 2}).json()["id"]
+        pid = _wait(client, job, ("running",))["pid"]
+    deadline = time.monotonic() + 240  # the app is down; the training process finishes on its own
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not Path(f"/proc/{pid}").exists(), "the job did not finish in time"
+    with app_client(data, db) as client:
+        seen = _wait(client, job, ("done", "interrupted", "failed"))  # what the app's start found
+        assert seen["state"] == "done" and seen["error"] is None, seen
+        (model,) = client.get("/api/models").json()
+        assert model["job_id"] == job and "map50" in model["metrics"]
+
+
 def test_jobs_queue_for_a_device_and_share_the_cpu_on_their_own_cpu_sets_when_asked(tmp_path: Path) -> None:
     data = tmp_path / "app"
     data.mkdir()

@@ -121,9 +121,16 @@ class JobRunner(Follower):
         self.running = False
 
     def recover(self) -> None:
+        """After the app's start: a job whose process ended while no app ran is done when it left its finished
+        model directory (registered as if the app had seen it end), else interrupted (resume continues it)."""
         with self.sessions() as session:
             for job in session.scalars(select(Job).where(Job.state == JobState.RUNNING)):
-                if not _alive(job.pid, job.out_dir):
+                if _alive(job.pid, job.out_dir):
+                    continue
+                if _finished_model(self.root / job.out_dir):
+                    job.state, job.finished_at = JobState.DONE, datetime.now(UTC)
+                    register_job(session, job, self.root)
+                else:
                     job.state, job.error = JobState.INTERRUPTED, "the app stopped while it ran; resume continues it"
             session.commit()
 
@@ -215,7 +222,7 @@ class JobRunner(Follower):
         self.processes.pop(job.id, None)
         self.cpu_sets.pop(job.id, None)
         job.finished_at = datetime.now(UTC)
-        if code == 0 or (code == -1 and (out / "model" / "forklift.json").is_file()):  # -1: an earlier app's child
+        if code == 0 or (code == -1 and _finished_model(out)):  # -1: an earlier app's child
             job.state = JobState.DONE
             register_job(session, job, self.root)
         elif code == -1:
@@ -238,6 +245,11 @@ class JobRunner(Follower):
 def _fail(session: Session, job: Job, error: str) -> None:
     job.state, job.error, job.finished_at = JobState.FAILED, error[:2000], datetime.now(UTC)
     session.commit()
+
+
+def _finished_model(out: Path) -> bool:
+    """Whether a job's folder holds the model directory its training writes last, when it ends well."""
+    return (out / "model" / "forklift.json").is_file()
 
 
 def _alive(pid: int | None, out_dir: str) -> bool:
