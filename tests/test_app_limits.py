@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ import pytest
 import uvicorn
 from app_helpers import app_client, fresh_database, png, zip_of
 from fastapi.testclient import TestClient
+from PIL import Image as PILImage
 
 from forklift.app.config import AppConfig
 from forklift.app.database import sqlite_url
@@ -153,3 +156,27 @@ def test_a_chunked_upload_is_refused_while_it_arrives(tmp_path: Path) -> None:
     assert answer.startswith("HTTP/1.1 413"), answer
     assert "the request's body is larger than the limit of 200,000 bytes for a video" in answer
     assert 200_000 - 65_536 < sent < 600_000
+
+
+def test_a_large_jpeg_is_checked_and_thumbnailed_without_decoding_it_whole(tmp_path: Path) -> None:
+    """A 48-megapixel JPEG (144 MiB of pixels decoded whole) is checked and thumbnailed at a reduced scale: the
+    process's peak memory grows by a fraction of that. In a fresh process, so that the peak is this one's."""
+    big = tmp_path / "big.jpg"
+    PILImage.new("RGB", (8000, 6000), (90, 140, 200)).save(big, "JPEG", quality=80)
+    script = f"""
+import sys
+from pathlib import Path
+from forklift.app.storage import Storage, check_image
+def peak():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) // 1024
+before = peak()
+kind, width, height = check_image(Path({str(big)!r}), "big.jpg")
+storage = Storage(Path({str(tmp_path)!r}))
+thumb = storage.thumbnail("big.jpg", 1, 1)
+print(kind, width, height, peak() - before)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    kind, width, height, grown = result.stdout.split()
+    assert (kind, width, height) == ("JPEG", "8000", "6000")
+    assert int(grown) < 40, f"peak memory grew by {grown} MiB"  # whole: 144 MiB of pixels, twice over
+    assert PILImage.open(tmp_path / "datasets" / "1" / "thumbs" / "1.jpg").size == (256, 192)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -25,6 +28,34 @@ MAX_PIXELS = 100_000_000  # an image header claiming more is refused before any 
 THUMBNAIL = 256  # the longer side of a grid thumbnail, in pixels
 IMAGE_SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "BMP": ".bmp", "TIFF": ".tif", "WEBP": ".webp", "GIF": ".gif"}
 CHUNK = 1 << 20
+DECODE_BUDGET = 200_000_000  # pixels the app decodes at once, over all requests: big images wait their turn
+EXIF_ORIENTATION, TURNED = 0x0112, (5, 6, 7, 8)  # orientations that swap width and height
+
+
+class PixelBudget:
+    """At most `total` pixels being decoded at once in this process (an image larger than that waits for all of
+    it): memory taken by decoding stays bounded however many uploads and thumbnails arrive together."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        self.changed = threading.Condition()
+
+    @contextmanager
+    def held(self, pixels: int) -> Iterator[None]:
+        pixels = min(pixels, self.total)
+        with self.changed:
+            self.changed.wait_for(lambda: self.used + pixels <= self.total)
+            self.used += pixels
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.used -= pixels
+                self.changed.notify_all()
+
+
+DECODING = PixelBudget(DECODE_BUDGET)
 
 
 @dataclass(frozen=True)
@@ -104,7 +135,9 @@ class Storage:
         if not thumb.is_file():
             thumb.parent.mkdir(parents=True, exist_ok=True)
             with PILImage.open(self.path(relative)) as image:
-                small = ImageOps.exif_transpose(image).convert("RGB")
+                image.draft("RGB", (THUMBNAIL, THUMBNAIL))  # JPEG: decoded at the least scale this big, not whole
+                with DECODING.held(image.size[0] * image.size[1]):
+                    small = ImageOps.exif_transpose(image).convert("RGB")
                 small.thumbnail((THUMBNAIL, THUMBNAIL))
                 partial = thumb.with_suffix(".partial")
                 small.save(partial, "JPEG", quality=85)
@@ -135,9 +168,12 @@ def check_image(path: Path, name: str) -> tuple[str, int, int]:
             if width * height > MAX_PIXELS:
                 raise ForkliftError(f"{name}: {width}x{height} pixels is more than {MAX_PIXELS:,} (a decompression "
                                     f"bomb?)")  # fmt: skip
-            image.load()  # decodes every pixel: a truncated file fails here
-            upright = ImageOps.exif_transpose(image)
-            width, height = upright.size
+            if kind == "JPEG":  # the whole stream is read at an eighth of the side: a truncated file still fails
+                image.draft("RGB", (max(1, width // 8), max(1, height // 8)))
+            with DECODING.held(image.size[0] * image.size[1]):
+                image.load()  # decodes every pixel: a truncated file fails here
+            if image.getexif().get(EXIF_ORIENTATION) in TURNED:
+                width, height = height, width
     except ForkliftError:
         raise
     except UnidentifiedImageError as exc:
