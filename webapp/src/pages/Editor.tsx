@@ -226,7 +226,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const anno = annotator.current;
     const chosen = anno?.getSelected() ?? [];
     if (chosen.length && canEdit) {
-      for (const a of chosen) anno!.updateAnnotation({ ...a, bodies: [tag(a.id, name)] });
+      for (const a of chosen) {
+        confidence.current.delete(a.id);  // a person's label now: no model's score beside it any more
+        anno!.updateAnnotation({ ...a, bodies: [tag(a.id, name)] });
+      }
       anno!.cancelSelected();
       saveSoon();
       say(`Relabelled ${chosen.length} shape(s) as ${name}.`);
