@@ -88,6 +88,12 @@ def test_deleting_a_deployed_model_stops_its_server(tmp_path: Path) -> None:
         assert not Path(f"/proc/{pid}").exists()  # stopped and reaped, not left answering from deleted files
 
 
+@pytest.fixture(scope="module")
+def tiny_zip(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """One model zip for the module's tests that only read it."""
+    return model_zip(tmp_path_factory.mktemp("tiny"))
+
+
 @pytest.mark.parametrize(
     ("record", "said"),
     [
@@ -103,11 +109,11 @@ def test_deleting_a_deployed_model_stops_its_server(tmp_path: Path) -> None:
     ids=["settings-a-string", "broken", "a-list", "deep", "empty-name"],
 )
 def test_an_imported_models_record_is_checked_and_nothing_is_kept_on_refusal(
-    tmp_path: Path, record: bytes, said: str
+    tmp_path: Path, tiny_zip: bytes, record: bytes, said: str
 ) -> None:
     data = tmp_path / "app"
     data.mkdir()
-    zipped = io.BytesIO(model_zip(tmp_path))
+    zipped = io.BytesIO(tiny_zip)
     with zipfile.ZipFile(zipped, "a") as archive:
         archive.writestr("tiny/model.json", record)
     with app_client(data, fresh_database(None, data)) as client:
