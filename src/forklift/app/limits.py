@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
@@ -25,8 +24,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from forklift.app.config import AppConfig, size_text
-from forklift.app.security import COOKIE, token_hash
-from forklift.app.tables import ApiToken
+from forklift.app.security import COOKIE, api_token
 from forklift.serve.responses import error_response
 
 MULTIPART_SLACK = 64 * 1024  # bytes of boundaries and part headers around an upload's one file
@@ -128,7 +126,7 @@ async def _has_credentials(scope: Scope) -> bool:
 
 def _token_known(sessions: sessionmaker[Session], token: str) -> bool:
     with sessions() as session:
-        return session.scalar(select(ApiToken.id).where(ApiToken.token_hash == token_hash(token))) is not None
+        return api_token(session, token) is not None
 
 
 def too_many_files(method: str, path: str, detail: str) -> str | None:

@@ -70,6 +70,11 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def api_token(session: Session, token: str) -> ApiToken | None:
+    """The API token this app issued as `token` (the bearer value), or None."""
+    return session.scalar(select(ApiToken).where(ApiToken.token_hash == token_hash(token)))
+
+
 def secret_key(data_dir: Path) -> str:
     """The key that signs session cookies: made once per data directory, readable by its owner only."""
     path = data_dir / "secret.key"
@@ -107,7 +112,7 @@ def authenticate(request: Request, session: Session) -> Principal:
         return LOCAL
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
-        token = session.scalar(select(ApiToken).where(ApiToken.token_hash == token_hash(header[7:].strip())))
+        token = api_token(session, header[7:].strip())
         if token is None:
             raise HttpError(401, "the API token is not known (forklift app token add makes one)")
         return Principal(token.user.name, token.user.role, token.user.id)
