@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import select
 
 from forklift.app.database import make_engine, session_factory, sqlite_url
-from forklift.app.deploy import stop_serving
+from forklift.app.deploy import deployed, stop_serving
 from forklift.app.registry import model_files
-from forklift.app.tables import ACTIVE, Deployment, JobState, Model
+from forklift.app.tables import ACTIVE, JobState
 from forklift.data.dataset import Dataset, ImageRecord, load_dataset
 from forklift.errors import ForkliftError
 from forklift.serve.process import free_port, wait_until_answering
@@ -88,10 +87,8 @@ def pause_deployments(folder: Path) -> None:
     demo."""
     engine = make_engine(sqlite_url(folder))
     with session_factory(engine)() as session:
-        for deployment in session.scalars(select(Deployment)):
-            model = session.get(Model, deployment.model_id)
-            if model is not None:
-                stop_serving(deployment, folder / model.dir)
+        for deployment, model_dir in deployed(session, folder):
+            stop_serving(deployment, model_dir)
     engine.dispose()
 
 

@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -82,16 +83,23 @@ def predict(deployment: Deployment, content: bytes, filename: str, *, conf: floa
     return {"status_code": answer.status_code, **body}
 
 
+def deployed(session: Session, root: Path) -> Iterator[tuple[Deployment, Path]]:
+    """Each deployment with its model's directory (those whose model is gone left out)."""
+    for deployment in session.scalars(select(Deployment)):
+        model = session.get(Model, deployment.model_id)
+        if model is not None:
+            yield deployment, root / model.dir
+
+
 def restore(sessions: sessionmaker[Session], root: Path, lock: threading.Lock) -> None:
     """After an app start: every deployment whose server is gone is started again (on its port when free). It
     holds `lock` meanwhile, which undeploy takes too: a deployment is not undeployed half restarted."""
     with lock, sessions() as session:
-        for deployment in session.scalars(select(Deployment)):
-            model = session.get(Model, deployment.model_id)
-            if model is None or serving(deployment, root / model.dir):
+        for deployment, model_dir in list(deployed(session, root)):
+            if serving(deployment, model_dir):
                 continue
             try:
-                deployment.port, deployment.pid = start_serving(root / model.dir, deployment.name, deployment.port)
+                deployment.port, deployment.pid = start_serving(model_dir, deployment.name, deployment.port)
             except ForkliftError:
-                deployment.port, deployment.pid = start_serving(root / model.dir, deployment.name)
+                deployment.port, deployment.pid = start_serving(model_dir, deployment.name)
             session.commit()
