@@ -61,14 +61,21 @@ def test_a_job_trains_in_its_own_process_and_resumes_after_a_cancel(tmp_path: Pa
         assert (model / "yolov3-tiny.onnx").is_file() and (model / "eval" / "eval.json").is_file()
 
 
-def test_a_restarted_app_finds_its_running_job_or_marks_it_interrupted(tmp_path: Path) -> None:
+def _left_running(tmp_path: Path) -> tuple[Path, str, int, int, int]:
+    """An app that started a 2-epoch job and stopped while it runs: (data directory, database, data set, job,
+    the job's process)."""
     data = tmp_path / "app"
     data.mkdir()
     db = fresh_database(None, data)
     with app_client(data, db) as client:
         dataset = _labelled_set(client, tmp_path)
-        first = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 2}).json()["id"]
-        _wait(client, first, ("running",))
+        job = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 2}).json()["id"]
+        pid = _wait(client, job, ("running",))["pid"]
+    return data, db, dataset, job, pid
+
+
+def test_a_restarted_app_finds_its_running_job_or_marks_it_interrupted(tmp_path: Path) -> None:
+    data, db, dataset, first, _ = _left_running(tmp_path)
     with app_client(data, db) as client:  # a new app while the job's process goes on
         assert _wait(client, first, ("done", "failed"))["state"] == "done"
         second = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 40}).json()["id"]
@@ -84,13 +91,7 @@ def test_a_restarted_app_finds_its_running_job_or_marks_it_interrupted(tmp_path:
 
 
 def test_a_job_that_ends_while_no_app_runs_is_done_and_registered(tmp_path: Path) -> None:
-    data = tmp_path / "app"
-    data.mkdir()
-    db = fresh_database(None, data)
-    with app_client(data, db) as client:
-        dataset = _labelled_set(client, tmp_path)
-        job = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 2}).json()["id"]
-        pid = _wait(client, job, ("running",))["pid"]
+    data, db, _, job, pid = _left_running(tmp_path)
     deadline = time.monotonic() + 240  # the app is down; the training process finishes on its own
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.5)
