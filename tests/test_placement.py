@@ -129,6 +129,7 @@ def plan() -> Plan:
 
 @pytest.mark.parametrize("engine", ["podman", "docker"])
 def test_container_script(plan: Plan, engine: Literal["podman", "docker"], tmp_path: Path) -> None:
+    """The script's text, parsed by sh -n: neither podman nor docker is run (nor needed on the machine)."""
     script = container_script(plan, "/srv/my models/yolo", engine)
     path = tmp_path / "serve.sh"
     path.write_text(script)
@@ -240,6 +241,7 @@ def test_cli_plan_bad_lscpu(tmp_path: Path) -> None:
 
 
 def test_cli_emit_podman() -> None:
+    """`forklift plan --emit podman` prints the script; podman itself is not run (nor needed on the machine)."""
     result = forklift(
         "plan", "--lscpu", shared("topology/power10-sandbox-smt8.lscpu-p"), "--emit", "podman", check=False
     )
