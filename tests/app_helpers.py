@@ -92,7 +92,10 @@ def zip_of(entries: dict[str, bytes], *, symlinks: tuple[str, ...] = ()) -> byte
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zipped:
         for name, content in entries.items():
-            zipped.writestr(name, content)
+            info = zipfile.ZipInfo("-", date_time=(2026, 1, 1, 0, 0, 0))
+            info.filename, info.compress_type = name, zipfile.ZIP_DEFLATED  # "" too, which writestr cannot name
+            with zipped.open(info, "w") as entry:
+                entry.write(content)
         for name in symlinks:
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o120777 << 16  # a symlink's mode

@@ -33,7 +33,7 @@ def _server_binaries() -> Path:
 
 @contextmanager
 def postgres_server(database: str = "forklift") -> Iterator[str]:
-    """Start a cluster; yields its SQLAlchemy URL (psycopg2 driver)."""
+    """Start a cluster; yields its URL as a user writes it (postgresql://; SQLAlchemy drives it with psycopg 3)."""
     binaries = _server_binaries()
     folder = Path(tempfile.mkdtemp(prefix="forklift-postgres-"))
     data, port = folder / "pgdata", free_port()
@@ -54,7 +54,7 @@ def postgres_server(database: str = "forklift") -> Iterator[str]:
         run(binaries / "pg_ctl", "-D", data, "-o", options, "-l", folder / "server.log", "-w", "start")
         try:
             run(binaries / "createdb", "-h", "127.0.0.1", "-p", port, "-U", user, database)
-            yield f"postgresql+psycopg2://{user}@127.0.0.1:{port}/{database}"
+            yield f"postgresql://{user}@127.0.0.1:{port}/{database}"
         finally:
             run(binaries / "pg_ctl", "-D", data, "-m", "immediate", "stop")
     finally:

@@ -1,17 +1,23 @@
 """Accounts of an app served beyond loopback: a tampered or logged-out session cookie is refused, an editor changes
-data but not accounts, and `forklift app user remove` (never the last admin)."""
+data but not accounts, `forklift app user remove` (never the last admin), and password guessing is refused."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
+import statistics
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from app_helpers import app_client, fresh_database, png
 from fastapi.testclient import TestClient
 
+from forklift.app.login_guard import HASHING_AT_ONCE, PER_ACCOUNT, PER_ADDRESS, LoginGuard
 from forklift.app.security import COOKIE
 from forklift.cli import main
+from forklift.serve.responses import HttpError
 
 PASSWORD = "correct horse"
 
@@ -92,6 +98,7 @@ def test_an_editor_changes_data_but_not_accounts(app_database: str | None, tmp_p
         ]  # fmt: skip
         assert client.delete("/api/users/vic", headers=admin).status_code == 204
         assert client.delete("/api/users/vic", headers=admin).status_code == 404
+        assert client.delete("/api/users/v%00ic", headers=admin).status_code == 422  # PostgreSQL cannot look it up
         last = client.delete("/api/users/ana", headers=admin)
         assert last.status_code == 409 and "the last admin" in last.json()["error"]
 
@@ -125,3 +132,59 @@ def test_user_remove(app_database: str | None, tmp_path: Path, capsys: pytest.Ca
     with pytest.raises(SystemExit) as shown:
         main(["app", "user", "remove", "--help"])  # as `forklift app --help` advertises it
     assert shown.value.code == 0 and capsys.readouterr().out.startswith("usage: forklift app user remove")
+
+
+def _login_answer(client: TestClient, name: str, password: str) -> tuple[int, float]:
+    started = time.perf_counter()
+    answer = client.post("/api/login", json={"name": name, "password": password})
+    return answer.status_code, time.perf_counter() - started
+
+
+def test_guessing_is_refused_and_the_time_tells_no_names(tmp_path: Path) -> None:
+    data, db = _accounts(None, tmp_path, ("ana", "admin"))
+    with app_client(data, db, host="0.0.0.0") as client:
+        known = [_login_answer(client, "ana", "wrong password") for _ in range(3)]
+        unknown = [_login_answer(client, "nobody", "wrong password") for _ in range(3)]
+        assert {code for code, _ in known + unknown} == {401}
+        # an unknown name costs a password check too: its answer is not the quicker one
+        assert min(s for _, s in unknown) > 0.3 * statistics.median(s for _, s in known)
+        for _ in range(PER_ADDRESS.amount - 6):
+            assert _login_answer(client, "ana", "still wrong")[0] == 401
+        refused = client.post("/api/login", json={"name": "ana", "password": PASSWORD})  # even the right one
+        assert refused.status_code == 429 and 1 <= int(refused.headers["retry-after"]) <= 60
+        assert refused.json()["error"].startswith("too many failed logins from testclient: try again in ")
+        assert client.post("/api/login", json={"name": "ana", "password": "x" * 1025}).status_code == 422
+
+
+def test_an_account_guessed_at_from_many_addresses_is_locked() -> None:
+    guard = LoginGuard()
+    for address in range(PER_ACCOUNT.amount):
+        guard.admit(f"10.0.0.{address}", "ana")
+        guard.failed(f"10.0.0.{address}", "ana")
+    with pytest.raises(HttpError, match="too many failed logins to this account") as refused:
+        guard.admit("10.0.1.1", "ana")
+    assert refused.value.status == 429 and 3000 < int(refused.value.headers["Retry-After"]) <= 3600
+    guard.admit("10.0.1.1", "bea")  # another account is not locked with it
+
+
+def test_password_checks_run_two_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Argon2 check takes 64 MiB: 16 logins at once must not take 16 times that."""
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def check(password_hash: str, password: str) -> bool:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+        return password == "right"
+
+    monkeypatch.setattr("forklift.app.login_guard.password_matches", check)
+    guard = LoginGuard()
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda i: guard.password_matches(f"hash{i}", "right"), range(16)))
+    assert answers == [True] * 16 and most == HASHING_AT_ONCE == 2
+    assert guard.password_matches(None, "right") is False  # no account: never a match

@@ -165,7 +165,8 @@ def test_export_to_coco_reads_back_in_pycocotools_and_imports_again(client: Test
 def test_a_zip_import_refuses_unsafe_entries_and_keeps_the_rest(client: TestClient) -> None:
     dataset = _dataset(client)
     archive = zip_of({"ok/one.png": png(seed=1), "two.png": png(seed=2), "../evil.png": png(seed=3),
-                      "/abs.png": png(seed=4), "bomb.bin": b"\0" * (30 * 2**20), "notes.txt": b"hello"},
+                      "/abs.png": png(seed=4), "bomb.bin": b"\0" * (30 * 2**20), "notes.txt": b"hello",
+                      "": png(seed=5), ".": png(seed=6), "./": png(seed=7)},
                      symlinks=("link.png",))  # fmt: skip
     answer = client.post(f"/api/datasets/{dataset}/import", files={"file": ("batch.zip", archive)})
     assert answer.status_code == 201, answer.text
@@ -173,7 +174,8 @@ def test_a_zip_import_refuses_unsafe_entries_and_keeps_the_rest(client: TestClie
     assert sorted(i["original_name"] for i in result["added"]) == ["ok/one.png", "two.png"]
     refused = " | ".join(result["refused"])
     for said in ("../evil.png: an absolute path or one that climbs out", "/abs.png: an absolute path",
-                 "link.png: a symlink", "bomb.bin: unpacks to", "notes.txt: not an image"):  # fmt: skip
+                 "link.png: a symlink", "bomb.bin: unpacks to", "notes.txt: not an image",
+                 "'': not a file's name", "'.': not a file's name", "'./': not a file's name"):  # fmt: skip
         assert said in refused, refused
     broken = client.post(f"/api/datasets/{dataset}/import", files={"file": ("x.zip", b"PK\3\4 broken")})
     assert broken.status_code == 422 and "not a readable zip" in broken.json()["error"]
@@ -191,6 +193,9 @@ def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path)
     assert times == [0.0, 1.0, 2.0]  # its last frame starts at 2.9 s: no frame at 3.0
     again = client.post(f"/api/videos/{facts['id']}/capture", json={"at_s": [1.0, 1.5]}).json()
     assert again["skipped"] == 1 and [i["video_time_s"] for i in again["added"]] == [1.5]
+    for every_s, said in ((5e-324, "over 5000 frames"), (1e-4, "over 5000 frames"), (1e308, "less than or equal")):
+        odd = client.post(f"/api/videos/{facts['id']}/capture", json={"every_s": every_s})
+        assert odd.status_code == 422 and said in odd.json()["error"], odd.text
     frame = client.get(again["added"][0]["file"]).content
     assert frame[:2] == b"\xff\xd8"
     first = client.get(f"/api/images/{every['added'][1]['id']}/neighbours").json()
@@ -213,6 +218,8 @@ def test_accounts_sessions_csrf_roles_and_tokens(app_database: str | None, tmp_p
     with app_client(data, db, host="0.0.0.0") as client:
         assert client.get("/api/datasets").status_code == 401
         assert client.post("/api/login", json={"name": "ana", "password": "wrong"}).status_code == 401
+        nul = client.post("/api/login", json={"name": "a\x00na", "password": "wrong"})  # PostgreSQL refuses a NUL
+        assert nul.status_code == 422 and nul.json()["error"].startswith("body.name: String should match"), nul.text
         session = client.post("/api/login", json={"name": "ana", "password": "correct horse"})
         cookie = session.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie
@@ -327,3 +334,38 @@ def test_a_classification_set_takes_classes_in_bulk_and_exports_them(client: Tes
     assert index["task"] == "classify" and sorted(i["label"] for i in index["images"]) == ["cat", "cat", "dog"]
     refused = client.get(f"/api/datasets/{dataset}/export?format=coco")
     assert refused.status_code == 422 and "classify data set" in refused.json()["error"]
+
+
+def test_text_a_column_cannot_keep_is_refused_alike_on_both_databases(client: TestClient, tmp_path: Path) -> None:
+    """PostgreSQL refuses text past its column's length or with a NUL; SQLite keeps it: the app refuses it first."""
+    dataset = _dataset(client)
+    files_before = sum(1 for path in (tmp_path / "app").rglob("*") if path.is_file())
+    long_name = "n" * 297 + ".png"
+    answer = _upload(client, dataset, {long_name: png(seed=1), "ok.png": png(seed=2)})
+    assert [image["original_name"] for image in answer["added"]] == ["ok.png"]
+    assert answer["refused"] == [f"images.original_name '{'n' * 40}…': 301 characters, at most 300"]
+    assert sum(1 for path in (tmp_path / "app").rglob("*") if path.is_file()) == files_before + 1  # ok.png only
+    nul = client.post("/api/datasets", json={"name": "a\x00b"})
+    assert nul.status_code == 422 and nul.json()["error"] == "datasets.name 'a\\x00b': has a NUL character"
+    image = answer["added"][0]
+    label = client.put(f"/api/images/{image['id']}/annotations", json={"version": image["version"], "shapes": [
+        {"kind": "box", "label": "a\x00b", "points": [1, 1, 9, 9]}]})  # fmt: skip
+    assert label.status_code == 422 and label.json()["error"] == "labels.name 'a\\x00b': has a NUL character"
+    assert _box(client, image, "fine", [1, 1, 9, 9])["version"] == image["version"] + 1  # the session goes on
+    asked = client.get(f"/api/datasets/{dataset}/images", params={"label": "a\x00b"})
+    assert asked.status_code == 422 and "has a NUL character" in asked.json()["error"]
+    coco = {"images": [{"id": 1, "file_name": "a.png", "width": 64, "height": 48},
+                       {"id": 2, "file_name": "b.png", "width": 64, "height": 48}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 9, 9], "area": 81, "iscrowd": 0},
+                            {"id": 2, "image_id": 2, "category_id": 2, "bbox": [1, 1, 9, 9], "area": 81, "iscrowd": 0}],
+            "categories": [{"id": 1, "name": "c" * 201}, {"id": 2, "name": "short"}]}  # fmt: skip
+    archive = zip_of({"annotations.json": json.dumps(coco).encode(), "a.png": png(seed=3), "b.png": png(seed=4)})
+    imported = client.post(f"/api/datasets/{dataset}/import", data={"format": "coco"},
+                           files={"file": ("coco.zip", archive)})  # fmt: skip
+    assert imported.status_code == 201, imported.text
+    assert [i["original_name"] for i in imported.json()["added"]] == ["b.png"]
+    assert any("labels.name" in line and "201 characters" in line for line in imported.json()["refused"])
+    renamed = client.patch(f"/api/datasets/{dataset}", json={"name": "d" * 200})
+    assert renamed.status_code == 200, renamed.text
+    copy = client.post(f"/api/datasets/{dataset}/duplicate")
+    assert copy.status_code == 201 and copy.json()["name"] == "d" * 193 + " (copy)"

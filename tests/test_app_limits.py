@@ -5,6 +5,7 @@ limits are the same code on either database."""
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from forklift.app.database import sqlite_url
 from forklift.app.limits import MAX_FILES
 from forklift.app.security import COOKIE
 from forklift.app.server import create_app
+from forklift.serve.http_protocol import HEAD_TIMEOUT_S, MAX_HEAD_BYTES, http_config
 from forklift.serve.process import free_port
 
 LIMITS = {"max_image_bytes": 20_000, "max_video_bytes": 200_000, "max_zip_bytes": 300_000,
@@ -121,11 +123,12 @@ def test_more_files_than_a_request_may_carry_are_refused_saying_how_many(tmp_pat
 
 
 @contextmanager
-def _served(data: Path) -> Iterator[int]:
-    """The app with LIMITS under uvicorn in a thread; yields its port."""
+def _served(data: Path, *, head_timeout_s: float = HEAD_TIMEOUT_S) -> Iterator[int]:
+    """The app with LIMITS under uvicorn in a thread, as `forklift app` serves it; yields its port."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(AppConfig(data, sqlite_url(data), **LIMITS)), host="127.0.0.1",
-                                           port=port, log_level="warning"))  # fmt: skip
+    app = create_app(AppConfig(data, sqlite_url(data), **LIMITS))
+    server = uvicorn.Server(http_config(app, host="127.0.0.1", port=port, head_timeout_s=head_timeout_s,
+                                        log_level="warning"))  # fmt: skip
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -180,3 +183,62 @@ print(kind, width, height, peak() - before)
     assert (kind, width, height) == ("JPEG", "8000", "6000")
     assert int(grown) < 40, f"peak memory grew by {grown} MiB"  # whole: 144 MiB of pixels, twice over
     assert PILImage.open(tmp_path / "datasets" / "1" / "thumbs" / "1.jpg").size == (256, 192)
+
+
+@contextmanager
+def _small_disk(folder: Path, megabytes: int) -> Iterator[Path]:
+    """A tmpfs of `megabytes` mounted at `folder` (the tests run as root, as .ci/run does)."""
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+def test_a_full_disk_is_a_507_that_leaves_nothing_half_written(tmp_path: Path) -> None:
+    big = png(1200, 1000)  # random pixels: about 3.6 MB, more than the disk has
+    with _small_disk(tmp_path / "data", 2) as data, app_client(data, sqlite_url(tmp_path)) as client:
+        dataset = _dataset(client)
+        uploads = {f"/api/datasets/{dataset}/images": {"files": ("big.png", big)},
+                   f"/api/datasets/{dataset}/import": {"file": ("big.zip", zip_of({"big.png": big}))}}  # fmt: skip
+        for route, files in uploads.items():
+            full = client.post(route, files=files)
+            assert full.status_code == 507, full.text
+            assert full.json()["error"].startswith(f"POST {route}: no space left on the server's disk")
+            assert [p.name for p in data.rglob("*") if p.is_file() and p.suffix not in (".key",)] == []
+        assert client.get(f"/api/datasets/{dataset}").json()["images"] == 0
+        small = client.post(f"/api/datasets/{dataset}/images", files={"files": ("small.png", png())})
+        assert small.status_code == 201 and len(small.json()["added"]) == 1  # the space freed is used again
+
+
+def _answer(port: int, request: bytes) -> bytes:
+    """What the server sends back to `request` on a connection of its own, until it closes it; the request is sent
+    in pieces until the server answers (it may answer before the request ends)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        answer = b""
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # the rest, unread, resets the connection
+            for start in range(0, len(request), 16_384):
+                if select.select([connection], [], [], 0.001)[0]:
+                    break
+                connection.sendall(request[start : start + 16_384])
+            while chunk := connection.recv(65536):
+                answer += chunk
+        return answer
+
+
+def test_oversized_heads_are_refused_and_slow_clients_cut_off(tmp_path: Path) -> None:
+    """A 16 MiB header and 100,000 header lines get a 400 (at most MAX_HEAD_BYTES is read of a head); a client that
+    sends half a head, or half a body, and then nothing is disconnected (the head's deadline, the body's idle
+    time), and the server goes on answering."""
+    with _served(tmp_path, head_timeout_s=1.0) as port:
+        get = b"GET /api/datasets HTTP/1.1\r\nHost: x\r\n"
+        for head in (get + b"X-Big: " + b"a" * 16 * 2**20 + b"\r\n\r\n", get + b"X-A: b\r\n" * 100_000 + b"\r\n"):
+            assert len(head) > MAX_HEAD_BYTES
+            assert _answer(port, head).startswith(b"HTTP/1.1 400 ")
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
+            slow.sendall(b"GET /api/datasets HTTP/1.1\r\nHost: x\r\n")  # and the rest never comes
+            started = time.monotonic()
+            assert slow.recv(100) == b"" and 0.9 < time.monotonic() - started < 5
+        answer = _answer(port, b"GET /api/datasets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"[]")

@@ -93,6 +93,8 @@ def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> Non
             ["predict", "MODEL", "x.jpg", "--threshold", "0.5"],  # the verb's own usage, not the top level's
             "forklift predict: error: unrecognized arguments: --threshold 0.5 (see 'forklift predict --help')",
         ),
+        (["serve", "MODEL", "--url-allow-host", "h:99999"], "'h:99999': the port is not a number from 1 to 65535"),
+        (["serve", "MODEL", "--port", "5001", "--url-allow-host", "127.0.0.1:5001"], "the server's own port"),
         (["train", "--epochs", "0", "--data", "EMPTY", "OUT"], "forklift train: error: argument --epochs: 0 is"),
         (["train", "--data", "ZIP", "OUT"], "a zip, not a data set folder: unpack"),
         (

@@ -22,14 +22,17 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import schemathesis
 import tritonclient.http as triton
 from helpers import CFGS, Server, free_port, shared
+from hypothesis import HealthCheck, settings
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.torch_runtime import TorchPredictor
+from forklift.serve.openapi import openapi
 
 UPLOAD_LIMIT_MB = 2
 
@@ -63,10 +66,11 @@ def image_host(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def server(models):
+def server(models, image_host: str):
     running = Server(
         f"{models['tiny']}=tiny", f"{models['shapes']}=shapes", "--instances", "1",
-        "--max-upload-mb", str(UPLOAD_LIMIT_MB), "--url-allow-host", "127.0.0.1", "--url-timeout", "5",
+        "--max-upload-mb", str(UPLOAD_LIMIT_MB), "--url-allow-host", image_host.removeprefix("http://"),
+        "--url-timeout", "5",
     )  # fmt: skip
     yield running
     assert running.stop() == 0
@@ -152,13 +156,38 @@ def test_powerai_vision_api(server: Server, image_host: str) -> None:
 def test_url_fetch_refusals(server: Server, image_host: str) -> None:
     port = image_host.rsplit(":", 1)[1]
     other_host = httpx.get(f"{server.url}/detect_url", params={"url": f"http://localhost:{port}/dog.jpg"})
-    assert_error(other_host, 403, "'localhost' is not on this server's URL allow-list")
+    assert_error(other_host, 403, f"localhost:{port} is not on this server's URL allow-list")
+    own = httpx.get(f"{server.url}/detect_url", params={"url": f"{server.url}/metrics"})  # another port, same host
+    assert_error(own, 403, f"127.0.0.1:{server.url.rsplit(':', 1)[1]} is not on this server's URL allow-list")
+    tab = httpx.get(f"{server.url}/detect_url", params={"url": f"{image_host}/dog\t.jpg"})
+    assert_error(tab, 400, "is not an http(s) URL")
     missing = httpx.get(f"{server.url}/detect_url", params={"url": f"{image_host}/nothing.jpg", "model": "tiny"})
     assert_error(missing, 502, "answered 404")
     assert_error(httpx.get(f"{server.url}/detect_url", params={"url": "file:///etc/passwd"}), 400, "not an http(s) URL")
     assert all(answer.json()["result"] == "fail" for answer in (other_host, missing))  # as PowerAI Vision clients read
     assert "result" not in httpx.post(f"{server.url}/predict/nothing", content=dog()).json()  # the native protocol
     assert_still_answers(server)
+
+
+# ---- the API as its OpenAPI description admits it ---------------------------------------------------------------
+
+
+DESCRIPTION = openapi(["shapes", "tiny"])  # what the module's server serves at /openapi.json
+described = schemathesis.openapi.from_dict(DESCRIPTION)
+
+
+def test_the_server_describes_its_routes(server: Server) -> None:
+    assert httpx.get(f"{server.url}/openapi.json").json() == json.loads(json.dumps(DESCRIPTION))
+
+
+@described.parametrize()
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_no_request_the_description_admits_makes_the_server_fail(server: Server, case: schemathesis.Case) -> None:
+    """Every route, with what its description admits and what it does not (schemathesis's negative cases too):
+    never a 5xx."""
+    response = case.call(base_url=server.url, timeout=60)
+    said = f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:300]}"
+    assert response.status_code < 500, said
 
 
 # ---- KServe v2 with a real v2 client -----------------------------------------------------------------------
@@ -190,6 +219,29 @@ def test_v2_wrong_shape_or_datatype(server: Server, shape, datatype, message) ->
     with pytest.raises(InferenceServerException, match=re.escape(message)) as error:
         client.infer("tiny", [tensor])
     assert error.value.status() == "400"
+    assert_still_answers(server)
+
+
+def test_v2_malformed_requests_are_refused_by_field(server: Server) -> None:
+    url = f"{server.url}/v2/models/tiny/infer"
+    nan = struct.pack("<f", float("nan")) * (3 * 416 * 416)
+    tensor = {"name": "images", "datatype": "FP32", "shape": [1, 3, 416, 416]}
+    cases = [
+        (
+            {"inputs": [{**tensor, "shape": [1.5, 3, 416, 416]}]},
+            b"",
+            "inputs.0.shape.0: Input should be a valid integer",
+        ),
+        ({"inputs": [{**tensor, "shape": [2**70, 3, 416, 416]}]}, b"", "inputs.0.shape.0: Input should be less than"),
+        ({"inputs": [1, 2]}, b"", "inputs.0: Input should be an object"),
+        ({"inputs": [tensor], "parameters": []}, b"", "parameters: Input should be an object"),
+        ({"inputs": "images"}, b"", "inputs: Input should be a valid array"),
+        ({"inputs": [{**tensor, "parameters": {"binary_data_size": len(nan)}}]}, nan, "has NaN or infinite values"),
+    ]
+    for request, binary, message in cases:
+        header = json.dumps(request).encode()
+        answer = httpx.post(url, content=header + binary, headers={"Inference-Header-Content-Length": str(len(header))})
+        assert_error(answer, 400, message)
     assert_still_answers(server)
 
 

@@ -104,11 +104,11 @@ def image_host() -> Iterator[ImageHost]:
 
 
 @pytest.fixture(scope="module")
-def server(darknet_models) -> Iterator[ServerProcess]:
+def server(darknet_models, image_host: ImageHost) -> Iterator[ServerProcess]:
     model: Path = darknet_models(CFGS / "v3-spp-groups.cfg", CFGS / "shapes.names")
     with ServerProcess(
         f"{model}=shapes", "--instances", "1", "--max-upload-mb", str(UPLOAD_LIMIT_MB),
-        "--url-allow-host", "127.0.0.1", "--url-timeout", str(URL_TIMEOUT_S),
+        "--url-allow-host", image_host.url.removeprefix("http://"), "--url-timeout", str(URL_TIMEOUT_S),
     ) as running:  # fmt: skip
         yield running
         assert running.stop() == 0

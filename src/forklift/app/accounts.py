@@ -6,18 +6,16 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from forklift.app.security import hash_password, new_token
+from forklift.app.security import MAX_PASSWORD, MIN_PASSWORD, hash_password, new_token
 from forklift.app.tables import ROLES, ApiToken, User
 from forklift.errors import ForkliftError
-
-MIN_PASSWORD = 8
 
 
 def add_user(session: Session, name: str, role: str, password: str) -> User:
     if role not in ROLES:
         raise ForkliftError(f"--role {role}: one of {', '.join(ROLES)}")
-    if len(password) < MIN_PASSWORD:
-        raise ForkliftError(f"the password: at least {MIN_PASSWORD} characters")
+    if not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
+        raise ForkliftError(f"the password: {MIN_PASSWORD} to {MAX_PASSWORD} characters")
     if session.scalar(select(User).where(User.name == name)) is not None:
         raise ForkliftError(f"user {name}: exists already")
     user = User(name=name, role=role, password_hash=hash_password(password))

@@ -12,6 +12,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from forklift.app.columns import check_flush
 from forklift.errors import ForkliftError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -61,7 +62,10 @@ def upgrade(engine: Engine) -> None:
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
+    """Sessions whose every flush checks the text it writes (forklift.app.columns)."""
+    factory = sessionmaker(engine, expire_on_commit=False)
+    event.listen(factory, "before_flush", check_flush)
+    return factory
 
 
 def sessions(factory: sessionmaker[Session]) -> Iterator[Session]:

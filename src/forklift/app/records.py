@@ -11,6 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
+from forklift.app.columns import check_text, fitted
 from forklift.app.registry import model_task
 from forklift.app.storage import Storage
 from forklift.app.tables import TRAINED_ON, Annotation, Base, DataSet, Image, Label, Model, Video
@@ -38,12 +39,19 @@ def add_image(
 ) -> Image:
     """The upload `name` checked and stored in the data set, and its row (with `fields`: split, status...) added
     and flushed; the caller commits. A refused file is a ForkliftError naming it."""
-    stored = storage.save_image(dataset_id, source, name, limit=limit)
     fields.setdefault("original_name", name)
+    check_text(Image, **fields)  # before the file is kept
+    stored = storage.save_image(dataset_id, source, name, limit=limit)
     image = Image(dataset_id=dataset_id, file=stored.file, width=stored.width, height=stored.height, **fields)
     session.add(image)
     session.flush()
     return image
+
+
+def derived_name(original: str, ending: str) -> str:
+    """The name of an image made from the file named `original` (a video's frame, an augmented variant): its stem
+    and `ending`, the stem cut short where both would not fit the column."""
+    return fitted(Image.original_name, original.rsplit(".", 1)[0], ending)
 
 
 def image_out(image: Image, class_label: str | None, shapes: int = 0) -> schemas.ImageOut:
@@ -144,6 +152,7 @@ def label_named(session: Session, dataset_id: int, name: str, *, create: bool) -
     """The data set's label of that name; made when `create`, else a 422 naming it. Two requests may make the same
     new label at once (two people saving boxes of a new class): the one that comes second takes the first one's,
     where a plain insert would break the unique (data set, name) and fail the request."""
+    check_text(Label, name=name)  # before PostgreSQL is asked about a NUL; the INSERT below has no flush to check
     label = existing_label(session, dataset_id, name)
     if label is not None:
         return label

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from zipstream import ZIP_DEFLATED, ZipStream
 
+from forklift.app.columns import check_text, fitted
 from forklift.app.schemas import ModelRecord
 from forklift.app.tables import DataSet, Job, Model
 from forklift.data.interchange.archives import safe_extract
@@ -50,9 +51,10 @@ def register_job(session: Session, job: Job, root: Path) -> Model:
     index = out / "data" / "dataset.json"
     digest = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
     dataset = session.get(DataSet, job.dataset_id)
-    model = Model(name=f"{dataset.name if dataset else 'data set'} #{job.id}", dir=f"{job.out_dir}/model",
-                  job_id=job.id, dataset_id=job.dataset_id, dataset_digest=digest,
-                  settings={"model": job.model, **job.settings}, metrics=scalar_metrics(out / "model"))  # fmt: skip
+    name = fitted(Model.name, dataset.name if dataset else "data set", f" #{job.id}")
+    model = Model(name=name, dir=f"{job.out_dir}/model", job_id=job.id, dataset_id=job.dataset_id,
+                  dataset_digest=digest, settings={"model": job.model, **job.settings},
+                  metrics=scalar_metrics(out / "model"))  # fmt: skip
     session.add(model)
     return model
 
@@ -103,10 +105,12 @@ def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) 
         model_dir = inside[0] if len(inside) == 1 and inside[0].is_dir() else folder
         open_model_dir(model_dir)  # a model forklift can load, or one line saying why not
         saved = read_record(model_dir / RECORD)
-    except ForkliftError:
-        shutil.rmtree(folder, ignore_errors=True)  # nothing of a refused zip stays
+        name = saved.name or fitted(Model.name, fallback_name)
+        check_text(Model, name=name, dataset_digest=saved.dataset_digest)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # nothing of a refused zip stays, nor of one the disk had no room for
         raise
-    model = Model(name=saved.name or fallback_name, dir=str(model_dir.relative_to(root)),
+    model = Model(name=name, dir=str(model_dir.relative_to(root)),
                   dataset_digest=saved.dataset_digest, settings=saved.settings,
                   metrics=saved.metrics or scalar_metrics(model_dir))  # fmt: skip
     session.add(model)

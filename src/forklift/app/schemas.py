@@ -8,12 +8,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from forklift.app.security import MAX_PASSWORD
 from forklift.app.tables import JobState
 from forklift.vocabulary import Split, Task
 
 LabelledTask = Literal[Task.DETECT, Task.CLASSIFY]  # the tasks whose labels the app edits: boxes, an image's class
 Status = Literal["unlabelled", "labelled", "auto", "reviewed"]
 Name = Field(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")
+ACCOUNT_NAME = r"^[^\x00]+$"  # no NUL, which PostgreSQL refuses even in a query (SQLite would look it up)
 MAX_ID = 2**31 - 1  # what every database's integer column holds
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 
@@ -152,7 +154,7 @@ class VideoOut(BaseModel):
 
 
 class CaptureIn(BaseModel):
-    every_s: float | None = Field(default=None, gt=0)  # a frame every this many seconds
+    every_s: float | None = Field(default=None, gt=0, le=86_400)  # a frame every this many seconds
     at_s: list[float] | None = Field(default=None, max_length=5000)  # or the frames at these times
 
 
@@ -162,8 +164,8 @@ class CaptureOut(BaseModel):
 
 
 class LoginIn(BaseModel):
-    name: str
-    password: str
+    name: str = Field(min_length=1, max_length=80, pattern=ACCOUNT_NAME)
+    password: str = Field(min_length=1, max_length=MAX_PASSWORD)
 
 
 class SessionOut(BaseModel):

@@ -31,6 +31,7 @@ from forklift.serve.responses import HttpError
 COOKIE = "forklift_session"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+MIN_PASSWORD, MAX_PASSWORD = 8, 1024  # characters
 _hasher = PasswordHasher()
 
 

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 
 from forklift import __version__
 from forklift.app.autolabel import AutoLabeler
+from forklift.app.columns import TextRefused
 from forklift.app.config import AppConfig
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.deploy import restore
@@ -23,6 +24,7 @@ from forklift.app.devices import machine_devices
 from forklift.app.headers import SecurityHeaders
 from forklift.app.jobs import JobRunner
 from forklift.app.limits import LimitedBodies, too_many_files
+from forklift.app.login_guard import LoginGuard
 from forklift.app.routes import (
     augmentation,
     autolabel,
@@ -39,6 +41,7 @@ from forklift.app.routes import (
 )
 from forklift.app.security import Sessions, secret_key
 from forklift.app.storage import Storage
+from forklift.errors import out_of_space
 from forklift.serve.responses import HttpError, error_response
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -74,12 +77,15 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.autolabel = AutoLabeler(app.state.sessionmaker, config.data_dir)
     app.state.event_streams = collections.Counter()  # open job event streams by account (routes.jobs.MAX_STREAMS)
     app.state.deploying = threading.Lock()  # deployments restored at start, or undeployed: one at a time
+    app.state.login_guard = LoginGuard()
     app.state.sessions = Sessions(secret_key(config.data_dir), config.session_hours)
     routers = (session, users, datasets, images, labels, videos, transfer, augmentation, jobs, models, deployments,
                autolabel)  # fmt: skip
     for module in routers:
         app.include_router(module.router)
     app.add_exception_handler(HttpError, _app_error)  # type: ignore[arg-type]
+    app.add_exception_handler(TextRefused, _text_refused)  # type: ignore[arg-type]
+    app.add_exception_handler(OSError, _no_space)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_middleware(LimitedBodies, config=config)  # bodies past their route's limit: 413 before they are spooled
@@ -100,6 +106,19 @@ def create_app(config: AppConfig) -> FastAPI:
 
 def _app_error(_request: Request, exc: HttpError) -> JSONResponse:
     return error_response(exc.status, exc.message, exc.headers)
+
+
+def _text_refused(_request: Request, exc: TextRefused) -> JSONResponse:
+    return error_response(422, str(exc))
+
+
+def _no_space(request: Request, exc: OSError) -> JSONResponse:
+    """507 for a write the disk had no room for (storage removes what it had half written); any other OSError is
+    a bug, and goes on to the server's 500 with its traceback logged."""
+    if not out_of_space(exc):
+        raise exc
+    return error_response(507, f"{request.method} {request.url.path}: no space left on the server's disk (nothing of "
+                               f"what failed was kept; free some space and try again)")  # fmt: skip
 
 
 def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

@@ -104,8 +104,8 @@ class Storage:
         folder = self.dataset_folder(dataset_id) / kind
         folder.mkdir(parents=True, exist_ok=True)
         final = folder / f"{uuid.uuid4().hex}{suffix}"
-        partial = final.with_suffix(final.suffix + ".partial")
-        partial.write_bytes(content)
+        with written(final.with_suffix(final.suffix + ".partial")) as partial:
+            partial.write_bytes(content)
         os.replace(partial, final)
         return str(final.relative_to(self.root))
 
@@ -139,8 +139,8 @@ class Storage:
                 with DECODING.held(image.size[0] * image.size[1]):
                     small = ImageOps.exif_transpose(image).convert("RGB")
                 small.thumbnail((THUMBNAIL, THUMBNAIL))
-                partial = thumb.with_suffix(".partial")
-                small.save(partial, "JPEG", quality=85)
+                with written(thumb.with_suffix(".partial")) as partial:
+                    small.save(partial, "JPEG", quality=85)
             os.replace(partial, thumb)
         return thumb
 
@@ -148,15 +148,24 @@ class Storage:
 def copy_limited(source: BinaryIO, target: Path, name: str, *, limit: int) -> None:
     """Copy an upload to `target` in chunks (never whole in memory); past `limit` bytes the copy is removed and
     one line names the upload."""
-    written = 0
-    with target.open("wb") as out:
+    size = 0
+    with written(target), target.open("wb") as out:
         while chunk := source.read(CHUNK):
-            written += len(chunk)
-            if written > limit:
-                out.close()
-                target.unlink(missing_ok=True)
+            size += len(chunk)
+            if size > limit:
                 raise ForkliftError(f"{name}: larger than the upload limit of {size_text(limit)}")
             out.write(chunk)
+
+
+@contextmanager
+def written(path: Path) -> Iterator[Path]:
+    """A file being written, removed where the writing fails (past a limit, a full disk): none is left half
+    written."""
+    try:
+        yield path
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def check_image(path: Path, name: str) -> tuple[str, int, int]:

@@ -93,6 +93,7 @@ def run_app(args: argparse.Namespace) -> int:
     from forklift.app.config import AppConfig, is_loopback
     from forklift.app.database import sqlite_url
     from forklift.app.server import create_app
+    from forklift.serve.http_protocol import http_config
 
     config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
                        jobs_per_device=args.jobs_per_device, login=args.login)  # fmt: skip
@@ -107,7 +108,7 @@ def run_app(args: argparse.Namespace) -> int:
     app = create_app(config)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     print(f"forklift app: http://{shown}:{args.port}/  (data in {args.data_dir}; API docs at /docs)", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.Server(http_config(app, host=args.host, port=args.port, log_level="warning")).run()
     return 0
 
 

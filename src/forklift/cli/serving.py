@@ -11,6 +11,7 @@ from typing import Any
 
 from forklift.cli.common import add_json, add_runtime, count_or_auto, optional, positive, positive_list, verb_parser
 from forklift.errors import ForkliftError
+from forklift.serve.config import UrlOrigin
 from forklift.vocabulary import Precision, Runtime
 
 
@@ -66,11 +67,20 @@ def add_serve(verbs: Any) -> None:
         "--url-allow-host",
         action="append",
         default=[],
-        metavar="HOST",
-        help="allow fetching images by URL from HOST (repeatable; off when none)",
+        type=url_origin,
+        metavar="HOST[:PORT]",
+        help="allow fetching images by URL from HOST at PORT (80 or 443 where none is given; repeatable; off when "
+        "none)",
     )
     serve.add_argument("--url-timeout", type=float, default=10.0, help="seconds allowed for a URL fetch")
     serve.set_defaults(handler=run_serve)
+
+
+def url_origin(text: str) -> UrlOrigin:
+    try:
+        return UrlOrigin.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def gpu_indices(text: str) -> list[int]:
@@ -86,6 +96,10 @@ def run_serve(args: argparse.Namespace) -> int:
     from forklift.serve.server import serve
     from forklift.serve.worker_placement import served_models
 
+    own = [origin for origin in args.url_allow_host if origin.admits("http", origin.host, args.port)]
+    if own:
+        raise ForkliftError(f"--url-allow-host {own[0].host}:{args.port}: the server's own port (it would fetch from "
+                            f"itself)")  # fmt: skip
     models, advice = served_models(
         args.models,
         runtime=optional(Runtime, args.runtime),

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from forklift.serve.openapi import openapi
 from forklift.serve.protocols import kserve, native, powerai, stream
 from forklift.serve.responses import error_response
 from forklift.serve.state import ServeState
@@ -41,6 +42,11 @@ async def metrics(request: Request) -> Response:
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
+async def openapi_document(request: Request) -> Response:
+    state: ServeState = request.app.state.serve
+    return JSONResponse(openapi(list(state.pools)))
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}")
@@ -67,6 +73,7 @@ def build_app(state: ServeState) -> Starlette:
         *stream.ROUTES,
         Route("/metrics", metrics, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/openapi.json", openapi_document, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,

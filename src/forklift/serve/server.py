@@ -15,6 +15,7 @@ from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 from forklift.serve.app import build_app
 from forklift.serve.config import ServeOptions
+from forklift.serve.http_protocol import http_config
 from forklift.serve.metrics import Metrics
 from forklift.serve.pool import ModelPool
 from forklift.serve.state import ServeState
@@ -73,7 +74,7 @@ class DrainingServer(uvicorn.Server):
 
 def serve(models: list[ServedModel], options: ServeOptions) -> None:
     app = build_app(build_state(models, options))
-    config = uvicorn.Config(
+    config = http_config(
         app,
         host=options.host,
         port=options.port,

@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId
-from forklift.app.records import get_or_404, images_out
+from forklift.app.records import derived_name, get_or_404, images_out
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.serve.responses import HttpError
 
@@ -39,9 +39,9 @@ def augment(dataset_id: RowId, body: schemas.AugmentIn, session: Db, storage: Fi
             jpeg, moved = augmented(
                 content, shapes, list(body.operations), seed=body.seed * 1_000_003 + source.id * 101 + k
             )
-            stem = source.original_name.rsplit(".", 1)[0]
+            name = derived_name(source.original_name, f"~aug{k + 1}.jpg")
             image = Image(dataset_id=dataset_id, file=storage.save_bytes(dataset_id, jpeg, ".jpg"),
-                          original_name=f"{stem}~aug{k + 1}.jpg", width=source.width, height=source.height,
+                          original_name=name, width=source.width, height=source.height,
                           split=source.split, status=source.status, class_id=source.class_id,
                           derived_from=source.id)  # fmt: skip
             session.add(image)

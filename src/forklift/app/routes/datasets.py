@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from sqlalchemy import select
 
 from forklift.app import schemas
+from forklift.app.columns import fitted
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.records import dataset_out, get_or_404
 from forklift.app.tables import Annotation, DataSet, Image, Label
@@ -53,7 +54,7 @@ def delete_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> N
 def duplicate_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> schemas.DataSetOut:
     """A copy with its own files: its labels, images (with their annotations and splits) and nothing else."""
     source = get_or_404(session, DataSet, dataset_id)
-    copy = DataSet(name=f"{source.name} (copy)", task=source.task)
+    copy = DataSet(name=fitted(DataSet.name, source.name, " (copy)"), task=source.task)
     session.add(copy)
     session.flush()
     labels = {}

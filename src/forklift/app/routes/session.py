@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 
 from forklift.app import schemas
 from forklift.app.deps import Db
-from forklift.app.security import COOKIE, authenticate, check_csrf, password_matches, session_user
+from forklift.app.security import COOKIE, authenticate, check_csrf, session_user
 from forklift.app.tables import User, new_session_key
 from forklift.serve.responses import HttpError
 
@@ -27,8 +27,15 @@ def who(request: Request, session: Db) -> schemas.SessionOut:
 
 @router.post("/login")
 def login(body: schemas.LoginIn, request: Request, response: Response, session: Db) -> schemas.SessionOut:
+    """Refused with 401 for a wrong name or password, and with 429 once its client address or the account has
+    failed too often (forklift.app.login_guard)."""
+    guard = request.app.state.login_guard
+    address = request.client.host if request.client else "unknown"
+    guard.admit(address, body.name)
     user = session.scalar(select(User).where(User.name == body.name))
-    if user is None or not password_matches(user.password_hash, body.password):
+    matched = guard.password_matches(user.password_hash if user else None, body.password)
+    if user is None or not matched:
+        guard.failed(address, body.name)
         raise HttpError(401, "wrong name or password")
     cookie, csrf = request.app.state.sessions.issue(user.id, user.session_key)
     response.set_cookie(COOKIE, cookie, max_age=request.app.state.sessions.max_age, httponly=True, samesite="strict",

@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
 from forklift.app import schemas
+from forklift.app.columns import check_text
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
 from forklift.app.storage import Storage, copy_limited
-from forklift.app.tables import Annotation, DataSet, Image
+from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.app.transfer import ExportOptions, as_forklift_dataset, export_zip, exported_statuses, iter_files
 from forklift.data.interchange import import_dataset
 from forklift.data.interchange.archives import safe_extract
@@ -123,6 +124,8 @@ def _add_dataset(
         status = "labelled" if record.boxes or record.label else "unlabelled"
         original = record.original or Path(record.file).name  # the name the person gave it, kept across exports
         try:
+            for name in {box.label for box in record.boxes} | ({record.label} if record.label else set()):
+                check_text(Label, name=name)
             with data.path(record).open("rb") as source:
                 image = add_image(session, storage, dataset.id, source, record.file, limit=limit,
                                   original_name=original, split=record.split, status=status)  # fmt: skip

@@ -16,7 +16,9 @@ from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
 
 router = APIRouter(prefix="/api/users", tags=["accounts"])
-UserName = Annotated[str, Path(min_length=1, max_length=80, description="an account's name")]
+UserName = Annotated[
+    str, Path(min_length=1, max_length=80, pattern=schemas.ACCOUNT_NAME, description="an account's name")
+]
 
 
 @router.get("")

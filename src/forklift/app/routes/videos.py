@@ -14,9 +14,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from forklift.app import schemas
+from forklift.app.columns import check_text
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.headers import user_file
-from forklift.app.records import get_or_404, images_out, video_out
+from forklift.app.records import derived_name, get_or_404, images_out, video_out
 from forklift.app.storage import Storage
 from forklift.app.tables import DataSet, Image, Video
 from forklift.app.video_frames import frames_at, video_facts
@@ -33,6 +34,10 @@ def upload_video(
 ) -> schemas.VideoOut:
     get_or_404(session, DataSet, dataset_id)
     name = file.filename or "video"
+    try:
+        check_text(Video, original_name=name)  # before the file is kept
+    except ForkliftError as exc:
+        raise HttpError(422, str(exc)) from exc
     try:
         path = storage.receive_file(dataset_id, file.file, name, limit=request.app.state.config.max_video_bytes,
                                     kind="videos")  # fmt: skip
@@ -73,9 +78,10 @@ def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: File
     if (body.every_s is None) == (body.at_s is None):
         raise HttpError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
     if body.every_s is not None:
-        count = max(1, math.ceil(video.duration_s / body.every_s - 1e-9))  # from the start to before the end
-        if count > MAX_FRAMES:
-            raise HttpError(422, f"every_s {body.every_s}: {count} frames; at most {MAX_FRAMES} per capture")
+        wanted = video.duration_s / body.every_s - 1e-9  # from the start to before the end (inf for a denormal)
+        if wanted > MAX_FRAMES:
+            raise HttpError(422, f"every_s {body.every_s}: over {MAX_FRAMES} frames; at most {MAX_FRAMES} per capture")
+        count = max(1, math.ceil(wanted))
         times = [k * body.every_s for k in range(count)]
     else:
         times = list(body.at_s or [])
@@ -107,8 +113,8 @@ def _add_frame(session: Session, storage: Storage, video: Video, moment: float, 
     """The frame at `moment` as an image of the video's data set, committed; None when another request captured
     that millisecond first (the database's unique (video, millisecond) refused this one, whose file is removed)."""
     file = storage.save_bytes(video.dataset_id, jpeg, ".jpg")
-    stem = video.original_name.rsplit(".", 1)[0]
-    image = Image(dataset_id=video.dataset_id, file=file, original_name=f"{stem}@{moment:.3f}s.jpg",
+    name = derived_name(video.original_name, f"@{moment:.3f}s.jpg")
+    image = Image(dataset_id=video.dataset_id, file=file, original_name=name,
                   width=video.width, height=video.height, video_id=video.id,
                   video_ms=round(moment * 1000))  # fmt: skip
     session.add(image)

@@ -11,7 +11,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from forklift.errors import ForkliftError
+from forklift.errors import ForkliftError, out_of_space
 from forklift.vocabulary import DataFormat
 
 MAX_RATIO = 100  # uncompressed / compressed, per entry
@@ -35,7 +35,9 @@ def safe_extract(archive: Path, folder: Path) -> Extracted:
                 name = entry.filename
                 path = PurePosixPath(name)
                 mode = entry.external_attr >> 16
-                if path.is_absolute() or ".." in path.parts or name.startswith(("\\", "/")) or ":" in path.parts[0]:
+                if not path.parts:  # "", ".", "./": no file's name
+                    done.refused.append(f"{name!r}: not a file's name")
+                elif path.is_absolute() or ".." in path.parts or name.startswith(("\\", "/")) or ":" in path.parts[0]:
                     done.refused.append(f"{name}: an absolute path or one that climbs out with '..'")
                 elif stat.S_ISLNK(mode):
                     done.refused.append(f"{name}: a symlink")
@@ -53,6 +55,8 @@ def safe_extract(archive: Path, folder: Path) -> Extracted:
                         shutil.copyfileobj(source, out, 1 << 20)
                     unpacked += entry.file_size
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        if out_of_space(exc):
+            raise
         raise ForkliftError(f"{archive.name}: not a readable zip ({exc})") from exc
     return done
 

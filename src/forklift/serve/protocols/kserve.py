@@ -9,9 +9,10 @@ model's normalisation is that of its forklift.json) and answers its raw output: 
 from __future__ import annotations
 
 import json
-from typing import Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 import numpy as np
+from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -47,6 +48,34 @@ class InferAnswer(TypedDict):
     model_version: str
     outputs: list[OutputTensor]
     id: NotRequired[Any]
+
+
+Parameter = StrictBool | StrictInt | StrictFloat | StrictStr  # what the v2 protocol allows as a parameter's value
+Dimension = Annotated[StrictInt, Field(ge=-1, le=2**31 - 1)]
+
+
+class TensorIn(BaseModel):
+    """One input of an infer request: its values inline (`data`) or after the JSON (`binary_data_size`)."""
+
+    name: str
+    datatype: str
+    shape: list[Dimension] = Field(max_length=8)
+    data: list[Any] | None = None
+    parameters: dict[str, Parameter] = Field(default_factory=dict)
+
+
+class OutputWanted(BaseModel):
+    name: str
+    parameters: dict[str, Parameter] = Field(default_factory=dict)
+
+
+class InferRequest(BaseModel):
+    """The JSON of an infer request, checked before any of it is used: a malformed one is a 400 naming the field."""
+
+    id: StrictStr | None = None
+    inputs: list[TensorIn]
+    outputs: list[OutputWanted] = Field(default_factory=list)
+    parameters: dict[str, Parameter] = Field(default_factory=dict)
 
 
 def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
@@ -108,7 +137,7 @@ async def model_ready(request: Request) -> Response:
     return JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
 
 
-def _split_body(request: Request, body: bytes) -> tuple[dict, bytes]:
+def _split_body(request: Request, body: bytes) -> tuple[InferRequest, bytes]:
     length = request.headers.get(HEADER_LENGTH)
     if length is None:
         header, binary = body, b""
@@ -117,42 +146,44 @@ def _split_body(request: Request, body: bytes) -> tuple[dict, bytes]:
     else:
         header, binary = body[: int(length)], body[int(length) :]
     try:
-        request_json = json.loads(header)
-    except ValueError as exc:
-        raise HttpError(400, f"the inference request is not JSON: {exc}") from exc
-    if not isinstance(request_json, dict) or not isinstance(request_json.get("inputs"), list):
-        raise HttpError(400, "the inference request needs an 'inputs' list")
-    return request_json, binary
+        return InferRequest.model_validate_json(header), binary
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the inference request"
+        raise HttpError(400, f"{where}: {first['msg']}") from exc
 
 
-def _input_tensor(spec: dict, binary: bytes, expected_shape: list[int]) -> np.ndarray:
-    name, datatype, shape = spec.get("name"), spec.get("datatype"), spec.get("shape")
+def _input_tensor(spec: TensorIn, binary: bytes, expected_shape: list[int]) -> np.ndarray:
+    name, datatype, shape = spec.name, spec.datatype, spec.shape
     if name != INPUT_NAME:
         raise HttpError(400, f"unknown input {name!r}: this model takes {INPUT_NAME!r}")
     if datatype not in DATATYPES:
         raise HttpError(400, f"input {name!r}: datatype {datatype!r} is not supported (use FP32)")
-    if not isinstance(shape, list) or len(shape) != 4 or shape[1:] != expected_shape[1:] or shape[0] < 1:
+    if len(shape) != 4 or shape[1:] != expected_shape[1:] or shape[0] < 1:
         raise HttpError(400, f"input {name!r}: shape {shape} does not match {expected_shape} (-1: any batch)")
     count = int(np.prod(shape))
-    size = (spec.get("parameters") or {}).get("binary_data_size")
+    size = spec.parameters.get("binary_data_size")
     if size is not None:
         if size != count * 4 or len(binary) < size:
             raise HttpError(400, f"input {name!r}: binary data of {size} bytes does not hold shape {shape} FP32")
-        return np.frombuffer(binary[:size], dtype="<f4").reshape(shape)
-    try:
-        values = np.asarray(spec.get("data"), dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise HttpError(400, f"input {name!r}: data is not a list of numbers") from exc
-    if values.size != count:
-        raise HttpError(400, f"input {name!r}: {values.size} values do not fill shape {shape}")
+        values = np.frombuffer(binary[: count * 4], dtype="<f4")
+    else:
+        try:
+            values = np.asarray(spec.data, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise HttpError(400, f"input {name!r}: data is not a list of numbers") from exc
+        if values.size != count:
+            raise HttpError(400, f"input {name!r}: {values.size} values do not fill shape {shape}")
+    if not np.isfinite(values).all():
+        raise HttpError(400, f"input {name!r}: has NaN or infinite values")
     return values.reshape(shape)
 
 
-def _wants_binary(request_json: dict, output_name: str) -> bool:
-    for output in request_json.get("outputs") or []:
-        if output.get("name") == output_name and "binary_data" in (output.get("parameters") or {}):
-            return bool(output["parameters"]["binary_data"])
-    return bool((request_json.get("parameters") or {}).get("binary_data_output", False))
+def _wants_binary(request: InferRequest, output_name: str) -> bool:
+    for output in request.outputs:
+        if output.name == output_name and "binary_data" in output.parameters:
+            return bool(output.parameters["binary_data"])
+    return bool(request.parameters.get("binary_data_output", False))
 
 
 @endpoint("v2")
@@ -161,16 +192,19 @@ async def infer(request: Request) -> Response:
     pool = _v2_pool(request)
     input_shape, output_name, _ = _tensor_shapes(pool)
     request_json, binary = _split_body(request, await read_body(request, state.options.max_tensor_bytes))
-    inputs = request_json["inputs"]
+    inputs = request_json.inputs
     if len(inputs) != 1:
         raise HttpError(400, f"this model takes one input ({INPUT_NAME!r}), not {len(inputs)}")
     tensor = _input_tensor(inputs[0], binary, input_shape)
     output = np.ascontiguousarray(await state.run(pool, TensorJob(tensor)), dtype=np.float32)
     answer: InferAnswer = {"model_name": pool.name, "model_version": "1", "outputs": []}
-    if "id" in request_json:
-        answer["id"] = request_json["id"]
+    if request_json.id is not None:
+        answer["id"] = request_json.id
     described: OutputTensor = {"name": output_name, "datatype": "FP32", "shape": list(output.shape)}
     if not _wants_binary(request_json, output_name):
+        if not np.isfinite(output).all():  # JSON has no NaN: the binary form carries them
+            raise HttpError(422, f"output {output_name!r} has NaN or infinite values, which JSON cannot carry: ask "
+                                 f"for it as binary data (binary_data_output)")  # fmt: skip
         described["data"] = output.ravel().tolist()
         answer["outputs"].append(described)
         return JSONResponse(answer)

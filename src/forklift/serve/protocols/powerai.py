@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from forklift.runtime.base import RequestOptions
-from forklift.serve.config import UrlFetch
+from forklift.serve.config import DEFAULT_PORTS, UrlFetch
 from forklift.serve.responses import HttpError
 from forklift.serve.state import ServeState, endpoint, parse_conf
 from forklift.serve.uploads import pixels_within, read_images
@@ -53,10 +53,15 @@ async def fetch_image(url: str, settings: UrlFetch) -> tuple[str, bytes]:
     if not settings.enabled:
         raise HttpError(403, "fetching images by URL is off on this server (start it with --url-allow-host HOST)")
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or not url.isprintable():
         raise HttpError(400, f"{url!r} is not an http(s) URL")
-    if parts.hostname not in settings.allowed_hosts:
-        raise HttpError(403, f"host {parts.hostname!r} is not on this server's URL allow-list")
+    if not any(origin.admits(parts.scheme, parts.hostname, port) for origin in settings.allowed):
+        where = f"{parts.hostname}:{port or DEFAULT_PORTS[parts.scheme]}"
+        raise HttpError(403, f"{where} is not on this server's URL allow-list")
     try:
         async with (
             asyncio.timeout(settings.timeout_s),  # the whole fetch; httpx's timeout below bounds each step
@@ -73,6 +78,8 @@ async def fetch_image(url: str, settings: UrlFetch) -> tuple[str, bytes]:
                 chunks.append(chunk)
     except (TimeoutError, httpx.TimeoutException) as exc:
         raise HttpError(504, f"{url}: no answer within {settings.timeout_s:g} s") from exc
+    except httpx.InvalidURL as exc:
+        raise HttpError(400, f"{url!r} is not an http(s) URL ({exc})") from exc
     except httpx.HTTPError as exc:
         raise HttpError(502, f"{url}: cannot fetch: {exc}") from exc
     return parts.path.rsplit("/", 1)[-1] or parts.hostname, b"".join(chunks)
