@@ -18,6 +18,7 @@ import av
 import httpx
 import numpy as np
 from fastapi.testclient import TestClient
+from helpers import CFGS
 from PIL import Image
 from sqlalchemy import create_engine, text
 
@@ -161,10 +162,10 @@ def as_drawn(shapes: list[dict]) -> list[dict]:
 
 
 def model_zip(tmp_path: Path, *, cfg: Path | None = None, names: Path | None = None) -> bytes:
-    """A zip of a Darknet model directory with seeded random weights, as the registry imports it (default:
-    yolov3-tiny with COCO's names)."""
+    """A zip of a Darknet model directory with seeded random weights, as the registry imports it (default: the
+    tests' small 96-pixel detector with COCO's names: what the app does with it does not depend on its size)."""
     darknet = shared_data_root() / "darknet"
-    assert main(["models", "new-darknet", "--cfg", str(cfg or darknet / "yolov3-tiny.cfg"), "--names",
+    assert main(["models", "new-darknet", "--cfg", str(cfg or CFGS / "tiny-detector.cfg"), "--names",
                  str(names or darknet / "coco.names"), str(tmp_path / "tiny")]) == 0  # fmt: skip
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zipped:

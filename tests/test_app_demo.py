@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 from app_helpers import app_client
+from helpers import CFGS, shared
 
 from forklift.app.demo import DATASET, HELD_BACK, LABELLED, MODEL, pause_deployments, show_in_app
 from forklift.cli import main
 from forklift.data.synth import synth_shapes
-from forklift.shared_data import shared_data_root
 
 pytestmark = pytest.mark.slow
 
@@ -42,10 +42,9 @@ def _until_restored(client: Any) -> None:
 
 def test_the_demo_ends_in_the_app_and_stops_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = synth_shapes(tmp_path / "shapes", LABELLED + HELD_BACK, 64, seed=0)
-    darknet = shared_data_root() / "darknet"
-    model_dir = tmp_path / "demo-model"
-    assert main(["models", "new-darknet", "--cfg", str(darknet / "yolov3-tiny.cfg"), "--names",
-                 str(darknet / "coco.names"), str(model_dir)]) == 0  # fmt: skip
+    model_dir = tmp_path / "demo-model"  # a small detector of the shapes: the app's part of the demo is what is tested
+    assert main(["models", "new-darknet", "--cfg", str(CFGS / "tiny-detector.cfg"), "--names",
+                 str(shared("darknet/coco.names")), str(model_dir)]) == 0  # fmt: skip
     url = show_in_app(tmp_path, data.root, model_dir, interactive=False)
     said = capsys.readouterr().out
     assert f"{LABELLED} labelled, {HELD_BACK} held back" in said and "every page answered" in said, said

@@ -43,9 +43,9 @@ def _shapes(out: Path, n: int) -> Path:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """16 images, all train: the resume compares weights, so no validation is needed."""
+    """8 images, all train (two steps an epoch): the resume compares weights, so no validation is needed."""
     root = tmp_path_factory.mktemp("two_stage")
-    split_dataset(_shapes(root / "data", 16), val=0.0, test=0.0, seed=0)
+    split_dataset(_shapes(root / "data", 8), val=0.0, test=0.0, seed=0)
     return root
 
 
