@@ -34,10 +34,7 @@ def upload_video(
 ) -> schemas.VideoOut:
     get_or_404(session, DataSet, dataset_id)
     name = file.filename or "video"
-    try:
-        check_text(Video, original_name=name)  # before the file is kept
-    except ForkliftError as exc:
-        raise HttpError(422, str(exc)) from exc
+    check_text(Video, original_name=name)  # before the file is kept (a TextRefused is the app's 422)
     try:
         path = storage.receive_file(dataset_id, file.file, name, limit=request.app.state.config.max_video_bytes,
                                     kind="videos")  # fmt: skip
