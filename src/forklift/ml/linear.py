@@ -1,0 +1,373 @@
+"""snapml's linear models on scikit-learn's API: ``LogisticRegression``, ``LinearRegression``,
+``SupportVectorMachine``.
+
+Class names, constructor parameters and defaults are snapml 1.17's, so a snapml program runs after changing its
+import; the differences are deliberate and documented: ``dual="auto"`` is the default (snapml's ``dual=True``
+is 13x slower than the primal solver on dense data with many rows), ``device_ids`` defaults to ``()`` (a list
+default would be shared between instances), ``coef_`` has scikit-learn's shape ``(n_classes or 1,
+n_features)``, and ``tol`` bounds the relative change of the objective (primal) or the relative duality gap
+(dual) rather than the change of the coefficients.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import warnings
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.kernel_approximation import RBFSampler
+from sklearn.preprocessing import normalize as normalize_rows
+from sklearn.utils import check_random_state, compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from forklift.ml.losses import Loss
+from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve
+
+DualChoice = bool | Literal["auto"]
+
+
+def _keep_parameters(model: BaseEstimator, parameters: dict[str, Any]) -> None:
+    """Store each constructor parameter under its own name, unchanged (scikit-learn's rule for ``__init__``)."""
+    for name, value in parameters.items():
+        if name not in ("self", "__class__"):
+            setattr(model, name, value)
+
+
+class _GeneralizedLinearModel(BaseEstimator):
+    """What the three models share: checking options, preparing data, solving, predicting a linear function."""
+
+    _losses: ClassVar[tuple[str, ...]] = ()
+
+    # set by each subclass's __init__ (listed here for the type checker)
+    max_iter: int
+    regularizer: float
+    use_gpu: bool
+    device_ids: Any
+    verbose: bool
+    n_jobs: int
+    tol: float
+    generate_training_history: str | None
+    fit_intercept: bool
+    intercept_scaling: float
+    normalize: bool
+    kernel: str
+    gamma: float
+    n_components: int
+    random_state: Any
+
+    def _penalty(self) -> str:
+        """``penalty`` where the model has one (the SVM's is always l2)."""
+        return str(getattr(self, "penalty", "l2"))
+
+    def _dual_choice(self) -> DualChoice:
+        """``dual`` where the model has one (the SVM is always solved in the dual)."""
+        return getattr(self, "dual", True)
+
+    def _check_options(self) -> None:
+        def fail(name: str, expected: str) -> None:
+            raise ValueError(f"{type(self).__name__}: {name}={getattr(self, name)!r} is not valid: expected {expected}")
+
+        if not isinstance(self.max_iter, numbers.Integral) or isinstance(self.max_iter, bool) or self.max_iter < 1:
+            fail("max_iter", "an integer >= 1")
+        if not isinstance(self.regularizer, numbers.Real) or not self.regularizer > 0:
+            fail("regularizer", "a number > 0")
+        if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
+            fail("tol", "a number >= 0")
+        if (
+            not isinstance(self.n_jobs, numbers.Integral)
+            or isinstance(self.n_jobs, bool)
+            or not (self.n_jobs >= 1 or self.n_jobs == -1)
+        ):
+            fail("n_jobs", "an integer >= 1, or -1 for every core")
+        if self._penalty() not in ("l1", "l2"):
+            fail("penalty", "'l1' or 'l2'")
+        if self._dual_choice() not in (True, False, "auto"):
+            fail("dual", "True, False or 'auto'")
+        if self._penalty() == "l1" and self._dual_choice() is True:
+            raise ValueError(
+                f"{type(self).__name__}: penalty='l1' is solved in the primal only: use dual=False or 'auto'"
+            )
+        if self.generate_training_history not in (None, "summary", "full"):
+            fail("generate_training_history", "None, 'summary' or 'full'")
+        if not isinstance(self.intercept_scaling, numbers.Real) or not self.intercept_scaling > 0:
+            fail("intercept_scaling", "a number > 0")
+        if self.kernel not in ("linear", "rbf"):
+            fail("kernel", "'linear' or 'rbf'")
+        if self.kernel == "rbf" and (not isinstance(self.n_components, numbers.Integral) or self.n_components < 1):
+            fail("n_components", "an integer >= 1")
+        if getattr(self, "privacy", False):
+            raise ValueError(f"{type(self).__name__}: privacy=True (differentially private training) is not supported")
+        if self.use_gpu:
+            raise ValueError(
+                f"{type(self).__name__}: use_gpu=True: forklift.ml trains on CPU threads only in this version "
+                f"(device_ids={self.device_ids!r} ignored); set use_gpu=False"
+            )
+
+    def _threads(self) -> int:
+        return (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
+
+    def _features(self, X: Any, *, fitting: bool) -> Any:
+        """The matrix the linear function reads: rows normalised and the RBF feature map applied, if asked."""
+        if self.normalize:
+            X = normalize_rows(X)
+        if self.kernel == "rbf":
+            if fitting:
+                self.feature_map_ = RBFSampler(
+                    gamma=self.gamma, n_components=self.n_components, random_state=self.random_state
+                ).fit(X)
+            X = self.feature_map_.transform(X)
+        return X
+
+    def _validated(self, X: Any, y: Any = None, *, fitting: bool, y_numeric: bool = False) -> Any:
+        if fitting and y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        kwargs: dict[str, Any] = dict(accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32), reset=fitting)
+        if not fitting:
+            return validate_data(self, X, **kwargs)
+        return validate_data(self, X, y, y_numeric=y_numeric, **kwargs)
+
+    def _solve_all(
+        self, X: Any, targets: list[np.ndarray], weights: np.ndarray, loss: Loss
+    ) -> tuple[np.ndarray, np.ndarray, list[Solution]]:
+        """One model per target vector (one per class, one-vs-rest), sharing the prepared data."""
+        dual_choice = self._dual_choice()
+        dual = (sp.issparse(X) or X.shape[1] > X.shape[0]) if dual_choice == "auto" else bool(dual_choice)
+        if self._penalty() == "l1" or (loss is Loss.HINGE):
+            dual = loss is Loss.HINGE
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        settings = SolverSettings(
+            dual=dual,
+            max_iter=int(self.max_iter),
+            tol=float(self.tol),
+            n_jobs=self._threads(),
+            seed=seed,
+            verbose=bool(self.verbose),
+            record_every_epoch=self.generate_training_history == "full",
+        )
+        data = PreparedData(X)
+        bounds = weights / float(self.regularizer)
+        bias = float(self.intercept_scaling) if self.fit_intercept else 0.0
+        solutions = [
+            solve(
+                LinearProblem(X=X, targets=t, bounds=bounds, loss=loss, l1=self._penalty() == "l1", bias=bias),
+                settings,
+                data=data,
+            )
+            for t in targets
+        ]
+        if not all(s.converged for s in solutions):
+            warnings.warn(
+                f"{type(self).__name__} stopped after max_iter={self.max_iter} epochs before reaching tol={self.tol}",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        coef = np.stack([s.coef for s in solutions])
+        intercept = np.array([s.intercept for s in solutions])
+        self.n_iter_ = np.array([s.n_iter for s in solutions])
+        if self.generate_training_history is not None:
+            self.training_history_ = [
+                {
+                    "epochs": [e.epoch for e in s.history],
+                    "seconds": [e.seconds for e in s.history],
+                    "objective": [e.objective * float(self.regularizer) for e in s.history],
+                }
+                for s in solutions
+            ]
+        return coef, intercept, solutions
+
+    def _linear(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        X = self._features(self._validated(X, fitting=False), fitting=False)
+        return np.asarray(X @ self.coef_.T) + self.intercept_
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
+    """Binary models on ±1 labels; more classes one-vs-rest, as snapml does."""
+
+    _loss: ClassVar[Loss]
+    class_weight: Any
+
+    def _loss_of(self) -> Loss:
+        return self._loss
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
+        """Fit on ``X`` (dense or CSR/CSC) and labels ``y`` of two or more classes."""
+        self._check_options()
+        X, y = self._validated(X, y, fitting=True)
+        check_classification_targets(y)
+        classes, encoded = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: {classes[0]!r}"
+            )
+        weights = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        if self.class_weight is not None:
+            per_class = compute_class_weight(self.class_weight, classes=classes, y=y)
+            weights = weights * per_class[encoded]
+        X = self._features(X, fitting=True)
+        positives = [1] if len(classes) == 2 else list(range(len(classes)))
+        targets = [np.where(encoded == k, 1.0, -1.0) for k in positives]
+        self.classes_ = classes
+        self.coef_, self.intercept_, _ = self._solve_all(X, targets, weights, self._loss_of())
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """The linear function: one column per class (one-vs-rest), a vector for two classes."""
+        scores = self._linear(X)
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of highest score."""
+        scores = self.decision_function(X)
+        indices = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[indices]
+
+
+class LogisticRegression(_LinearClassifier):
+    """Logistic regression: ``min_w sum_i s_i log(1 + exp(-y_i w.x_i)) + regularizer/2 ||w||^2`` (or ``||w||_1``).
+
+    Example::
+
+        from forklift.ml import LogisticRegression  # was: from snapml import LogisticRegression
+        model = LogisticRegression(regularizer=1.0, n_jobs=4).fit(X_train, y_train)
+        probabilities = model.predict_proba(X_test)
+    """
+
+    _loss = Loss.LOGISTIC
+
+    def __init__(
+        self,
+        *,
+        max_iter: int = 1000,
+        regularizer: float = 1.0,
+        device_ids: Any = (),
+        verbose: bool = False,
+        use_gpu: bool = False,
+        class_weight: Any = None,
+        dual: DualChoice = "auto",
+        n_jobs: int = 1,
+        penalty: str = "l2",
+        tol: float = 0.001,
+        generate_training_history: str | None = None,
+        privacy: bool = False,
+        eta: float = 0.3,
+        batch_size: int = 100,
+        privacy_epsilon: float = 10,
+        grad_clip: float = 1,
+        fit_intercept: bool = False,
+        intercept_scaling: float = 1.0,
+        normalize: bool = False,
+        kernel: str = "linear",
+        gamma: float = 1.0,
+        n_components: int = 100,
+        random_state: Any = None,
+    ) -> None:
+        _keep_parameters(self, locals())
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities: the sigmoid of the score, normalised over classes when there are more than two."""
+        scores = self._linear(X)
+        if scores.shape[1] == 1:
+            p = expit(scores)
+            return np.hstack([1.0 - p, p])
+        return normalize_rows(expit(scores), norm="l1")
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """The logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
+
+
+class SupportVectorMachine(_LinearClassifier):
+    """Linear SVM on the dual: ``min_w sum_i s_i max(0, 1 - y_i w.x_i)^p + regularizer/2 ||w||^2``, p = 1 or 2."""
+
+    def __init__(
+        self,
+        *,
+        loss: str = "hinge",
+        max_iter: int = 1000,
+        regularizer: float = 1.0,
+        device_ids: Any = (),
+        verbose: bool = False,
+        use_gpu: bool = False,
+        class_weight: Any = None,
+        n_jobs: int = 1,
+        tol: float = 0.001,
+        generate_training_history: str | None = None,
+        fit_intercept: bool = False,
+        intercept_scaling: float = 1.0,
+        normalize: bool = False,
+        kernel: str = "linear",
+        gamma: float = 1.0,
+        n_components: int = 100,
+        random_state: Any = None,
+    ) -> None:
+        _keep_parameters(self, locals())
+
+    def _loss_of(self) -> Loss:
+        if self.loss not in ("hinge", "squared_hinge"):
+            raise ValueError(
+                f"SupportVectorMachine: loss={self.loss!r} is not valid: expected 'hinge' or 'squared_hinge'"
+            )
+        return Loss.HINGE if self.loss == "hinge" else Loss.SQUARED_HINGE
+
+
+class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
+    """Ridge (``penalty="l2"``) or lasso (``"l1"``): ``min_w sum_i s_i (w.x_i - y_i)^2 / 2 + regularizer R(w)``.
+
+    ``R`` is ``||w||^2 / 2`` or ``||w||_1``.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_iter: int = 1000,
+        regularizer: float = 1.0,
+        device_ids: Any = (),
+        verbose: bool = False,
+        use_gpu: bool = False,
+        dual: DualChoice = "auto",
+        n_jobs: int = 1,
+        penalty: str = "l2",
+        tol: float = 0.001,
+        generate_training_history: str | None = None,
+        privacy: bool = False,
+        eta: float = 0.3,
+        batch_size: int = 100,
+        privacy_epsilon: float = 10,
+        grad_clip: float = 1,
+        fit_intercept: bool = False,
+        intercept_scaling: float = 1.0,
+        normalize: bool = False,
+        kernel: str = "linear",
+        gamma: float = 1.0,
+        n_components: int = 100,
+        random_state: Any = None,
+    ) -> None:
+        _keep_parameters(self, locals())
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> LinearRegression:
+        """Fit on ``X`` (dense or CSR/CSC) and real targets ``y``."""
+        self._check_options()
+        X, y = self._validated(X, y, fitting=True, y_numeric=True)
+        weights = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        X = self._features(X, fitting=True)
+        coef, intercept, _ = self._solve_all(X, [np.asarray(y, dtype=np.float64)], weights, Loss.SQUARED)
+        self.coef_ = coef[0]
+        self.intercept_ = float(intercept[0])
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        """``X @ coef_ + intercept_``."""
+        return self._linear(X)

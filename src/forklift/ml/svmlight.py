@@ -1,0 +1,84 @@
+"""libsvm/svmlight files: scikit-learn's compiled reader, with the line of a malformed entry named.
+
+Indices are 0- or 1-based: by default the file decides (an index 0 anywhere means 0-based), so a 0-based
+file never loses its first column or loads as no columns. ``offset``/``length`` read a byte range (lines that
+start in it), which is how each rank of a distributed fit reads its own part of one file.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import itertools
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file as _sklearn_load
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)"
+_LINE = re.compile(
+    rf"^\s*(?:{_NUMBER})(?:,(?:{_NUMBER}))*(?:\s+qid:\d+)?(?:\s+\d+:(?:{_NUMBER}))*\s*(?:#.*)?$", re.IGNORECASE
+)
+
+
+def _open(path: Path) -> IO[bytes]:
+    if path.suffix == ".gz":
+        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
+    if path.suffix == ".bz2":
+        return bz2.BZ2File(path, "rb")
+    return open(path, "rb")
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    with _open(path) as stream:
+        for number, raw in enumerate(stream, start=1):
+            yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def malformed_line(path: str | os.PathLike[str], *, zero_based: bool | Literal["auto"] = "auto") -> str | None:
+    """``"path:line: problem: 'text'"`` for the first line that is not ``label [qid:N] index:value ...``."""
+    path = Path(path)
+    for number, text in _lines(path):
+        body = text.split("#", 1)[0].strip()
+        if not body:
+            continue
+        if not _LINE.match(body):
+            return f"{path}:{number}: not 'label index:value ...': {text[:80]!r}"
+        indices = [int(item.split(":", 1)[0]) for item in body.split()[1:] if not item.startswith("qid:")]
+        if zero_based is False and 0 in indices:
+            return f"{path}:{number}: index 0 in a file read as 1-based (zero_based=False): {text[:80]!r}"
+        if any(b <= a for a, b in itertools.pairwise(indices)):
+            return f"{path}:{number}: indices not in increasing order: {text[:80]!r}"
+    return None
+
+
+def load_svmlight_file(
+    path: str | os.PathLike[str],
+    *,
+    n_features: int | None = None,
+    dtype: type = np.float64,
+    zero_based: bool | Literal["auto"] = "auto",
+    offset: int = 0,
+    length: int = -1,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``(X, y)`` from a libsvm/svmlight file (``.gz`` and ``.bz2`` read as such); a malformed line is named.
+
+    Raises ``ValueError("path:line: problem: 'text'")`` for a malformed file and ``FileNotFoundError`` for a
+    missing one.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        X, y = _sklearn_load(
+            str(path), n_features=n_features, dtype=dtype, zero_based=zero_based, offset=offset, length=length
+        )
+    except ValueError as error:
+        problem = malformed_line(path, zero_based=zero_based)
+        raise ValueError(problem or f"{path}: {error}") from error
+    return X, y
