@@ -27,6 +27,7 @@ from sklearn.utils import check_random_state, compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.losses import Loss
 from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve
 
@@ -113,15 +114,18 @@ class _GeneralizedLinearModel(BaseEstimator):
     def _threads(self) -> int:
         return (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
 
-    def _features(self, X: Any, *, fitting: bool) -> Any:
-        """The matrix the linear function reads: rows normalised and the RBF feature map applied, if asked."""
+    def _features(self, X: Any, *, seed: int | None = None) -> Any:
+        """The matrix the linear function reads: rows normalised and the RBF feature map applied, if asked.
+
+        Fitting passes the seed, which makes a new feature map (the same on every rank of a distributed fit).
+        """
         if self.normalize:
             X = normalize_rows(X)
         if self.kernel == "rbf":
-            if fitting:
-                self.feature_map_ = RBFSampler(
-                    gamma=self.gamma, n_components=self.n_components, random_state=self.random_state
-                ).fit(X)
+            if seed is not None:
+                self.feature_map_ = RBFSampler(gamma=self.gamma, n_components=self.n_components, random_state=seed).fit(
+                    X
+                )
             X = self.feature_map_.transform(X)
         return X
 
@@ -133,15 +137,30 @@ class _GeneralizedLinearModel(BaseEstimator):
             return validate_data(self, X, **kwargs)
         return validate_data(self, X, y, y_numeric=y_numeric, **kwargs)
 
+    def _seed(self, peers: TorchPeers | None) -> int:
+        """This fit's seed: from ``random_state``, rank 0's for every rank of a distributed fit."""
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        if peers is not None:
+            seed = int(peers.gather(seed)[0])
+        return seed
+
     def _solve_all(
-        self, X: Any, targets: list[np.ndarray], weights: np.ndarray, loss: Loss
+        self, X: Any, targets: list[np.ndarray], weights: np.ndarray, loss: Loss, *, seed: int, peers: TorchPeers | None
     ) -> tuple[np.ndarray, np.ndarray, list[Solution]]:
         """One model per target vector (one per class, one-vs-rest), sharing the prepared data."""
         dual_choice = self._dual_choice()
         dual = (sp.issparse(X) or X.shape[1] > X.shape[0]) if dual_choice == "auto" else bool(dual_choice)
         if self._penalty() == "l1" or (loss is Loss.HINGE):
             dual = loss is Loss.HINGE
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        if peers is not None:
+            if not dual:
+                raise ValueError(
+                    f"{type(self).__name__}: a fit across {peers.count} processes solves the dual "
+                    f"(each rank holds rows): dual=False and penalty='l1' are not possible there"
+                )
+            widths = peers.gather(X.shape[1])
+            if len(set(widths)) > 1:
+                raise ValueError(f"{type(self).__name__}: the ranks' data have different numbers of features: {widths}")
         settings = SolverSettings(
             dual=dual,
             max_iter=int(self.max_iter),
@@ -159,6 +178,7 @@ class _GeneralizedLinearModel(BaseEstimator):
                 LinearProblem(X=X, targets=t, bounds=bounds, loss=loss, l1=self._penalty() == "l1", bias=bias),
                 settings,
                 data=data,
+                peers=peers,
             )
             for t in targets
         ]
@@ -184,7 +204,7 @@ class _GeneralizedLinearModel(BaseEstimator):
 
     def _linear(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
-        X = self._features(self._validated(X, fitting=False), fitting=False)
+        X = self._features(self._validated(X, fitting=False))
         return np.asarray(X @ self.coef_.T) + self.intercept_
 
     def __sklearn_tags__(self) -> Any:
@@ -205,23 +225,34 @@ class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
         """Fit on ``X`` (dense or CSR/CSC) and labels ``y`` of two or more classes."""
         self._check_options()
+        peers = current_peers()
         X, y = self._validated(X, y, fitting=True)
         check_classification_targets(y)
-        classes, encoded = np.unique(y, return_inverse=True)
+        classes = np.unique(y)
+        if peers is not None:  # every rank knows every class, whichever rows it holds
+            classes = np.unique(np.concatenate(peers.gather(classes)))
+        encoded = np.searchsorted(classes, y)
         if len(classes) < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: {classes[0]!r}"
             )
         weights = _check_sample_weight(sample_weight, X, dtype=np.float64)
         if self.class_weight is not None:
-            per_class = compute_class_weight(self.class_weight, classes=classes, y=y)
-            weights = weights * per_class[encoded]
-        X = self._features(X, fitting=True)
+            weights = weights * self._class_weights(classes, encoded, peers)[encoded]
+        seed = self._seed(peers)
+        X = self._features(X, seed=seed)
         positives = [1] if len(classes) == 2 else list(range(len(classes)))
         targets = [np.where(encoded == k, 1.0, -1.0) for k in positives]
         self.classes_ = classes
-        self.coef_, self.intercept_, _ = self._solve_all(X, targets, weights, self._loss_of())
+        self.coef_, self.intercept_, _ = self._solve_all(X, targets, weights, self._loss_of(), seed=seed, peers=peers)
         return self
+
+    def _class_weights(self, classes: np.ndarray, encoded: np.ndarray, peers: TorchPeers | None) -> np.ndarray:
+        """Each class's weight; 'balanced' counts the classes over all ranks."""
+        if self.class_weight != "balanced" or peers is None:
+            return np.asarray(compute_class_weight(self.class_weight, classes=classes, y=classes[encoded]))
+        counts = peers.sum(np.bincount(encoded, minlength=len(classes)).astype(np.float64))
+        return np.asarray(counts.sum() / (len(classes) * np.maximum(counts, 1.0)))
 
     def decision_function(self, X: Any) -> np.ndarray:
         """The linear function: one column per class (one-vs-rest), a vector for two classes."""
@@ -360,10 +391,14 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> LinearRegression:
         """Fit on ``X`` (dense or CSR/CSC) and real targets ``y``."""
         self._check_options()
+        peers = current_peers()
         X, y = self._validated(X, y, fitting=True, y_numeric=True)
         weights = _check_sample_weight(sample_weight, X, dtype=np.float64)
-        X = self._features(X, fitting=True)
-        coef, intercept, _ = self._solve_all(X, [np.asarray(y, dtype=np.float64)], weights, Loss.SQUARED)
+        seed = self._seed(peers)
+        X = self._features(X, seed=seed)
+        coef, intercept, _ = self._solve_all(
+            X, [np.asarray(y, dtype=np.float64)], weights, Loss.SQUARED, seed=seed, peers=peers
+        )
         self.coef_ = coef[0]
         self.intercept_ = float(intercept[0])
         return self

@@ -1,0 +1,97 @@
+"""CoCoA across processes: the ranks of a torch.distributed job, each fitting its own rows.
+
+Under ``torchrun`` (or ``forklift run -H host1,host2 python app.py``) every rank calls ``fit`` on its part of the
+rows; the dual solver adds the ranks' changes to ``w`` with one all-reduce per epoch (CoCoA+, each part's
+curvature scaled by the number of parts), so every rank ends with the same model. A job started without a
+process group gets one here from torchrun's environment; a job with an NCCL group gets a gloo group beside it
+for these CPU arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.distributed as dist
+
+from forklift.ml.svmlight import load_svmlight_file
+
+
+class TorchPeers:
+    """The ranks of the default process group; sums are all-reduces of float64 CPU tensors over gloo."""
+
+    def __init__(self) -> None:
+        self.group = _cpu_group()
+        self.count = dist.get_world_size()
+        self.rank = dist.get_rank()
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        tensor = torch.from_numpy(np.array(values, dtype=np.float64, copy=True))
+        dist.all_reduce(tensor, group=self.group)
+        return tensor.numpy()
+
+    def gather(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` (a small picklable object), in rank order, on every rank."""
+        out: list[Any] = [None] * self.count
+        dist.all_gather_object(out, value, group=self.group)
+        return out
+
+
+@functools.cache
+def _cpu_group() -> Any:
+    return dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
+
+
+def current_peers() -> TorchPeers | None:
+    """The other ranks of this torch.distributed job (a group is started from torchrun's environment), or None."""
+    if not dist.is_available():
+        return None
+    if not dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        dist.init_process_group("gloo")
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        return TorchPeers()
+    return None
+
+
+def load_svmlight_part(
+    path: str | os.PathLike[str],
+    *,
+    n_features: int | None = None,
+    zero_based: bool | Literal["auto"] = "auto",
+    dtype: type = np.float64,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """This rank's rows of a libsvm file: the lines that start in its share of the bytes.
+
+    Outside a distributed job that is the whole file. The ranks agree on what no part can tell alone: whether
+    the file is 0- or 1-based (an index 0 in any part) and the number of features (the largest index in any
+    part, unless ``n_features`` is given).
+    """
+    path = Path(path)
+    if path.suffix in (".gz", ".bz2"):
+        raise ValueError(f"{path}: a compressed file cannot be split between ranks by bytes; decompress it first")
+    peers = current_peers()
+    rank, count = (peers.rank, peers.count) if peers is not None else (0, 1)
+    size = path.stat().st_size if path.is_file() else 0
+    start, stop = size * rank // count, size * (rank + 1) // count
+    unbounded = np.iinfo(np.int32).max  # a part cannot know the width: take it from the indices it holds
+    X, y = load_svmlight_file(
+        path, n_features=unbounded, zero_based=True, dtype=dtype, offset=start, length=max(stop - start, 1)
+    )
+    smallest = int(X.indices.min()) if X.nnz else unbounded
+    widest = int(X.indices.max()) + 1 if X.nnz else 0
+    if peers is not None:
+        smallest = min(peers.gather(smallest))
+        widest = max(peers.gather(widest))
+    if zero_based is False and smallest == 0:
+        raise ValueError(f"{path}: index 0 in a file read as 1-based (zero_based=False)")
+    shift = 1 if zero_based is False or (zero_based == "auto" and smallest >= 1) else 0
+    width = n_features if n_features is not None else widest - shift
+    if widest - shift > width:
+        raise ValueError(f"{path}: an index beyond n_features={n_features}")
+    X = sp.csr_matrix((X.data, X.indices - shift, X.indptr), shape=(X.shape[0], width))
+    return X, y

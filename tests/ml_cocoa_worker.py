@@ -1,0 +1,34 @@
+"""One rank of a distributed forklift.ml fit (run by torchrun or `forklift run`): it reads its part of a libsvm
+file, fits, and saves the model it ends with as OUT/coef-RANK.npy.
+
+    python -m torch.distributed.run --nproc-per-node 2 ml_cocoa_worker.py DATA.svm OUT MODEL THREADS
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch.distributed as dist
+
+from forklift.ml import LinearRegression, LogisticRegression, SupportVectorMachine, load_svmlight_part
+
+MODELS = {"logistic": LogisticRegression, "svm": SupportVectorMachine, "ridge": LinearRegression}
+
+
+def main() -> None:
+    data, out, model, threads = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    X, y = load_svmlight_part(data)
+    fitted = MODELS[model](tol=1e-9, n_jobs=threads, max_iter=5000).fit(X, y)
+    rank = dist.get_rank()
+    np.save(out / f"coef-{rank}.npy", np.ravel(fitted.coef_))
+    np.save(
+        out / f"rows-{rank}.npy",
+        np.array([X.shape[0], X.shape[1], fitted.n_iter_.max() if np.ndim(fitted.n_iter_) else 0]),
+    )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

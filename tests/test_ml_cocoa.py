@@ -1,0 +1,43 @@
+"""CoCoA across processes: 2 ranks under torchrun, each reading its part of one libsvm file, end with the same
+model, equal to the single-process one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import dump_svmlight_file
+
+from forklift.ml import LogisticRegression, load_svmlight_file
+from forklift.ml.datasets import make_sparse_clicks
+
+WORKER = Path(__file__).with_name("ml_cocoa_worker.py")
+
+
+def torchrun(*args: str, nproc: int = 2) -> None:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+    subprocess.run([*command, str(WORKER), *args], check=True, timeout=300, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def clicks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    X, y = make_sparse_clicks(n_samples=6000, n_features=400, n_fields=8, random_state=5)
+    path = tmp_path_factory.mktemp("cocoa") / "clicks.svm"
+    dump_svmlight_file(X, y, str(path), zero_based=False)  # 1-based, as most libsvm files: the ranks must agree on it
+    return path
+
+
+@pytest.mark.slow
+def test_two_ranks_end_with_the_single_process_model(clicks: Path, tmp_path: Path) -> None:
+    torchrun(str(clicks), str(tmp_path), "logistic", "1")
+    rank0, rank1 = (np.load(tmp_path / f"coef-{r}.npy") for r in (0, 1))
+    np.testing.assert_array_equal(rank0, rank1)  # one model, the same bits on every rank
+    rows = [np.load(tmp_path / f"rows-{r}.npy") for r in (0, 1)]
+    X, y = load_svmlight_file(clicks)
+    assert rows[0][0] + rows[1][0] == X.shape[0] and min(rows[0][0], rows[1][0]) > 0.4 * X.shape[0]
+    assert rows[0][1] == rows[1][1] == X.shape[1] == 400
+    alone = LogisticRegression(tol=1e-9, max_iter=5000).fit(X, y)
+    np.testing.assert_allclose(rank0, np.ravel(alone.coef_), atol=2e-4 * np.abs(alone.coef_).max())
