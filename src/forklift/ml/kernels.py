@@ -221,3 +221,33 @@ def dual_sum(loss: int, alpha: np.ndarray, bounds: np.ndarray, targets: np.ndarr
     for i in range(alpha.shape[0]):
         total += dual_term(loss, alpha[i], bounds[i], targets[i])
     return total
+
+
+@njit(cache=True)
+def row_gaps(
+    rows: Rows,
+    signs: np.ndarray,
+    targets: np.ndarray,
+    bounds: np.ndarray,
+    alpha: np.ndarray,
+    w: np.ndarray,
+    bias: float,
+    loss: int,
+) -> tuple[float, float]:
+    """``(sum_i gap_i, sum_i C_i loss(z_i))`` over these rows at ``w``.
+
+    The duality gap splits by rows: ``P + D = sum_i [C_i loss(z_i) + phi_i(alpha_i) + alpha_i s_i z_i]`` when
+    ``w = sum_i alpha_i s_i x_i``, each term >= 0; so a chunk's terms say how much it still has to give.
+    """
+    last = w.shape[0] - 1
+    gap = 0.0
+    data_loss = 0.0
+    for i in range(alpha.shape[0]):
+        c = bounds[i]
+        if c <= 0.0:
+            continue
+        z = row_dot(rows, i, w) + bias * w[last]
+        term = c * loss_value(loss, z, targets[i])
+        data_loss += term
+        gap += term + dual_term(loss, alpha[i], c, targets[i]) + alpha[i] * signs[i] * z
+    return gap, data_loss

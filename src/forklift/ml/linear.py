@@ -27,9 +27,11 @@ from sklearn.utils import check_random_state, compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from forklift.ml.chunked import ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.losses import Loss
 from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve
+from forklift.ml.streaming import Encoder, solve_streaming
 
 DualChoice = bool | Literal["auto"]
 
@@ -202,6 +204,36 @@ class _GeneralizedLinearModel(BaseEstimator):
             ]
         return coef, intercept, solutions
 
+    def _refuse_for_chunks(self, y: Any, sample_weight: Any) -> None:
+        name = type(self).__name__
+        if y is not None or sample_weight is not None:
+            raise ValueError(f"{name}: a chunked data set holds its labels: fit(dataset) takes no y or sample_weight")
+        if self.normalize or self.kernel != "linear" or self._penalty() == "l1" or self._dual_choice() is False:
+            raise ValueError(
+                f"{name}: a chunked data set is fitted by the dual solver on its rows as stored: "
+                f"normalize=True, kernel='rbf', penalty='l1' and dual=False are not possible there"
+            )
+        if current_peers() is not None:
+            raise ValueError(f"{name}: chunked data sets are fitted in one process in this version")
+
+    def _stream(self, dataset: ChunkedDataset, encoders: list[Encoder], loss: Loss) -> tuple[np.ndarray, np.ndarray]:
+        """One streamed model per encoder (one per class, one-vs-rest)."""
+        self.n_features_in_ = dataset.n_features
+        settings = SolverSettings(
+            dual=True, max_iter=int(self.max_iter), tol=float(self.tol), n_jobs=self._threads(),
+            seed=self._seed(None), verbose=bool(self.verbose),
+        )  # fmt: skip
+        bias = float(self.intercept_scaling) if self.fit_intercept else 0.0
+        solutions = [solve_streaming(dataset, encode, loss, settings, bias=bias) for encode in encoders]
+        self.n_iter_ = np.array([s.n_iter for s in solutions])
+        if not all(s.converged for s in solutions):
+            warnings.warn(
+                f"{type(self).__name__} stopped after max_iter={self.max_iter} epochs before reaching tol={self.tol}",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return np.stack([s.coef for s in solutions]), np.array([s.intercept for s in solutions])
+
     def _linear(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
         X = self._features(self._validated(X, fitting=False))
@@ -222,9 +254,11 @@ class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
     def _loss_of(self) -> Loss:
         return self._loss
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
-        """Fit on ``X`` (dense or CSR/CSC) and labels ``y`` of two or more classes."""
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> Any:
+        """Fit on ``X`` (dense or CSR/CSC) and labels ``y`` of two or more classes, or on a chunked data set."""
         self._check_options()
+        if isinstance(X, ChunkedDataset):
+            return self._fit_chunked(X, y, sample_weight)
         peers = current_peers()
         X, y = self._validated(X, y, fitting=True)
         check_classification_targets(y)
@@ -245,6 +279,36 @@ class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
         targets = [np.where(encoded == k, 1.0, -1.0) for k in positives]
         self.classes_ = classes
         self.coef_, self.intercept_, _ = self._solve_all(X, targets, weights, self._loss_of(), seed=seed, peers=peers)
+        return self
+
+    def _fit_chunked(self, dataset: ChunkedDataset, y: Any, sample_weight: Any) -> Any:
+        """Fit on a chunked data set (its labels inside), streaming what does not fit in its memory budget."""
+        self._refuse_for_chunks(y, sample_weight)
+        if self.class_weight == "balanced":
+            raise ValueError(
+                f"{type(self).__name__}: class_weight='balanced' needs class counts: give a dict for a chunked data set"
+            )
+        classes = np.array(dataset.labels)
+        if len(classes) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes; {dataset.folder} has one class"
+            )
+        per_class = (
+            np.ones(len(classes))
+            if self.class_weight is None
+            else np.asarray(compute_class_weight(self.class_weight, classes=classes, y=classes))
+        )
+        positives = [1] if len(classes) == 2 else list(range(len(classes)))
+
+        def encoder(k: int) -> Encoder:
+            def encode(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                encoded = np.searchsorted(classes, labels)
+                return np.where(encoded == k, 1.0, -1.0), per_class[encoded] / float(self.regularizer)
+
+            return encode
+
+        self.classes_ = classes
+        self.coef_, self.intercept_ = self._stream(dataset, [encoder(k) for k in positives], self._loss_of())
         return self
 
     def _class_weights(self, classes: np.ndarray, encoded: np.ndarray, peers: TorchPeers | None) -> np.ndarray:
@@ -388,9 +452,17 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
     ) -> None:
         _keep_parameters(self, locals())
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> LinearRegression:
-        """Fit on ``X`` (dense or CSR/CSC) and real targets ``y``."""
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> LinearRegression:
+        """Fit on ``X`` (dense or CSR/CSC) and real targets ``y``, or on a chunked data set."""
         self._check_options()
+        if isinstance(X, ChunkedDataset):
+            self._refuse_for_chunks(y, sample_weight)
+            bound = 1.0 / float(self.regularizer)
+            coef, intercept = self._stream(
+                X, [lambda labels: (labels.astype(np.float64), np.full(labels.size, bound))], Loss.SQUARED
+            )
+            self.coef_, self.intercept_ = coef[0], float(intercept[0])
+            return self
         peers = current_peers()
         X, y = self._validated(X, y, fitting=True, y_numeric=True)
         weights = _check_sample_weight(sample_weight, X, dtype=np.float64)

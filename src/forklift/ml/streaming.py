@@ -1,0 +1,127 @@
+"""Dual coordinate descent on a chunked data set larger than memory: chunks streamed from disk, the ones that
+still reduce the duality gap most kept in memory (as published for DuHL), the dual variables of every row kept.
+
+Each epoch visits every chunk once, in a shuffled order, and takes a dual pass over its rows; a chunk's share of
+the duality gap is measured right after its pass. Chunks are then kept, largest share first, while they fit in
+``memory_budget`` beside the dual variables, ``w`` and the chunk being read; the others are read again next
+epoch. The stopping test adds the chunks' gaps as measured in the epoch (each at the ``w`` of its own pass).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from forklift.ml import kernels
+from forklift.ml.chunked import ChunkedDataset
+from forklift.ml.layouts import Rows, as_rows
+from forklift.ml.losses import Loss
+from forklift.ml.solver import Epoch, Solution, SolverSettings
+
+# labels of a chunk -> (targets, bounds): ±1 or real targets, sample weights divided by the regularizer
+Encoder = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclasses.dataclass
+class _Loaded:
+    rows: Rows
+    signs: np.ndarray
+    targets: np.ndarray
+    bounds: np.ndarray
+    sqnorms: np.ndarray
+    nbytes: int
+
+
+class _Chunks:
+    """The chunks in memory and the way to the others."""
+
+    def __init__(self, dataset: ChunkedDataset, encode: Encoder, loss: Loss) -> None:
+        self.dataset = dataset
+        self.encode = encode
+        self.loss = loss
+        self.kept: dict[int, _Loaded] = {}
+
+    def get(self, index: int) -> _Loaded:
+        if index in self.kept:
+            return self.kept[index]
+        X, labels = self.dataset.load(index)
+        targets, bounds = self.encode(labels)
+        signs = np.ones_like(targets) if self.loss is Loss.SQUARED else targets
+        rows = as_rows(X)
+        nbytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + 4 * 8 * X.shape[0]
+        return _Loaded(rows, signs, targets, bounds, kernels.row_sqnorms(rows, X.shape[0]), nbytes)
+
+    def keep(self, order: list[int], loaded: dict[int, _Loaded], room: int) -> None:
+        """Keep the chunks in ``order`` (most useful first) that fit in ``room`` bytes."""
+        self.kept = {}
+        for index in order:
+            chunk = loaded.get(index) or self.get(index)
+            if chunk.nbytes > room:
+                break
+            self.kept[index] = chunk
+            room -= chunk.nbytes
+
+
+def solve_streaming(
+    dataset: ChunkedDataset, encode: Encoder, loss: Loss, settings: SolverSettings, *, bias: float = 0.0
+) -> Solution:
+    """Fit ``loss`` with an l2 penalty on a chunked data set, keeping at most its ``memory_budget`` in memory."""
+    n_chunks = len(dataset.chunks)
+    alpha = [np.zeros(c.rows) for c in dataset.chunks]
+    w = np.zeros(dataset.n_features + 1)
+    chunks = _Chunks(dataset, encode, loss)
+    parts = max(1, settings.n_jobs)
+    replicas = np.empty((parts, w.size))
+    sigma = float(parts)
+    largest = max((c.nnz * 12 + c.rows * 48 for c in dataset.chunks), default=0)
+    room = dataset.memory_budget - 8 * dataset.n_rows - 8 * w.size * (parts + 2) - largest
+    if loss is Loss.LOGISTIC:  # the logistic dual lives strictly inside (0, C): start there, w to match
+        for k in range(n_chunks):
+            chunk = chunks.get(k)
+            alpha[k] = np.minimum(1e-3 * chunk.bounds, 1e-8)
+            w += _weights_of(chunk, alpha[k], bias, w.size)
+    start = time.perf_counter()
+    history: list[Epoch] = []
+    gaps = np.zeros(n_chunks)
+    converged = False
+    objective = float("nan")
+    number = 0
+    rng = np.random.default_rng(settings.seed)
+    for number in range(1, settings.max_iter + 1):
+        loaded: dict[int, _Loaded] = {}
+        data_loss = 0.0
+        for k in rng.permutation(n_chunks):
+            chunk = chunks.get(int(k))
+            order = kernels.shuffled(alpha[k].size, settings.seed + number * n_chunks + int(k))
+            kernels.dual_epoch(chunk.rows, chunk.signs, chunk.targets, chunk.bounds, chunk.sqnorms, alpha[k], w,
+                               replicas, order, sigma, bias, int(loss))  # fmt: skip
+            w = kernels.merged(w, replicas, sigma)
+            gaps[k], chunk_loss = kernels.row_gaps(
+                chunk.rows, chunk.signs, chunk.targets, chunk.bounds, alpha[k], w, bias, int(loss)
+            )
+            data_loss += chunk_loss
+            if k in chunks.kept:
+                loaded[int(k)] = chunk
+        objective = data_loss + 0.5 * float(w @ w)
+        history.append(Epoch(number, time.perf_counter() - start, objective))
+        if settings.verbose:
+            print(f"epoch {number}: objective {objective:.9g}, gap {gaps.sum():.3g}", flush=True)
+        if gaps.sum() <= settings.tol * abs(objective):
+            converged = True
+            break
+        chunks.keep([int(k) for k in np.argsort(-gaps)], loaded, room)
+        del loaded
+    return Solution(w[:-1].copy(), float(w[-1] * bias), number, converged, objective, history)
+
+
+def _weights_of(chunk: _Loaded, alpha: np.ndarray, bias: float, size: int) -> np.ndarray:
+    """``sum_i alpha_i s_i x_i`` over the chunk's rows (and the constant feature's weight last)."""
+    scaled = alpha * chunk.signs
+    out = np.zeros(size)
+    indptr, indices, data = chunk.rows  # type: ignore[misc]
+    np.add.at(out, indices, np.repeat(scaled, np.diff(indptr)) * data)
+    out[-1] = bias * scaled.sum()
+    return out

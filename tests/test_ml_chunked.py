@@ -1,0 +1,105 @@
+"""forklift.ml's chunked data sets: written in one pass from libsvm, CSV and arrays; a fit streams them within
+a memory budget and reaches the test log-loss of in-memory training."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import dump_svmlight_file
+from sklearn.metrics import log_loss
+
+from forklift.ml import LogisticRegression, load_svmlight_file
+from forklift.ml.chunked import ChunkedDataset, write_chunks
+from forklift.ml.datasets import make_sparse_clicks
+
+WORKER = Path(__file__).with_name("ml_streaming_worker.py")
+
+
+def stacked(dataset: ChunkedDataset) -> tuple[np.ndarray, np.ndarray]:
+    parts = [dataset.load(k) for k in range(len(dataset.chunks))]
+    return np.vstack([X.toarray() for X, _ in parts]), np.concatenate([y for _, y in parts])
+
+
+def test_libsvm_csv_and_arrays_are_written_in_chunks_and_read_back(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=1000, n_features=60, n_fields=4, random_state=1)
+    dump_svmlight_file(X, y, str(tmp_path / "one.svm"), zero_based=False)
+    dense = X.toarray()
+    (tmp_path / "rows.csv").write_text(
+        "label,"
+        + ",".join(f"f{j}" for j in range(60))
+        + "\n"
+        + "".join(f"{label}," + ",".join(f"{v:g}" for v in row) + "\n" for label, row in zip(y, dense, strict=True))
+    )
+    memmap = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=np.float64, shape=dense.shape)
+    memmap[:] = dense
+    reference, _ = load_svmlight_file(tmp_path / "one.svm", n_features=60)
+    for source in (tmp_path / "one.svm", tmp_path / "rows.csv", (memmap, y)):
+        dataset = write_chunks(
+            source,
+            tmp_path / f"chunks-{len(list(tmp_path.iterdir()))}",
+            rows_per_chunk=300,
+            n_features=60 if not isinstance(source, tuple) else None,
+        )
+        assert dataset.shape == (1000, 60) and [c.rows for c in dataset.chunks] == [300, 300, 300, 100]
+        assert dataset.labels == (0.0, 1.0)
+        got_X, got_y = stacked(dataset)
+        np.testing.assert_array_equal(got_X, reference.toarray())
+        np.testing.assert_array_equal(got_y, y)
+    assert ChunkedDataset.open(tmp_path / "chunks-3").part(1, 2).n_rows == 300 + 100
+
+
+def test_bad_sources_are_named(tmp_path: Path) -> None:
+    (tmp_path / "bad.csv").write_text("label,a\n1,2\n0,x\n")
+    with pytest.raises(ValueError, match=r"bad\.csv:3: not a row of numbers"):
+        write_chunks(tmp_path / "bad.csv", tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match="not a chunked data set"):
+        ChunkedDataset.open(tmp_path)
+
+
+def test_a_streamed_fit_reaches_the_in_memory_test_loss(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=40_000, n_features=500, n_fields=8, random_state=3)
+    train, test = slice(0, 30_000), slice(30_000, None)
+    dataset = write_chunks((X[train], y[train]), tmp_path / "chunks", rows_per_chunk=3000)
+    budget = dataset.nbytes // 5 + 30_000 * 8 + 500 * 8 * 5  # a fifth of the data beside the dual variables
+    streamed = LogisticRegression(tol=1e-6).fit(ChunkedDataset.open(tmp_path / "chunks", memory_budget=budget))
+    in_memory = LogisticRegression(tol=1e-6).fit(X[train], y[train])
+    assert (
+        abs(log_loss(y[test], streamed.predict_proba(X[test])) - log_loss(y[test], in_memory.predict_proba(X[test])))
+        < 1e-3
+    )
+    np.testing.assert_array_equal(streamed.classes_, [0, 1])
+
+
+@pytest.mark.slow
+def test_a_streamed_fit_keeps_its_memory_budget(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=1_200_000, n_features=10_000, random_state=4)
+    dataset = write_chunks((X, y), tmp_path / "chunks", rows_per_chunk=100_000)
+    del X, y
+    budget = 32 << 20
+    assert dataset.nbytes > 4 * budget
+    subprocess.run(
+        [sys.executable, str(WORKER), str(tmp_path / "chunks"), str(budget), str(tmp_path / "rss.json")],
+        check=True,
+        timeout=300,
+    )
+    report = json.loads((tmp_path / "rss.json").read_text())
+    assert report["epochs"] == 3
+    assert report["peak"] - report["before"] < budget + (30 << 20), report  # 30 MB: a chunk being read, scratch
+
+
+def test_what_a_chunked_fit_cannot_do_is_refused(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=500, n_features=50, n_fields=4, random_state=2)
+    dataset = write_chunks((X, y), tmp_path / "chunks", rows_per_chunk=200)
+    with pytest.raises(ValueError, match="holds its labels"):
+        LogisticRegression().fit(dataset, y)
+    with pytest.raises(ValueError, match="penalty='l1'"):
+        LogisticRegression(penalty="l1").fit(dataset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        LogisticRegression(max_iter=2).fit(dataset)
