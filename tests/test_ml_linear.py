@@ -170,7 +170,7 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
         (lambda: LogisticRegression(penalty="l1", dual=True), "ok", "penalty='l1' is solved in the primal only"),
         (lambda: SupportVectorMachine(loss="log"), "ok", "loss='log' is not valid"),
         (lambda: LinearRegression(max_iter=0), "ok", "max_iter=0 is not valid"),
-        (lambda: LogisticRegression(use_gpu=True), "ok", "use_gpu=True"),
+        (lambda: LogisticRegression(use_gpu=True, device_ids=[99]), "ok", "use_gpu=True: no CUDA device 99"),
         (lambda: LogisticRegression(privacy=True), "ok", "privacy=True"),
         (lambda: LogisticRegression(), "wrong_shape", "inconsistent numbers of samples"),
     ],

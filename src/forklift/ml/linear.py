@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -32,6 +33,7 @@ from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.losses import Loss
 from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve
 from forklift.ml.streaming import Encoder, solve_streaming
+from forklift.ml.torch_solver import solve_on_devices
 
 DualChoice = bool | Literal["auto"]
 
@@ -108,10 +110,17 @@ class _GeneralizedLinearModel(BaseEstimator):
         if getattr(self, "privacy", False):
             raise ValueError(f"{type(self).__name__}: privacy=True (differentially private training) is not supported")
         if self.use_gpu:
-            raise ValueError(
-                f"{type(self).__name__}: use_gpu=True: forklift.ml trains on CPU threads only in this version "
-                f"(device_ids={self.device_ids!r} ignored); set use_gpu=False"
-            )
+            count = torch.cuda.device_count()
+            missing = [i for i in (self._device_ids() or [0]) if not 0 <= i < count]
+            if missing:
+                raise ValueError(
+                    f"{type(self).__name__}: use_gpu=True: no CUDA device {missing[0]} here "
+                    f"(torch sees {count}); set use_gpu=False or device_ids"
+                )
+
+    def _device_ids(self) -> list[int]:
+        ids = self.device_ids
+        return [int(ids)] if isinstance(ids, numbers.Integral) else [int(i) for i in ids]
 
     def _threads(self) -> int:
         return (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
@@ -175,15 +184,17 @@ class _GeneralizedLinearModel(BaseEstimator):
         data = PreparedData(X)
         bounds = weights / float(self.regularizer)
         bias = float(self.intercept_scaling) if self.fit_intercept else 0.0
-        solutions = [
-            solve(
-                LinearProblem(X=X, targets=t, bounds=bounds, loss=loss, l1=self._penalty() == "l1", bias=bias),
-                settings,
-                data=data,
-                peers=peers,
-            )
+        problems = [
+            LinearProblem(X=X, targets=t, bounds=bounds, loss=loss, l1=self._penalty() == "l1", bias=bias)
             for t in targets
         ]
+        if self.use_gpu:
+            if peers is not None:
+                raise ValueError(f"{type(self).__name__}: use_gpu=True takes one process (give it device_ids instead)")
+            devices = [torch.device("cuda", i) for i in self._device_ids() or [0]]
+            solutions = [solve_on_devices(problem, settings, devices=devices) for problem in problems]
+        else:
+            solutions = [solve(problem, settings, data=data, peers=peers) for problem in problems]
         if not all(s.converged for s in solutions):
             warnings.warn(
                 f"{type(self).__name__} stopped after max_iter={self.max_iter} epochs before reaching tol={self.tol}",

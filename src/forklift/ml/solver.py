@@ -160,7 +160,10 @@ class _Run:
         self.data = data
         self.peers = peers
         self.parts = max(1, settings.n_jobs)
-        self.sigma = float(self.parts * peers.count)
+        # Threads of one process see each other's changes only at the epoch's end, unscaled at first (sigma 1):
+        # the primal line search keeps every epoch a descent, and the dual switches to CoCoA+'s scaling by the
+        # number of parts the first time an epoch ascends. Across processes the scaling is there from the start.
+        self.sigma = float(self.parts * peers.count) if peers.count > 1 else 1.0
         self.w = np.zeros(data.n_features + 1)
 
     def epoch(self, number: int) -> None:
@@ -294,6 +297,9 @@ class _DualRun(_Run):
     def epoch(self, number: int) -> None:
         p = self.problem
         order = kernels.shuffled(self.data.n_rows, self.settings.seed + number)
+        optimistic = self.sigma < self.parts * self.peers.count
+        if optimistic:
+            alpha_before, w_before = self.alpha.copy(), self.w
         kernels.dual_epoch(
             self.data.rows,
             self.signs,
@@ -310,6 +316,11 @@ class _DualRun(_Run):
         )
         change = kernels.merged(self.w, self.replicas, self.sigma) - self.w
         self.w = self.w + self.peers.sum(change)
+        if optimistic and self.dual_objective() > self.previous:
+            # the threads' changes added up overshot (their rows share features): undo the epoch and scale from
+            # now on, as CoCoA+ does, which makes every epoch a descent
+            self.alpha, self.w = alpha_before, w_before
+            self.sigma = float(self.parts)
 
     def converged(self, number: int) -> tuple[bool, float]:
         dual = self.dual_objective()
