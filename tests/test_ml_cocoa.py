@@ -19,7 +19,8 @@ WORKER = Path(__file__).with_name("ml_cocoa_worker.py")
 
 def torchrun(*args: str, nproc: int = 2) -> None:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
-    subprocess.run([*command, str(WORKER), *args], check=True, timeout=300, capture_output=True)
+    done = subprocess.run([*command, str(WORKER), *args], timeout=300, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +33,12 @@ def clicks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_two_ranks_end_with_the_single_process_model(clicks: Path, tmp_path: Path) -> None:
+    X, y = load_svmlight_file(clicks)
+    alone = LogisticRegression(tol=1e-9, max_iter=5000).fit(X, y)  # also compiles the kernels the ranks load
     torchrun(str(clicks), str(tmp_path), "logistic", "1")
     rank0, rank1 = (np.load(tmp_path / f"coef-{r}.npy") for r in (0, 1))
     np.testing.assert_array_equal(rank0, rank1)  # one model, the same bits on every rank
     rows = [np.load(tmp_path / f"rows-{r}.npy") for r in (0, 1)]
-    X, y = load_svmlight_file(clicks)
     assert rows[0][0] + rows[1][0] == X.shape[0] and min(rows[0][0], rows[1][0]) > 0.4 * X.shape[0]
     assert rows[0][1] == rows[1][1] == X.shape[1] == 400
-    alone = LogisticRegression(tol=1e-9, max_iter=5000).fit(X, y)
     np.testing.assert_allclose(rank0, np.ravel(alone.coef_), atol=2e-4 * np.abs(alone.coef_).max())
