@@ -104,7 +104,7 @@ def dual_step(loss: int, a: float, c: float, y: float, gradient: float, curvatur
             nxt = 0.1 * t
         elif nxt >= c:
             nxt = c - 0.1 * r
-        if nxt == t:
+        if nxt == t or nxt <= 0.0 or nxt >= c:  # as close to a bound as floating point goes
             break
         t = nxt
     return t

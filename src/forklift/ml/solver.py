@@ -160,10 +160,10 @@ class _Run:
         self.data = data
         self.peers = peers
         self.parts = max(1, settings.n_jobs)
-        # Threads of one process see each other's changes only at the epoch's end, unscaled at first (sigma 1):
-        # the primal line search keeps every epoch a descent, and the dual switches to CoCoA+'s scaling by the
-        # number of parts the first time an epoch ascends. Across processes the scaling is there from the start.
-        self.sigma = float(self.parts * peers.count) if peers.count > 1 else 1.0
+        # Parts (threads, ranks) see each other's changes only at the epoch's end, unscaled at first (sigma 1):
+        # the primal line search keeps every epoch a descent, and the dual undoes an epoch that ascends and
+        # switches to CoCoA+'s scaling by the number of parts (every rank decides alike: the objective is summed).
+        self.sigma = 1.0
         self.w = np.zeros(data.n_features + 1)
 
     def epoch(self, number: int) -> None:
@@ -316,11 +316,11 @@ class _DualRun(_Run):
         )
         change = kernels.merged(self.w, self.replicas, self.sigma) - self.w
         self.w = self.w + self.peers.sum(change)
-        if optimistic and self.dual_objective() > self.previous:
+        if optimistic and not self.dual_objective() <= self.previous:  # (a nan is an ascent too)
             # the threads' changes added up overshot (their rows share features): undo the epoch and scale from
             # now on, as CoCoA+ does, which makes every epoch a descent
             self.alpha, self.w = alpha_before, w_before
-            self.sigma = float(self.parts)
+            self.sigma = float(self.parts * self.peers.count)
 
     def converged(self, number: int) -> tuple[bool, float]:
         dual = self.dual_objective()
