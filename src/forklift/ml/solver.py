@@ -131,6 +131,14 @@ class PreparedData:
         return np.asarray(self.X @ w[:-1], dtype=np.float64).ravel() + bias * w[-1]
 
 
+def dual_weights(X: Matrix, scaled: np.ndarray, bias: float) -> np.ndarray:
+    """``w`` of the dual variables: ``sum_i scaled_i x_i``, and the constant feature's weight last."""
+    w = np.empty(X.shape[1] + 1)
+    w[:-1] = np.asarray(X.T @ scaled).ravel()
+    w[-1] = bias * scaled.sum()
+    return w
+
+
 def solve(
     problem: LinearProblem,
     settings: SolverSettings,
@@ -283,11 +291,7 @@ class _DualRun(_Run):
         self.previous = self.dual_objective()
 
     def _weights_of(self, alpha: np.ndarray) -> np.ndarray:
-        scaled = alpha * self.signs
-        w = np.empty(self.data.n_features + 1)
-        w[:-1] = np.asarray(self.data.X.T @ scaled).ravel()
-        w[-1] = self.problem.bias * scaled.sum()
-        return w
+        return dual_weights(self.data.X, alpha * self.signs, self.problem.bias)
 
     def dual_objective(self) -> float:
         p = self.problem

@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from forklift.ml import kernels
 from forklift.ml.chunked import ChunkedDataset
 from forklift.ml.layouts import Rows, as_rows
 from forklift.ml.losses import Loss
-from forklift.ml.solver import Epoch, Solution, SolverSettings
+from forklift.ml.solver import Epoch, Solution, SolverSettings, dual_weights
 
 # labels of a chunk -> (targets, bounds): ±1 or real targets, sample weights divided by the regularizer
 Encoder = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -27,6 +28,7 @@ Encoder = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 @dataclasses.dataclass
 class _Loaded:
+    X: sp.csr_matrix
     rows: Rows
     signs: np.ndarray
     targets: np.ndarray
@@ -52,7 +54,7 @@ class _Chunks:
         signs = np.ones_like(targets) if self.loss is Loss.SQUARED else targets
         rows = as_rows(X)
         nbytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + 4 * 8 * X.shape[0]
-        return _Loaded(rows, signs, targets, bounds, kernels.row_sqnorms(rows, X.shape[0]), nbytes)
+        return _Loaded(X, rows, signs, targets, bounds, kernels.row_sqnorms(rows, X.shape[0]), nbytes)
 
     def keep(self, order: list[int], loaded: dict[int, _Loaded], room: int) -> None:
         """Keep the chunks in ``order`` (most useful first) that fit in ``room`` bytes."""
@@ -82,7 +84,7 @@ def solve_streaming(
         for k in range(n_chunks):
             chunk = chunks.get(k)
             alpha[k] = np.minimum(1e-3 * chunk.bounds, 1e-8)
-            w += _weights_of(chunk, alpha[k], bias, w.size)
+            w += dual_weights(chunk.X, alpha[k] * chunk.signs, bias)
     start = time.perf_counter()
     history: list[Epoch] = []
     gaps = np.zeros(n_chunks)
@@ -115,13 +117,3 @@ def solve_streaming(
         chunks.keep([int(k) for k in np.argsort(-gaps)], loaded, room)
         del loaded
     return Solution(w[:-1].copy(), float(w[-1] * bias), number, converged, objective, history)
-
-
-def _weights_of(chunk: _Loaded, alpha: np.ndarray, bias: float, size: int) -> np.ndarray:
-    """``sum_i alpha_i s_i x_i`` over the chunk's rows (and the constant feature's weight last)."""
-    scaled = alpha * chunk.signs
-    out = np.zeros(size)
-    indptr, indices, data = chunk.rows  # type: ignore[misc]
-    np.add.at(out, indices, np.repeat(scaled, np.diff(indptr)) * data)
-    out[-1] = bias * scaled.sum()
-    return out
