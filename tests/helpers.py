@@ -1,11 +1,14 @@
 """What many tests use, imported by name (`from helpers import ...`): the reference data and the test cfgs, the
-`forklift` command run as a user runs it, real `forklift serve` processes, and the exact-resume check of training.
+`forklift` command run as a user runs it (or, where the command is not what a test is about, in the test's own
+process), real `forklift serve` processes, and the exact-resume check of training.
 
 Fixtures live in conftest.py; plain functions and constants live here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +23,17 @@ from forklift.shared_data import shared_data_root
 from forklift.system.topology import Topology, read_lscpu
 from forklift.train.settings import RunOptions, TrainSettings
 
-__all__ = ["CFGS", "SHARED", "Server", "assert_resume_is_exact", "forklift", "free_port", "sandbox", "shared"]
+__all__ = [
+    "CFGS",
+    "SHARED",
+    "Server",
+    "assert_resume_is_exact",
+    "forklift",
+    "forklift_here",
+    "free_port",
+    "sandbox",
+    "shared",
+]
 
 SHARED = shared_data_root()
 CFGS = Path(__file__).resolve().parent / "cfgs"
@@ -59,6 +72,24 @@ def forklift(
     )
     if check and result.returncode != 0:
         raise AssertionError(f"forklift {args} failed ({result.returncode}): {result.stdout}\n{result.stderr}")
+    return result
+
+
+def forklift_here(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`forklift ARGS...` through the same entry point in this process, for tests about what a verb computes
+    rather than about the process (test_cli runs those): a subprocess would spend seconds importing torch again.
+    Only for verbs that leave no process-wide state behind (no --threads, no pinning, no signal handlers)."""
+    from forklift.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exit:  # argparse's own errors
+            code = exit.code if isinstance(exit.code, int) else 2
+    result = subprocess.CompletedProcess(["forklift", *map(str, args)], code, stdout.getvalue(), stderr.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"forklift {args} failed ({code}): {result.stdout}\n{result.stderr}")
     return result
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import CFGS, forklift
+from helpers import CFGS, forklift_here
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
@@ -142,7 +142,7 @@ def test_forklift_eval_end_to_end(tmp_path: Path) -> None:
     data = tmp_path / "data"
     synth_shapes(data, n=16, size=96, seed=3)
     model = shapes_model(tmp_path, CLASSES)
-    result = forklift("eval", model, "--data", data, "--out", tmp_path / "eval", "--json", check=False)
+    result = forklift_here("eval", model, "--data", data, "--out", tmp_path / "eval", "--json", check=False)
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert report == json.loads(result.stdout)
@@ -162,7 +162,7 @@ def test_forklift_eval_matches_classes_by_name(tmp_path: Path) -> None:
     synth_shapes(data, n=16, size=96, seed=3)  # 16: some of them in val
     (tmp_path / "reordered").mkdir()
     reordered = shapes_model(tmp_path / "reordered", [*reversed(CLASSES[:4]), "hexagon"])
-    result = forklift("eval", reordered, "--data", data, "--json", "--out", tmp_path / "eval", check=False)
+    result = forklift_here("eval", reordered, "--data", data, "--json", "--out", tmp_path / "eval", check=False)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["classes"] == CLASSES and set(report["ap50"]) == set(CLASSES)
@@ -172,5 +172,5 @@ def test_forklift_eval_matches_classes_by_name(tmp_path: Path) -> None:
     ]
     (tmp_path / "other").mkdir()
     other = shapes_model(tmp_path / "other", ["a", "b", "c", "d", "e"])
-    refused = forklift("eval", other, "--data", data, check=False)
+    refused = forklift_here("eval", other, "--data", data, check=False)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "share no class" in refused.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import onnx
 import openvino as ov
 import pytest
-from helpers import forklift, shared
+from helpers import forklift, forklift_here, shared
 from PIL import Image
 
 from forklift.data.synth import synth_shapes
@@ -66,7 +66,7 @@ def test_quantize_keeps_an_int8_graph_within_the_drop(
     assert Precision.INT8 in offered_precisions(open_model_dir(model_dir))
     assert not list(model_dir.glob(".quantize-*"))  # the staging folder is gone
     image = next((trained[1] / "images").iterdir())
-    answer = forklift("predict", model_dir, image, "--precision", "int8", "--json")
+    answer = forklift_here("predict", model_dir, image, "--precision", "int8", "--json")
     (answered,) = json.loads(answer.stdout)["results"]
     assert "error" not in answered and "detections" in answered
 
@@ -82,7 +82,7 @@ def test_a_drop_over_the_limit_refuses_and_writes_nothing(trained: tuple[Path, P
             path = data / record["file"]
             Image.eval(Image.open(path), lambda value: value // 16).save(path)
     before = (model_dir / "forklift.json").read_text()
-    result = forklift("models", "quantize", model_dir, "--data", data, "--max-drop", "0", "--samples", "50",
+    result = forklift_here("models", "quantize", model_dir, "--data", data, "--max-drop", "0", "--samples", "50",
                       check=False)  # fmt: skip
     assert result.returncode == 2, result.stdout + result.stderr
     (line,) = [text for text in result.stderr.splitlines() if text.startswith("forklift: error:")]
@@ -95,7 +95,7 @@ def test_int8_without_a_quantised_graph_names_the_command(trained: tuple[Path, P
     image = next((trained[1] / "images").iterdir())
     with pytest.raises(ForkliftError, match="no INT8 model; make one with 'forklift models quantize"):
         predict_files(trained[0], [image], precision=Precision.INT8)
-    result = forklift("eval", trained[0], "--data", trained[1], "--precision", "int8", check=False)
+    result = forklift_here("eval", trained[0], "--data", trained[1], "--precision", "int8", check=False)
     assert result.returncode == 2 and "forklift models quantize" in result.stderr
 
 
@@ -159,7 +159,7 @@ def test_a_two_stage_detector_quantises_to_an_openvino_ir(tmp_path: Path) -> Non
     synth_shapes(data, 12, 128, seed=0, objects=(1, 2), object_size=(32, 56))
     settings = TrainSettings.of(data=data, arch="fasterrcnn_mobilenet_v3_large_320_fpn", epochs=1, batch=4, img=128)
     model_dir = train(settings, tmp_path / "run")
-    result = forklift("models", "quantize", model_dir, "--data", data, "--samples", "8", "--max-drop", "1")
+    result = forklift_here("models", "quantize", model_dir, "--data", data, "--samples", "8", "--max-drop", "1")
     assert "using its OpenVINO backend" in result.stdout, result.stdout
     assert (model_dir / INT8_GRAPHS[1]).is_file() and not (model_dir / INT8_GRAPHS[0]).exists()
     assert Precision.INT8 in precision_checks(open_model_dir(model_dir))
@@ -171,8 +171,8 @@ def test_a_two_stage_detector_quantises_to_an_openvino_ir(tmp_path: Path) -> Non
     ]
     assert sum(kind in ("i8", "u8") for kind in kernels) > len(kernels) / 2, kernels
     image = next((data / "images").iterdir())
-    answer = forklift("predict", model_dir, image, "--precision", "int8", "--json")  # OpenVINO, picked for INT8
+    answer = forklift_here("predict", model_dir, image, "--precision", "int8", "--json")  # OpenVINO, picked for INT8
     (answered,) = json.loads(answer.stdout)["results"]
     assert "error" not in answered and "detections" in answered
-    refused = forklift("predict", model_dir, image, "--precision", "int8", "--runtime", "onnx", check=False)
+    refused = forklift_here("predict", model_dir, image, "--precision", "int8", "--runtime", "onnx", check=False)
     assert refused.returncode == 2 and "an OpenVINO IR" in refused.stderr and "--runtime openvino" in refused.stderr

@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from helpers import CFGS, assert_resume_is_exact, forklift, shared
+from helpers import CFGS, assert_resume_is_exact, forklift, forklift_here, shared
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
@@ -108,12 +108,12 @@ def test_strength_and_colour_preservation_adjust_the_answer(narrow: Path) -> Non
 @pytest.mark.slow  # a process of its own, seconds
 def test_predict_writes_styled_images_of_the_input_size(narrow: Path, tmp_path: Path) -> None:
     out = tmp_path / "styled"
-    result = forklift("predict", narrow, shared("images/dog.jpg"), "--out", out, "--json")
+    result = forklift_here("predict", narrow, shared("images/dog.jpg"), "--out", out, "--json")
     (answered,) = json.loads(result.stdout)["results"]
     written = cv2.imread(answered["image"]["file"])
     original = cv2.imread(str(shared("images/dog.jpg")))
     assert written.shape == original.shape and Path(answered["image"]["file"]).parent == out
-    refused = forklift("predict", narrow, shared("images/dog.jpg"), check=False)
+    refused = forklift_here("predict", narrow, shared("images/dog.jpg"), check=False)
     assert refused.returncode == 2 and "--out DIR" in refused.stderr
 
 
@@ -122,7 +122,7 @@ def test_a_file_that_is_not_a_style_state_dict_is_one_line(tmp_path: Path) -> No
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     torch.save({"fc.weight": torch.zeros(2, 2)}, model_dir / "classifier.pth")
-    result = forklift("predict", model_dir, shared("images/dog.jpg"), "--out", tmp_path / "o", check=False)
+    result = forklift_here("predict", model_dir, shared("images/dog.jpg"), "--out", tmp_path / "o", check=False)
     (line,) = [text for text in result.stderr.splitlines() if text.startswith("forklift: error:")]
     assert result.returncode == 2 and "not a fast-neural-style state dict" in line and "classifier.pth" in line
 
@@ -131,7 +131,7 @@ def test_a_file_that_is_not_a_style_state_dict_is_one_line(tmp_path: Path) -> No
 def server(narrow: Path, tmp_path_factory: pytest.TempPathFactory):
     """`forklift serve` with the narrow style model (one 1-thread worker) and a detector beside it."""
     detector = tmp_path_factory.mktemp("detector") / "tiny"
-    forklift("models", "new-darknet", "--cfg", CFGS / "tiny-detector.cfg", "--names", shared("darknet/coco.names"),
+    forklift_here("models", "new-darknet", "--cfg", CFGS / "tiny-detector.cfg", "--names", shared("darknet/coco.names"),
              detector)  # fmt: skip
     with ServerProcess(f"{narrow}=style", f"{detector}=yolo", "--instances", "1", "--threads", "1") as process:
         process.wait_healthy()

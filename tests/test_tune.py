@@ -16,7 +16,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from helpers import CFGS, forklift
+from helpers import CFGS, forklift, forklift_here
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
@@ -140,7 +140,7 @@ def test_tiny_search_keeps_the_best_model(data: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in (out / "trials").iterdir()) == [f"{best.number:04d}"]  # the others removed
     for plot in ("history.png", "parallel-coordinates.png", "importance.png", "intermediate.png"):
         assert (out / plot).stat().st_size > 10_000, plot
-    predicted = forklift("predict", out / "best", data / "images" / "000001.png", "--json")
+    predicted = forklift_here("predict", out / "best", data / "images" / "000001.png", "--json")
     assert json.loads(predicted.stdout)["results"][0]["classes"]
     assert "optuna-dashboard" in result.stdout and str(out / "study.journal") in result.stdout
 

@@ -20,7 +20,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from agreement import assert_same_detections, detections_from_json
-from helpers import Server, forklift, shared
+from helpers import Server, forklift_here, shared
 from torch import nn
 
 from forklift.errors import ForkliftError
@@ -184,7 +184,7 @@ def test_predictor_maps_boxes_back_and_keeps_conf(made: tuple[Path, nn.Module]) 
 
 def test_predict_command(made: tuple[Path, nn.Module]) -> None:
     out, _ = made
-    printed = json.loads(forklift("predict", out, shared("images/dog.jpg"), "--json").stdout)
+    printed = json.loads(forklift_here("predict", out, shared("images/dog.jpg"), "--json").stdout)
     (result,) = printed["results"]
     expected = load_predictor(open_model_dir(out)).predict([("dog.jpg", shared("images/dog.jpg").read_bytes())])
     assert printed["status"] == "OK" and result["detections"]
@@ -213,7 +213,7 @@ def test_serve_native_and_powerai_vision(made: tuple[Path, nn.Module]) -> None:
 
 def test_inspect_counts_parameters_and_flops(made: tuple[Path, nn.Module]) -> None:
     out, net = made
-    summary = json.loads(forklift("models", "inspect", out, "--json").stdout)
+    summary = json.loads(forklift_here("models", "inspect", out, "--json").stdout)
     assert summary["format"] == "two_stage" and summary["task"] == "detect" and summary["classes"] == len(CLASSES)
     assert (summary["input_width"], summary["input_height"]) == (SIZE, SIZE)
     assert summary["parameters"] == sum(p.numel() for p in net.parameters())
