@@ -95,6 +95,21 @@ def test_multiclass_is_one_vs_rest(dense) -> None:  # type: ignore[no-untyped-de
     assert (ours.predict(X) == reference.predict(X)).mean() > 0.999
 
 
+def test_scores_read_every_layout_as_stored_and_equal_numpys_product(dense) -> None:  # type: ignore[no-untyped-def]
+    """The threads' prediction kernel takes float32 and CSR as they are; CSC and F order go through scipy/numpy."""
+    X, _ = dense
+    X = X[:2000]
+    y = np.digitize(X[:, 0] + X[:, 1], [-1.0, 1.0])
+    model = LogisticRegression(fit_intercept=True, n_jobs=2).fit(X, y)
+    expected = X @ model.coef_.T + model.intercept_
+    layouts = [X, X.astype(np.float32), np.asfortranarray(X), sp.csr_matrix(X.astype(np.float32)), sp.csc_matrix(X)]
+    for layout in layouts:
+        tolerance = 1e-5 if layout.dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(model.decision_function(layout), expected, rtol=tolerance, atol=tolerance)
+    binary = LogisticRegression(n_jobs=2).fit(X, y > 0)
+    np.testing.assert_allclose(binary.decision_function(sp.csr_matrix(X)), X @ binary.coef_.ravel(), atol=1e-12)
+
+
 @pytest.mark.parametrize("layout", ["dense", "sparse"])
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
 def test_svm_reaches_liblinears_optimum(request, layout, loss) -> None:  # type: ignore[no-untyped-def]

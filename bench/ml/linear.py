@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from snapml_data import load_lines, save_arrays
 
 LADDERS = {
     "forklift primal": [("dual", False), 1e-3, 1e-4, 1e-5, 1e-6],
@@ -51,9 +52,7 @@ def snapml_fits(python: str, data: Path, threads: int, lam: float) -> dict[str, 
     code = f"""
 import json, time, warnings, numpy as np, scipy.sparse as sp, snapml
 warnings.simplefilter("ignore")
-f = np.load({str(data)!r}, allow_pickle=True)
-X = sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"])) if "indptr" in f else f["X"]
-y = f["y"]
+{load_lines(data)}
 out = {{}}
 for dual in (False, True):
     rows = []
@@ -143,10 +142,7 @@ def main() -> None:
         if args.snapml_python:
             with tempfile.TemporaryDirectory() as tmp:
                 data = Path(tmp) / "data.npz"
-                if sp.issparse(X):
-                    np.savez(data, data=X.data, indices=X.indices, indptr=X.indptr, shape=np.array(X.shape), y=y)
-                else:
-                    np.savez(data, X=X, y=y)
+                save_arrays(data, X, y)
                 for engine, rows in snapml_fits(args.snapml_python, data, args.threads, lam).items():
                     fits[engine] = [(tol, s, objective(X, y, np.array(w), lam)) for tol, s, w in rows]
         best = min(o for rows in fits.values() for _, _, o in rows)

@@ -10,6 +10,8 @@ CoCoA+'s adding with ``sigma' = K`` in the dual. Nothing is shared for writing w
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -113,6 +115,19 @@ def dual_epoch(
                 alpha[i] = new
                 row_axpy(rows, i, sigma * step, v)
                 v[last] += sigma * step * bias
+
+
+@njit(parallel=True, cache=True)
+def binary_probabilities(scores: np.ndarray) -> np.ndarray:
+    """``[1 - sigmoid(s), sigmoid(s)]`` per score, over the threads (scipy's expit is one thread and a third of
+    a sparse prediction's time)."""
+    out = np.empty((scores.shape[0], 2))
+    for i in prange(scores.shape[0]):
+        e = math.exp(-abs(scores[i]))
+        small = e / (1.0 + e)
+        out[i, 0] = small if scores[i] >= 0.0 else 1.0 - small
+        out[i, 1] = 1.0 - small if scores[i] >= 0.0 else small
+    return out
 
 
 @njit(cache=True)

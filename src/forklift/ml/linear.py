@@ -28,10 +28,11 @@ from sklearn.utils import check_random_state, compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from forklift.ml import kernels
 from forklift.ml.chunked import ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.losses import Loss
-from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve
+from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve, use_threads
 from forklift.ml.streaming import Encoder, solve_streaming
 from forklift.ml.torch_solver import solve_on_devices
 
@@ -248,7 +249,8 @@ class _GeneralizedLinearModel(BaseEstimator):
     def _linear(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
         X = self._features(self._validated(X, fitting=False))
-        return np.asarray(X @ self.coef_.T) + self.intercept_
+        # in the data's own precision, as scikit-learn does: a float32 matrix is read as stored, not copied to float64
+        return np.asarray(X @ self.coef_.T.astype(X.dtype, copy=False)) + self.intercept_
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -385,10 +387,10 @@ class LogisticRegression(_LinearClassifier):
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities: the sigmoid of the score, normalised over classes when there are more than two."""
         scores = self._linear(X)
-        if scores.shape[1] == 1:
-            p = expit(scores)
-            return np.hstack([1.0 - p, p])
-        return normalize_rows(expit(scores), norm="l1")
+        if scores.shape[1] > 1:
+            return normalize_rows(expit(scores), norm="l1", copy=False)
+        use_threads(self._threads())
+        return kernels.binary_probabilities(scores[:, 0].astype(np.float64, copy=False))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """The logarithm of :meth:`predict_proba`."""

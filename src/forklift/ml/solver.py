@@ -154,9 +154,14 @@ def solve(
     """
     data = data or PreparedData(problem.X)
     peers = peers or Alone()
-    numba.set_num_threads(max(1, min(settings.n_jobs, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+    use_threads(settings.n_jobs)
     run = _DualRun(problem, settings, data, peers) if settings.dual else _PrimalRun(problem, settings, data, peers)
     return run.solve()
+
+
+def use_threads(n_jobs: int) -> None:
+    """Run the compiled kernels on ``n_jobs`` threads (as many as numba has, at most)."""
+    numba.set_num_threads(max(1, min(n_jobs, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
 
 
 class _Run:
