@@ -1,72 +1,134 @@
-"""Logistic regression: forklift.ml against snapml and scikit-learn, time to the same train objective.
+"""Linear models: forklift.ml against snapml and scikit-learn, time to the same train objective.
 
-Each engine fits the same data (objective: summed logistic loss + regularizer/2 ||w||^2, no intercept) with a
-ladder of stopping settings; an engine's time is that of its fastest fit whose objective is within 1e-5
-(relative) of the best objective any fit reached. snapml is proprietary and never a dependency: it runs in a
-separate interpreter given by ``--snapml-python`` (a venv with ``pip install snapml``), on the same data file.
+Each engine fits the same data (objective: summed loss + regularizer/2 ||w||^2, no intercept; the loss is the
+logistic one, the squared error halved for ridge, or the hinge for the SVM) with a ladder of stopping settings;
+an engine's time is that of its fastest fit whose objective is within 1e-5 (relative) of the best objective any
+fit reached. snapml is proprietary and never a dependency: it runs in a separate interpreter given by
+``--snapml-python`` (a venv with ``pip install snapml``), on the same data file.
 
-    .venv/bin/python bench/ml/linear.py --snapml-python /path/to/snapml-venv/bin/python
+    .venv/bin/python bench/ml/linear.py --snapml-python /path/to/snapml-venv/bin/python --model logistic
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from snapml_data import load_lines, save_arrays
 
-LADDERS = {
-    "forklift primal": [("dual", False), 1e-3, 1e-4, 1e-5, 1e-6],
-    "forklift dual": [("dual", True), 1e-3, 1e-4, 1e-5, 1e-6],
-}
+FORKLIFT_TOLS = [1e-3, 1e-4, 1e-5, 1e-6]
 SECONDS_CAP = 120.0  # a ladder stops climbing once a fit takes longer than this
+BOTH = {"primal": {"dual": False}, "dual": {"dual": True}}
 
 
-def objective(X, y, w, lam):  # type: ignore[no-untyped-def]
-    signs = np.where(y > 0, 1.0, -1.0)
-    return float(np.logaddexp(0, -signs * np.asarray(X @ w).ravel()).sum() + 0.5 * lam * w @ w)
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """One kind of model as each engine names it, and its objective."""
+
+    loss: Callable[[np.ndarray, np.ndarray], np.ndarray]  # per-sample loss of the margins z for the targets y
+    forklift: str  # class in forklift.ml (and in snapml)
+    options: dict[str, Any]  # extra constructor options for forklift and snapml
+    formulations: dict[str, dict[str, bool]]  # engine suffix -> the options that choose it
+    sklearn: dict[str, Callable[[float, float], Any]]  # name -> (regularizer, tol) -> estimator
+    classification: bool
 
 
-def timed_fits(make, settings, X, y, lam):  # type: ignore[no-untyped-def]
+def _logistic(z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0, -np.where(y > 0, 1.0, -1.0) * z)
+
+
+def _squared(z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return 0.5 * (z - y) ** 2
+
+
+def _hinge(z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.maximum(0.0, 1.0 - np.where(y > 0, 1.0, -1.0) * z)
+
+
+def _sklearn_models() -> dict[str, Model]:
+    from sklearn.linear_model import LogisticRegression, Ridge
+    from sklearn.svm import LinearSVC
+
+    def logistic(solver: str) -> Callable[[float, float], Any]:
+        return lambda lam, tol: LogisticRegression(
+            C=1 / lam, fit_intercept=False, solver=solver, tol=tol, max_iter=10_000
+        )
+
+    def ridge(solver: str) -> Callable[[float, float], Any]:
+        return lambda lam, tol: Ridge(alpha=lam, fit_intercept=False, solver=solver, tol=tol, max_iter=10_000)
+
+    return {
+        "logistic": Model(
+            _logistic, "LogisticRegression", {}, BOTH,
+            {s: logistic(s) for s in ("newton-cholesky", "lbfgs", "liblinear")}, True,
+        ),
+        "ridge": Model(
+            _squared, "LinearRegression", {}, BOTH,
+            {s: ridge(s) for s in ("cholesky", "sparse_cg", "lsqr", "sag")}, False,
+        ),
+        "svm": Model(
+            _hinge, "SupportVectorMachine", {"loss": "hinge"}, {"dual": {}},
+            {"liblinear": lambda lam, tol: LinearSVC(C=1 / lam, loss="hinge", fit_intercept=False, tol=tol,
+                                                     max_iter=100_000)},
+            True,
+        ),
+    }  # fmt: skip
+
+
+def objective(model: Model, X: Any, y: np.ndarray, w: np.ndarray, lam: float) -> float:
+    return float(model.loss(np.asarray(X @ w).ravel(), y).sum() + 0.5 * lam * w @ w)
+
+
+def timed_fits(make, settings, X, y, score):  # type: ignore[no-untyped-def]
     """(setting, seconds, objective) per rung, climbing until a fit takes longer than the cap."""
     rows = []
     for setting in settings:
-        model = make(setting)
+        estimator = make(setting)
         start = time.perf_counter()
-        model.fit(X, y)
+        estimator.fit(X, y)
         seconds = time.perf_counter() - start
-        rows.append((setting, seconds, objective(X, y, np.ravel(model.coef_), lam)))
+        rows.append((setting, seconds, score(np.ravel(estimator.coef_))))
         if seconds > SECONDS_CAP:
             break
     return rows
 
 
-def snapml_fits(python: str, data: Path, threads: int, lam: float) -> dict[str, list]:  # type: ignore[type-arg]
+def snapml_fits(python: str, data: Path, threads: int, lam: float, model: Model) -> dict[str, list]:  # type: ignore[type-arg]
     code = f"""
 import json, time, warnings, numpy as np, scipy.sparse as sp, snapml
 warnings.simplefilter("ignore")
 {load_lines(data)}
 out = {{}}
-for dual in (False, True):
+for suffix, chosen in {model.formulations!r}.items():
     rows = []
     for tol in (1e-2, 1e-3, 1e-4, 1e-5):
-        m = snapml.LogisticRegression(regularizer={lam}, dual=dual, n_jobs={threads}, tol=tol, max_iter=1000)
+        m = snapml.{model.forklift}(regularizer={lam}, n_jobs={threads}, tol=tol, max_iter=1000,
+                                    **chosen, **{model.options!r})
         t = time.perf_counter(); m.fit(X, y); s = time.perf_counter() - t
         rows.append((tol, s, np.ravel(m.coef_).tolist()))
         if s > {SECONDS_CAP}:
             break
-    out["snapml " + ("dual" if dual else "primal")] = rows
+    out["snapml " + suffix] = rows
 print(json.dumps(out))
 """
     result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def regression_targets(X: Any, seed: int = 0) -> np.ndarray:
+    """Real targets for ridge on the same matrix: a random linear function of the rows plus unit noise."""
+    rng = np.random.default_rng(seed)
+    return np.asarray(X @ rng.normal(size=X.shape[1])).ravel() + rng.normal(size=X.shape[0])
 
 
 def adult_census() -> tuple[sp.csr_matrix, np.ndarray]:
@@ -97,13 +159,14 @@ def main() -> None:
     parser.add_argument("--snapml-python", help="an interpreter that can import snapml (optional)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sets", default="dense,sparse")
+    parser.add_argument("--model", choices=["logistic", "ridge", "svm"], default="logistic")
     args = parser.parse_args()
 
-    from sklearn.linear_model import LogisticRegression as SkLogisticRegression
-
-    from forklift.ml import LogisticRegression
+    import forklift.ml
     from forklift.ml.datasets import make_dense_classification, make_sparse_clicks
 
+    model = _sklearn_models()[args.model]
+    estimator = getattr(forklift.ml, model.forklift)
     lam = 1.0
     sets = {
         "dense 200k x 100": make_dense_classification,
@@ -114,40 +177,39 @@ def main() -> None:
     report: dict[str, dict[str, list]] = {}  # type: ignore[type-arg]
     for name in chosen:
         X, y = sets[name]()
+        if not model.classification:
+            y = regression_targets(X)
+
+        def score(w: np.ndarray, X: Any = X, y: np.ndarray = y) -> float:
+            return objective(model, X, y, w, lam)
+
         fits: dict[str, list] = {}  # type: ignore[type-arg]
-        LogisticRegression(dual=True, max_iter=1).fit(X[:1000], y[:1000])  # compile outside the timings
-        LogisticRegression(dual=False, max_iter=1).fit(X[:1000], y[:1000])
-        for engine, ladder in LADDERS.items():
-            (_, dual), *tols = ladder
-            fits[engine] = timed_fits(
-                lambda tol, dual=dual: LogisticRegression(
-                    regularizer=lam, dual=dual, n_jobs=args.threads, tol=tol, random_state=0
+        for chosen in model.formulations.values():  # compile outside the timings
+            estimator(max_iter=1, **chosen, **model.options).fit(X[:1000], y[:1000])
+        for suffix, chosen in model.formulations.items():
+            fits[f"forklift {suffix}"] = timed_fits(
+                lambda tol, chosen=chosen: estimator(
+                    regularizer=lam, n_jobs=args.threads, tol=tol, random_state=0, **chosen, **model.options
                 ),
-                tols,
+                FORKLIFT_TOLS,
                 X,
                 y,
-                lam,
+                score,
             )
-        solvers = ["newton-cholesky", "lbfgs", "liblinear"] if not sp.issparse(X) else ["lbfgs", "liblinear"]
-        for solver in solvers:
-            fits[f"sklearn {solver}"] = timed_fits(
-                lambda tol, solver=solver: SkLogisticRegression(
-                    C=1 / lam, fit_intercept=False, solver=solver, tol=tol, max_iter=10_000
-                ),
-                [1e-4, 1e-6, 1e-8],
-                X,
-                y,
-                lam,
-            )
+        for solver, make in model.sklearn.items():
+            if solver in ("newton-cholesky", "cholesky") and sp.issparse(X):
+                continue  # a 10k x 10k dense system
+            sklearn_tols = [1e-4, 1e-6, 1e-8]
+            fits[f"sklearn {solver}"] = timed_fits(lambda tol, make=make: make(lam, tol), sklearn_tols, X, y, score)
         if args.snapml_python:
             with tempfile.TemporaryDirectory() as tmp:
                 data = Path(tmp) / "data.npz"
                 save_arrays(data, X, y)
-                for engine, rows in snapml_fits(args.snapml_python, data, args.threads, lam).items():
-                    fits[engine] = [(tol, s, objective(X, y, np.array(w), lam)) for tol, s, w in rows]
+                for engine, rows in snapml_fits(args.snapml_python, data, args.threads, lam, model).items():
+                    fits[engine] = [(tol, s, score(np.array(w))) for tol, s, w in rows]
         best = min(o for rows in fits.values() for _, _, o in rows)
         report[name] = {}
-        print(f"\n{name}: best objective {best:.8g}")
+        print(f"\n{args.model}, {name}: best objective {best:.8g}")
         for engine, rows in fits.items():
             reached = [(s, setting) for setting, s, o in rows if (o - best) / best <= 1e-5]
             seconds = min(reached)[0] if reached else float("nan")
@@ -157,7 +219,7 @@ def main() -> None:
                 f"  {engine:24s} {seconds:8.2f} s  (tol {setting})  fits: "
                 + ", ".join(f"{st}:{s:.2f}s/{(o - best) / best:.1e}" for st, s, o in rows)
             )
-    out = Path("bench/results/ml_linear.json")
+    out = Path(f"bench/results/ml_{args.model}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))
 
