@@ -104,7 +104,7 @@ def test_scores_read_every_layout_as_stored_and_equal_numpys_product(dense) -> N
     expected = X @ model.coef_.T + model.intercept_
     layouts = [X, X.astype(np.float32), np.asfortranarray(X), sp.csr_matrix(X.astype(np.float32)), sp.csc_matrix(X)]
     for layout in layouts:
-        tolerance = 1e-5 if layout.dtype == np.float32 else 1e-12
+        tolerance = 1e-4 if layout.dtype == np.float32 else 1e-12  # float32 sums: a few ulps of 1e-7 per term
         np.testing.assert_allclose(model.decision_function(layout), expected, rtol=tolerance, atol=tolerance)
     binary = LogisticRegression(n_jobs=2).fit(X, y > 0)
     np.testing.assert_allclose(binary.decision_function(sp.csr_matrix(X)), X @ binary.coef_.ravel(), atol=1e-12)
