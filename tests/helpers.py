@@ -70,9 +70,7 @@ def forklift(
         env=env,
         check=False,
     )
-    if check and result.returncode != 0:
-        raise AssertionError(f"forklift {args} failed ({result.returncode}): {result.stdout}\n{result.stderr}")
-    return result
+    return _checked(args, result, check=check)
 
 
 def forklift_here(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -88,8 +86,15 @@ def forklift_here(*args: str | Path, check: bool = True) -> subprocess.Completed
         except SystemExit as exit:  # argparse's own errors
             code = exit.code if isinstance(exit.code, int) else 2
     result = subprocess.CompletedProcess(["forklift", *map(str, args)], code, stdout.getvalue(), stderr.getvalue())
-    if check and code != 0:
-        raise AssertionError(f"forklift {args} failed ({code}): {result.stdout}\n{result.stderr}")
+    return _checked(args, result, check=check)
+
+
+def _checked(
+    args: tuple[str | Path, ...], result: subprocess.CompletedProcess[str], *, check: bool
+) -> subprocess.CompletedProcess[str]:
+    """``result``; with ``check``, a non-zero exit fails the test with what the command printed."""
+    if check and result.returncode != 0:
+        raise AssertionError(f"forklift {args} failed ({result.returncode}): {result.stdout}\n{result.stderr}")
     return result
 
 

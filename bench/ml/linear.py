@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from snapml_data import load_lines, save_arrays
+from snapml_data import load_lines, run_snapml, save_arrays
 
 FORKLIFT_TOLS = [1e-3, 1e-4, 1e-5, 1e-6]
 SECONDS_CAP = 120.0  # a ladder stops climbing once a fit takes longer than this
@@ -121,8 +120,7 @@ for suffix, chosen in {model.formulations!r}.items():
     out["snapml " + suffix] = rows
 print(json.dumps(out))
 """
-    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return dict(run_snapml(python, code))
 
 
 def regression_targets(X: Any, seed: int = 0) -> np.ndarray:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from snapml_data import load_lines, save_arrays
+from snapml_data import load_lines, run_snapml, save_arrays
 
 REPEATS = 30
 
@@ -54,8 +53,7 @@ for _ in range({REPEATS}):
     t = time.perf_counter(); m.predict_proba(X); out.append(time.perf_counter() - t)
 print(json.dumps(out))
 """
-    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
-    return list(json.loads(result.stdout.strip().splitlines()[-1]))
+    return list(run_snapml(python, code))
 
 
 def main() -> None:

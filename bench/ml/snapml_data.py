@@ -1,9 +1,12 @@
-"""The arrays a benchmark hands to snapml, which runs in its own interpreter: one .npz file, and the lines that
-read it back there (as ``X`` and ``y``, CSR or dense as they were)."""
+"""What a benchmark hands to snapml, which runs in its own interpreter: the arrays as one .npz file, the lines
+that read it back there (as ``X`` and ``y``, CSR or dense as they were), and the run that brings its answer back."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,3 +26,9 @@ f = np.load({str(path)!r})
 X = sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"])) if "indptr" in f else f["X"]
 y = f["y"]
 """
+
+
+def run_snapml(python: str, code: str) -> Any:
+    """Run ``code`` in ``python`` (an interpreter that can import snapml); its last printed line, read as JSON."""
+    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
