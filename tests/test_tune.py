@@ -113,7 +113,7 @@ def test_space_file(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("tune") / "shapes"
-    synth_shapes(root, 300, 64, seed=0, task="classify")
+    synth_shapes(root, 160, 64, seed=0, task="classify")
     return root
 
 
@@ -246,9 +246,8 @@ def test_parallel_workers_run_on_their_own_cpus(data: Path, tmp_path: Path) -> N
     assert first and second and not set(first) & set(second)
 
 
-@pytest.mark.slow  # a process of its own, seconds
 def test_sqlite_is_refused_for_parallel_trials(data: Path, tmp_path: Path) -> None:
-    result = forklift(
+    result = forklift_here(
         *tune_command(data, tmp_path / "s", "--parallel", "2", "--storage", "sqlite:///x.db"), check=False
     )
     assert result.returncode == 2

@@ -11,15 +11,17 @@ import hashlib
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
 import onnx
-import torch
 
 from forklift.atomic import written_atomically
 from forklift.model_files.model_dir import FORMAT_FILES, ModelDirectory
-from forklift.nets.darknet import build_darknet
 from forklift.vocabulary import ModelFormat, Task
+
+if TYPE_CHECKING:  # PyTorch is imported by an export alone: running a graph already exported needs none of it
+    import torch
 
 OPSET = 17
 INPUT_NAME = "images"
@@ -43,6 +45,10 @@ def source_digest(model: ModelDirectory) -> str:
 
 
 def export_darknet(model: ModelDirectory, out: Path) -> Path:
+    import torch
+
+    from forklift.nets.darknet import build_darknet
+
     net = build_darknet(model.files["cfg"], model.files["weights"])
     task = Task.DETECT if net.is_detector else Task.CLASSIFY
     example = torch.zeros(1, net.config.channels, net.input_height, net.input_width)
@@ -52,6 +58,8 @@ def export_darknet(model: ModelDirectory, out: Path) -> Path:
 
 def export_style(model: ModelDirectory, out: Path) -> Path:
     """A style network's graph with any batch, height and width."""
+    import torch
+
     from forklift.nets.style import load_style_net
 
     net = load_style_net(model.files["state_dict"])
@@ -81,6 +89,8 @@ def export_onnx(
 def _write_graph(
     net: torch.nn.Module, example: torch.Tensor, path: Path, task: Task, facts: dict[str, str], any_size: bool
 ) -> None:
+    import torch
+
     axes = {0: "batch", 2: "height", 3: "width"} if any_size else {0: "batch"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's notes on constant folding and deprecation

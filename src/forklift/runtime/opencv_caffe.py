@@ -12,14 +12,13 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-import torch
-from torchvision.ops import batched_nms
 
 from forklift.errors import ForkliftError
 from forklift.model_files.caffe import class_names, load_caffe_net, num_classes, output_layer
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.model_files.prototxt import read_prototxt
 from forklift.runtime.base import Answering, PredictOptions, Predictor
+from forklift.vision.boxes import per_class_nms
 from forklift.vision.results import Detection
 from forklift.vocabulary import Runtime
 
@@ -120,9 +119,7 @@ class CaffeFasterRCNNPredictor(Predictor):
         classes += 1
         candidates = predicted[rows, classes].astype(np.float32)
         confidences = scores[rows, classes].astype(np.float32)
-        kept = batched_nms(
-            torch.from_numpy(candidates), torch.from_numpy(confidences), torch.from_numpy(classes), self.iou
-        ).numpy()
+        kept = per_class_nms(candidates, confidences, classes, self.iou)
         return [
             Detection.from_corners(candidates[i], self.class_names[classes[i]], float(confidences[i])) for i in kept
         ]

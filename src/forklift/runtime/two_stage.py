@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-import torch
-from torchvision.ops import batched_nms
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
@@ -21,6 +19,7 @@ from forklift.nets.two_stage import two_stage_settings
 from forklift.runtime.base import Answering, PredictOptions, Predictor
 from forklift.runtime.onnx_graph import Network, Shape, graph_path
 from forklift.runtime.two_stage_export import IOU, OUTPUTS
+from forklift.vision.boxes import per_class_nms
 from forklift.vision.resize import Placement, fit
 from forklift.vision.results import Detection
 from forklift.vocabulary import ResizeMode, Runtime, Task
@@ -91,8 +90,8 @@ class TwoStagePredictor(Predictor):
         keep = scores >= answering.conf
         boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
         if self.iou < self.graph_iou and len(scores):
-            kept = batched_nms(torch.from_numpy(boxes), torch.from_numpy(scores), torch.from_numpy(labels), self.iou)
-            boxes, scores, labels = boxes[kept.numpy()], scores[kept.numpy()], labels[kept.numpy()]
+            kept = per_class_nms(boxes, scores, labels, self.iou)
+            boxes, scores, labels = boxes[kept], scores[kept], labels[kept]
         names = self.model.labels
         return [
             Detection.from_corners(box, label=names[int(label) - 1], score=float(score))

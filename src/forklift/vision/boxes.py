@@ -1,12 +1,12 @@
-"""From decoded network rows to scored, labelled boxes: thresholds and per-class NMS (torchvision's)."""
+"""From decoded network rows to scored, labelled boxes: thresholds and per-class NMS (OpenCV's, on NumPy arrays:
+serving and predicting an exported model need no PyTorch)."""
 
 from __future__ import annotations
 
 from typing import TypeVar
 
+import cv2
 import numpy as np
-import torch
-from torchvision.ops import batched_nms, nms
 
 ONE_OBJECT_IOU = 0.6  # boxes of different classes overlapping more are one object: only the surest is kept
 Found = TypeVar("Found", bound=tuple)  # (label, score, corners, ...anything carried along)
@@ -36,8 +36,25 @@ def select_detections(
         axis=1,
     ).astype(np.float32)
     picked = scores[box_index, class_ids].astype(np.float32)
-    keep = batched_nms(torch.from_numpy(boxes), torch.from_numpy(picked), torch.from_numpy(class_ids), iou).numpy()
+    keep = per_class_nms(boxes, picked, class_ids, iou)
     return boxes[keep], picked[keep], class_ids[keep]
+
+
+def per_class_nms(corners: np.ndarray, scores: np.ndarray, classes: np.ndarray, iou: float) -> np.ndarray:
+    """Indices of the boxes (x1, y1, x2, y2) that no surer box of their class overlaps by more than `iou`, best
+    first."""
+    if len(corners) == 0:
+        return np.zeros(0, np.int64)
+    rects, confidences, ids = _widths_and_heights(corners), scores.astype(np.float32), classes.astype(np.int32)
+    kept = cv2.dnn.NMSBoxesBatched(rects, confidences, ids, -1.0, iou)  # type: ignore[arg-type]  # stubs: lists
+    return np.asarray(kept, dtype=np.int64).reshape(-1)
+
+
+def _widths_and_heights(corners: np.ndarray) -> np.ndarray:
+    """x1, y1, x2, y2 rows as OpenCV's x, y, width, height (float64: its Rect2d)."""
+    boxes = corners.astype(np.float64)
+    boxes[:, 2:] -= boxes[:, :2]
+    return boxes
 
 
 def one_box_per_object(boxes: list[Found], iou: float = ONE_OBJECT_IOU) -> list[Found]:
@@ -46,6 +63,7 @@ def one_box_per_object(boxes: list[Found], iou: float = ONE_OBJECT_IOU) -> list[
     and the app's try-an-image answer one box an object)."""
     if len(boxes) < 2:
         return boxes
-    corners = torch.tensor([box[2] for box in boxes], dtype=torch.float32)
-    kept = nms(corners, torch.tensor([float(box[1]) for box in boxes]), iou)
+    corners = np.array([box[2] for box in boxes], dtype=np.float64)
+    scores = np.array([float(box[1]) for box in boxes], dtype=np.float32)
+    kept = per_class_nms(corners, scores, np.zeros(len(boxes), np.int32), iou)
     return [boxes[k] for k in kept.tolist()]
