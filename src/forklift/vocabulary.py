@@ -99,7 +99,18 @@ class LrScaling(StrEnum):
     NONE = "none"
 
 
-Word = TypeVar("Word", Task, ModelFormat, Runtime, Precision, Split, ResizeMode, DataFormat, Optimizer, LrScaling)
+class PretrainedKind(StrEnum):
+    """What pulling a catalogue model gives: a ready model directory (Darknet, style) or a weights file to train
+    from (a torchvision detector, segmenter or backbone)."""
+
+    DARKNET = "darknet"
+    STYLE = "style"
+    WEIGHTS = "weights"
+
+
+Word = TypeVar(
+    "Word", Task, ModelFormat, Runtime, Precision, Split, ResizeMode, DataFormat, Optimizer, LrScaling, PretrainedKind
+)
 
 
 def words(kind: type[StrEnum]) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from forklift.cli.common import (
     threshold,
     verb_parser,
 )
+from forklift.cli.pretrained import add_mirror, add_pull
 from forklift.errors import ForkliftError
 from forklift.vocabulary import Precision, ResizeMode, Runtime, words
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 def register(verbs: Any) -> None:
     add_predict(verbs)
     models = verb_parser(
-        verbs, "models", "Inspect, create and export model directories.", "forklift models inspect models/yolov3"
+        verbs, "models", "Inspect, create, export and pull model directories.", "forklift models inspect models/yolov3"
     )
     actions = models.add_subparsers(dest="models_verb", metavar="ACTION", required=True)
     add_inspect(actions)
@@ -38,6 +39,8 @@ def register(verbs: Any) -> None:
     add_new_style(actions)
     add_export(actions)
     add_quantize(actions)
+    add_pull(actions)
+    add_mirror(actions)
 
 
 def add_predict(verbs: Any) -> None:

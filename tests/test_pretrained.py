@@ -1,0 +1,235 @@
+"""`forklift models pull` and `forklift models mirror`: the catalogue's facts checked against the reference files,
+then pulls from a mirror that real NGINX serves on loopback (nothing is fetched from the internet here): a ready
+model directory that predicts, the cache reused, a cut connection resumed with a ranged request, a changed file
+refused, no network refused, a weights file for training, and a mirror folder laid out from the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from core_parts import nginx
+from helpers import SHARED, forklift_here, free_port, shared
+
+from forklift.model_files.darknet_cfg import read_cfg
+from forklift.nets.darknet import DarknetNet
+from forklift.nets.fresh_weights import new_darknet_dir
+from forklift.pretrained.catalogue import BUILT_IN, RemoteFile, load_catalogue
+from forklift.runtime.style_export import fresh_style_net
+
+TINY_WEIGHTS = "https://pjreddie.com/media/files/yolov3-tiny.weights"
+STYLE_ZIP = "https://www.dropbox.com/s/lrvwfehqdcxoza8/saved_models.zip?dl=1"
+LRASPP = "https://download.pytorch.org/models/lraspp_mobilenet_v3_large-d234d4ea.pth"
+
+
+def test_the_catalogue_agrees_with_the_reference_files() -> None:
+    """The published hashes and sizes the catalogue holds, checked where this repository's reference data has the
+    same files: Darknet's cfgs and COCO names to the digest, and each weights file's size from its cfg."""
+    catalogue = load_catalogue(BUILT_IN)
+    files = {file.url: file for model in catalogue.values() for file in model.files}
+    for name in ("yolov3", "yolov3-tiny", "yolov4-tiny"):
+        cfg, weights, names = catalogue[name].files
+        reference = shared(f"darknet/{name}.cfg")
+        if cfg.sha256 is not None:
+            assert hashlib.sha256(reference.read_bytes()).hexdigest() == cfg.sha256, name
+            assert reference.stat().st_size == cfg.size, name
+        assert weights.size == 20 + 4 * DarknetNet(read_cfg(reference)).weights_count(), name  # header + float32s
+        assert names.sha256 == hashlib.sha256(shared("darknet/coco.names").read_bytes()).hexdigest()
+    for file in files.values():  # torchvision's file names carry the first digits of the SHA-256
+        stem = Path(file.relative_path).stem
+        if "download.pytorch.org" in file.url:
+            assert file.sha256 is not None and file.sha256.startswith(stem.rsplit("-", 1)[1]), file.url
+        if file.size is not None and file.mib is not None:
+            assert round(file.size / 2**20, 3) == file.mib, file.url
+    assert {m.task for m in catalogue.values()} == {"detect", "classify", "segment", "style"}
+
+
+# -- pulls from a loopback mirror
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A mirror folder holding seeded stand-ins for three catalogue models (HOST/PATH of their URLs) beside the
+    reference data's real cfg and COCO names, and a catalogue of the stand-ins' digests (catalogue.yaml)."""
+    root = tmp_path_factory.mktemp("published")
+    mirror = root / "mirror"
+    darknet = new_darknet_dir(shared("darknet/yolov3-tiny.cfg"), shared("darknet/coco.names"), root / "tiny", seed=1)
+    stand_ins = {TINY_WEIGHTS: (darknet / "yolov3-tiny.weights").read_bytes()}
+    state = fresh_style_net(seed=2, width=0.25).state_dict()
+    state["in1.running_mean"] = torch.zeros(8)  # as the example's old checkpoints hold them
+    torch.save(state, root / "candy.pth")
+    with zipfile.ZipFile(root / "saved_models.zip", "w") as archive:
+        archive.write(root / "candy.pth", "saved_models/candy.pth")
+    stand_ins[STYLE_ZIP] = (root / "saved_models.zip").read_bytes()
+    torch.save({"backbone.weight": torch.arange(12.0).reshape(3, 4)}, root / "lraspp.pth")
+    stand_ins[LRASPP] = (root / "lraspp.pth").read_bytes()
+    darknet_files = "https://raw.githubusercontent.com/pjreddie/darknet/master"
+    real = {f"{darknet_files}/cfg/yolov3-tiny.cfg": "darknet/yolov3-tiny.cfg",
+            f"{darknet_files}/data/coco.names": "darknet/coco.names"}  # fmt: skip
+    for url, relative in real.items():
+        stand_ins[url] = (SHARED / relative).read_bytes()
+    for url, data in stand_ins.items():
+        path = mirror / RemoteFile(url).relative_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    catalogue = yaml.safe_load(BUILT_IN.read_text())
+    models = {name: catalogue["models"][name] for name in ("yolov3-tiny", "candy", "lraspp_mobilenet_v3_large")}
+    for model in models.values():
+        for file in model["files"]:
+            if file["url"] in (TINY_WEIGHTS, STYLE_ZIP, LRASPP):  # the stand-ins' own digests; the rest as published
+                file["sha256"] = hashlib.sha256(stand_ins[file["url"]]).hexdigest()
+                file["size"] = len(stand_ins[file["url"]])
+                file.pop("mib", None)
+    (root / "catalogue.yaml").write_text(yaml.safe_dump({"models": models}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(published: Path) -> Iterator[str]:
+    """NGINX serving the mirror folder on loopback (ranged requests, as any static web server answers them)."""
+    port = free_port()
+    conf = published / "nginx.conf"
+    conf.write_text(
+        f"daemon off; master_process off; pid {published}/nginx.pid; error_log {published}/error.log;\n"
+        f"events {{}}\nhttp {{ access_log {published}/access.log; server {{ listen 127.0.0.1:{port}; "
+        f"root {published / 'mirror'}; }} }}\n"
+    )
+    process = subprocess.Popen([str(nginx()), "-c", str(conf), "-p", f"{published}/"], stderr=subprocess.PIPE)
+    for _ in range(100):
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        threading.Event().wait(0.05)
+    yield f"http://127.0.0.1:{port}/"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def setting(published: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh cache and the stand-ins' catalogue for one test; returns the cache."""
+    monkeypatch.setenv("FORKLIFT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FORKLIFT_CATALOGUE", str(published / "catalogue.yaml"))
+    monkeypatch.delenv("FORKLIFT_MIRROR", raising=False)
+    return tmp_path / "cache"
+
+
+def _requests(published: Path, name: str) -> list[tuple[str, str]]:
+    """(status, Range header) of each request NGINX logged for a file name."""
+    lines = (published / "access.log").read_text().splitlines()
+    return [(line.split('"')[2].split()[0], line) for line in lines if f"/{name}" in line]
+
+
+@pytest.mark.slow  # predicts with the pulled model: seconds
+def test_a_pulled_darknet_model_predicts_and_a_second_pull_uses_the_cache(
+    published: Path, server: str, setting: Path, tmp_path: Path
+) -> None:
+    first = forklift_here("models", "pull", "yolov3-tiny", tmp_path / "tiny", "--mirror", server)
+    assert "yolov3-tiny: model directory" in first.stdout
+    assert sorted(p.name for p in (tmp_path / "tiny").iterdir()) == [
+        "coco.names", "forklift.json", "yolov3-tiny.cfg", "yolov3-tiny.weights"
+    ]  # fmt: skip
+    provenance = json.loads((tmp_path / "tiny" / "forklift.json").read_text())["pretrained"]
+    assert provenance["name"] == "yolov3-tiny" and TINY_WEIGHTS in provenance["files"]
+    predicted = json.loads(forklift_here("predict", tmp_path / "tiny", shared("images/dog.jpg"), "--json").stdout)
+    assert predicted["results"][0]["file"].endswith("dog.jpg") and predicted["results"][0]["detections"]
+    fetched = len(_requests(published, "yolov3-tiny.weights"))
+    forklift_here("models", "pull", "yolov3-tiny", tmp_path / "again", "--mirror", server)
+    assert len(_requests(published, "yolov3-tiny.weights")) == fetched  # from the cache, not the mirror
+    listed = {row["name"]: row for row in json.loads(forklift_here("models", "pull", "--list", "--json").stdout)}
+    assert listed["yolov3-tiny"]["cached"] == "yes" and listed["candy"]["cached"] == "no"
+    taken = forklift_here("models", "pull", "yolov3-tiny", tmp_path / "tiny", "--mirror", server, check=False)
+    assert taken.returncode == 2 and "already exists and is not empty" in taken.stderr
+
+
+def _cutting_server(data: bytes, keep: int) -> tuple[int, threading.Thread]:
+    """A server on loopback that promises `data` and closes the connection after its first `keep` bytes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_once() -> None:
+        connection, _ = listener.accept()
+        with connection, listener:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(data) + data[:keep])
+
+    thread = threading.Thread(target=answer_once, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+def test_a_cut_download_resumes_with_a_ranged_request(published: Path, server: str, setting: Path,
+                                                      tmp_path: Path) -> None:  # fmt: skip
+    archive = (published / "mirror" / RemoteFile(STYLE_ZIP).relative_path).read_bytes()
+    port, cutter = _cutting_server(archive, len(archive) // 2)
+    cut = forklift_here("models", "pull", "candy", tmp_path / "candy", "--mirror", f"http://127.0.0.1:{port}",
+                        check=False)  # fmt: skip
+    cutter.join(timeout=10)
+    assert cut.returncode == 2 and len(cut.stderr.strip().splitlines()) == 1, cut.stderr
+    assert "the connection broke after" in cut.stderr and "the same command resumes it" in cut.stderr
+    (part,) = setting.rglob("*.part")
+    assert part.stat().st_size == len(archive) // 2 and not (tmp_path / "candy").exists()
+    forklift_here("models", "pull", "candy", tmp_path / "candy", "--mirror", server)
+    ((status, line),) = _requests(published, "saved_models.zip")
+    assert status == "206", line  # only the rest was asked for, and sent
+    assert sorted(p.name for p in (tmp_path / "candy").iterdir()) == ["candy.pth", "forklift.json"]
+    assert not list(setting.rglob("*.part"))
+
+
+def test_a_changed_file_no_network_and_a_full_disk_are_refused_in_one_line(
+    published: Path, server: str, setting: Path, tmp_path: Path
+) -> None:
+    mirror = tmp_path / "changed"
+    subprocess.run(["cp", "-r", published / "mirror", mirror], check=True)
+    weights = mirror / RemoteFile(TINY_WEIGHTS).relative_path
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one bit, same size
+    weights.write_bytes(bytes(data))
+    changed = forklift_here("models", "pull", "yolov3-tiny", tmp_path / "out", "--mirror", mirror, check=False)
+    assert changed.returncode == 2 and len(changed.stderr.strip().splitlines()) == 1
+    assert "its SHA-256 is" in changed.stderr and "the download was removed" in changed.stderr
+    assert not (tmp_path / "out").exists() and not list(setting.rglob("*.weights*"))
+    offline = forklift_here("models", "pull", "candy", "--mirror", f"http://127.0.0.1:{free_port()}", check=False)
+    assert offline.returncode == 2 and "cannot connect" in offline.stderr and "FORKLIFT_MIRROR" in offline.stderr
+    huge = yaml.safe_load((published / "catalogue.yaml").read_text())
+    huge["models"]["candy"]["files"][0]["size"] = 2**60
+    (tmp_path / "huge.yaml").write_text(yaml.safe_dump(huge))
+    full = forklift_here("models", "pull", "candy", "--catalogue", tmp_path / "huge.yaml", "--mirror", server,
+                         check=False)  # fmt: skip
+    assert full.returncode == 2 and "MiB free, saved_models.zip needs" in full.stderr
+    part = setting / "pretrained" / RemoteFile(STYLE_ZIP).relative_path.with_name("saved_models.zip.part")
+    assert not part.exists()  # the refusals above left no empty part behind
+    part.symlink_to("/dev/full")  # every write there fails as on a full disk (ENOSPC)
+    filled = forklift_here("models", "pull", "candy", tmp_path / "candy", "--mirror", server, check=False)
+    assert filled.returncode == 2 and "the disk is full; the partial saved_models.zip was removed" in filled.stderr
+    assert not part.is_symlink() and not (tmp_path / "candy").exists()
+    unknown = forklift_here("models", "pull", "yolov9", check=False)
+    assert unknown.returncode == 2 and "yolov9: not in the catalogue" in unknown.stderr
+
+
+def test_a_weights_file_is_kept_for_training_and_a_mirror_folder_serves_another_machine(
+    published: Path, server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pulled = json.loads(forklift_here("models", "pull", "lraspp_mobilenet_v3_large", "--json", "--mirror",
+                                      server).stdout)  # fmt: skip
+    assert pulled["kind"] == "weights" and Path(pulled["path"]).is_file()
+    assert torch.load(pulled["path"], weights_only=True)["backbone.weight"].shape == (3, 4)
+    refused = forklift_here("models", "pull", "lraspp_mobilenet_v3_large", tmp_path / "x", check=False)
+    assert refused.returncode == 2 and "a weights file to train from" in refused.stderr
+    forklift_here("models", "pull", "candy", tmp_path / "candy", "--mirror", server)
+    carried = tmp_path / "usb"
+    laid = forklift_here("models", "mirror", carried)
+    assert "2 models" in laid.stdout
+    assert (carried / RemoteFile(LRASPP).relative_path).read_bytes() == Path(pulled["path"]).read_bytes()
+    monkeypatch.setenv("FORKLIFT_CACHE", str(tmp_path / "another-machine"))
+    monkeypatch.setenv("FORKLIFT_MIRROR", str(carried))  # the folder itself, as mounted there
+    forklift_here("models", "pull", "candy", tmp_path / "there")
+    assert (tmp_path / "there" / "candy.pth").read_bytes() == (tmp_path / "candy" / "candy.pth").read_bytes()
