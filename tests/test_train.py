@@ -23,6 +23,7 @@ from helpers import CFGS, assert_resume_is_exact
 from forklift.cli import main
 from forklift.data.dataset import load_dataset
 from forklift.data.synth import synth_shapes
+from forklift.model_files.cfg_edit import set_classes
 from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import DarknetNet, load_weights
@@ -30,7 +31,6 @@ from forklift.nets.fresh_weights import initialise
 from forklift.train.loader import Augmentation, DetectionImages, collate
 from forklift.train.loss import build_targets, yolo_heads, yolo_loss
 from forklift.train.settings import RunOptions, TrainSettings
-from forklift.train.tasks.detect import set_classes
 from forklift.train.trainer import train
 
 TINY_CFG = (CFGS / "tiny-detector.cfg").read_text(encoding="utf-8")

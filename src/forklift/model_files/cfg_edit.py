@@ -6,7 +6,8 @@ Training rewrites a few options of a cfg (classes, filters, input size); collect
 
 from __future__ import annotations
 
-from forklift.model_files.darknet_cfg import Section
+from forklift.errors import ForkliftError
+from forklift.model_files.darknet_cfg import Section, parse_cfg
 
 
 def set_net_size(net: Section, size: int, edits: dict[int, str], inserts: dict[int, list[str]]) -> None:
@@ -28,3 +29,23 @@ def apply_edits(text: str, edits: dict[int, str], inserts: dict[int, list[str]])
         result.append(edits.get(number, line))
         result.extend(inserts.get(number, []))
     return "\n".join(result) + "\n"
+
+
+def set_classes(text: str, source: str, classes: int, size: int | None = None) -> str:
+    """The cfg with `classes=` of each [yolo], `filters=` of the convolution before it, and [net] width and
+    height (when a size is given) rewritten; everything else, comments included, stays as written."""
+    config = parse_cfg(text, source)
+    edits: dict[int, str] = {}  # 0-based line -> new text
+    inserts: dict[int, list[str]] = {}  # insert after the section header at this 0-based line
+    if size is not None:
+        set_net_size(config.net, size, edits, inserts)
+    for index, section in enumerate(config.layers):
+        if section.kind != "yolo":
+            continue
+        before = config.layers[index - 1] if index else None
+        if before is None or before.kind != "convolutional":
+            raise ForkliftError(f"{section.where()}: [yolo] must follow a [convolutional] whose filters it sets")
+        anchors = len(section.ints("mask", list(range(len(section.floats("anchors")) // 2))))
+        set_option(section, "classes", str(classes), edits, inserts)
+        set_option(before, "filters", str(anchors * (5 + classes)), edits, inserts)
+    return apply_edits(text, edits, inserts)

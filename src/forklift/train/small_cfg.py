@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from forklift.train.tasks.detect import set_classes
+from forklift.model_files.cfg_edit import set_classes
 
 NARROWER = {128: 64, 256: 128, 512: 256, 1024: 256}
 

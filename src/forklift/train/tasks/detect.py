@@ -11,8 +11,7 @@ from __future__ import annotations
 import torch
 
 from forklift.data.dataset import Dataset, ImageRecord
-from forklift.errors import ForkliftError
-from forklift.model_files.cfg_edit import apply_edits, set_net_size, set_option
+from forklift.model_files.cfg_edit import set_classes
 from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.model_files.model_config import ModelConfig
 from forklift.nets.darknet import Convolutional, DarknetNet
@@ -70,26 +69,6 @@ class DetectionTask(DarknetTask):
             conf=CONF,
             iou=IOU,
         )
-
-
-def set_classes(text: str, source: str, classes: int, size: int | None = None) -> str:
-    """The cfg with `classes=` of each [yolo], `filters=` of the convolution before it, and [net] width and
-    height (when a size is given) rewritten; everything else, comments included, stays as written."""
-    config = parse_cfg(text, source)
-    edits: dict[int, str] = {}  # 0-based line -> new text
-    inserts: dict[int, list[str]] = {}  # insert after the section header at this 0-based line
-    if size is not None:
-        set_net_size(config.net, size, edits, inserts)
-    for index, section in enumerate(config.layers):
-        if section.kind != "yolo":
-            continue
-        before = config.layers[index - 1] if index else None
-        if before is None or before.kind != "convolutional":
-            raise ForkliftError(f"{section.where()}: [yolo] must follow a [convolutional] whose filters it sets")
-        anchors = len(section.ints("mask", list(range(len(section.floats("anchors")) // 2))))
-        set_option(section, "classes", str(classes), edits, inserts)
-        set_option(before, "filters", str(anchors * (5 + classes)), edits, inserts)
-    return apply_edits(text, edits, inserts)
 
 
 def _transfer(start: DarknetNet, net: DarknetNet, start_labels: list[str], classes: list[str]) -> None:
