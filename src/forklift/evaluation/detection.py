@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
+from pycocotools import mask as coco_mask
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
-from torchvision.ops import box_iou
 
 from forklift.data.dataset import Box, ImageRecord
 from forklift.vision.results import Detection
@@ -145,9 +144,9 @@ def _greedy_matches(truth: Sequence[Box], found: Sequence[Detection], same_class
     the free box it overlaps most (of its own class when `same_class`), so no box is found twice."""
     if not truth or not found:
         return []
-    overlap = box_iou(_boxes(found), _boxes(truth))  # rows: detections, columns: truth boxes
+    overlap = coco_mask.iou(_boxes(found), _boxes(truth), [0] * len(truth))  # rows: detections, columns: truth
     if same_class:
-        other_class = torch.tensor([[d.label != t.label for t in truth] for d in found])
+        other_class = np.array([[d.label != t.label for t in truth] for d in found])
         overlap[other_class] = 0.0
     pairs = []
     for d in sorted(range(len(found)), key=lambda i: -found[i].score):
@@ -158,8 +157,9 @@ def _greedy_matches(truth: Sequence[Box], found: Sequence[Detection], same_class
     return pairs
 
 
-def _boxes(boxes: Sequence[Box | Detection]) -> torch.Tensor:
-    return torch.tensor([[b.x1, b.y1, b.x2, b.y2] for b in boxes], dtype=torch.float64)
+def _boxes(boxes: Sequence[Box | Detection]) -> np.ndarray:
+    """x, y, width, height rows: COCO's boxes, as its IoU takes them."""
+    return np.array([[b.x1, b.y1, b.x2 - b.x1, b.y2 - b.y1] for b in boxes], dtype=np.float64)
 
 
 def _add_confusion(confusion: np.ndarray, truth: list[int], found: list[int], pairs: list[tuple[int, int]]) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import torch
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
@@ -30,6 +29,8 @@ class TorchStyleNetwork(Network):
     runtime = Runtime.TORCH
 
     def __init__(self, path: Path, options: PredictOptions) -> None:
+        import torch  # here alone: an exported style graph runs without it
+
         from forklift.nets.style import load_style_net
 
         self.device = torch.device(options.device)
@@ -39,6 +40,8 @@ class TorchStyleNetwork(Network):
         self.declare(path, [ANY_SIZE], {"styled": ANY_SIZE}, {})
 
     def run(self, batch: np.ndarray) -> np.ndarray:
+        import torch
+
         with torch.inference_mode():
             return self.net(torch.from_numpy(batch).to(self.device)).cpu().numpy()
 
