@@ -18,17 +18,25 @@ import pytest
 import torch
 import yaml
 from core_parts import nginx
-from helpers import SHARED, forklift_here, free_port, shared
+from helpers import CFGS, SHARED, forklift_here, free_port, shared
+from torchvision.models import mobilenet_v3_large, segmentation
 
+from forklift.data.dataset import load_dataset
+from forklift.data.synth import synth_shapes
+from forklift.errors import ForkliftError
 from forklift.model_files.darknet_cfg import read_cfg
 from forklift.nets.darknet import DarknetNet
 from forklift.nets.fresh_weights import new_darknet_dir
 from forklift.pretrained.catalogue import BUILT_IN, RemoteFile, load_catalogue
+from forklift.pretrained.resolve import weights_file
 from forklift.runtime.style_export import fresh_style_net
+from forklift.train.tasks import NetworkSource, make_task
 
 TINY_WEIGHTS = "https://pjreddie.com/media/files/yolov3-tiny.weights"
 STYLE_ZIP = "https://www.dropbox.com/s/lrvwfehqdcxoza8/saved_models.zip?dl=1"
 LRASPP = "https://download.pytorch.org/models/lraspp_mobilenet_v3_large-d234d4ea.pth"
+MOBILENET = "https://download.pytorch.org/models/mobilenet_v3_large-8738ca79.pth"
+STAND_INS = (TINY_WEIGHTS, STYLE_ZIP, LRASPP, MOBILENET)
 
 
 def test_the_catalogue_agrees_with_the_reference_files() -> None:
@@ -70,8 +78,14 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with zipfile.ZipFile(root / "saved_models.zip", "w") as archive:
         archive.write(root / "candy.pth", "saved_models/candy.pth")
     stand_ins[STYLE_ZIP] = (root / "saved_models.zip").read_bytes()
-    torch.save({"backbone.weight": torch.arange(12.0).reshape(3, 4)}, root / "lraspp.pth")
+    torch.manual_seed(3)  # the real layouts: COCO's segmenter (VOC's 21 classes) and ImageNet's MobileNet-v3
+    torch.save(
+        segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=21).state_dict(),
+        root / "lraspp.pth",
+    )
+    torch.save(mobilenet_v3_large(weights=None).state_dict(), root / "mobilenet.pth")
     stand_ins[LRASPP] = (root / "lraspp.pth").read_bytes()
+    stand_ins[MOBILENET] = (root / "mobilenet.pth").read_bytes()
     darknet_files = "https://raw.githubusercontent.com/pjreddie/darknet/master"
     real = {f"{darknet_files}/cfg/yolov3-tiny.cfg": "darknet/yolov3-tiny.cfg",
             f"{darknet_files}/data/coco.names": "darknet/coco.names"}  # fmt: skip
@@ -82,10 +96,11 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     catalogue = yaml.safe_load(BUILT_IN.read_text())
-    models = {name: catalogue["models"][name] for name in ("yolov3-tiny", "candy", "lraspp_mobilenet_v3_large")}
+    names = ("yolov3-tiny", "candy", "lraspp_mobilenet_v3_large", "mobilenet_v3_large")
+    models = {name: catalogue["models"][name] for name in names}
     for model in models.values():
         for file in model["files"]:
-            if file["url"] in (TINY_WEIGHTS, STYLE_ZIP, LRASPP):  # the stand-ins' own digests; the rest as published
+            if file["url"] in STAND_INS:  # the stand-ins' own digests; the rest as published
                 file["sha256"] = hashlib.sha256(stand_ins[file["url"]]).hexdigest()
                 file["size"] = len(stand_ins[file["url"]])
                 file.pop("mib", None)
@@ -221,15 +236,49 @@ def test_a_weights_file_is_kept_for_training_and_a_mirror_folder_serves_another_
     pulled = json.loads(forklift_here("models", "pull", "lraspp_mobilenet_v3_large", "--json", "--mirror",
                                       server).stdout)  # fmt: skip
     assert pulled["kind"] == "weights" and Path(pulled["path"]).is_file()
-    assert torch.load(pulled["path"], weights_only=True)["backbone.weight"].shape == (3, 4)
+    assert torch.load(pulled["path"], weights_only=True)["classifier.low_classifier.weight"].shape[0] == 21
     refused = forklift_here("models", "pull", "lraspp_mobilenet_v3_large", tmp_path / "x", check=False)
     assert refused.returncode == 2 and "a weights file to train from" in refused.stderr
     forklift_here("models", "pull", "candy", tmp_path / "candy", "--mirror", server)
     carried = tmp_path / "usb"
     laid = forklift_here("models", "mirror", carried)
-    assert "2 models" in laid.stdout
+    assert "2 models" in laid.stdout  # the cached ones
     assert (carried / RemoteFile(LRASPP).relative_path).read_bytes() == Path(pulled["path"]).read_bytes()
     monkeypatch.setenv("FORKLIFT_CACHE", str(tmp_path / "another-machine"))
     monkeypatch.setenv("FORKLIFT_MIRROR", str(carried))  # the folder itself, as mounted there
     forklift_here("models", "pull", "candy", tmp_path / "there")
     assert (tmp_path / "there" / "candy.pth").read_bytes() == (tmp_path / "candy" / "candy.pth").read_bytes()
+
+
+@pytest.mark.slow  # builds two torchvision nets: seconds
+def test_training_starts_from_pulled_coco_and_imagenet_weights(
+    server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORKLIFT_MIRROR", server)
+    segments = load_dataset(synth_shapes(tmp_path / "segment", 4, 64, seed=0, task="segment").root)
+    coco = weights_file("coco", arch="lraspp_mobilenet_v3_large")  # pulled now: it was not cached
+    assert coco.is_relative_to(setting) and coco.name == Path(LRASPP).name
+    net = make_task(segments, NetworkSource(arch="lraspp_mobilenet_v3_large", img=64, weights=coco), seed=0).net
+    published, own = torch.load(coco, weights_only=True), net.state_dict()
+    assert torch.equal(own["backbone.16.0.weight"], published["backbone.16.0.weight"])
+    head = "classifier.low_classifier.weight"  # VOC's 21 classes there, 1 + the data set's here: left fresh
+    assert own[head].shape[0] == 1 + len(segments.classes) != published[head].shape[0]
+
+    boxes = load_dataset(synth_shapes(tmp_path / "detect", 4, 128, seed=0).root)
+    imagenet = weights_file("imagenet", arch="fasterrcnn_mobilenet_v3_large_320_fpn")
+    source = NetworkSource(arch="fasterrcnn_mobilenet_v3_large_320_fpn", img=128, weights=imagenet)
+    detector = make_task(boxes, source, seed=0).net.state_dict()
+    backbone = torch.load(imagenet, weights_only=True)
+    assert torch.equal(detector["backbone.body.4.block.0.0.weight"], backbone["features.4.block.0.0.weight"])
+
+    with pytest.raises(ForkliftError, match="for torchvision architectures"):
+        make_task(boxes, NetworkSource(cfg=CFGS / "tiny-detector.cfg", weights=imagenet), seed=0)
+    for given, said in (("imagenet", "give --arch too"), ("candy", "is a ready style model"),
+                        ("yolov9", "no such file, and the catalogue has no yolov9")):  # fmt: skip
+        refused = forklift_here("train", "--data", boxes.root, "--weights", given, tmp_path / "out", check=False)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+    photos = ("--data", SHARED / "images", "--style-image", shared("images/dog.jpg"))
+    style = forklift_here("train", "--task", "style", *photos, "--loss-net-weights", "candy", tmp_path / "out",
+                          check=False)  # fmt: skip
+    assert style.returncode == 2 and "--loss-net-weights candy: candy is a ready style model" in style.stderr
+    assert not (tmp_path / "out").exists()

@@ -100,7 +100,10 @@ def test_two_stage_settings_are_recorded_for_resume(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--cfg", str(CFGS / "v3-spp-groups.cfg"), "--weights", "w.pt"], "--weights: only for two-stage detectors"),
+        (
+            ["--cfg", str(CFGS / "v3-spp-groups.cfg"), "--weights", "w.pt"],
+            "--weights w.pt: for torchvision architectures",
+        ),
         (["--cfg", str(CFGS / "v3-spp-groups.cfg"), "--anchor-sizes", "16,32"], "--anchor-sizes: only for two-stage"),
         (["--cfg", str(CFGS / "v3-spp-groups.cfg"), "--proposals", "50"], "--proposals: only for two-stage"),
         (["--arch", "unet"], f"--arch unet: not a detector architecture; known: {ARCH.replace('_320', '')}"),

@@ -105,10 +105,11 @@ def add_train(verbs: Any) -> None:
         verbs,
         "train",
         "Train a model on a data set: a Darknet YOLO detector (detect sets) or a Darknet classifier (classify "
-        "sets), from a cfg (fresh weights) or a model directory (fine-tuning); a torchvision segmentation "
-        "architecture (segment sets, --arch, fresh weights); a torchvision two-stage detector (detect sets, --arch "
-        "fasterrcnn_..., fresh or --weights); a style network (--task style: a folder of images, --style-image, "
-        "--loss-net-weights). Each epoch ends with a checkpoint, a row of "
+        "sets), from a cfg (fresh weights) or a model directory (fine-tuning, e.g. one `forklift models pull` "
+        "wrote); a torchvision segmentation architecture (segment sets, --arch, fresh or --weights coco|imagenet); a "
+        "torchvision two-stage detector (detect sets, --arch fasterrcnn_..., fresh or --weights); a style network "
+        "(--task style: a folder of images, --style-image, --loss-net-weights). Each epoch ends with a checkpoint, "
+        "a row of "
         "metrics.csv (and TensorBoard) and, every --val-every epochs, a measure on val; OUT becomes a model "
         "directory with the best measured epoch's weights, its ONNX export and (with a val split) eval/. --resume "
         "continues with the settings saved in the checkpoint.",
@@ -116,6 +117,7 @@ def add_train(verbs: Any) -> None:
         "  forklift train --data data/shapes --cfg ../shared/data/darknet/yolov3-tiny.cfg --epochs 30 --img 320 \\\n"
         "      out/shapes-tiny\n"
         "  forklift train --data data/shapes-seg --arch deeplabv3_mobilenet_v3_large --img 256 out/seg\n"
+        "  forklift train --data data/shapes --arch fasterrcnn_mobilenet_v3_large_320_fpn --weights coco out/frcnn\n"
         "  forklift train --task style --data photos/ --style-image candy.jpg --loss-net-weights vgg16.pth out/candy\n"
         "  forklift train --resume out/shapes-tiny\n"
         "  forklift train --nproc 2 --data data/shapes --cfg ../shared/data/darknet/yolov3-tiny.cfg --batch 8 \\\n"
@@ -127,9 +129,10 @@ def add_train(verbs: Any) -> None:
     add_network_source(train)
     train.add_argument(
         "--weights",
-        type=Path,
-        metavar="FILE",
-        help="two-stage --arch: start from this torchvision backbone or detector weights file (what fits loads)",
+        metavar="FILE|NAME",
+        help="--arch (two-stage detectors, segmenters): start from a weights file, what fits by name and shape: "
+        "coco (the architecture's COCO weights), imagenet (its backbone's), a weights name of `forklift models pull "
+        "--list`, or a file; a name is pulled into the cache when missing",
     )
     train.add_argument(
         "--anchor-sizes",
@@ -144,9 +147,9 @@ def add_train(verbs: Any) -> None:
     train.add_argument("--style-image", type=Path, metavar="IMAGE", help="--task style: the style to learn")
     train.add_argument(
         "--loss-net-weights",
-        type=Path,
-        metavar="FILE",
-        help="--task style: VGG16's ImageNet weights (torchvision's vgg16-397923af.pth) for the perceptual loss",
+        metavar="FILE|vgg16",
+        help="--task style: VGG16's ImageNet weights (torchvision's vgg16-397923af.pth, or vgg16: pulled) for the "
+        "perceptual loss",
     )
     train.add_argument("--content-weight", type=float, help="--task style: content loss weight (default 1e5)")
     train.add_argument("--style-weight", type=float, help="--task style: style loss weight (default 1e10)")
@@ -229,6 +232,12 @@ def add_network_source(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from forklift.distributed.ranks import from_environment
+    from forklift.pretrained.resolve import weights_file
+
+    if args.weights is not None:  # resolved before any rank starts: a pull happens once, the ranks find it cached
+        args.weights = weights_file(args.weights, arch=args.arch)
+    if args.loss_net_weights is not None:
+        args.loss_net_weights = weights_file(args.loss_net_weights, arch=None, option="--loss-net-weights")
 
     if args.nproc > 1 and not from_environment().distributed:
         return _launch_ranks(args)

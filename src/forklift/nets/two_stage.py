@@ -21,6 +21,7 @@ from torchvision.models.detection.rpn import RPNHead
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import TWO_STAGE_KEY
+from forklift.nets.matching import load_matching
 
 ARCHITECTURES: dict[str, Callable[..., nn.Module]] = {
     "fasterrcnn_mobilenet_v3_large_fpn": detection.fasterrcnn_mobilenet_v3_large_fpn,
@@ -120,32 +121,6 @@ def build_two_stage(settings: TwoStageSettings, *, seed: int, weights: Path | No
     if weights is not None:
         load_matching(net, weights, settings.arch)
     return net
-
-
-BACKBONE_PREFIXES = ("", "backbone.body.")  # a detector's names, or a classifier's placed under the backbone
-
-
-def load_matching(net: nn.Module, path: Path, arch: str) -> int:
-    """Load the tensors of the file at `path` that match the net by name and shape; how many did."""
-    try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises pickle, zip and OS errors alike for a file it cannot read
-        raise ForkliftError(f"{path}: cannot read it as a state dict: {str(exc).splitlines()[0]}") from exc
-    if isinstance(loaded, dict) and isinstance(loaded.get("model"), dict):
-        loaded = loaded["model"]  # a training checkpoint
-    if not isinstance(loaded, dict):
-        raise ForkliftError(f"{path}: not a state dict (found {type(loaded).__name__})")
-    own = net.state_dict()
-    best: dict[str, torch.Tensor] = {}
-    for prefix in BACKBONE_PREFIXES:
-        for strip in ("", "features."):  # MobileNet's features are the body itself
-            renamed = {prefix + k.removeprefix(strip): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
-            fits = {k: v for k, v in renamed.items() if k in own and own[k].shape == v.shape}
-            best = fits if len(fits) > len(best) else best
-    if not best:
-        raise ForkliftError(f"{path}: no tensor matches {arch} by name and shape; is it a weights file for it?")
-    net.load_state_dict(best, strict=False)
-    return len(best)
 
 
 def load_two_stage(model_dir: Path) -> tuple[nn.Module, TwoStageSettings, list[str]]:

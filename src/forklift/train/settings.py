@@ -52,7 +52,7 @@ class TrainSettings:
     aug_shift: float = 0.1  # shift up to this share of the input each way,
     aug_hsv: float = 1.0  # and HSV gains times this
     amp: bool | None = None  # None: on for CUDA only
-    weights: Path | None = None  # two-stage detectors: a torchvision backbone or detector weights file
+    weights: Path | None = None  # torchvision architectures: the net's or its backbone's weights file
     anchor_sizes: tuple[int, ...] | None = None  # two-stage detectors: one anchor size per FPN level
     proposals: int | None = None  # two-stage detectors: proposals (candidates) kept per image at test time
     task: str | None = None  # "style" trains a style network on a folder of images; None: the data set's task

@@ -34,14 +34,19 @@ def make_task(
 ) -> TrainingTask:
     """The task for the data set's kind, with its network built (and initialised) from `source`: on a detect set
     a two-stage detector when `source` names one, else a Darknet YOLO. The `two_stage` options are refused for the
-    others."""
+    others, and a weights file for any but the torchvision architectures."""
+    wanted = dataset.task == Task.DETECT and is_two_stage(source)
+    if source.weights is not None and not (wanted or dataset.task == Task.SEGMENT):
+        raise ForkliftError(
+            f"--weights {source.weights}: for torchvision architectures (--arch: two-stage detectors, segmenters); "
+            "a Darknet or style model starts from a model directory: --model DIR (forklift models pull NAME DIR)"
+        )
     if dataset.task == Task.STYLE:
         return StyleTask(dataset, source, seed=seed, options=style, augmentation=augmentation)
     if style.given():
         raise ForkliftError(f"--{style.given()[0].replace('_', '-')}: only for style training (--task style)")
     if augmentation.mosaic and dataset.task != Task.DETECT:
         raise ForkliftError("--mosaic: only for detection data sets")
-    wanted = dataset.task == Task.DETECT and is_two_stage(source)
     given = two_stage.given()
     if given and not wanted:
         raise ForkliftError(

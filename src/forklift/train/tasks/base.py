@@ -34,12 +34,14 @@ ImagesT = TypeVar("ImagesT", bound=AugmentedImages)
 @dataclass(frozen=True)
 class NetworkSource:
     """Where the network comes from: a Darknet cfg (fresh weights), a model directory to fine-tune, or the name
-    of a torchvision architecture; and the input size to train at (None: the source's own)."""
+    of a torchvision architecture, with a weights file to start it from (its own, or its backbone's: what fits
+    loads); and the input size to train at (None: the source's own)."""
 
     cfg: Path | None = None
     model: Path | None = None
     arch: str | None = None
     img: int | None = None
+    weights: Path | None = None
 
 
 class TrainingTask(ABC):

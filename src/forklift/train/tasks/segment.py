@@ -24,6 +24,7 @@ from forklift.data.dataset import Dataset, ImageRecord
 from forklift.data.masks import load_mask
 from forklift.errors import ForkliftError
 from forklift.evaluation.segmentation import confusion_matrix, metrics_from_confusion
+from forklift.nets.matching import load_matching
 from forklift.runtime.segment import to_original
 from forklift.runtime.segment_export import IMAGENET_MEAN, IMAGENET_SCALE, write_segment_model_dir
 from forklift.train.loader import (
@@ -90,7 +91,7 @@ class SegmentationTask(TrainingTask):
         if source.cfg is not None or source.model is not None:
             given = f"--cfg {source.cfg}" if source.cfg is not None else f"--model {source.model}"
             raise ForkliftError(
-                f"{given}: segmentation trains a torchvision architecture from fresh weights; "
+                f"{given}: segmentation trains a torchvision architecture (fresh, or from --weights); "
                 f"give --arch NAME ({', '.join(ARCHITECTURES)})"
             )
         self.name = source.arch or DEFAULT_ARCH
@@ -104,6 +105,8 @@ class SegmentationTask(TrainingTask):
             self.net = ARCHITECTURES[self.name](
                 weights=None, weights_backbone=None, num_classes=1 + len(dataset.classes)
             )
+        if source.weights is not None:  # COCO's segmenter (its 21-class heads stay fresh) or ImageNet's backbone
+            load_matching(self.net, source.weights, self.name)
 
     def images(self, records: list[ImageRecord], augment: bool) -> SegmentationImages:
         return self.augmented(SegmentationImages, records, (self.size, self.size), augment=augment)

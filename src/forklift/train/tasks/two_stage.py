@@ -47,7 +47,6 @@ Targets = list[dict[str, torch.Tensor]]
 class TwoStageOptions:
     """The training options only two-stage detectors take; None: not given."""
 
-    weights: Path | None = None  # a torchvision detector's or backbone's weights file
     anchor_sizes: tuple[int, ...] | None = None  # one per FPN level
     proposals: int | None = None  # RPN proposals kept at test time
 
@@ -85,7 +84,7 @@ class TwoStageTask(TrainingTask):
         options: TwoStageOptions = NO_OPTIONS,
     ) -> None:
         super().__init__(dataset, seed=seed, augmentation=augmentation)
-        weights, anchor_sizes, proposals = options.weights, options.anchor_sizes, options.proposals
+        weights, anchor_sizes, proposals = source.weights, options.anchor_sizes, options.proposals
         if source.cfg is not None:
             raise ForkliftError(f"--cfg {source.cfg}: a two-stage --arch is built by torchvision, not from a cfg")
         if source.model is not None and weights is not None:
