@@ -407,6 +407,10 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
             page.get_by_label(name, exact=True).fill(value)
         page.wait_for_selector(f"[data-testid=estimate]:has-text('from the pace of job {job} at 64 px')")
         assert re.match(r"About \d+ s ", page.locator("[data-testid=estimate]").inner_text())
+        start_from = page.get_by_label("Start from")  # COCO's weights are offered where the model has them
+        start_from.select_option(label="from COCO-pretrained weights (downloaded once)")
+        page.get_by_label("Model").select_option("yolov3-tiny-slim")  # none for the slim one: back to fresh
+        assert start_from.input_value() == "" and "COCO" not in start_from.inner_text()
         page.get_by_role("button", name="Close").click()
         page.get_by_role("button", name="Auto-label…").click()
         page.get_by_label("Confidence threshold").fill("0.01")

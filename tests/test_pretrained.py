@@ -282,3 +282,28 @@ def test_training_starts_from_pulled_coco_and_imagenet_weights(
                           check=False)  # fmt: skip
     assert style.returncode == 2 and "--loss-net-weights candy: candy is a ready style model" in style.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # a training job in its own process: seconds
+def test_an_app_job_fine_tunes_the_pulled_coco_model(
+    server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app_helpers import app_client, fresh_database, shapes_dataset, wait_for  # the app's imports: here alone
+
+    monkeypatch.setenv("FORKLIFT_MIRROR", server)  # the job's process inherits the setting, as from the app's own
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(None, data)) as client:
+        dataset = shapes_dataset(client, tmp_path / "shapes", 16)[0]
+        jobs = f"/api/datasets/{dataset}/jobs"
+        slim = client.post(jobs, json={"model": "yolov3-tiny-slim", "pretrained": "coco"})
+        assert slim.status_code == 422 and "yolov3-tiny-slim has none" in slim.json()["error"]
+        job = client.post(jobs, json={"model": "yolov3-tiny", "pretrained": "coco", "epochs": 1, "batch": 8,
+                                      "img": 64}).json()  # fmt: skip
+        assert job["settings"]["pretrained"] == "coco"
+        assert wait_for(client, f"/api/jobs/{job['id']}", ("done", "failed"))["state"] == "done"
+    log = (data / "jobs" / str(job["id"]) / "train.log").read_text()
+    assert "fine-tuning: starting from the weights of" in log, log[-2000:]
+    pulled = setting / "models" / "yolov3-tiny"  # the ready directory, pulled once into the cache
+    assert (pulled / "yolov3-tiny.weights").read_bytes() == (setting / "pretrained" / RemoteFile(TINY_WEIGHTS)
+                                                              .relative_path).read_bytes()  # fmt: skip

@@ -49,6 +49,10 @@ MODELS: dict[str, dict[str, dict[str, Path | str]]] = {  # what a job trains (it
     },
     "classify": {"small-classifier": {"cfg": Path(__file__).resolve().parent / "cfgs" / "small-classifier.cfg"}},
 }
+PRETRAINED: dict[str, dict[str, Path | str]] = {  # a job's network when it starts from COCO's weights: a model of
+    "yolov3-tiny": {"model": Path("yolov3-tiny")},  # the catalogue by name (`forklift train` pulls it into the
+    "faster-rcnn": {"arch": "fasterrcnn_mobilenet_v3_large_320_fpn", "weights": Path("coco")},  # cache once)
+}
 SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
 OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")  # the TrainSettings a job sets
 
@@ -75,11 +79,14 @@ def snapshot(session: Session, dataset: DataSet, root: Path, folder: Path, *, va
 
 
 def train_command(job: Job, out: Path, root: Path, *, classes: int) -> list[str]:
-    """The job's `forklift train` on its snapshot of `classes` classes: from the kind's fresh weights, or
-    fine-tuning a model (`from_model`, a model directory under the data directory `root`)."""
+    """The job's `forklift train` on its snapshot of `classes` classes: from the kind's fresh weights, its COCO
+    weights (`pretrained`), or fine-tuning a model (`from_model`, a model directory under the data directory
+    `root`)."""
     network: dict[str, Path | str]
     if job.settings.get("from_model"):
         network = {"model": root / job.settings["from_model"]}
+    elif job.settings.get("pretrained"):
+        network = PRETRAINED[job.model]
     elif job.model == "yolov3-tiny-slim":
         text, _ = slim_cfg(shared_data_root() / "darknet" / "yolov3-tiny.cfg", classes,
                            job.settings.get("img") or SLIM_SIZE)  # fmt: skip

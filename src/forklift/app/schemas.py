@@ -208,6 +208,7 @@ class JobIn(BaseModel):
     val_share: float | None = Field(default=None, ge=0.05, le=0.5)  # held out for val where the set has no val split
     device: DeviceName | None = None  # default: the machine's device with the shortest queue, GPUs first
     from_model_id: int | None = None  # start from this registered model's weights (classes matched by name)
+    pretrained: Literal["coco"] | None = None  # or from the model's COCO-trained weights (pulled once, then cached)
 
 
 class EstimateIn(BaseModel):

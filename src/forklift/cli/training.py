@@ -221,7 +221,12 @@ def add_network_source(parser: argparse.ArgumentParser) -> None:
     """`--cfg`, `--model` or `--arch`: what a run trains (which one a data set needs: its task says)."""
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--cfg", type=Path, metavar="CFG", help="Darknet cfg; classes (and filters) are rewritten")
-    source.add_argument("--model", type=Path, metavar="MODEL_DIR", help="model directory to fine-tune")
+    source.add_argument(
+        "--model",
+        type=Path,
+        metavar="MODEL_DIR",
+        help="model directory to fine-tune, or the name of a pretrained one (yolov3-tiny: pulled into the cache)",
+    )
     source.add_argument(
         "--arch",
         metavar="NAME",
@@ -232,8 +237,10 @@ def add_network_source(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from forklift.distributed.ranks import from_environment
-    from forklift.pretrained.resolve import weights_file
+    from forklift.pretrained.resolve import model_directory, weights_file
 
+    if args.model is not None:
+        args.model = model_directory(args.model)
     if args.weights is not None:  # resolved before any rank starts: a pull happens once, the ranks find it cached
         args.weights = weights_file(args.weights, arch=args.arch)
     if args.loss_net_weights is not None:

@@ -63,6 +63,7 @@ def register(verbs: Any) -> None:
 def run_tune(args: argparse.Namespace) -> int:
     from forklift.data.dataset import load_dataset
     from forklift.errors import ForkliftError
+    from forklift.pretrained.resolve import model_directory
     from forklift.train.settings import TrainSettings
     from forklift.tune.search import Plan, tune
     from forklift.tune.space import search_space
@@ -70,6 +71,8 @@ def run_tune(args: argparse.Namespace) -> int:
     from forklift.tune.trial import Search
 
     task = load_dataset(args.data).task
+    if args.model is not None:  # a pretrained model's name: pulled once, before the trials start
+        args.model = model_directory(args.model)
     metric = args.metric or METRICS[task][0]
     if metric not in METRICS[task]:
         raise ForkliftError(f"--metric {metric}: a {task} data set is measured by {', '.join(METRICS[task])}")

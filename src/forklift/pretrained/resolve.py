@@ -1,5 +1,6 @@
-"""`train --weights coco|imagenet|NAME|FILE` and `--loss-net-weights vgg16|FILE`: a name of the catalogue becomes
-its checked file in the cache, pulled first when it is not there yet; anything else is a file's path."""
+"""`train --weights coco|imagenet|NAME|FILE`, `--loss-net-weights vgg16|FILE` and `--model NAME|DIR`: a name of
+the catalogue becomes its checked file (or ready model directory) in the cache, pulled first when it is not there
+yet; anything else is a path."""
 
 from __future__ import annotations
 
@@ -33,6 +34,23 @@ def weights_file(given: str, *, arch: str | None, option: str = "--weights") -> 
             f"{option} {given}: {name} is a ready {model.kind} model; pull it into a folder and give --model DIR"
         )
     return pull(model, cache=cache_root(), source=Source.of(None), out=None).path
+
+
+def model_directory(given: Path) -> Path:
+    """`--model`: a directory as it is; the name of a Darknet or style model of the catalogue, its ready directory
+    in the cache (pulled there first)."""
+    if given.exists() or len(given.parts) > 1:
+        return given
+    where = catalogue_path()
+    model = load_catalogue(where).get(str(given))
+    if model is None:
+        return given  # not a name: the model directory's own check says what is missing
+    if model.kind is PretrainedKind.WEIGHTS:
+        raise ForkliftError(f"--model {given}: a weights file, not a model directory; give it to --weights")
+    ready = cache_root() / "models" / model.name
+    if not ready.is_dir():
+        pull(model, cache=cache_root(), source=Source.of(None), out=ready)
+    return ready
 
 
 def _catalogue_name(given: str, arch: str | None, option: str) -> str:

@@ -247,6 +247,8 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
   );
 }
 
+const PRETRAINED = ["yolov3-tiny", "faster-rcnn"];  // the models a job can start from COCO's weights (forklift.app.jobs.PRETRAINED)
+const TEXT_FIELDS = ["model", "device", "start"];  // the Train form's fields that are not numbers
 const FEW = 10;  // examples of a class under which a model barely learns it: said before training starts
 
 function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; task: DataSet["task"]; labelled: number; labels: DataSet["labels"]; say: (t: string, e?: boolean) => void }) {
@@ -254,8 +256,8 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
   const [devices, setDevices] = useState<Device[]>([]);
   const [models, setModels] = useState<Model[]>([]);
   const [form, setForm] = useState<Record<string, string | number>>(task === "detect"
-    ? { model: "yolov3-tiny", from_model_id: 0, epochs: 30, batch: 16, img: 320, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" }
-    : { model: "small-classifier", from_model_id: 0, epochs: 30, batch: 32, img: 128, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" });
+    ? { model: "yolov3-tiny", start: "", epochs: 30, batch: 16, img: 320, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" }
+    : { model: "small-classifier", start: "", epochs: 30, batch: 32, img: 128, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" });
   const [estimate, setEstimate] = useState<Estimate | null>(null);
   useEffect(() => {
     if (!open) return;
@@ -269,11 +271,18 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
     const timer = window.setTimeout(() => api<Estimate>(`/api/datasets/${datasetId}/jobs/estimate?${query}`).then(setEstimate, () => setEstimate(null)), 300);
     return () => window.clearTimeout(timer);
   }, [open, form.model, form.epochs, form.img, form.val_share, form.device]);
-  const set = (key: string, value: string) => setForm({ ...form, [key]: key === "model" || key === "device" ? value : Number(value) });
+  const pretrained = PRETRAINED.includes(String(form.model));  // COCO's weights exist for this model
+  const set = (key: string, value: string) => setForm({
+    ...form, [key]: TEXT_FIELDS.includes(key) ? value : Number(value),
+    ...(key === "model" && form.start === "coco" && !PRETRAINED.includes(value) ? { start: "" } : {}),
+  });
   const start = async (event: Event) => {
     event.preventDefault();
     try {
-      const body = Object.fromEntries(Object.entries(form).filter(([k, v]) => (k !== "device" && k !== "from_model_id") || v));  // no device: the app picks
+      const { start: from, ...settings } = form;
+      const body: Record<string, string | number> = Object.fromEntries(Object.entries(settings).filter(([k, v]) => k !== "device" || v));  // no device: the app picks
+      if (from === "coco") body.pretrained = "coco";
+      else if (from) body.from_model_id = Number(from);
       const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", body));
       location.hash = `#/jobs/${job.id}`;
     } catch (e) { say((e as Error).message, true); }
@@ -290,9 +299,10 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
           <option value="faster-rcnn">Optimized for accuracy (Faster R-CNN)</option>
         </> : <option value="small-classifier">Classifier (small, for CPUs)</option>}
       </select>
-      <select value={form.from_model_id} onChange={(e) => set("from_model_id", e.currentTarget.value)} aria-label="Start from" title="Start from a registered model's weights (its classes are matched to this data set's by name), or from fresh weights">
-        <option value={0}>from fresh weights</option>
-        {models.map((m) => <option key={m.id} value={m.id}>from model {m.name}</option>)}
+      <select value={form.start} onChange={(e) => set("start", e.currentTarget.value)} aria-label="Start from" title="Start from fresh weights, from COCO-trained weights (downloaded once, then kept), or from a registered model's weights; classes are matched to this data set's by name, and the others start fresh">
+        <option value="">from fresh weights</option>
+        {pretrained && <option value="coco">from COCO-pretrained weights (downloaded once)</option>}
+        {models.map((m) => <option key={m.id} value={String(m.id)}>from model {m.name}</option>)}
       </select>
       {labels.some((l) => l.count < FEW) && <p class="message error small" data-testid="few-examples">
         Few examples: {labels.filter((l) => l.count < FEW).map((l) => `${l.name} (${l.count})`).join(", ")}. A model needs a few dozen of each class to learn it; label more first, or expect it to miss them.

@@ -18,7 +18,7 @@ from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.devices import CPU
 from forklift.app.estimate import estimate_training
-from forklift.app.jobs import MODELS, JobRunner, progress
+from forklift.app.jobs import MODELS, PRETRAINED, JobRunner, progress
 from forklift.app.records import get_or_404, model_for
 from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState
 from forklift.serve.responses import HttpError
@@ -38,6 +38,12 @@ def start_job(dataset_id: RowId, body: schemas.JobIn, request: Request, session:
     dataset = get_or_404(session, DataSet, dataset_id)
     model = _model_of(dataset, body.model)
     settings = body.model_dump(exclude={"model", "device", "from_model_id"}, exclude_none=True)
+    if body.pretrained is not None and body.from_model_id is not None:
+        raise HttpError(422, f"pretrained {body.pretrained}: start from it or from a registered model, not both")
+    if body.pretrained is not None and model not in PRETRAINED:
+        raise HttpError(
+            422, f"pretrained {body.pretrained}: {model} has none ({' and '.join(PRETRAINED)} have); start it fresh"
+        )
     if body.from_model_id is not None:
         start = model_for(session, request.app.state.storage, body.from_model_id, dataset)
         settings.update(from_model=start.dir, from_model_id=start.id)
