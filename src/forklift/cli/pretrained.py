@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forklift.cli.common import add_json, verb_parser
+
+if TYPE_CHECKING:
+    from forklift.pretrained.catalogue import Pretrained
 
 _MIRROR_HELP = "a mirror's base URL or folder (default: $FORKLIFT_MIRROR, else the publishers)"
 _CATALOGUE_HELP = "a catalogue file in forklift's layout (default: $FORKLIFT_CATALOGUE, else forklift's own)"
@@ -58,23 +61,24 @@ def run_pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_catalogue(catalogue: dict, cache: Path, *, as_json: bool) -> int:
+def _show_catalogue(catalogue: dict[str, Pretrained], cache: Path, *, as_json: bool) -> int:
     from forklift.pretrained.pull import cache_state
 
-    rows = [
-        {"name": m.name, "kind": str(m.kind), "task": str(m.task), "bytes": m.approximate_bytes,
-         "cached": cache_state(m, cache), "about": m.about}
-        for m in catalogue.values()
-    ]  # fmt: skip
+    cached = {name: cache_state(model, cache) for name, model in catalogue.items()}
     if as_json:
+        rows = [
+            {"name": m.name, "kind": str(m.kind), "task": str(m.task), "bytes": m.approximate_bytes,
+             "cached": cached[m.name], "about": m.about}
+            for m in catalogue.values()
+        ]  # fmt: skip
         print(json.dumps(rows, indent=2))
         return 0
-    width = max(len(row["name"]) for row in rows)
+    width = max(len(name) for name in catalogue)
     print(f"{'NAME':<{width}}  {'KIND':<7}  {'TASK':<8}  {'MiB':>6}  {'CACHED':<7}  ABOUT")
-    for row in rows:
-        mib = "?" if row["bytes"] is None else f"{row['bytes'] / 2**20:.1f}"
-        name, kind, task, cached = row["name"], row["kind"], row["task"], row["cached"]
-        print(f"{name:<{width}}  {kind:<7}  {task:<8}  {mib:>6}  {cached:<7}  {row['about']}")
+    for m in catalogue.values():
+        size = m.approximate_bytes
+        mib = "?" if size is None else f"{size / 2**20:.1f}"
+        print(f"{m.name:<{width}}  {m.kind:<7}  {m.task:<8}  {mib:>6}  {cached[m.name]:<7}  {m.about}")
     print(f"cache: {cache / 'pretrained'}")
     return 0
 

@@ -159,7 +159,7 @@ def _greedy_matches(truth: Sequence[Box], found: Sequence[Detection], same_class
 
 def _boxes(boxes: Sequence[Box | Detection]) -> np.ndarray:
     """x, y, width, height rows: COCO's boxes, as its IoU takes them."""
-    return np.array([[b.x1, b.y1, b.x2 - b.x1, b.y2 - b.y1] for b in boxes], dtype=np.float64)
+    return np.array([_xywh(b) for b in boxes], dtype=np.float64)
 
 
 def _add_confusion(confusion: np.ndarray, truth: list[int], found: list[int], pairs: list[tuple[int, int]]) -> None:

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from forklift.errors import ForkliftError, out_of_space
 from forklift.pretrained.catalogue import RemoteFile
+from forklift.user_cache import user_cache
 
 CACHE_VARIABLE = "FORKLIFT_CACHE"
 MIRROR_VARIABLE = "FORKLIFT_MIRROR"
@@ -31,10 +32,7 @@ _MIB = 2**20
 
 def cache_root() -> Path:
     """$FORKLIFT_CACHE, else forklift's folder in the user's cache directory (XDG)."""
-    if os.environ.get(CACHE_VARIABLE):
-        return Path(os.environ[CACHE_VARIABLE])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "forklift"
+    return Path(os.environ[CACHE_VARIABLE]) if os.environ.get(CACHE_VARIABLE) else user_cache()
 
 
 @dataclass(frozen=True)

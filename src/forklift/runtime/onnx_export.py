@@ -8,7 +8,6 @@ one an older forklift wrote, is never used.
 from __future__ import annotations
 
 import hashlib
-import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ import onnx
 
 from forklift.atomic import written_atomically
 from forklift.model_files.model_dir import FORMAT_FILES, ModelDirectory
+from forklift.user_cache import user_cache
 from forklift.vocabulary import ModelFormat, Task
 
 if TYPE_CHECKING:  # PyTorch is imported by an export alone: running a graph already exported needs none of it
@@ -121,8 +121,7 @@ def metadata(path: Path) -> dict[str, str]:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "forklift" / "onnx"
+    return user_cache() / "onnx"
 
 
 def exported_onnx(model: ModelDirectory) -> Path:
