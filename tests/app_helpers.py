@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import av
+import core_parts
 import httpx
 import numpy as np
 from fastapi.testclient import TestClient
@@ -172,3 +173,25 @@ def model_zip(tmp_path: Path, *, cfg: Path | None = None, names: Path | None = N
         for path in (tmp_path / "tiny").iterdir():
             zipped.write(path, f"tiny/{path.name}")
     return buffer.getvalue()
+
+
+FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+@contextmanager
+def chromium_page(height: int) -> Iterator[tuple[Any, list[str]]]:
+    """A page of Debian's Chromium (Playwright) 1280 px wide, and the errors its scripts throw (and what the app's
+    Content-Security-Policy refused), collected."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(core_parts.chromium()), args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": height})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+            yield page, errors
+        finally:
+            browser.close()

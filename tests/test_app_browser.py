@@ -10,14 +10,12 @@ import io
 import re
 import zipfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import core_parts
 import httpx
 import pytest
-from app_helpers import as_drawn, shapes_dataset, start_app, video
+from app_helpers import FLAGS, as_drawn, chromium_page, shapes_dataset, start_app, video
 from helpers import forklift
 from pycocotools.coco import COCO
 
@@ -27,8 +25,6 @@ from forklift.shared_data import shared_data_root
 pytestmark = pytest.mark.slow
 
 STATIC = Path(__file__).resolve().parents[1] / "src" / "forklift" / "app" / "static" / "index.html"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
 
 
 @pytest.fixture
@@ -45,24 +41,6 @@ def app_url(tmp_path: Path) -> Iterator[str]:
             httpx.delete(f"{url}/api/deployments/{deployment['id']}", timeout=60)
         server.terminate()
         server.wait(20)
-
-
-@contextmanager
-def _chromium_page(height: int) -> Iterator[tuple[Any, list[str]]]:
-    """A page of Debian's Chromium (Playwright) 1280 px wide, and the errors its scripts throw (and what the app's
-    Content-Security-Policy refused), collected."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(core_parts.chromium()), args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": height})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
-            yield page, errors
-        finally:
-            browser.close()
 
 
 def _drag(page, x: float, y: float, dx: float, dy: float) -> None:  # type: ignore[no-untyped-def]
@@ -122,7 +100,7 @@ def test_the_editor_labels_what_was_meant_in_chromium(app_url: str, tmp_path: Pa
             f"/api/datasets/{dataset}/images", files={"files": ("small.jpg", buffer.getvalue())}
         ).json()["added"]
     shapes_url = f"{app_url}/api/images/{added['id']}/annotations"
-    with _chromium_page(800) as (page, errors):
+    with chromium_page(800) as (page, errors):
         page.goto(f"{app_url}/#/datasets/{dataset}/images/{added['id']}")
         page.wait_for_selector(".editor img")
         _saved(page)
@@ -216,7 +194,7 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
     clip = video(tmp_path / "street.mp4", seconds=3.0, fps=10, size=(320, 240))
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    with _chromium_page(800) as (page, errors):
+    with chromium_page(800) as (page, errors):
         page.goto(app_url)
         page.fill("input[aria-label='New data set name']", "Street scenes")
         page.click("button:has-text('Create')")
@@ -372,7 +350,7 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         dataset, _, _ = shapes_dataset(client, tmp_path / "shapes", 24, labelled=16)
     shots = tmp_path / "shots"
     shots.mkdir()
-    with _chromium_page(860) as (page, errors):
+    with chromium_page(860) as (page, errors):
         page.goto(f"{app_url}/#/datasets/{dataset}")
         page.get_by_role("button", name="Train…").click()
         for name, value in (("epochs", "3"), ("batch", "8"), ("size", "64")):
@@ -408,7 +386,7 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.wait_for_selector(f"[data-testid=estimate]:has-text('from the pace of job {job} at 64 px')")
         assert re.match(r"About \d+ s ", page.locator("[data-testid=estimate]").inner_text())
         start_from = page.get_by_label("Start from")  # COCO's weights are offered where the model has them
-        start_from.select_option(label="from COCO-pretrained weights (downloaded once)")
+        start_from.select_option("coco")
         page.get_by_label("Model").select_option("yolov3-tiny-slim")  # none for the slim one: back to fresh
         assert start_from.input_value() == "" and "COCO" not in start_from.inner_text()
         page.get_by_role("button", name="Close").click()
@@ -497,7 +475,7 @@ def test_a_script_in_an_uploaded_file_does_not_run(app_url: str, tmp_path: Path)
         dataset = client.post("/api/datasets", json={"name": "clips"}).json()["id"]
         clip = gif_with_a_page(tmp_path / "clip.html")
         video = client.post(f"/api/datasets/{dataset}/videos", files={"file": (clip.name, clip.read_bytes())}).json()
-        with _chromium_page(600) as (page, errors):
+        with chromium_page(600) as (page, errors):
             page.goto(f"{app_url}/api/videos/{video['id']}/file")
             page.wait_for_timeout(1500)  # time for a script, had one run, to post
             assert page.title() != "pwned"

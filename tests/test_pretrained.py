@@ -14,20 +14,28 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import onnxruntime
 import pytest
 import torch
 import yaml
 from core_parts import nginx
 from helpers import CFGS, SHARED, forklift_here, free_port, shared
-from torchvision.models import mobilenet_v3_large, segmentation
+from torchvision.models import _meta, detection, mobilenet_v3_large, segmentation
+from torchvision.models.detection.retinanet import RetinaNetClassificationHead
 
 from forklift.data.dataset import load_dataset
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.model_files.darknet_cfg import read_cfg
+from forklift.model_files.labels import read_labels
+from forklift.nets.class_outputs import carry_class_outputs
 from forklift.nets.darknet import DarknetNet
 from forklift.nets.fresh_weights import new_darknet_dir
+from forklift.nets.two_stage import load_two_stage
 from forklift.pretrained.catalogue import BUILT_IN, RemoteFile, load_catalogue
+from forklift.pretrained.fetch import Source
+from forklift.pretrained.pull import pull
 from forklift.pretrained.resolve import weights_file
 from forklift.runtime.style_export import fresh_style_net
 from forklift.train.tasks import NetworkSource, make_task
@@ -36,7 +44,8 @@ TINY_WEIGHTS = "https://pjreddie.com/media/files/yolov3-tiny.weights"
 STYLE_ZIP = "https://www.dropbox.com/s/lrvwfehqdcxoza8/saved_models.zip?dl=1"
 LRASPP = "https://download.pytorch.org/models/lraspp_mobilenet_v3_large-d234d4ea.pth"
 MOBILENET = "https://download.pytorch.org/models/mobilenet_v3_large-8738ca79.pth"
-STAND_INS = (TINY_WEIGHTS, STYLE_ZIP, LRASPP, MOBILENET)
+DETECTOR = "https://download.pytorch.org/models/fasterrcnn_mobilenet_v3_large_320_fpn-907ea3f9.pth"
+STAND_INS = (TINY_WEIGHTS, STYLE_ZIP, LRASPP, MOBILENET, DETECTOR)
 
 
 def test_the_catalogue_agrees_with_the_reference_files() -> None:
@@ -59,6 +68,10 @@ def test_the_catalogue_agrees_with_the_reference_files() -> None:
         if file.size is not None and file.mib is not None:
             assert round(file.size / 2**20, 3) == file.mib, file.url
     assert {m.task for m in catalogue.values()} == {"detect", "classify", "segment", "style"}
+    for model in catalogue.values():  # the class outputs as torchvision's weights describe them (N/A: unused ids)
+        if model.labels is not None:
+            published = _meta._COCO_CATEGORIES if model.task == "detect" else _meta._VOC_CATEGORIES
+            assert model.labels == {i: n for i, n in enumerate(published) if i and n != "N/A"}, model.name
 
 
 # -- pulls from a loopback mirror
@@ -84,8 +97,10 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
         root / "lraspp.pth",
     )
     torch.save(mobilenet_v3_large(weights=None).state_dict(), root / "mobilenet.pth")
+    torch.save(coco_detector().state_dict(), root / "detector.pth")  # COCO's 91 outputs, as published
     stand_ins[LRASPP] = (root / "lraspp.pth").read_bytes()
     stand_ins[MOBILENET] = (root / "mobilenet.pth").read_bytes()
+    stand_ins[DETECTOR] = (root / "detector.pth").read_bytes()
     darknet_files = "https://raw.githubusercontent.com/pjreddie/darknet/master"
     real = {f"{darknet_files}/cfg/yolov3-tiny.cfg": "darknet/yolov3-tiny.cfg",
             f"{darknet_files}/data/coco.names": "darknet/coco.names"}  # fmt: skip
@@ -96,7 +111,8 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     catalogue = yaml.safe_load(BUILT_IN.read_text())
-    names = ("yolov3-tiny", "candy", "lraspp_mobilenet_v3_large", "mobilenet_v3_large")
+    names = ("yolov3-tiny", "candy", "lraspp_mobilenet_v3_large", "mobilenet_v3_large",
+             "fasterrcnn_mobilenet_v3_large_320_fpn")  # fmt: skip
     models = {name: catalogue["models"][name] for name in names}
     for model in models.values():
         for file in model["files"]:
@@ -104,7 +120,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 file["sha256"] = hashlib.sha256(stand_ins[file["url"]]).hexdigest()
                 file["size"] = len(stand_ins[file["url"]])
                 file.pop("mib", None)
-    (root / "catalogue.yaml").write_text(yaml.safe_dump({"models": models}))
+    (root / "catalogue.yaml").write_text(yaml.safe_dump({"label_sets": catalogue["label_sets"], "models": models}))
     return root
 
 
@@ -233,21 +249,88 @@ def test_a_changed_file_no_network_and_a_full_disk_are_refused_in_one_line(
 def test_a_weights_file_is_kept_for_training_and_a_mirror_folder_serves_another_machine(
     published: Path, server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pulled = json.loads(forklift_here("models", "pull", "lraspp_mobilenet_v3_large", "--json", "--mirror",
+    pulled = json.loads(forklift_here("models", "pull", "mobilenet_v3_large", "--json", "--mirror",
                                       server).stdout)  # fmt: skip
     assert pulled["kind"] == "weights" and Path(pulled["path"]).is_file()
-    assert torch.load(pulled["path"], weights_only=True)["classifier.low_classifier.weight"].shape[0] == 21
-    refused = forklift_here("models", "pull", "lraspp_mobilenet_v3_large", tmp_path / "x", check=False)
+    assert torch.load(pulled["path"], weights_only=True)["classifier.3.weight"].shape[0] == 1000
+    refused = forklift_here("models", "pull", "mobilenet_v3_large", tmp_path / "x", check=False)
     assert refused.returncode == 2 and "a weights file to train from" in refused.stderr
     forklift_here("models", "pull", "candy", tmp_path / "candy", "--mirror", server)
     carried = tmp_path / "usb"
     laid = forklift_here("models", "mirror", carried)
     assert "2 models" in laid.stdout  # the cached ones
-    assert (carried / RemoteFile(LRASPP).relative_path).read_bytes() == Path(pulled["path"]).read_bytes()
+    assert (carried / RemoteFile(MOBILENET).relative_path).read_bytes() == Path(pulled["path"]).read_bytes()
     monkeypatch.setenv("FORKLIFT_CACHE", str(tmp_path / "another-machine"))
     monkeypatch.setenv("FORKLIFT_MIRROR", str(carried))  # the folder itself, as mounted there
     forklift_here("models", "pull", "candy", tmp_path / "there")
     assert (tmp_path / "there" / "candy.pth").read_bytes() == (tmp_path / "candy" / "candy.pth").read_bytes()
+
+
+def coco_detector() -> torch.nn.Module:
+    """A seeded Faster R-CNN with the published COCO detector's layout: 91 class outputs (COCO's ids, 0 the
+    background)."""
+    torch.manual_seed(4)
+    return detection.fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None, num_classes=91)
+
+
+@pytest.mark.slow  # exports two torchvision nets and predicts: seconds
+def test_a_published_coco_detector_and_segmenter_become_ready_directories_of_their_classes(
+    published: Path, server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said = forklift_here("models", "pull", "fasterrcnn_mobilenet_v3_large_320_fpn", tmp_path / "coco", "--mirror",
+                         server)  # fmt: skip
+    assert "exporting the net for 80 classes" in said.stdout and "model directory" in said.stdout
+    coco = [name for i, name in enumerate(_meta._COCO_CATEGORIES) if i and name != "N/A"]
+    net, settings, labels = load_two_stage(tmp_path / "coco")
+    assert labels == coco and settings.image_size == 320 and settings.classes == 80
+    kept = [i for i, name in enumerate(_meta._COCO_CATEGORIES) if name != "N/A"]
+    published_net = coco_detector().eval()
+    features = torch.randn(5, published_net.roi_heads.box_predictor.cls_score.in_features)
+    with torch.no_grad():
+        scores, boxes = net.roi_heads.box_predictor(features)
+        all_scores, all_boxes = published_net.roi_heads.box_predictor(features)
+    assert torch.equal(scores, all_scores[:, kept])  # each class keeps its own score and its own box
+    assert torch.equal(boxes, all_boxes.reshape(5, 91, 4)[:, kept].reshape(5, -1))
+    assert torch.equal(net.state_dict()["backbone.body.4.block.0.0.weight"],
+                       published_net.state_dict()["backbone.body.4.block.0.0.weight"])  # fmt: skip
+    predicted = json.loads(forklift_here("predict", tmp_path / "coco", shared("images/dog.jpg"), "--json").stdout)
+    assert predicted["status"] == "OK" and predicted["results"][0]["file"].endswith("dog.jpg")
+
+    monkeypatch.setenv("FORKLIFT_MIRROR", server)
+    catalogue = load_catalogue(published / "catalogue.yaml")
+    segmenter = pull(catalogue["lraspp_mobilenet_v3_large"], cache=setting, source=Source.of(None),
+                     out=tmp_path / "voc").path  # fmt: skip
+    assert read_labels(segmenter / "lraspp_mobilenet_v3_large.names") == list(_meta._VOC_CATEGORIES[1:])
+    image = torch.rand(1, 3, 520, 520)
+    torch.manual_seed(3)  # the stand-in's own net, as the fixture made it
+    voc = segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=21)
+    voc.load_state_dict(torch.load(weights_file("coco", arch="lraspp_mobilenet_v3_large"), weights_only=True))
+    with torch.no_grad():
+        expected = voc.eval()(image)["out"].numpy()
+    session = onnxruntime.InferenceSession(str(segmenter / "lraspp_mobilenet_v3_large.onnx"))
+    (answer,) = session.run(None, {session.get_inputs()[0].name: image.numpy()})
+    assert np.abs(answer - expected).max() < 1e-3
+
+
+def test_retinanet_class_outputs_are_kept_anchor_by_anchor() -> None:
+    """RetinaNet's class head interleaves classes within each anchor: the kept outputs of a head of many classes
+    are a head of fewer classes giving the same scores for them."""
+
+    def in_detector(head: torch.nn.Module) -> torch.nn.Module:  # the names it has inside RetinaNet
+        return torch.nn.ModuleDict({"head": torch.nn.ModuleDict({"classification_head": head})})
+
+    torch.manual_seed(5)
+    full = RetinaNetClassificationHead(16, num_anchors=3, num_classes=7).eval()
+    torch.nn.init.normal_(full.cls_logits.weight)  # scores that differ from class to class
+    torch.nn.init.normal_(full.cls_logits.bias)
+    kept = [0, 2, 3, 6]
+    fewer = RetinaNetClassificationHead(16, num_anchors=3, num_classes=len(kept)).eval()
+    published = in_detector(full).state_dict()
+    heads = carry_class_outputs(published, in_detector(fewer).state_dict(), kept, total=7)
+    in_detector(fewer).load_state_dict({**published, **heads})
+    features = [torch.randn(2, 16, 4, 5), torch.randn(2, 16, 2, 3)]
+    with torch.no_grad():
+        torch.testing.assert_close(fewer(features), full(features)[..., kept], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow  # builds two torchvision nets: seconds
@@ -284,25 +367,48 @@ def test_training_starts_from_pulled_coco_and_imagenet_weights(
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # a training job in its own process: seconds
-def test_an_app_job_fine_tunes_the_pulled_coco_model(
-    server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.slow  # the app, Chromium and a training job in its own process: a minute
+def test_a_job_started_in_the_app_from_coco_weights_pulls_them_once(
+    published: Path, server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app_helpers import app_client, fresh_database, shapes_dataset, wait_for  # the app's imports: here alone
+    import httpx
+    from app_helpers import chromium_page, shapes_dataset, start_app  # the app's imports: here alone
 
-    monkeypatch.setenv("FORKLIFT_MIRROR", server)  # the job's process inherits the setting, as from the app's own
-    data = tmp_path / "app"
-    data.mkdir()
-    with app_client(data, fresh_database(None, data)) as client:
-        dataset = shapes_dataset(client, tmp_path / "shapes", 16)[0]
-        jobs = f"/api/datasets/{dataset}/jobs"
-        slim = client.post(jobs, json={"model": "yolov3-tiny-slim", "pretrained": "coco"})
-        assert slim.status_code == 422 and "yolov3-tiny-slim has none" in slim.json()["error"]
-        job = client.post(jobs, json={"model": "yolov3-tiny", "pretrained": "coco", "epochs": 1, "batch": 8,
-                                      "img": 64}).json()  # fmt: skip
-        assert job["settings"]["pretrained"] == "coco"
-        assert wait_for(client, f"/api/jobs/{job['id']}", ("done", "failed"))["state"] == "done"
-    log = (data / "jobs" / str(job["id"]) / "train.log").read_text()
+    monkeypatch.setenv("FORKLIFT_MIRROR", server)  # the app's process and its jobs' inherit the setting
+    port = free_port()
+    app = start_app(tmp_path / "app", port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            dataset = shapes_dataset(client, tmp_path / "shapes", 16)[0]
+            slim = client.post(
+                f"/api/datasets/{dataset}/jobs", json={"model": "yolov3-tiny-slim", "pretrained": "coco"}
+            )
+            assert slim.status_code == 422 and "yolov3-tiny-slim has none" in slim.json()["error"]
+        with chromium_page(900) as (page, errors):
+            page.goto(f"{url}/#/datasets/{dataset}")
+            page.get_by_role("button", name="Train…").click()
+            start_from = page.get_by_label("Start from")
+            page.wait_for_selector("select[aria-label='Start from'] option[value=coco]", state="attached")
+            offered = start_from.locator("option[value=coco]").inner_text()
+            weighs = load_catalogue(published / "catalogue.yaml")["yolov3-tiny"].approximate_bytes or 0
+            assert offered == f"from COCO-pretrained weights (downloads {round(weighs / 2**20, 1)} MiB once)"
+            start_from.select_option("coco")
+            for name, value in (("epochs", "1"), ("batch", "8"), ("size", "64")):
+                page.get_by_label(name, exact=True).fill(value)
+            page.get_by_role("button", name="Start").click()
+            page.wait_for_url("**/#/jobs/*")
+            job = page.url.rsplit("/", 1)[-1]
+            page.wait_for_selector("[data-testid=job-state]:has-text('done')", timeout=240_000)
+            assert page.locator("dt:has-text('pretrained') + dd").inner_text() == "coco"
+            page.goto(f"{url}/#/datasets/{dataset}")  # offered again: now without a download
+            page.get_by_role("button", name="Train…").click()
+            page.wait_for_selector("option[value=coco]:has-text('downloaded already')", state="attached")
+            assert not errors, errors
+    finally:
+        app.terminate()
+        app.wait(20)
+    log = (tmp_path / "app" / "jobs" / job / "train.log").read_text()
     assert "fine-tuning: starting from the weights of" in log, log[-2000:]
     pulled = setting / "models" / "yolov3-tiny"  # the ready directory, pulled once into the cache
     assert (pulled / "yolov3-tiny.weights").read_bytes() == (setting / "pretrained" / RemoteFile(TINY_WEIGHTS)

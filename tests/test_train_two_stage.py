@@ -77,15 +77,26 @@ def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, 
     assert_resume_is_exact(monkeypatch, trained, work / "interrupted", TrainSettings.of(data=work / "data", **SETTINGS))
 
 
-def test_fine_tuning_copies_the_model_and_renews_heads_for_other_classes(work: Path, trained: Path) -> None:
+def test_fine_tuning_copies_the_model_and_matches_its_classes_by_name(work: Path, trained: Path, capsys) -> None:
     dataset = load_dataset(work / "data")
     start = torch.load(trained / f"{ARCH}.pt", weights_only=True)
     same = make_task(dataset, NetworkSource(model=trained), seed=1).net.state_dict()
     assert all(torch.equal(value, same[key]) for key, value in start.items())
-    fewer = Dataset(dataset.task, dataset.classes[:3], [], dataset.root)
-    other = make_task(fewer, NetworkSource(model=trained), seed=1).net.state_dict()
-    renewed = {key for key, value in start.items() if value.shape != other[key].shape or not value.equal(other[key])}
-    assert renewed and all(key.startswith("roi_heads.box_predictor.") for key in renewed)
+    classes = [dataset.classes[2], dataset.classes[0], "widget"]  # two known, in another order, and a new one
+    other = make_task(Dataset(dataset.task, classes, [], dataset.root), NetworkSource(model=trained), seed=1)
+    tuned = other.net.state_dict()
+    head = "roi_heads.box_predictor."
+    assert all(torch.equal(value, tuned[key]) for key, value in start.items() if not key.startswith(head))
+    for j, i in ((0, 0), (1, 3), (2, 1)):  # output j (0: background) from the model's output i
+        assert torch.equal(tuned[head + "cls_score.weight"][j], start[head + "cls_score.weight"][i])
+        assert torch.equal(
+            tuned[head + "bbox_pred.weight"][4 * j : 4 * j + 4], start[head + "bbox_pred.weight"][4 * i : 4 * i + 4]
+        )
+    new = tuned[head + "cls_score.weight"][3]
+    assert not any(torch.equal(new, row) for row in start[head + "cls_score.weight"])  # fresh weights
+    assert "2 of 3 classes keep the model's head weights (matched by name); new, from fresh weights: widget" in (
+        capsys.readouterr().out
+    )
 
 
 def test_two_stage_settings_are_recorded_for_resume(tmp_path: Path) -> None:

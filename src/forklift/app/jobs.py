@@ -49,9 +49,9 @@ MODELS: dict[str, dict[str, dict[str, Path | str]]] = {  # what a job trains (it
     },
     "classify": {"small-classifier": {"cfg": Path(__file__).resolve().parent / "cfgs" / "small-classifier.cfg"}},
 }
-PRETRAINED: dict[str, dict[str, Path | str]] = {  # a job's network when it starts from COCO's weights: a model of
-    "yolov3-tiny": {"model": Path("yolov3-tiny")},  # the catalogue by name (`forklift train` pulls it into the
-    "faster-rcnn": {"arch": "fasterrcnn_mobilenet_v3_large_320_fpn", "weights": Path("coco")},  # cache once)
+PRETRAINED = {  # what a job starts from when it starts from COCO's weights: the catalogue's ready model of the kind,
+    "yolov3-tiny": "yolov3-tiny",  # by name (`forklift train --model NAME` pulls it into the cache once)
+    "faster-rcnn": "fasterrcnn_mobilenet_v3_large_320_fpn",
 }
 SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
 OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")  # the TrainSettings a job sets
@@ -86,7 +86,7 @@ def train_command(job: Job, out: Path, root: Path, *, classes: int) -> list[str]
     if job.settings.get("from_model"):
         network = {"model": root / job.settings["from_model"]}
     elif job.settings.get("pretrained"):
-        network = PRETRAINED[job.model]
+        network = {"model": Path(PRETRAINED[job.model])}
     elif job.model == "yolov3-tiny-slim":
         text, _ = slim_cfg(shared_data_root() / "darknet" / "yolov3-tiny.cfg", classes,
                            job.settings.get("img") or SLIM_SIZE)  # fmt: skip

@@ -211,6 +211,15 @@ class JobIn(BaseModel):
     pretrained: Literal["coco"] | None = None  # or from the model's COCO-trained weights (pulled once, then cached)
 
 
+class PretrainedOut(BaseModel):
+    """A kind of model a job can start from COCO's weights, and whether they are here already."""
+
+    model: TrainedModel
+    name: str  # the catalogue's model it starts from
+    cached: bool  # pulled already (else the job's first step downloads it)
+    mib: float | None  # what the download weighs, where the catalogue knows
+
+
 class EstimateIn(BaseModel):
     """The Train form's settings that decide how long a job takes."""
 

@@ -22,8 +22,9 @@ def add_pull(actions: Any) -> None:
         actions,
         "pull",
         "Fetch a pretrained model, check it against the catalogue's size and SHA-256 and by loading it, and write "
-        "a ready model directory (Darknet and style models) or keep its weights file in the cache for `forklift "
-        "train --weights` (torchvision detectors, segmenters, backbones). Files are cached (FORKLIFT_CACHE, else "
+        "a ready model directory (Darknet YOLOs, style networks, torchvision's COCO detectors and segmenters, "
+        "exported) or keep its weights file in the cache for `forklift train --weights` (ImageNet backbones, "
+        "VGG16). Files are cached (FORKLIFT_CACHE, else "
         "~/.cache/forklift) and a cut download resumes. Without internet, FORKLIFT_MIRROR or --mirror names a "
         "mirror that `forklift models mirror` laid out.",
         "forklift models pull yolov3-tiny models/yolov3-tiny && forklift predict models/yolov3-tiny dog.jpg",

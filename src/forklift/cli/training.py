@@ -225,7 +225,8 @@ def add_network_source(parser: argparse.ArgumentParser) -> None:
         "--model",
         type=Path,
         metavar="MODEL_DIR",
-        help="model directory to fine-tune, or the name of a pretrained one (yolov3-tiny: pulled into the cache)",
+        help="model directory to fine-tune, or a pretrained one by name (yolov3-tiny, fasterrcnn_resnet50_fpn, ...: "
+        "pulled into the cache; `forklift models pull --list`)",
     )
     source.add_argument(
         "--arch",

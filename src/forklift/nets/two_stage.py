@@ -29,6 +29,7 @@ ARCHITECTURES: dict[str, Callable[..., nn.Module]] = {
     "fasterrcnn_resnet50_fpn": detection.fasterrcnn_resnet50_fpn,
     "fasterrcnn_resnet50_fpn_v2": detection.fasterrcnn_resnet50_fpn_v2,
     "retinanet_resnet50_fpn": detection.retinanet_resnet50_fpn,
+    "retinanet_resnet50_fpn_v2": detection.retinanet_resnet50_fpn_v2,
     "fcos_resnet50_fpn": detection.fcos_resnet50_fpn,
 }
 OCTAVES = (1.0, 2 ** (1 / 3), 2 ** (2 / 3))  # RetinaNet's three anchor scales per level, kept around a given size

@@ -57,6 +57,13 @@ class Pretrained:
     task: Task
     about: str
     files: tuple[RemoteFile, ...]
+    labels: dict[int, str] | None = None  # a whole net's class outputs by index (0, the background, left out)
+    image_size: int | None = None  # the side of the square inputs a ready directory made from the net takes
+
+    @property
+    def makes_directory(self) -> bool:
+        """Whether pulling it writes a ready model directory (a weights file does when its labels are known)."""
+        return self.kind is not PretrainedKind.WEIGHTS or self.labels is not None
 
     @property
     def approximate_bytes(self) -> int | None:
@@ -84,19 +91,43 @@ def load_catalogue(path: Path) -> dict[str, Pretrained]:
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, dict) or not models:
         raise ForkliftError(f"catalogue {path}: expected a mapping 'models' of NAME: entry")
-    return {str(name): _entry(f"catalogue {path}: {name}", str(name), entry) for name, entry in models.items()}
+    label_sets = data.get("label_sets") or {}
+    if not isinstance(label_sets, dict):
+        raise ForkliftError(f"catalogue {path}: expected 'label_sets' to map a name to {{index: class name}}")
+    sets = {str(name): _label_set(f"catalogue {path}: label set {name}", labels) for name, labels in label_sets.items()}
+    return {str(name): _entry(f"catalogue {path}: {name}", str(name), entry, sets) for name, entry in models.items()}
 
 
-def _entry(where: str, name: str, entry: Any) -> Pretrained:
+def _label_set(where: str, labels: Any) -> dict[int, str]:
+    if not isinstance(labels, dict) or not labels:
+        raise ForkliftError(f"{where}: expected a mapping of output index to class name")
+    if not all(isinstance(i, int) and i > 0 and isinstance(n, str) and n.strip() for i, n in labels.items()):
+        raise ForkliftError(f"{where}: indices must be whole numbers above 0 (0 is the background), names not empty")
+    if len(set(labels.values())) != len(labels):
+        raise ForkliftError(f"{where}: a class name appears twice")
+    return dict(sorted(labels.items()))
+
+
+def _entry(where: str, name: str, entry: Any, label_sets: dict[str, dict[int, str]]) -> Pretrained:
     if not isinstance(entry, dict) or not isinstance(entry.get("files"), list) or not entry["files"]:
         raise ForkliftError(f"{where}: expected kind, task, about and a list of files")
     files = tuple(_file(f"{where}: file {i + 1}", item) for i, item in enumerate(entry["files"]))
+    kind = word(PretrainedKind, entry.get("kind"), where=f"{where}: kind")
+    labels, size = entry.get("labels"), entry.get("image_size")
+    if labels is not None and labels not in label_sets:
+        raise ForkliftError(f"{where}: labels {labels!r} is not one of the label_sets ({', '.join(label_sets)})")
+    if (labels is None) != (size is None) or (labels is not None and kind is not PretrainedKind.WEIGHTS):
+        raise ForkliftError(f"{where}: labels and image_size go together, on a weights entry")
+    if size is not None and (not isinstance(size, int) or size < 32):
+        raise ForkliftError(f"{where}: image_size must be a whole number of pixels, 32 or more, not {size!r}")
     return Pretrained(
         name=name,
-        kind=word(PretrainedKind, entry.get("kind"), where=f"{where}: kind"),
+        kind=kind,
         task=word(Task, entry.get("task"), where=f"{where}: task"),
         about=str(entry.get("about", "")),
         files=files,
+        labels=None if labels is None else label_sets[labels],
+        image_size=size,
     )
 
 

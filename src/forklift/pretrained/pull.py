@@ -1,6 +1,7 @@
-"""`forklift models pull`: a catalogue model made ready to use. A Darknet or style model becomes a model directory
-(its files, forklift.json saying where they came from) that is checked by loading it before it appears; a
-torchvision weights file stays in the cache, checked as a state dict, for `forklift train --weights`."""
+"""`forklift models pull`: a catalogue model made ready to use. A Darknet or style model, or a torchvision detector
+or segmenter whose classes the catalogue names, becomes a model directory (forklift.json saying where it came from)
+that is checked by loading it before it appears; a torchvision weights file stays in the cache, checked as a state
+dict, for `forklift train --weights`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from forklift.vocabulary import PretrainedKind
 
 @dataclass(frozen=True)
 class Pulled:
-    """What a pull left: a model directory, or (weights) the verified file in the cache."""
+    """What a pull left: a model directory, or (a backbone's weights) the verified file in the cache."""
 
     model: Pretrained
     path: Path
@@ -28,15 +29,13 @@ class Pulled:
 def pull(model: Pretrained, *, cache: Path, source: Source, out: Path | None) -> Pulled:
     """Every file of `model` fetched and verified; then the model directory `out` (default: NAME here) made whole
     in a side folder and renamed into place, so that a failure leaves no half of one."""
-    if model.kind is PretrainedKind.WEIGHTS:
+    if not model.makes_directory:
         if out is not None:
             raise ForkliftError(
                 f"{model.name}: a weights file to train from, not a model directory; leave OUT out and give "
                 "the path it prints to `forklift train --weights`"
             )
-        (path,) = (fetch(file, cache=cache, source=source) for file in model.files)
-        _check_state_dict(path)
-        return Pulled(model, path)
+        return Pulled(model, pulled_weights(model, cache=cache, source=source))
     out = Path(out if out is not None else model.name)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ForkliftError(f"{out}: already exists and is not empty; give another OUT or remove it")
@@ -45,22 +44,42 @@ def pull(model: Pretrained, *, cache: Path, source: Source, out: Path | None) ->
     shutil.rmtree(side, ignore_errors=True)
     side.mkdir(parents=True)
     try:
-        for file, path in fetched:
-            _place(file, path, side)
-        try:
-            _check_directory(model, side)
-        except ForkliftError:
-            for file, path in fetched:  # what only this check could judge is fetched anew next time
-                if not full_digest(file):
-                    path.unlink(missing_ok=True)
-            raise
-        (side / "forklift.json").write_text(json.dumps(_provenance(model), indent=2) + "\n", encoding="utf-8")
+        if model.kind is PretrainedKind.WEIGHTS:  # the file stays in the cache; the directory is made from it
+            from forklift.pretrained.ready import write_ready_model  # torch: only here
+
+            ((_, weights),) = fetched
+            _check_state_dict(weights)
+            print(f"{model.name}: exporting the net for {len(model.labels or {})} classes", flush=True)
+            write_ready_model(model, weights, side)
+        else:
+            _assemble(model, fetched, side)
+        _add_provenance(model, side)
         if out.exists():
             out.rmdir()
         side.rename(out)
     finally:
         shutil.rmtree(side, ignore_errors=True)
     return Pulled(model, out)
+
+
+def pulled_weights(model: Pretrained, *, cache: Path, source: Source) -> Path:
+    """The verified weights file of a weights entry in the cache (fetched first when it is not there)."""
+    (path,) = (fetch(file, cache=cache, source=source) for file in model.files)
+    _check_state_dict(path)
+    return path
+
+
+def _assemble(model: Pretrained, fetched: list[tuple[RemoteFile, Path]], folder: Path) -> None:
+    """A Darknet or style model's files placed in `folder` and checked by loading them."""
+    for file, path in fetched:
+        _place(file, path, folder)
+    try:
+        _check_directory(model, folder)
+    except ForkliftError:
+        for file, path in fetched:  # what only this check could judge is fetched anew next time
+            if not full_digest(file):
+                path.unlink(missing_ok=True)
+        raise
 
 
 def _place(file: RemoteFile, path: Path, folder: Path) -> None:
@@ -109,9 +128,13 @@ def _check_state_dict(path: Path) -> None:
         raise ForkliftError(f"{path}: not a PyTorch state dict (a mapping of tensor names to tensors)")
 
 
-def _provenance(model: Pretrained) -> dict:
-    """forklift.json of a pulled directory: its task, and which catalogue model and files it was made from."""
-    return {"task": str(model.task), "pretrained": {"name": model.name, "files": [f.url for f in model.files]}}
+def _add_provenance(model: Pretrained, folder: Path) -> None:
+    """forklift.json of a pulled directory: its task, and which catalogue model and files it was made from (beside
+    what the export wrote there)."""
+    config = folder / "forklift.json"
+    data = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {"task": str(model.task)}
+    data["pretrained"] = {"name": model.name, "files": [f.url for f in model.files]}
+    config.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def cache_state(model: Pretrained, cache: Path) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from forklift.errors import ForkliftError
 from forklift.pretrained.catalogue import catalogue_path, load_catalogue
 from forklift.pretrained.fetch import Source, cache_root
-from forklift.pretrained.pull import pull
+from forklift.pretrained.pull import pull, pulled_weights
 from forklift.vocabulary import PretrainedKind
 
 BACKBONES = ("mobilenet_v3_large", "resnet50")  # the ImageNet classifiers the catalogue's architectures build on
@@ -33,19 +33,19 @@ def weights_file(given: str, *, arch: str | None, option: str = "--weights") -> 
         raise ForkliftError(
             f"{option} {given}: {name} is a ready {model.kind} model; pull it into a folder and give --model DIR"
         )
-    return pull(model, cache=cache_root(), source=Source.of(None), out=None).path
+    return pulled_weights(model, cache=cache_root(), source=Source.of(None))
 
 
 def model_directory(given: Path) -> Path:
-    """`--model`: a directory as it is; the name of a Darknet or style model of the catalogue, its ready directory
-    in the cache (pulled there first)."""
+    """`--model`: a directory as it is; the name of a catalogue model that pulls as a model directory (Darknet,
+    style, a COCO detector), its ready directory in the cache (pulled there first)."""
     if given.exists() or len(given.parts) > 1:
         return given
     where = catalogue_path()
     model = load_catalogue(where).get(str(given))
     if model is None:
         return given  # not a name: the model directory's own check says what is missing
-    if model.kind is PretrainedKind.WEIGHTS:
+    if not model.makes_directory:
         raise ForkliftError(f"--model {given}: a weights file, not a model directory; give it to --weights")
     ready = cache_root() / "models" / model.name
     if not ready.is_dir():

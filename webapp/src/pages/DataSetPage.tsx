@@ -247,7 +247,7 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
   );
 }
 
-const PRETRAINED = ["yolov3-tiny", "faster-rcnn"];  // the models a job can start from COCO's weights (forklift.app.jobs.PRETRAINED)
+type Pretrained = { model: string; name: string; cached: boolean; mib: number | null };  // a model a job can start from COCO's weights
 const TEXT_FIELDS = ["model", "device", "start"];  // the Train form's fields that are not numbers
 const FEW = 10;  // examples of a class under which a model barely learns it: said before training starts
 
@@ -255,6 +255,7 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
   const [open, setOpen] = useState(false);
   const [devices, setDevices] = useState<Device[]>([]);
   const [models, setModels] = useState<Model[]>([]);
+  const [starts, setStarts] = useState<Pretrained[]>([]);
   const [form, setForm] = useState<Record<string, string | number>>(task === "detect"
     ? { model: "yolov3-tiny", start: "", epochs: 30, batch: 16, img: 320, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" }
     : { model: "small-classifier", start: "", epochs: 30, batch: 32, img: 128, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" });
@@ -263,6 +264,7 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
     if (!open) return;
     api<Device[]>("/api/devices").then(setDevices, (e) => say(e.message, true));
     api<Model[]>("/api/models").then(setModels, () => undefined);
+    api<Pretrained[]>("/api/pretrained").then(setStarts, () => undefined);
   }, [open]);
   useEffect(() => {  // how long these settings would take, from the pace of the jobs that ran here
     if (!open) return;
@@ -271,10 +273,10 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
     const timer = window.setTimeout(() => api<Estimate>(`/api/datasets/${datasetId}/jobs/estimate?${query}`).then(setEstimate, () => setEstimate(null)), 300);
     return () => window.clearTimeout(timer);
   }, [open, form.model, form.epochs, form.img, form.val_share, form.device]);
-  const pretrained = PRETRAINED.includes(String(form.model));  // COCO's weights exist for this model
+  const pretrained = starts.find((s) => s.model === form.model);  // COCO's weights for this model, if any
   const set = (key: string, value: string) => setForm({
     ...form, [key]: TEXT_FIELDS.includes(key) ? value : Number(value),
-    ...(key === "model" && form.start === "coco" && !PRETRAINED.includes(value) ? { start: "" } : {}),
+    ...(key === "model" && form.start === "coco" && !starts.some((s) => s.model === value) ? { start: "" } : {}),
   });
   const start = async (event: Event) => {
     event.preventDefault();
@@ -301,7 +303,8 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
       </select>
       <select value={form.start} onChange={(e) => set("start", e.currentTarget.value)} aria-label="Start from" title="Start from fresh weights, from COCO-trained weights (downloaded once, then kept), or from a registered model's weights; classes are matched to this data set's by name, and the others start fresh">
         <option value="">from fresh weights</option>
-        {pretrained && <option value="coco">from COCO-pretrained weights (downloaded once)</option>}
+        {pretrained && <option value="coco">{pretrained.cached ? "from COCO-pretrained weights (downloaded already)"
+          : `from COCO-pretrained weights (downloads ${pretrained.mib === null ? "once" : `${pretrained.mib} MiB once`})`}</option>}
         {models.map((m) => <option key={m.id} value={String(m.id)}>from model {m.name}</option>)}
       </select>
       {labels.some((l) => l.count < FEW) && <p class="message error small" data-testid="few-examples">

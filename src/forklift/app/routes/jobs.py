@@ -21,6 +21,9 @@ from forklift.app.estimate import estimate_training
 from forklift.app.jobs import MODELS, PRETRAINED, JobRunner, progress
 from forklift.app.records import get_or_404, model_for
 from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState
+from forklift.pretrained.catalogue import catalogue_path, load_catalogue
+from forklift.pretrained.fetch import cache_root
+from forklift.pretrained.pull import cache_state
 from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["training jobs"])
@@ -49,6 +52,22 @@ def start_job(dataset_id: RowId, body: schemas.JobIn, request: Request, session:
         settings.update(from_model=start.dir, from_model_id=start.id)
     runner = request.app.state.jobs
     return job_out(queue_job(session, dataset, model, settings, who=who.name, runner=runner, device=body.device))
+
+
+@router.get("/api/pretrained")
+def pretrained_starts(_: Viewer) -> list[schemas.PretrainedOut]:
+    """The models a job can start from COCO's weights (the Train form offers them), pulled already or not."""
+    catalogue, cache = load_catalogue(catalogue_path()), cache_root()
+    found = [(model, catalogue[name]) for model, name in PRETRAINED.items() if name in catalogue]
+    return [
+        schemas.PretrainedOut(
+            model=model,  # type: ignore[arg-type]  # PRETRAINED's keys are trained models
+            name=entry.name,
+            cached=cache_state(entry, cache) == "yes",
+            mib=None if entry.approximate_bytes is None else round(entry.approximate_bytes / 2**20, 1),
+        )
+        for model, entry in found
+    ]
 
 
 @router.get("/api/datasets/{dataset_id}/jobs/estimate")

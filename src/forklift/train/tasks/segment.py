@@ -10,21 +10,20 @@ the predictor does, so the per-epoch mIoU is the one `forklift eval` gives for t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torchvision.models import segmentation
 
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.data.masks import load_mask
 from forklift.errors import ForkliftError
 from forklift.evaluation.segmentation import confusion_matrix, metrics_from_confusion
 from forklift.nets.matching import load_matching
+from forklift.nets.segmenters import ARCHITECTURES, build_segmenter
 from forklift.runtime.segment import to_original
 from forklift.runtime.segment_export import IMAGENET_MEAN, IMAGENET_SCALE, write_segment_model_dir
 from forklift.train.loader import (
@@ -39,14 +38,6 @@ from forklift.vision.masks import IGNORE
 from forklift.vision.resize import LETTERBOX_FILL, Placement, stretch
 from forklift.vocabulary import Task
 
-ARCHITECTURES: dict[str, Callable[..., nn.Module]] = {
-    "lraspp_mobilenet_v3_large": segmentation.lraspp_mobilenet_v3_large,
-    "deeplabv3_mobilenet_v3_large": segmentation.deeplabv3_mobilenet_v3_large,
-    "deeplabv3_resnet50": segmentation.deeplabv3_resnet50,
-    "deeplabv3_resnet101": segmentation.deeplabv3_resnet101,
-    "fcn_resnet50": segmentation.fcn_resnet50,
-    "fcn_resnet101": segmentation.fcn_resnet101,
-}
 DEFAULT_ARCH = "lraspp_mobilenet_v3_large"  # learns the generated shapes fastest on a CPU (README, Segmentation)
 DEFAULT_SIZE = 256
 VAL_BATCH = 8
@@ -95,16 +86,8 @@ class SegmentationTask(TrainingTask):
                 f"give --arch NAME ({', '.join(ARCHITECTURES)})"
             )
         self.name = source.arch or DEFAULT_ARCH
-        if self.name not in ARCHITECTURES:
-            raise ForkliftError(
-                f"--arch {self.name}: not a segmentation architecture; known: {', '.join(ARCHITECTURES)}"
-            )
         self.size = source.img or DEFAULT_SIZE
-        with torch.random.fork_rng(devices=[]):  # seeded weights, without touching the run's random stream
-            torch.manual_seed(seed)
-            self.net = ARCHITECTURES[self.name](
-                weights=None, weights_backbone=None, num_classes=1 + len(dataset.classes)
-            )
+        self.net = build_segmenter(self.name, classes=len(dataset.classes), seed=seed)
         if source.weights is not None:  # COCO's segmenter (its 21-class heads stay fresh) or ImageNet's backbone
             load_matching(self.net, source.weights, self.name)
 

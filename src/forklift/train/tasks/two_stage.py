@@ -21,10 +21,11 @@ from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
 from forklift.evaluation.detection import detection_metrics
 from forklift.model_files.model_dir import open_model_dir
+from forklift.nets.class_outputs import CLASS_HEADS, carry_class_outputs
 from forklift.nets.two_stage import ARCHITECTURES, TwoStageSettings, build_two_stage, load_two_stage
 from forklift.runtime.two_stage_export import write_two_stage_model_dir
 from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, DetectionImages, as_input
-from forklift.train.tasks.base import NetworkSource, TrainingTask, copy_matching_weights
+from forklift.train.tasks.base import NetworkSource, TrainingTask, copy_matching_weights, say_heads
 from forklift.vision.resize import letterbox
 from forklift.vision.results import Detection
 from forklift.vocabulary import ModelFormat, Task
@@ -37,8 +38,6 @@ LOSS_TERMS = {
     "retinanet": ("loss", "classification", "bbox_regression"),
     "fcos": ("loss", "classification", "bbox_regression", "bbox_ctrness"),
 }
-# the layers whose outputs are the classes: fresh when fine-tuning to other classes
-CLASS_HEADS = ("roi_heads.box_predictor.", "head.classification_head.cls_logits.")
 
 Targets = list[dict[str, torch.Tensor]]
 
@@ -106,10 +105,23 @@ class TwoStageTask(TrainingTask):
                 proposals=proposals or started.proposals,
             )
             self.net = build_two_stage(self.settings, seed=seed)
-            copy_matching_weights(start, self.net, skip=() if labels == dataset.classes else CLASS_HEADS)
+            if labels == dataset.classes:
+                copy_matching_weights(start, self.net)
+            else:
+                self._start_classes_by_name(start, labels)
         self.name = self.settings.arch
         self.size = self.settings.image_size
         self.loss_terms = LOSS_TERMS[self.name.split("_")[0]]
+
+    def _start_classes_by_name(self, start: nn.Module, labels: list[str]) -> None:
+        """The starting net's weights, its class outputs matched to the data set's classes by name (the others
+        keep fresh weights, and are said to be new)."""
+        copy_matching_weights(start, self.net, skip=CLASS_HEADS)
+        sources = [0, *(labels.index(name) + 1 if name in labels else None for name in self.classes)]
+        own = self.net.state_dict()
+        heads = carry_class_outputs(start.state_dict(), own, sources, total=len(labels) + 1)
+        self.net.load_state_dict({**own, **heads})
+        say_heads([name for name in self.classes if name not in labels], self.classes)
 
     def images(self, records: list[ImageRecord], augment: bool) -> DetectionImages:
         size = (self.size, self.size)
