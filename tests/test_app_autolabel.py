@@ -235,6 +235,8 @@ def test_a_classifier_labels_a_classification_set_its_best_class_at_the_threshol
         detector = client.post("/api/models/import", files={"file": ("tiny.zip", model_zip(tmp_path / "d"))}).json()
         wrong = client.post(f"/api/datasets/{dataset}/autolabel", json={"model_id": detector["model"]["id"]})
         assert wrong.status_code == 422 and "answers detect" in wrong.json()["error"], wrong.text
+        for task, offered in (("classify", model), ("detect", detector["model"])):  # what the forms offer
+            assert [m["id"] for m in client.get(f"/api/models?task={task}").json()] == [offered["id"]]
 
         predictor = load_predictor(open_model_dir(tmp_path / "tiny"))  # the classifier, as it was zipped
         best = {}

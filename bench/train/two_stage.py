@@ -76,14 +76,12 @@ def main() -> None:
     }
     rows = {name: measure(name, options, data=data, work=work, budget=budget) for name, options in candidates.items()}
     summary = {
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "data": {"n": args.n, "size": SIZE, "object_size": OBJECT_SIZE, "objects": OBJECTS, "seed": 0},
         "budget_minutes": args.minutes,
         "models": rows,
         "work": str(work),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "two_stage.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_results("two_stage.json", summary)
     print(f"\n{args.n} images of {SIZE} px, shapes of {OBJECT_SIZE[0]}-{OBJECT_SIZE[1]} px, {args.minutes:g} min each")
     print(f"{'model':<36} {'epochs':>6} {'mAP@.5':>7} {'small':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7}")
     for name, r in rows.items():
@@ -95,13 +93,28 @@ def main() -> None:
     print(f"two-stage / yolo: time per image x{two['served_ms']['p50'] / yolo['served_ms']['p50']:.2f}")
 
 
+def write_results(file_name: str, summary: dict[str, Any]) -> None:
+    """A bench's figures, with the machine they were measured on, in bench/results/train/FILE."""
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count()}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / file_name).write_text(json.dumps({"machine": machine, **summary}, indent=2) + "\n", encoding="utf-8")
+
+
 def measure(name: str, options: dict[str, Any], *, data: Path, work: Path, budget: float) -> dict[str, Any]:
     """Train `options` for `budget` seconds (epochs from a probe), evaluate on val and time it served."""
     folder = work / name.split()[0]
-    for run in (folder, work / f"{folder.name}-probe"):  # runs of an earlier bench in the same --work
+    return {**train_within(name, options, data=data, folder=folder, budget=budget),
+            "served_ms": _served_latency(folder, data)}  # fmt: skip
+
+
+def train_within(name: str, options: dict[str, Any], *, data: Path, folder: Path, budget: float) -> dict[str, Any]:
+    """Train `options` into `folder` for `budget` seconds (as many epochs as a one-epoch probe says fit, so that
+    the cosine schedule completes), then measure it on val: the run's figures."""
+    probe_folder = folder.with_name(f"{folder.name}-probe")
+    for run in (folder, probe_folder):  # runs of an earlier bench in the same --work
         shutil.rmtree(run, ignore_errors=True)
     probe = TrainSettings.of(data=data, epochs=1, val_every=1000, **options)
-    probe_seconds = _epoch_seconds(train(probe, work / f"{folder.name}-probe"))
+    probe_seconds = _epoch_seconds(train(probe, probe_folder))
     epochs = max(1, math.floor(budget / (probe_seconds * 1.1)))
     print(f"{name}: one epoch {probe_seconds:.0f} s -> {epochs} epochs in {budget:.0f} s", flush=True)
     started = time.perf_counter()
@@ -121,7 +134,6 @@ def measure(name: str, options: dict[str, Any], *, data: Path, work: Path, budge
         "map": metrics.map,
         "map50_small": metrics.map50_small,
         "recall": metrics.recall,
-        "served_ms": _served_latency(folder, data),
     }
 
 

@@ -33,7 +33,13 @@ def model_task(model_dir: Path) -> str:
     in its layers), so it loads the model, without running it."""
     from forklift.runtime.load import load_predictor
 
-    return str(load_predictor(open_model_dir(model_dir)).task)
+    try:
+        return str(load_predictor(open_model_dir(model_dir)).task)
+    except ForkliftError:
+        raise
+    except Exception as exc:  # an engine's own error for a file it cannot read
+        said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ForkliftError(f"{model_dir.name}: cannot be loaded: {said}") from exc
 
 
 def scalar_metrics(model_dir: Path) -> dict[str, Any]:
@@ -103,7 +109,7 @@ def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) 
         extracted = safe_extract(archive, folder)
         inside = [p for p in folder.iterdir() if not p.name.startswith(".")]
         model_dir = inside[0] if len(inside) == 1 and inside[0].is_dir() else folder
-        open_model_dir(model_dir)  # a model forklift can load, or one line saying why not
+        task = model_task(model_dir)  # a model forklift can load, or one line saying why not
         saved = read_record(model_dir / RECORD)
         name = saved.name or fitted(Model.name, fallback_name)
         check_text(Model, name=name, dataset_digest=saved.dataset_digest)
@@ -111,7 +117,7 @@ def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) 
         shutil.rmtree(folder, ignore_errors=True)  # nothing of a refused zip stays, nor of one the disk had no room for
         raise
     model = Model(name=name, dir=str(model_dir.relative_to(root)),
-                  dataset_digest=saved.dataset_digest, settings=saved.settings,
+                  dataset_digest=saved.dataset_digest, settings={**saved.settings, "task": task},
                   metrics=saved.metrics or scalar_metrics(model_dir))  # fmt: skip
     session.add(model)
     session.commit()

@@ -263,7 +263,7 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
   useEffect(() => {
     if (!open) return;
     api<Device[]>("/api/devices").then(setDevices, (e) => say(e.message, true));
-    api<Model[]>("/api/models").then(setModels, () => undefined);
+    api<Model[]>(`/api/models?task=${task}`).then(setModels, () => undefined);
     api<Pretrained[]>("/api/pretrained").then(setStarts, () => undefined);
   }, [open]);
   useEffect(() => {  // how long these settings would take, from the pace of the jobs that ran here
@@ -336,7 +336,7 @@ function AutoLabel({ datasetId, task, videos, onProgress, say }: { datasetId: nu
   const [run, setRun] = useState<AutoLabelRun | null>(null);
   useEffect(() => {
     if (!open) return;
-    api<Model[]>("/api/models").then((found) => { setModels(found); setForm((f) => ({ ...f, model_id: f.model_id || found[0]?.id || 0 })); }, (e) => say(e.message, true));
+    api<Model[]>(`/api/models?task=${task}`).then((found) => { setModels(found); setForm((f) => ({ ...f, model_id: f.model_id || found[0]?.id || 0 })); }, (e) => say(e.message, true));
     api<Deployment[]>("/api/deployments").then((d) => setDeployed(d.map((x) => x.model_id)), () => undefined);
   }, [open]);
   useEffect(() => {  // follow the run until it ends

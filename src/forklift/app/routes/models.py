@@ -32,8 +32,13 @@ def model_out(model: Model) -> schemas.ModelOut:
 
 
 @router.get("/api/models")
-def list_models(session: Db, _: Viewer) -> list[schemas.ModelOut]:
-    return [model_out(m) for m in session.scalars(select(Model).order_by(Model.id.desc()))]
+def list_models(session: Db, _: Viewer, task: schemas.LabelledTask | None = None) -> list[schemas.ModelOut]:
+    """The registry, newest first; with `task`, only the models that answer it (trained here on a data set of that
+    task, or imported as one: what an imported model answers is kept when it is imported)."""
+    rows = session.execute(
+        select(Model, DataSet.task).outerjoin(DataSet, Model.dataset_id == DataSet.id).order_by(Model.id.desc())
+    )
+    return [model_out(m) for m, trained_on in rows if task is None or (trained_on or m.settings.get("task")) == task]
 
 
 @router.get("/api/models/{model_id}")
