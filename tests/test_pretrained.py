@@ -45,7 +45,11 @@ STYLE_ZIP = "https://www.dropbox.com/s/lrvwfehqdcxoza8/saved_models.zip?dl=1"
 LRASPP = "https://download.pytorch.org/models/lraspp_mobilenet_v3_large-d234d4ea.pth"
 MOBILENET = "https://download.pytorch.org/models/mobilenet_v3_large-8738ca79.pth"
 DETECTOR = "https://download.pytorch.org/models/fasterrcnn_mobilenet_v3_large_320_fpn-907ea3f9.pth"
-STAND_INS = (TINY_WEIGHTS, STYLE_ZIP, LRASPP, MOBILENET, DETECTOR)
+CLASSIFIER_CFG = "https://raw.githubusercontent.com/pjreddie/darknet/master/cfg/tiny.cfg"
+CLASSIFIER = "https://pjreddie.com/media/files/tiny.weights"
+IMAGENET_NAMES = "https://raw.githubusercontent.com/pjreddie/darknet/master/data/imagenet.shortnames.list"
+STAND_INS = (TINY_WEIGHTS, STYLE_ZIP, LRASPP, MOBILENET, DETECTOR, CLASSIFIER_CFG, CLASSIFIER, IMAGENET_NAMES)
+KNOWN = ["circle", "square", "hexagon", "kit fox", "crane"]  # the stand-in classifier's classes
 
 
 def test_the_catalogue_agrees_with_the_reference_files() -> None:
@@ -101,6 +105,11 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     stand_ins[LRASPP] = (root / "lraspp.pth").read_bytes()
     stand_ins[MOBILENET] = (root / "mobilenet.pth").read_bytes()
     stand_ins[DETECTOR] = (root / "detector.pth").read_bytes()
+    (root / "known.names").write_text("".join(f"{name}\n" for name in KNOWN))
+    classifier = new_darknet_dir(CFGS / "shapes-classifier.cfg", root / "known.names", root / "classifier", seed=5)
+    stand_ins[CLASSIFIER_CFG] = (CFGS / "shapes-classifier.cfg").read_bytes()
+    stand_ins[CLASSIFIER] = (classifier / "shapes-classifier.weights").read_bytes()
+    stand_ins[IMAGENET_NAMES] = "".join(f"{name}\n" for name in [*KNOWN, "zebra", "yak"]).encode()  # more names
     darknet_files = "https://raw.githubusercontent.com/pjreddie/darknet/master"
     real = {f"{darknet_files}/cfg/yolov3-tiny.cfg": "darknet/yolov3-tiny.cfg",
             f"{darknet_files}/data/coco.names": "darknet/coco.names"}  # fmt: skip
@@ -112,7 +121,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path.write_bytes(data)
     catalogue = yaml.safe_load(BUILT_IN.read_text())
     names = ("yolov3-tiny", "candy", "lraspp_mobilenet_v3_large", "mobilenet_v3_large",
-             "fasterrcnn_mobilenet_v3_large_320_fpn")  # fmt: skip
+             "fasterrcnn_mobilenet_v3_large_320_fpn", "tiny-darknet")  # fmt: skip
     models = {name: catalogue["models"][name] for name in names}
     for model in models.values():
         for file in model["files"]:
@@ -120,6 +129,8 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 file["sha256"] = hashlib.sha256(stand_ins[file["url"]]).hexdigest()
                 file["size"] = len(stand_ins[file["url"]])
                 file.pop("mib", None)
+            if "lines" in file:
+                file["lines"] = len(KNOWN)
     (root / "catalogue.yaml").write_text(yaml.safe_dump({"label_sets": catalogue["label_sets"], "models": models}))
     return root
 
@@ -264,6 +275,24 @@ def test_a_weights_file_is_kept_for_training_and_a_mirror_folder_serves_another_
     monkeypatch.setenv("FORKLIFT_MIRROR", str(carried))  # the folder itself, as mounted there
     forklift_here("models", "pull", "candy", tmp_path / "there")
     assert (tmp_path / "there" / "candy.pth").read_bytes() == (tmp_path / "candy" / "candy.pth").read_bytes()
+
+
+@pytest.mark.slow  # a training run in its own process: seconds
+def test_a_pulled_darknet_classifier_names_its_classes_and_fine_tunes_by_name(
+    server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORKLIFT_MIRROR", server)
+    forklift_here("models", "pull", "tiny-darknet", tmp_path / "tiny")
+    assert sorted(p.name for p in (tmp_path / "tiny").iterdir()) == [
+        "forklift.json", "imagenet.names", "tiny.cfg", "tiny.weights"
+    ]  # fmt: skip
+    assert read_labels(tmp_path / "tiny" / "imagenet.names") == KNOWN  # the names file's first lines: the model's
+    data = synth_shapes(tmp_path / "kinds", 12, 64, seed=0, task="classify").root
+    trained = forklift_here("train", "--data", data, "--model", "tiny-darknet", "--epochs", "1", "--batch", "4",
+                            tmp_path / "out")  # fmt: skip
+    kept = [name for name in load_dataset(data).classes if name in KNOWN]
+    assert f"{len(kept)} of 5 classes keep the model's head weights (matched by name)" in trained.stdout
+    assert (setting / "models" / "tiny-darknet" / "tiny.cfg").is_file()  # --model NAME: pulled into the cache
 
 
 def coco_detector() -> torch.nn.Module:

@@ -68,18 +68,19 @@ def _show_catalogue(catalogue: dict[str, Pretrained], cache: Path, *, as_json: b
     cached = {name: cache_state(model, cache) for name, model in catalogue.items()}
     if as_json:
         rows = [
-            {"name": m.name, "kind": str(m.kind), "task": str(m.task), "bytes": m.approximate_bytes,
-             "cached": cached[m.name], "about": m.about}
+            {"name": m.name, "kind": str(m.kind), "task": str(m.task), "directory": m.makes_directory,
+             "bytes": m.approximate_bytes, "cached": cached[m.name], "about": m.about}
             for m in catalogue.values()
         ]  # fmt: skip
         print(json.dumps(rows, indent=2))
         return 0
     width = max(len(name) for name in catalogue)
-    print(f"{'NAME':<{width}}  {'KIND':<7}  {'TASK':<8}  {'MiB':>6}  {'CACHED':<7}  ABOUT")
+    print(f"{'NAME':<{width}}  {'KIND':<7}  {'TASK':<8}  {'PULLS':<12}  {'MiB':>6}  {'CACHED':<7}  ABOUT")
     for m in catalogue.values():
         size = m.approximate_bytes
         mib = "?" if size is None else f"{size / 2**20:.1f}"
-        print(f"{m.name:<{width}}  {m.kind:<7}  {m.task:<8}  {mib:>6}  {cached[m.name]:<7}  {m.about}")
+        pulls = "a model dir" if m.makes_directory else "weights file"
+        print(f"{m.name:<{width}}  {m.kind:<7}  {m.task:<8}  {pulls:<12}  {mib:>6}  {cached[m.name]:<7}  {m.about}")
     print(f"cache: {cache / 'pretrained'}")
     return 0
 

@@ -31,11 +31,18 @@ class RemoteFile:
     size: int | None = None
     mib: float | None = None
     member: str | None = None  # the file wanted inside a zip archive
+    save_as: str | None = None  # its name in a model directory, where the URL's does not say what it is
+    lines: int | None = None  # a names file of which only the first lines name this model's classes
 
     @property
     def file_name(self) -> str:
-        """The name of the file in the URL's path (what a model directory calls it)."""
+        """The name of the file in the URL's path."""
         return Path(urlsplit(self.url).path).name
+
+    @property
+    def placed_name(self) -> str:
+        """What a model directory calls the file."""
+        return self.save_as or self.member or self.file_name
 
     @property
     def relative_path(self) -> Path:
@@ -147,8 +154,13 @@ def _file(where: str, item: Any) -> RemoteFile:
         raise ForkliftError(f"{where}: size must be a whole number of bytes above 0, not {size!r}")
     if mib is not None and not isinstance(mib, int | float):
         raise ForkliftError(f"{where}: mib must be a number, not {mib!r}")
-    member = item.get("member")
-    return RemoteFile(url=url, sha256=sha256, size=size, mib=mib, member=None if member is None else str(member))
+    member, save_as, lines = item.get("member"), item.get("save_as"), item.get("lines")
+    if save_as is not None and (not isinstance(save_as, str) or Path(save_as).name != save_as or not save_as):
+        raise ForkliftError(f"{where}: save_as must be a plain file name, not {save_as!r}")
+    if lines is not None and (not isinstance(lines, int) or lines <= 0):
+        raise ForkliftError(f"{where}: lines must be a whole number above 0, not {lines!r}")
+    return RemoteFile(url=url, sha256=sha256, size=size, mib=mib, member=None if member is None else str(member),
+                      save_as=save_as, lines=lines)  # fmt: skip
 
 
 def full_digest(file: RemoteFile) -> bool:

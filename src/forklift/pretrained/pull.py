@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forklift.errors import ForkliftError
-from forklift.model_files.labels import read_labels
+from forklift.model_files.labels import read_labels, write_labels
 from forklift.pretrained.catalogue import Pretrained, RemoteFile, full_digest
 from forklift.pretrained.fetch import Source, cached_path, fetch, partial_path
 from forklift.vocabulary import PretrainedKind
@@ -84,16 +84,23 @@ def _assemble(model: Pretrained, fetched: list[tuple[RemoteFile, Path]], folder:
 
 def _place(file: RemoteFile, path: Path, folder: Path) -> None:
     """The file copied into the model folder (a copy: editing it must not change the checked one in the cache),
-    or a zip archive's member extracted."""
-    if file.member is None:
-        shutil.copyfile(path, folder / file.file_name)
-        return
+    a zip archive's member extracted, or a names file's first `lines` names written."""
+    target = folder / file.placed_name
+    if file.lines is not None:
+        write_labels(target, read_labels(path)[: file.lines])
+    elif file.member is None:
+        shutil.copyfile(path, target)
+    else:
+        _extract(file, file.member, path, target)
+
+
+def _extract(file: RemoteFile, member_name: str, path: Path, target: Path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
-            names = [n for n in archive.namelist() if Path(n).name == file.member]
+            names = [n for n in archive.namelist() if Path(n).name == member_name]
             if not names:
-                raise ForkliftError(f"{file.url}: the archive holds no {file.member}")
-            with archive.open(names[0]) as member, (folder / file.member).open("wb") as copy:
+                raise ForkliftError(f"{file.url}: the archive holds no {member_name}")
+            with archive.open(names[0]) as member, target.open("wb") as copy:
                 shutil.copyfileobj(member, copy)
     except zipfile.BadZipFile as exc:
         path.unlink()  # unusable: fetched anew next time
