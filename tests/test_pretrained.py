@@ -1,7 +1,9 @@
 """`forklift models pull` and `forklift models mirror`: the catalogue's facts checked against the reference files,
-then pulls from a mirror that real NGINX serves on loopback (nothing is fetched from the internet here): a ready
-model directory that predicts, the cache reused, a cut connection resumed with a ranged request, a changed file
-refused, no network refused, a weights file for training, and a mirror folder laid out from the cache."""
+then pulls from a mirror that real NGINX serves on loopback (nothing is fetched from the internet here): ready model
+directories that predict and serve (a Darknet YOLO and classifier, a COCO detector and segmenter cut to their
+named classes), the cache reused, a cut connection resumed with a ranged request, a changed file refused, no network
+refused, weights files for training, training from them, a job started from them in the app, and a mirror folder
+laid out from the cache."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import onnxruntime
 import pytest
@@ -38,6 +41,7 @@ from forklift.pretrained.fetch import Source
 from forklift.pretrained.pull import pull
 from forklift.pretrained.resolve import weights_file
 from forklift.runtime.style_export import fresh_style_net
+from forklift.serve.process import ServerProcess
 from forklift.train.tasks import NetworkSource, make_task
 
 TINY_WEIGHTS = "https://pjreddie.com/media/files/yolov3-tiny.weights"
@@ -322,8 +326,10 @@ def test_a_published_coco_detector_and_segmenter_become_ready_directories_of_the
     assert torch.equal(boxes, all_boxes.reshape(5, 91, 4)[:, kept].reshape(5, -1))
     assert torch.equal(net.state_dict()["backbone.body.4.block.0.0.weight"],
                        published_net.state_dict()["backbone.body.4.block.0.0.weight"])  # fmt: skip
-    predicted = json.loads(forklift_here("predict", tmp_path / "coco", shared("images/dog.jpg"), "--json").stdout)
-    assert predicted["status"] == "OK" and predicted["results"][0]["file"].endswith("dog.jpg")
+    with ServerProcess(tmp_path / "coco", "--instances", "1") as served:  # a pulled directory serves
+        dog = shared("images/dog.jpg")
+        answer = httpx.post(f"{served.url}/predict/coco", files={"files": (dog.name, dog.read_bytes())}, timeout=60)
+    assert answer.status_code == 200 and answer.json()["results"][0]["file"] == "dog.jpg", answer.text
 
     monkeypatch.setenv("FORKLIFT_MIRROR", server)
     catalogue = load_catalogue(published / "catalogue.yaml")
@@ -400,7 +406,6 @@ def test_training_starts_from_pulled_coco_and_imagenet_weights(
 def test_a_job_started_in_the_app_from_coco_weights_pulls_them_once(
     published: Path, server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import httpx
     from app_helpers import chromium_page, shapes_dataset, start_app  # the app's imports: here alone
 
     monkeypatch.setenv("FORKLIFT_MIRROR", server)  # the app's process and its jobs' inherit the setting
