@@ -435,6 +435,9 @@ def test_a_job_started_in_the_app_from_coco_weights_pulls_them_once(
             job = page.url.rsplit("/", 1)[-1]
             page.wait_for_selector("[data-testid=job-state]:has-text('done')", timeout=240_000)
             assert page.locator("dt:has-text('pretrained') + dd").inner_text() == "coco"
+            said = page.locator("[data-testid=start-notes]").all_inner_texts()  # the new heads are said to be new
+            assert any(line.startswith("Fine-tuning: starting from the weights of ") for line in said), said
+            assert any("new, from fresh weights: circle" in line for line in said), said
             page.goto(f"{url}/#/datasets/{dataset}")  # offered again: now without a download
             page.get_by_role("button", name="Train…").click()
             page.wait_for_selector("option[value=coco]:has-text('downloaded already')", state="attached")

@@ -35,6 +35,7 @@ from forklift.data.dataset import Dataset, save_dataset
 from forklift.data.split import assign_splits
 from forklift.errors import ForkliftError
 from forklift.shared_data import shared_data_root
+from forklift.train.run_log import FINE_TUNING
 from forklift.train.settings import TrainSettings, as_options
 from forklift.train.small_cfg import slim_cfg
 
@@ -53,6 +54,7 @@ PRETRAINED = {  # what a job starts from when it starts from COCO's weights: the
     "yolov3-tiny": "yolov3-tiny",  # by name (`forklift train --model NAME` pulls it into the cache once)
     "faster-rcnn": "fasterrcnn_mobilenet_v3_large_320_fpn",
 }
+START_NOTES_BYTES = 1 << 16  # of a job's log, read for what the run said as it began
 SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
 OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")  # the TrainSettings a job sets
 
@@ -100,6 +102,17 @@ def train_command(job: Job, out: Path, root: Path, *, classes: int) -> list[str]
     settings = TrainSettings.of(data=out / "data", **network, **{key: job.settings.get(key) for key in OPTIONS})
     return [sys.executable, "-m", "forklift.cli", "train", *as_options(settings), "--device", job.device,
             str(out / "model")]  # fmt: skip
+
+
+def start_notes(out: Path) -> list[str]:
+    """What the job's run said, as it began, about what it starts from: the model, and which classes keep its head
+    weights and which start fresh (the lines open the run's log)."""
+    try:
+        with (out / "train.log").open(encoding="utf-8", errors="replace") as log:
+            head = log.read(START_NOTES_BYTES)
+    except FileNotFoundError:
+        return []
+    return [line.removeprefix(FINE_TUNING) for line in head.splitlines() if line.startswith(FINE_TUNING)]
 
 
 def progress(out: Path) -> list[dict[str, str]]:

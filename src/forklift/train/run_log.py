@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
 STEP_FIELDS = ("lr", "images_per_s", "seconds", "elapsed")  # seconds: training; elapsed: since the run began
 
+FINE_TUNING = "fine-tuning: "  # opens each line a run says about what it starts from (the app shows them)
+
 
 def keep_metric_rows(path: Path, fields: tuple[str, ...], last_epoch: int, last_row: dict | None) -> None:
     """Make metrics.csv end at the checkpoint's epoch, so a resumed run neither repeats nor skips a row: rows of

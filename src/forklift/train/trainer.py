@@ -34,7 +34,14 @@ from forklift.train.optimizers import make_optimizer
 from forklift.train.precision import MixedPrecision
 from forklift.train.ranks_agree import agreed, loss_step, rank_rng_states, shared_checkpoint, summed
 from forklift.train.run_dir import BEST, CHECKPOINTS, JOB_FILE, LAST, METRICS, check_out
-from forklift.train.run_log import STEP_FIELDS, append_metrics, keep_metric_rows, log_row, tensorboard_writer
+from forklift.train.run_log import (
+    FINE_TUNING,
+    STEP_FIELDS,
+    append_metrics,
+    keep_metric_rows,
+    log_row,
+    tensorboard_writer,
+)
 from forklift.train.schedule import lr_factor
 from forklift.train.settings import RunOptions, TrainSettings, check_values, resumed_settings
 from forklift.train.tasks import NetworkSource, StyleOptions, TwoStageOptions, make_task
@@ -104,7 +111,7 @@ def _train(
     groups = task.parameter_groups(weight_decay=settings.weight_decay)
     rule, factor = lr_scaling.lr_factor(settings.lr_scaling, settings.optimizer, ranks.world)
     if settings.model is not None and checkpoint is None and leader:
-        print(f"fine-tuning: starting from the weights of {settings.model}", flush=True)
+        print(f"{FINE_TUNING}starting from the weights of {settings.model}", flush=True)
     if ranks.distributed and leader:
         print(lr_scaling.describe(rule, factor, settings.lr, ranks.world, batch), flush=True)
     optimiser = make_optimizer(

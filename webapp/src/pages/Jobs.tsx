@@ -94,6 +94,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
   const canvas = useRef<HTMLCanvasElement>(null);
   const chart = useRef<Chart | null>(null);
   const [stream, setStream] = useState(0);
+  const [start, setStart] = useState<string[]>([]);  // what the run said it starts from, once it has begun
 
   useEffect(() => {
     setRows([]);
@@ -103,6 +104,9 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
     events.onerror = () => events.close();  // the stream ends with the job
     return () => events.close();
   }, [jobId, stream]);
+
+  const begun = rows.length > 0;
+  useEffect(() => { api<string[]>(`/api/jobs/${jobId}/start`).then(setStart, () => setStart([])); }, [jobId, begun, job?.state]);
 
   useEffect(() => {
     if (!canvas.current) return;
@@ -133,6 +137,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
       <div class="columns">
         <div class="card chart-card">
           <div class="chart" style={{ height: "360px" }}><canvas ref={canvas} /></div>
+          {start.map((line) => <p key={line} class="muted small" data-testid="start-notes">Fine-tuning: {line}</p>)}
           <p class="muted chart-caption" data-testid="epochs-seen">{last ? `epoch ${last.epoch}${job ? ` of ${job.epochs}` : ""}: loss ${Number(last.loss).toFixed(3)}` : "waiting for the first epoch…"}</p>
         </div>
         <aside class="card side-facts">

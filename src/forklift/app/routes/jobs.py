@@ -18,7 +18,7 @@ from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.devices import CPU
 from forklift.app.estimate import estimate_training
-from forklift.app.jobs import MODELS, PRETRAINED, JobRunner, progress
+from forklift.app.jobs import MODELS, PRETRAINED, JobRunner, progress, start_notes
 from forklift.app.records import get_or_404, model_for
 from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState
 from forklift.pretrained.catalogue import catalogue_path, load_catalogue
@@ -148,6 +148,14 @@ def list_jobs(session: Db, _: Viewer) -> list[schemas.JobOut]:
 @router.get("/api/jobs/{job_id}")
 def get_job(job_id: RowId, session: Db, _: Viewer) -> schemas.JobOut:
     return job_out(get_or_404(session, Job, job_id))
+
+
+@router.get("/api/jobs/{job_id}/start")
+def job_start(job_id: RowId, request: Request, session: Db, _: Viewer) -> list[str]:
+    """What the job starts from, as its run said it: the model, and which classes keep their head weights and
+    which start fresh (empty before the run begins, or when it starts from fresh weights)."""
+    get_or_404(session, Job, job_id)
+    return start_notes(request.app.state.storage.path(f"jobs/{job_id}"))
 
 
 @router.get("/api/jobs/{job_id}/metrics")

@@ -26,6 +26,7 @@ from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import DarknetNet, build_darknet, save_weights
 from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, AugmentedImages
+from forklift.train.run_log import FINE_TUNING
 from forklift.vocabulary import ModelFormat, Runtime
 
 ImagesT = TypeVar("ImagesT", bound=AugmentedImages)
@@ -175,7 +176,7 @@ def copy_head_by_name(
 def say_heads(fresh: list[str], classes: list[str]) -> None:
     """One line on what fine-tuning kept of the starting heads."""
     if fresh:
-        print(f"fine-tuning: {len(classes) - len(fresh)} of {len(classes)} classes keep the model's head weights "
+        print(f"{FINE_TUNING}{len(classes) - len(fresh)} of {len(classes)} classes keep the model's head weights "
               f"(matched by name); new, from fresh weights: {', '.join(fresh)}", flush=True)  # fmt: skip
 
 
