@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 import pytest
-from helpers import sandbox
+import yaml
+from helpers import forklift_here, sandbox
 
 from forklift.cli.distributed import train_out
 from forklift.distributed import pinned
@@ -85,6 +86,17 @@ def _job(port: int) -> Job:
 def test_slurm_uses_the_rendezvous_port_given() -> None:
     sbatch = slurm_script(_job(29514), nproc=2, cpus=4, gpus=0)
     assert '--rdzv-endpoint "$head:29514"' in sbatch and "29500" not in sbatch
+
+
+def test_a_schedulers_job_is_written_without_hosts_and_hosts_are_asked_for_otherwise() -> None:
+    train = ["--", "forklift", "train", "--data", "d", "--cfg", "c.cfg", "out"]
+    sbatch = forklift_here("run", "--emit", "slurm", "--nodes", "3", "--nproc-per-node", "2", *train).stdout
+    assert "#SBATCH --nodes=3" in sbatch and "#SBATCH --exclusive" in sbatch and "--nproc-per-node 2" in sbatch
+    job = yaml.safe_load(forklift_here("run", "--emit", "k8s", "--nodes", "2", *train).stdout)
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2 and job["spec"]["nprocPerNode"] == "1"
+    for args, said in ((train, "give the hosts (-H or --hostfile)"), (["--nodes", "2", *train], "only for --emit")):
+        refused = forklift_here("run", *args, check=False)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
 
 
 def test_each_host_runs_its_ranks_through_the_wrapper_with_its_places() -> None:

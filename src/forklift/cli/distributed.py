@@ -25,9 +25,9 @@ def register(verbs: Any) -> None:
         "forklift run -H node1,node2 --nproc-per-node 2 -- forklift train --data data/shapes "
         "--cfg ../shared/data/darknet/yolov3-tiny.cfg "
         "--batch 8 --sync-bn out/ddp\n"
-        "  forklift run --hostfile hosts.txt --emit slurm -- forklift train ... > job.sbatch",
+        "  forklift run --emit slurm --nodes 2 --nproc-per-node 2 -- forklift train ... > job.sbatch",
     )
-    hosts = run.add_mutually_exclusive_group(required=True)
+    hosts = run.add_mutually_exclusive_group()
     hosts.add_argument(
         "-H", "--hosts", metavar="HOST[:SLOTS],...", help="ssh destinations; the first hosts the rendezvous"
     )
@@ -54,7 +54,10 @@ def register(verbs: Any) -> None:
     )
     run.add_argument("--python", metavar="PATH", help=f"Python on every host (default: this one, {sys.executable})")
     run.add_argument("--emit", choices=("rankfile", "slurm", "k8s"), help="print the job as an MPI rankfile, an "
-                     "sbatch script or a Kubernetes PyTorchJob instead of running it")  # fmt: skip
+                     "sbatch script or a Kubernetes PyTorchJob instead of running it (slurm and k8s ask no host: "
+                     "the scheduler places the ranks)")  # fmt: skip
+    run.add_argument("--nodes", type=positive, metavar="N",
+                     help="with --emit slurm|k8s: nodes to ask for (default: the hosts given, else 1)")  # fmt: skip
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="forklift train ... or a script")
     run.set_defaults(handler=run_run)
 
@@ -73,7 +76,14 @@ def run_run(args: argparse.Namespace) -> int:
         raise ForkliftError(f"--nproc-per-node {args.nproc_per_node}: a whole number of at least 1, or auto")
     if args.max_restarts < 0:
         raise ForkliftError(f"--max-restarts {args.max_restarts}: must be 0 or more")
-    hosts = parse_host_list(args.hosts) if args.hosts is not None else read_hostfile(args.hostfile)
+    if args.nodes is not None and args.emit not in ("slurm", "k8s"):
+        raise ForkliftError(f"--nodes {args.nodes}: only for --emit slurm|k8s (otherwise the hosts say how many)")
+    if args.hosts is not None:
+        hosts = parse_host_list(args.hosts)
+    elif args.hostfile is not None:
+        hosts = read_hostfile(args.hostfile)
+    else:
+        hosts = []
     options = LaunchOptions(
         hosts=hosts,
         nproc_per_node=nproc,
@@ -85,6 +95,7 @@ def run_run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         skip_checks=args.skip_checks,
         emit=args.emit,
+        nodes=args.nodes,
         train_out=train_out,
     )
     return run_job(command, options)

@@ -121,8 +121,9 @@ def torchrun_args(job: Job, *, places: list[Place], local_addr: str, is_host: bo
     ]  # fmt: skip
 
 
-def slurm_script(job: Job, *, nproc: int, cpus: int, gpus: int) -> str:
-    """An sbatch script for the job: one torchrun per node (srun), the rendezvous on the allocation's first node."""
+def slurm_script(job: Job, *, nproc: int, cpus: int | None, gpus: int) -> str:
+    """An sbatch script for the job: one torchrun per node (srun), the rendezvous on the allocation's first node;
+    `cpus` for its torchrun (None: the whole node, `--exclusive`)."""
     run = [
         *FRESH_STORE, job.python, "-m", "torch.distributed.run", "--nnodes", "$SLURM_NNODES",
         "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"$head:{job.port}",
@@ -135,7 +136,7 @@ def slurm_script(job: Job, *, nproc: int, cpus: int, gpus: int) -> str:
         "#SBATCH --job-name=forklift",
         f"#SBATCH --nodes={job.nodes}",
         "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --cpus-per-task={cpus}",
+        "#SBATCH --exclusive" if cpus is None else f"#SBATCH --cpus-per-task={cpus}",
         *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
         "set -euo pipefail",
         f"cd {shlex.quote(job.workdir)}",

@@ -32,6 +32,7 @@ from forklift.system.topology import Topology
 PORT_CHECK_S = 5.0  # how long the first host holds the rendezvous port open for the others' test connections
 STOP_GRACE_S = 30.0
 EMITTERS = ("rankfile", "slurm", "k8s")
+SCHEDULERS = ("slurm", "k8s")  # emitted without asking any host: the cluster's scheduler places the ranks
 ROOT_CAUSE = re.compile(r"^\s*(?P<key>time|host|rank|exitcode)\s*:\s*(?P<value>.+?)\s*$")
 
 
@@ -47,12 +48,18 @@ class LaunchOptions:
     dry_run: bool = False
     skip_checks: bool = False
     emit: str | None = None
+    nodes: int | None = None  # for a scheduler's job: how many nodes (None: one per host given, else 1)
     train_out: commands.TrainOut = lambda args: None  # OUT of a train command (the CLI's parser finds it)
 
 
 def run_job(command: tuple[str, ...], options: LaunchOptions) -> int:
     """Check, lay out, print and run COMMAND across the hosts; returns the exit code (0: every rank succeeded)."""
     commands.worker_args(command)  # a COMMAND that cannot run is refused before any ssh
+    if options.emit in SCHEDULERS:
+        print(_scheduler_job(command, options), end="")
+        return 0
+    if not options.hosts:
+        raise ForkliftError("forklift run: give the hosts (-H or --hostfile), or --emit slurm|k8s for a scheduler")
     started = time.perf_counter()
     names = [host.name for host in options.hosts]
     addresses = dict(zip(names, _parallel(options.ssh.address, names), strict=True))
@@ -71,8 +78,8 @@ def run_job(command: tuple[str, ...], options: LaunchOptions) -> int:
     counts = {host.name: layout.ranks_per_host(known[host.name], options.nproc_per_node, host.slots)
               for host in options.hosts}  # fmt: skip
     slots = layout.lay_out([(known[name], counts[name]) for name in names], gpus=gpus)
-    if options.emit is not None:
-        print(_emitted(options.emit, job, slots, counts[first], known[first]), end="")
+    if options.emit is not None:  # the rankfile: the one the hosts' facts shape
+        print(layout.rankfile(slots), end="")
         return 0
     print(f"forklift run: {len(slots)} ranks on {len(names)} hosts (checked in {time.perf_counter() - started:.1f} s)")
     print(layout.describe_layout(slots))
@@ -121,13 +128,17 @@ def _host_facts(name: str, addresses: dict[str, str], facts: dict[str, dict]) ->
                             tuple(gpu["node"] for gpu in seen.get("gpus", [])))  # fmt: skip
 
 
-def _emitted(kind: str, job: commands.Job, slots: list[layout.RankSlot], nproc: int, first: layout.HostFacts) -> str:
-    if kind == "rankfile":
-        return layout.rankfile(slots)
-    cpus, gpus = len(first.topology.online_cpus), len(first.gpu_nodes)
-    if kind == "slurm":
-        return commands.slurm_script(job, nproc=nproc, cpus=cpus, gpus=gpus)
-    return commands.k8s_job(job, nproc=nproc, cpus=cpus, gpus=gpus)
+def _scheduler_job(command: tuple[str, ...], options: LaunchOptions) -> str:
+    """The job as a scheduler takes it, written without asking any host: `nodes` nodes of `--nproc-per-node`
+    ranks (1 where not given; with CUDA, a GPU per rank), each node the job's alone (its CPUs are the ranks')."""
+    nodes = options.nodes or len(options.hosts) or 1
+    nproc = options.nproc_per_node or 1
+    gpus = nproc if commands.uses_cuda(command) else 0
+    job = commands.Job(command, nodes, f"head:{options.port}", "", options.max_restarts, options.python,
+                       options.workdir)  # fmt: skip
+    if options.emit == "slurm":
+        return commands.slurm_script(job, nproc=nproc, cpus=None, gpus=gpus)
+    return commands.k8s_job(job, nproc=nproc, cpus=nproc, gpus=gpus)
 
 
 def _supervise(lines: list[tuple[str, list[str]]], options: LaunchOptions) -> int:
