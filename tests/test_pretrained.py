@@ -312,7 +312,7 @@ def test_a_published_coco_detector_and_segmenter_become_ready_directories_of_the
 ) -> None:
     said = forklift_here("models", "pull", "fasterrcnn_mobilenet_v3_large_320_fpn", tmp_path / "coco", "--mirror",
                          server)  # fmt: skip
-    assert "exporting the net for 80 classes" in said.stdout and "model directory" in said.stdout
+    assert "exporting the net for 80 classes" in said.stderr and "model directory" in said.stdout  # progress: stderr
     coco = [name for i, name in enumerate(_meta._COCO_CATEGORIES) if i and name != "N/A"]
     net, settings, labels = load_two_stage(tmp_path / "coco")
     assert labels == coco and settings.image_size == 320 and settings.classes == 80

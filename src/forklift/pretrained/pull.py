@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,7 @@ def pull(model: Pretrained, *, cache: Path, source: Source, out: Path | None) ->
 
             ((_, weights),) = fetched
             _check_state_dict(weights)
-            print(f"{model.name}: exporting the net for {len(model.labels or {})} classes", flush=True)
+            print(f"{model.name}: exporting the net for {len(model.labels or {})} classes", file=sys.stderr, flush=True)
             write_ready_model(model, weights, side)
         else:
             _assemble(model, fetched, side)
