@@ -28,7 +28,7 @@ demo: $(STAMP) $(WEBAPP_BUILT)
 
 # Everything: lint, types, the documentation site, every test. What CI runs.
 test: lint docs $(WEBAPP_BUILT)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 # The inner loop: lint, types and the tests not marked slow (under 2 minutes on 2 cores).
 test-fast: lint $(WEBAPP_BUILT)

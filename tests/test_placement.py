@@ -16,19 +16,9 @@ import yaml
 from core_parts import missing
 from helpers import forklift, sandbox, shared
 
+from forklift.deployment.serving import compose_yaml, container_script, emit, k8s_yaml, nginx_conf
 from forklift.errors import ForkliftError
-from forklift.system.placement import (
-    FRONT_PORT,
-    Plan,
-    compose_yaml,
-    container_script,
-    describe_plan,
-    emit,
-    fit_per_node,
-    k8s_yaml,
-    make_plan,
-    nginx_conf,
-)
+from forklift.system.placement import FRONT_PORT, Plan, describe_plan, fit_per_node, make_plan
 from forklift.system.topology import Cpu, Topology
 
 NGINX = Path("/usr/sbin/nginx")

@@ -13,11 +13,12 @@ import yaml
 from helpers import forklift_here, sandbox
 
 from forklift.cli.distributed import train_out
+from forklift.deployment.scheduler import SchedulerJob, slurm_script
 from forklift.distributed import pinned
 from forklift.distributed.places import PLACE_VARIABLE, Place, format_place, parse_place
 from forklift.errors import ForkliftError
 from forklift.launcher.checks import problems
-from forklift.launcher.commands import Job, rank_zero_paths, slurm_script, torchrun_args, uses_cuda
+from forklift.launcher.commands import Job, rank_zero_paths, torchrun_args, uses_cuda
 from forklift.launcher.layout import rank_zero_host
 from forklift.system.topology import format_cpu_list
 
@@ -84,7 +85,9 @@ def _job(port: int) -> Job:
 
 
 def test_slurm_uses_the_rendezvous_port_given() -> None:
-    sbatch = slurm_script(_job(29514), nproc=2, cpus=4, gpus=0)
+    job = SchedulerJob(("-m", "forklift.cli", "train"), nodes=2, nproc=2, gpus=0, port=29514, max_restarts=0,
+                       python="/usr/bin/python3", workdir="/work")  # fmt: skip
+    sbatch = slurm_script(job)
     assert '--rdzv-endpoint "$head:29514"' in sbatch and "29500" not in sbatch
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from forklift.deployment.serving import nginx_conf
 from forklift.errors import ForkliftError
 from forklift.loadtest.post import LoadResult, run_load
 from forklift.model_files.model_dir import open_model_dir
@@ -50,7 +51,7 @@ from forklift.runtime.load import load_predictor
 from forklift.runtime.onnx_export import export_darknet
 from forklift.serve.process import free_port, wait_until_answering
 from forklift.shared_data import shared_data_root
-from forklift.system.placement import Instance, Plan, nginx_conf
+from forklift.system.placement import Instance, Plan
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -247,7 +247,8 @@ PLAN_EPILOG = (
 
 def add_topology_and_plan(verbs: Any) -> None:
     """`topology` and `plan`, which read the same topology sources."""
-    from forklift.system.placement import BASE_PORT, EMITTERS
+    from forklift.deployment.serving import EMITTERS
+    from forklift.system.placement import BASE_PORT
 
     topology = verb_parser(
         verbs,
@@ -293,7 +294,8 @@ def run_topology(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from forklift.system.placement import MODEL_PLACEHOLDER, describe_plan, emit, make_plan
+    from forklift.deployment.serving import MODEL_PLACEHOLDER, emit
+    from forklift.system.placement import describe_plan, make_plan
     from forklift.system.topology import load_topology
 
     plan = make_plan(

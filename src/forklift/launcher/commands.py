@@ -1,5 +1,5 @@
-"""The commands of a `forklift run` job: what each rank runs, the torchrun line for each host, and the same job
-for clusters with a scheduler (`--emit slurm|k8s`).
+"""The commands of a `forklift run` job: what each rank runs and the torchrun line for each host (the same job for a
+cluster's scheduler is `forklift.deployment.scheduler`'s).
 
 COMMAND is `forklift VERB ...` (run as `python -m forklift.cli VERB ...`, so every host uses the Python that
 has forklift, not whichever `forklift` is first on its PATH), `python -m MODULE ...`, `python SCRIPT.py ...` or
@@ -13,10 +13,8 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
 
-import yaml
-
+from forklift.deployment.scheduler import FRESH_STORE
 from forklift.distributed import pinned
 from forklift.distributed.places import Place
 from forklift.errors import ForkliftError
@@ -27,10 +25,6 @@ TrainOut = Callable[[list[str]], str | None]  # OUT of `forklift train ARGS`, wh
 
 RDZV_PORT = 29500
 RANK_PREFIX = "[rank${rank}] "  # torchrun's --log-line-prefix-template: each line of a rank starts with its rank
-IMAGE = "forklift"
-# Each rendezvous round gets a fresh store for the ranks: torchrun's default shares the first round's store across
-# restarts, where the ranks of a restarted job read the previous round's addresses and cannot connect.
-FRESH_STORE = ("env", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1")
 
 
 @dataclass(frozen=True)
@@ -119,67 +113,3 @@ def torchrun_args(job: Job, *, places: list[Place], local_addr: str, is_host: bo
         "--log-line-prefix-template", RANK_PREFIX,
         *pinned.wrapped(places, worker_args(job.command)),
     ]  # fmt: skip
-
-
-def slurm_script(job: Job, *, nproc: int, cpus: int | None, gpus: int) -> str:
-    """An sbatch script for the job: one torchrun per node (srun), the rendezvous on the allocation's first node;
-    `cpus` for its torchrun (None: the whole node, `--exclusive`)."""
-    run = [
-        *FRESH_STORE, job.python, "-m", "torch.distributed.run", "--nnodes", "$SLURM_NNODES",
-        "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"$head:{job.port}",
-        "--rdzv-id", "$SLURM_JOB_ID", "--max-restarts", str(job.max_restarts), *worker_args(job.command),
-    ]  # fmt: skip
-    quoted = " ".join(f'"{arg}"' if "$" in arg else shlex.quote(arg) for arg in run)  # the shell expands those
-    lines = [
-        "#!/bin/bash",
-        "# forklift run --emit slurm: the same job for a Slurm cluster (sbatch THIS_FILE)",
-        "#SBATCH --job-name=forklift",
-        f"#SBATCH --nodes={job.nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --exclusive" if cpus is None else f"#SBATCH --cpus-per-task={cpus}",
-        *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
-        "set -euo pipefail",
-        f"cd {shlex.quote(job.workdir)}",
-        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        f"srun {quoted}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def k8s_job(job: Job, *, nproc: int, cpus: int, gpus: int) -> str:
-    """A Kubeflow PyTorchJob for the job: `nodes` worker pods of `nproc` ranks, c10d rendezvous set up by the
-    training operator (it hands torchrun its settings as PET_* variables)."""
-    limits: dict[str, Any] = {"cpu": str(cpus)}
-    if gpus:
-        limits["nvidia.com/gpu"] = gpus
-    container = {
-        "name": "pytorch",
-        "image": IMAGE,
-        "workingDir": job.workdir,
-        "command": ["python", "-m", "torch.distributed.run", *worker_args(job.command)],
-        "env": [{"name": FRESH_STORE[1].split("=")[0], "value": FRESH_STORE[1].split("=")[1]}],
-        "resources": {"requests": limits, "limits": limits},
-    }
-    spec = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "forklift-train"},
-        "spec": {
-            "nprocPerNode": str(nproc),
-            "elasticPolicy": {
-                "rdzvBackend": "c10d",
-                "minReplicas": job.nodes,
-                "maxReplicas": job.nodes,
-                "maxRestarts": job.max_restarts,
-            },
-            "pytorchReplicaSpecs": {
-                "Worker": {
-                    "replicas": job.nodes,
-                    "restartPolicy": "OnFailure",
-                    "template": {"spec": {"containers": [container]}},
-                }
-            },
-        },
-    }
-    note = "# forklift run --emit k8s: the same job as a Kubeflow PyTorchJob (kubectl apply -f THIS_FILE)\n"
-    return note + yaml.safe_dump(spec, sort_keys=False)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from forklift.deployment import scheduler
 from forklift.errors import ForkliftError
 from forklift.launcher import checks, commands, layout
 from forklift.launcher.hosts import HostSpec
@@ -130,15 +131,19 @@ def _host_facts(name: str, addresses: dict[str, str], facts: dict[str, dict]) ->
 
 def _scheduler_job(command: tuple[str, ...], options: LaunchOptions) -> str:
     """The job as a scheduler takes it, written without asking any host: `nodes` nodes of `--nproc-per-node`
-    ranks (1 where not given; with CUDA, a GPU per rank), each node the job's alone (its CPUs are the ranks')."""
-    nodes = options.nodes or len(options.hosts) or 1
+    ranks (1 where not given; with CUDA, a GPU per rank)."""
     nproc = options.nproc_per_node or 1
-    gpus = nproc if commands.uses_cuda(command) else 0
-    job = commands.Job(command, nodes, f"head:{options.port}", "", options.max_restarts, options.python,
-                       options.workdir)  # fmt: skip
-    if options.emit == "slurm":
-        return commands.slurm_script(job, nproc=nproc, cpus=None, gpus=gpus)
-    return commands.k8s_job(job, nproc=nproc, cpus=nproc, gpus=gpus)
+    job = scheduler.SchedulerJob(
+        rank_args=tuple(commands.worker_args(command)),
+        nodes=options.nodes or len(options.hosts) or 1,
+        nproc=nproc,
+        gpus=nproc if commands.uses_cuda(command) else 0,
+        port=options.port,
+        max_restarts=options.max_restarts,
+        python=options.python,
+        workdir=options.workdir,
+    )
+    return scheduler.slurm_script(job) if options.emit == "slurm" else scheduler.k8s_job(job)
 
 
 def _supervise(lines: list[tuple[str, list[str]]], options: LaunchOptions) -> int:

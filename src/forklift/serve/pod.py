@@ -19,10 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from forklift.deployment.serving import nginx_conf
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 from forklift.serve.process import wait_until_answering
-from forklift.system.placement import Plan, make_plan, nginx_conf
+from forklift.system.placement import Plan, make_plan
 from forklift.system.topology import current
 
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/bin/nginx")

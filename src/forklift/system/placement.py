@@ -2,19 +2,15 @@
 
 A plan pins every serving instance to CPUs of one NUMA node and to that node's memory, so its memory stays local
 and its caches warm. Whole cores come before SMT siblings because siblings share a core's execution units, and
-each instance runs as many threads as it has CPUs, so nothing is oversubscribed. The emitters turn a plan into what
-runs it: a podman or docker script, a compose file, Kubernetes objects, and the NGINX front that balances them.
+each instance runs as many threads as it has CPUs, so nothing is oversubscribed. `forklift.deployment.serving` turns
+a plan into what runs it.
 """
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass
 from itertools import islice, pairwise
-from pathlib import Path
-from typing import Any, Literal
-
-import yaml
+from typing import Any
 
 from forklift.errors import ForkliftError
 from forklift.system.topology import Topology, format_cpu_list
@@ -26,11 +22,6 @@ from forklift.system.topology import Topology, format_cpu_list
 CORES_PER_INSTANCE = 1
 FRONT_PORT = 5000  # where clients connect (NGINX, or the Kubernetes Service)
 BASE_PORT = 5001  # the first instance's port; instance i listens on BASE_PORT + i
-EMITTERS = ("podman", "docker", "compose", "k8s", "nginx")
-IMAGE = "forklift"
-NGINX_IMAGE = "docker.io/library/nginx:stable"
-MODEL_PLACEHOLDER = "/path/to/model-dir"
-CONTAINER_MODEL = "/model"  # where the model directory is mounted inside a container
 
 
 @dataclass(frozen=True)
@@ -129,13 +120,13 @@ def _count_and_size(topology: Topology, instances: int | None, size: int | None)
         asked = "instances" if instances is None else f"{instances} instances"
         nodes = ", ".join(f"node{node} {n}" for node, n in fit.items())
         raise ForkliftError(
-            f"{topology.source}: {asked} of {_cpus(size)} do not fit; {sum(fit.values())} fit ({nodes}), "
+            f"{topology.source}: {asked} of {cpus_phrase(size)} do not fit; {sum(fit.values())} fit ({nodes}), "
             f"as an instance stays inside one NUMA node"
         )
     return count, size
 
 
-def _cpus(count: int) -> str:
+def cpus_phrase(count: int) -> str:
     return f"{count} CPU" if count == 1 else f"{count} CPUs"
 
 
@@ -187,189 +178,10 @@ def describe_plan(plan: Plan) -> str:
     rows += [(str(i.index), str(i.port), str(i.node), i.cpuset, str(i.cores), str(i.threads)) for i in plan.instances]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = [
-        f"{plan.source}: {len(plan.instances)} instances of {_cpus(plan.cpus_per_instance)}, "
+        f"{plan.source}: {len(plan.instances)} instances of {cpus_phrase(plan.cpus_per_instance)}, "
         f"each with the memory of its NUMA node",
         *("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows),
     ]
     if plan.unused:
         lines.append(f"unused CPUs: {format_cpu_list(plan.unused)} (left to NGINX and the system)")
     return "\n".join(lines)
-
-
-def emit(plan: Plan, kind: str, model: str = MODEL_PLACEHOLDER) -> str:
-    """The plan as the text `kind` (one of EMITTERS) runs, serving the model directory `model`."""
-    match kind:
-        case "podman" | "docker":
-            return container_script(plan, model, kind)
-        case "compose":
-            return compose_yaml(plan, model)
-        case "k8s":
-            return k8s_yaml(plan, model)
-        case "nginx":
-            return nginx_conf(plan)
-    raise ForkliftError(f"--emit {kind}: choose one of {', '.join(EMITTERS)}")
-
-
-def _serve_command(port: int, threads: int) -> list[str]:
-    return ["forklift", "serve", CONTAINER_MODEL, "--port", str(port), "--threads", str(threads)]
-
-
-def _header(plan: Plan, kind: str) -> str:
-    return (
-        f"# forklift plan --emit {kind}, for {plan.source}:\n"
-        f"# {len(plan.instances)} instances of {_cpus(plan.cpus_per_instance)}, each pinned to one NUMA node and its "
-        f"memory, behind port {FRONT_PORT}.\n"
-    )
-
-
-class _Dumper(yaml.SafeDumper):
-    """Writes shared objects out in full: anchors and aliases (&id001) would only puzzle a reader."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def container_script(
-    plan: Plan, model: str = MODEL_PLACEHOLDER, engine: Literal["podman", "docker"] = "podman", image: str = IMAGE
-) -> str:
-    """A shell script that starts each instance pinned with --cpuset-cpus/--cpuset-mems, and NGINX in front.
-
-    podman puts them in one pod that publishes only the front port; docker runs them on the host network. Either
-    way the instances listen on 127.0.0.1:PORT, where the NGINX config written by the script finds them.
-    """
-    network = ["--pod", "forklift"] if engine == "podman" else ["--network", "host"]
-    lines = [
-        "#!/bin/sh",
-        _header(plan, engine).rstrip(),
-        "set -eu",
-        f"MODEL_DIR=${{MODEL_DIR:-{shlex.quote(model)}}}",
-        "cat > nginx.conf <<'EOF'",
-        nginx_conf(plan).rstrip(),
-        "EOF",
-    ]
-    if engine == "podman":
-        lines.append(shlex.join(["podman", "pod", "create", "--name", "forklift", "-p", f"{FRONT_PORT}:{FRONT_PORT}"]))
-    for i in plan.instances:
-        run = [engine, "run", "-d", *network, "--name", f"forklift-{i.index}", f"--cpuset-cpus={i.cpuset}",
-               f"--cpuset-mems={i.node}", "-e", f"OMP_NUM_THREADS={i.threads}"]  # fmt: skip
-        mount = f'-v "$MODEL_DIR":{CONTAINER_MODEL}:ro,z'
-        lines.append(f"{shlex.join(run)} {mount} {shlex.join([image, *_serve_command(i.port, i.threads)])}")
-    nginx = [engine, "run", "-d", *network, "--name", "forklift-nginx"]
-    lines.append(f'{shlex.join(nginx)} -v "$PWD/nginx.conf":/etc/nginx/nginx.conf:ro,z {NGINX_IMAGE}')
-    return "\n".join(lines) + "\n"
-
-
-def compose_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = IMAGE) -> str:
-    """A docker-compose file: one service per instance with its `cpuset`, and NGINX (its config from --emit nginx)."""
-    services: dict[str, Any] = {
-        f"forklift-{i.index}": {
-            "image": image,
-            "command": _serve_command(i.port, i.threads),
-            "cpuset": i.cpuset,
-            "environment": {"OMP_NUM_THREADS": str(i.threads)},
-            "network_mode": "host",
-            "volumes": [f"{model}:{CONTAINER_MODEL}:ro,z"],
-        }
-        for i in plan.instances
-    }
-    services["nginx"] = {
-        "image": NGINX_IMAGE,
-        "network_mode": "host",
-        "volumes": ["./nginx.conf:/etc/nginx/nginx.conf:ro,z"],
-        "depends_on": list(services),
-    }
-    note = (
-        "# Compose has no cpuset-mems: memory is allocated on first touch, on the node of the pinned CPUs.\n"
-        "# Write nginx.conf beside this file with `forklift plan --emit nginx > nginx.conf`.\n"
-    )
-    return _header(plan, "compose") + note + yaml.dump({"services": services}, Dumper=_Dumper, sort_keys=False)
-
-
-def k8s_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = IMAGE, memory: str = "4Gi") -> str:
-    """A Deployment of the plan's instances with whole-CPU requests == limits, and a Service in front."""
-    cpus = str(plan.cpus_per_instance)
-    resources = {"cpu": cpus, "memory": memory}
-    container = {
-        "name": "forklift",
-        "image": image,
-        "command": _serve_command(FRONT_PORT, plan.cpus_per_instance),
-        "env": [{"name": "OMP_NUM_THREADS", "value": cpus}],
-        "ports": [{"containerPort": FRONT_PORT}],
-        "resources": {"requests": resources, "limits": resources},
-        "volumeMounts": [{"name": "model", "mountPath": CONTAINER_MODEL, "readOnly": True}],
-    }
-    labels = {"app": "forklift"}
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "forklift", "labels": labels},
-        "spec": {
-            "replicas": len(plan.instances),
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [container],
-                    "volumes": [{"name": "model", "hostPath": {"path": model, "type": "Directory"}}],
-                },
-            },
-        },
-    }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "forklift", "labels": labels},
-        "spec": {"selector": labels, "ports": [{"port": FRONT_PORT, "targetPort": FRONT_PORT}]},
-    }
-    note = (
-        "# The kubelet chooses the CPUs: requests == limits in whole CPUs (Guaranteed QoS) let its static CPU manager\n"
-        "# give each pod exclusive CPUs, and the node's kubelet config should say\n"
-        "#   cpuManagerPolicy: static\n"
-        "#   topologyManagerPolicy: single-numa-node   # the pod's CPUs and memory on one NUMA node, as in the plan\n"
-        '#   cpuManagerPolicyOptions: {full-pcpus-only: "true"}   # whole cores, not stray SMT siblings\n'
-        f"# Each pod has its own address, so all listen on {FRONT_PORT} and the Service balances them.\n"
-    )
-    return _header(plan, "k8s") + note + yaml.dump_all([deployment, service], Dumper=_Dumper, sort_keys=False)
-
-
-def nginx_conf(plan: Plan, listen: int = FRONT_PORT, runtime_dir: Path | None = None) -> str:
-    """An nginx.conf whose front port spreads requests over the instances, least busy first.
-
-    With `runtime_dir`, nginx keeps its pid, logs and temporary files there, so an unprivileged or second
-    nginx (`forklift pod`) runs beside the system's own.
-    """
-    servers = "".join(f"        server 127.0.0.1:{i.port};\n" for i in plan.instances)
-    own_files = ""
-    http_files = ""
-    if runtime_dir is not None:
-        own_files = f"pid {runtime_dir}/nginx.pid;\nerror_log {runtime_dir}/error.log warn;\n"
-        http_files = f"    access_log off;\n    client_body_temp_path {runtime_dir}/client_body;\n"
-        http_files += "".join(
-            f"    {kind}_temp_path {runtime_dir}/{kind};\n" for kind in ("proxy", "fastcgi", "uwsgi", "scgi")
-        )
-    return (
-        f"# forklift: {len(plan.instances)} serving instances behind port {listen}; least_conn sends each request\n"
-        "# to the instance with the fewest requests in flight, which suits requests of uneven cost.\n"
-        f"{own_files}"
-        "worker_processes auto;\n"
-        "events {}\n"
-        "http {\n"
-        f"{http_files}"
-        "    upstream forklift {\n"
-        "        least_conn;\n"
-        f"{servers}"
-        "        keepalive 32;\n"
-        "    }\n"
-        "    server {\n"
-        f"        listen {listen};\n"
-        "        location / {\n"
-        "            proxy_pass http://forklift;\n"
-        "            proxy_http_version 1.1;\n"
-        '            proxy_set_header Connection "";\n'
-        "            client_max_body_size 20m;\n"
-        "            client_body_buffer_size 2m;  # photos stay in memory, not in temporary files\n"
-        "            proxy_read_timeout 300s;\n"
-        "        }\n"
-        "    }\n"
-        "}\n"
-    )
