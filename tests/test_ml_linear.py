@@ -116,14 +116,17 @@ def test_svm_reaches_liblinears_optimum(request, layout, loss) -> None:  # type:
     X, y = request.getfixturevalue(layout)
     lam = 2.0
     ours = SupportVectorMachine(loss=loss, regularizer=lam, tol=1e-8, max_iter=20_000).fit(X, y)
-    reference = LinearSVC(loss=loss, C=1 / lam, fit_intercept=False, tol=1e-10, max_iter=200_000).fit(X, y)
+    reference = LinearSVC(loss=loss, C=1 / lam, fit_intercept=False, tol=1e-10, max_iter=200_000, random_state=0)
+    reference.fit(X, y)
     signs = np.where(y > 0, 1.0, -1.0)
 
     def objective(w: np.ndarray) -> float:
         slack = np.maximum(0, 1 - signs * np.asarray(X @ w).ravel())
         return float((slack if loss == "hinge" else slack**2).sum() + 0.5 * lam * w @ w)
 
-    assert objective(ours.coef_.ravel()) == pytest.approx(objective(reference.coef_.ravel()), rel=1e-5)
+    # liblinear may stop short of the optimum (it warns that it did not converge on the hinge loss): ours must be at
+    # least as low, to 1e-5
+    assert objective(ours.coef_.ravel()) <= objective(reference.coef_.ravel()) * (1 + 1e-5)
 
 
 @pytest.mark.parametrize("dual", [False, True])
