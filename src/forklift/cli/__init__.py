@@ -14,6 +14,7 @@ from forklift import __version__
 from forklift.cli import app, data, distributed, models, serving, training, tuning
 from forklift.cli.common import EXIT_BAD_INPUT, Handler, HelpFormatter, OneLineParser
 from forklift.errors import ForkliftError
+from forklift.extras import install_hint, missing_module
 
 GROUPS = (models, serving, data, training, distributed, tuning, app)  # in the order `forklift --help` lists their verbs
 
@@ -44,6 +45,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except ForkliftError as exc:
         print(f"forklift: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ModuleNotFoundError as exc:  # an extra that is not installed: say which, in one line
+        module = missing_module(exc)
+        if module is None:
+            raise
+        print(f"forklift: error: {install_hint(module, needed_by=args.verb_prog, extra=args.extra)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from forklift.cli.common import positive, verb_parser
 from forklift.errors import ForkliftError
+from forklift.extras import Extra
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -28,6 +29,7 @@ def register(verbs: Any) -> None:
         "forklift app --data-dir ~/forklift-app            # then open http://127.0.0.1:8080\n"
         "  forklift app user add ana --role admin --data-dir ~/forklift-app\n"
         "  forklift app --host 0.0.0.0 --db postgresql://forklift@db/forklift --data-dir /srv/forklift",
+        extra=Extra.APP,
     )
     _where(app)
     app.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: no login)")

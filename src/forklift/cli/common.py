@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from forklift.extras import Extra
 from forklift.vocabulary import Precision, Runtime, Word, words
 
 EXIT_BAD_INPUT = 2
@@ -30,11 +31,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def verb_parser(verbs: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:
-    """A verb's parser whose description is its summary followed by an example command."""
+def verb_parser(
+    verbs: Any, name: str, summary: str, example: str, *, extra: Extra | None = None
+) -> argparse.ArgumentParser:
+    """A verb's parser whose description is its summary followed by an example command. `extra`: the extra of the
+    distribution the verb needs, named when one of its modules is not installed."""
     parser: argparse.ArgumentParser = verbs.add_parser(
         name, help=summary, description=f"{summary}\n\nexample:\n  {example}", formatter_class=HelpFormatter
     )
+    parser.set_defaults(verb_prog=parser.prog, extra=extra)
     return parser
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from forklift.cli.common import positive, verb_parser
 from forklift.errors import ForkliftError
+from forklift.extras import Extra
 
 
 def register(verbs: Any) -> None:
@@ -26,6 +27,7 @@ def register(verbs: Any) -> None:
         "--cfg ../shared/data/darknet/yolov3-tiny.cfg "
         "--batch 8 --sync-bn out/ddp\n"
         "  forklift run --emit slurm --nodes 2 --nproc-per-node 2 -- forklift train ... > job.sbatch",
+        extra=Extra.TRAIN,
     )
     hosts = run.add_mutually_exclusive_group()
     hosts.add_argument(

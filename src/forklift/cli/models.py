@@ -22,6 +22,7 @@ from forklift.cli.common import (
 )
 from forklift.cli.pretrained import add_mirror, add_pull
 from forklift.errors import ForkliftError
+from forklift.extras import Extra
 from forklift.vocabulary import Precision, ResizeMode, Runtime, words
 
 if TYPE_CHECKING:
@@ -200,6 +201,7 @@ def add_export(actions: Any) -> None:
         "Write the model as one ONNX file: a Darknet model's graph (opset 17, dynamic batch, decode included), a "
         "style network's (any image size), or an ONNX or two-stage model's own graph, copied.",
         "forklift models export models/yolov3-tiny --to onnx",
+        extra=Extra.TRAIN,
     )
     export.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
     export.add_argument("--to", choices=("onnx",), required=True)
@@ -234,6 +236,7 @@ def add_quantize(actions: Any) -> None:
         "metric on val (mAP@.5, top-1 or mIoU) is within --max-drop of f32's; bf16 is measured alongside. "
         "Then: --precision int8 on predict, eval, serve and sweep.",
         "forklift models quantize out/shapes-detector --data data/shapes --samples 300 --max-drop 0.01",
+        extra=Extra.TRAIN,
     )
     quantize.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
     add_data(quantize, flag=True)

@@ -18,6 +18,7 @@ from forklift.cli.common import (
     verb_parser,
 )
 from forklift.errors import ForkliftError
+from forklift.extras import Extra
 from forklift.vocabulary import LrScaling, Optimizer, Precision, Runtime, Split, words
 
 
@@ -122,6 +123,7 @@ def add_train(verbs: Any) -> None:
         "  forklift train --resume out/shapes-tiny\n"
         "  forklift train --nproc 2 --data data/shapes --cfg ../shared/data/darknet/yolov3-tiny.cfg --batch 8 \\\n"
         "      out/shapes-ddp",
+        extra=Extra.TRAIN,
     )
     train.add_argument(
         "--data", type=Path, metavar="DATA", help="a forklift data set folder (with --resume: the checkpoint's)"
@@ -285,6 +287,7 @@ def add_demo(verbs: Any) -> None:
         "demo",
         "The main job end to end: generate shapes, train a small YOLO for a few minutes, evaluate, serve, post.",
         "forklift demo --out out/demo",
+        extra=Extra.TRAIN,
     )
     demo.add_argument("--out", type=Path, default=Path("out/demo"))
     demo.set_defaults(handler=run_demo)

@@ -10,6 +10,7 @@ from typing import Any
 from forklift.cli.common import positive, verb_parser
 from forklift.cli.training import add_network_source
 from forklift.evaluation import METRICS
+from forklift.extras import Extra
 from forklift.tune import PRUNERS, SAMPLERS
 
 
@@ -26,6 +27,7 @@ def register(verbs: Any) -> None:
         "forklift tune --data data/shapes --cfg ../shared/data/darknet/yolov3-tiny.cfg --epochs 6 --trials 20 \\\n"
         "      --parallel 2 --space lr=1e-4..1e-2:log --space optimizer=adamw,momentum,rmsprop --space batch=8,16 \\\n"
         "      out/tune-shapes",
+        extra=Extra.TUNE,
     )
     tune.add_argument("--data", type=Path, required=True, metavar="DATA", help="a forklift data set folder")
     add_network_source(tune)
