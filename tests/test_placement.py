@@ -16,6 +16,7 @@ import yaml
 from core_parts import missing
 from helpers import forklift, sandbox, shared
 
+from forklift.deployment.kubernetes import SERVE_IMAGE
 from forklift.deployment.serving import compose_yaml, container_script, emit, k8s_yaml, nginx_conf
 from forklift.errors import ForkliftError
 from forklift.system.placement import FRONT_PORT, Plan, describe_plan, fit_per_node, make_plan
@@ -130,12 +131,13 @@ def test_container_script(plan: Plan, engine: Literal["podman", "docker"], tmp_p
     subprocess.run(["sh", "-n", str(path)], check=True)  # the shell parses it
     assert "MODEL_DIR=${MODEL_DIR:-'/srv/my models/yolo'}" in script
     assert nginx_conf(plan) in script  # written by the heredoc
-    runs = [line for line in script.splitlines() if line.startswith(f"{engine} run") and "forklift serve" in line]
+    runs = [line for line in script.splitlines() if line.startswith(f"{engine} run") and " serve /model " in line]
     assert len(runs) == len(plan.instances)
     for line, instance in zip(runs, plan.instances, strict=True):
         assert f"--cpuset-cpus={instance.cpuset} --cpuset-mems={instance.node}" in line
         assert f"-e OMP_NUM_THREADS={instance.threads}" in line
-        assert line.endswith(f"forklift serve /model --port {instance.port} --threads {instance.threads}")
+        expected = f"{SERVE_IMAGE} serve /model --port {instance.port} --instances 1 --threads {instance.threads}"
+        assert line.endswith(expected)  # the image's entrypoint is forklift
     if engine == "podman":
         assert f"podman pod create --name forklift -p {FRONT_PORT}:{FRONT_PORT}" in script
         assert all("--pod forklift" in line for line in runs)
@@ -144,7 +146,7 @@ def test_container_script(plan: Plan, engine: Literal["podman", "docker"], tmp_p
         absent = f"localhost/forklift-absent-{uuid.uuid4().hex}"
         for line in runs:
             mounted = line.replace('"$MODEL_DIR"', str(tmp_path))
-            words = shlex.split(mounted.replace(" forklift forklift ", f" {absent} forklift "))
+            words = shlex.split(mounted.replace(f" {SERVE_IMAGE} ", f" {absent} "))
             tried = subprocess.run([*words[:2], "--pull=never", *words[2:]], capture_output=True, text=True)
             assert tried.returncode == 125 and f"{absent}: image not known" in tried.stderr, tried.stderr
     else:
@@ -159,7 +161,8 @@ def test_compose(plan: Plan) -> None:
         service = services[f"forklift-{instance.index}"]
         assert service["cpuset"] == instance.cpuset
         assert service["environment"] == {"OMP_NUM_THREADS": str(instance.threads)}
-        assert service["command"][-4:] == ["--port", str(instance.port), "--threads", str(instance.threads)]
+        assert service["command"][-6:] == ["--port", str(instance.port), "--instances", "1", "--threads",
+                                           str(instance.threads)]  # fmt: skip
         assert service["volumes"] == ["/srv/models/yolo:/model:ro,z"]
     assert len(services["nginx"]["depends_on"]) == len(plan.instances)
 
@@ -172,9 +175,11 @@ def test_k8s(plan: Plan) -> None:
     assert deployment["spec"]["replicas"] == len(plan.instances)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     resources = container["resources"]
-    assert resources["requests"] == resources["limits"] and resources["requests"]["cpu"] == str(plan.cpus_per_instance)
+    assert resources["requests"] == resources["limits"] and resources["requests"]["cpu"] == plan.cpus_per_instance
     assert {"name": "OMP_NUM_THREADS", "value": "4"} in container["env"]
-    assert service["spec"]["ports"] == [{"port": FRONT_PORT, "targetPort": FRONT_PORT}]
+    assert container["args"][container["args"].index("--host") + 1] == "0.0.0.0"  # the Service reaches the pod
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert service["spec"]["ports"] == [{"name": "http", "port": FRONT_PORT, "targetPort": "http"}]
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
 
@@ -248,4 +253,4 @@ def test_cli_emit_podman() -> None:
         "plan", "--lscpu", shared("topology/power10-sandbox-smt8.lscpu-p"), "--emit", "podman", check=False
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("#!/bin/sh\n") and result.stdout.count("forklift serve") == 16
+    assert result.stdout.startswith("#!/bin/sh\n") and result.stdout.count(f"{SERVE_IMAGE} serve /model") == 16

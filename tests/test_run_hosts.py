@@ -284,7 +284,9 @@ def test_emits_the_job_for_mpirun_slurm_and_kubernetes(hosts: Hosts, work: Path)
     sbatch = emit("slurm")
     assert "#SBATCH --nodes=2" in sbatch and '--rdzv-endpoint "$head:29514"' in sbatch  # --port
     assert subprocess.run(["bash", "-n"], input=sbatch, text=True, check=False).returncode == 0
-    job = yaml.safe_load(emit("k8s"))
-    assert job["kind"] == "PyTorchJob" and job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
-    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert container["command"][:5] == ["python", "-m", "torch.distributed.run", "-m", "forklift.cli"]
+    service, job = yaml.safe_load_all(emit("k8s"))
+    assert service["spec"]["clusterIP"] == "None" and job["spec"]["completions"] == job["spec"]["parallelism"] == 2
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:3] == ["python", "-m", "torch.distributed.run"]
+    assert container["args"][:2] == ["-m", "forklift.cli"]
+    assert "forklift-train-0.forklift-train:29514" in container["command"]  # --port

@@ -95,7 +95,7 @@ def test_a_schedulers_job_is_written_without_hosts_and_hosts_are_asked_for_other
     train = ["--", "forklift", "train", "--data", "d", "--cfg", "c.cfg", "out"]
     sbatch = forklift_here("run", "--emit", "slurm", "--nodes", "3", "--nproc-per-node", "2", *train).stdout
     assert "#SBATCH --nodes=3" in sbatch and "#SBATCH --exclusive" in sbatch and "--nproc-per-node 2" in sbatch
-    job = yaml.safe_load(forklift_here("run", "--emit", "k8s", "--nodes", "2", *train).stdout)
+    job = yaml.safe_load(forklift_here("run", "--emit", "pytorchjob", "--nodes", "2", *train).stdout)
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2 and job["spec"]["nprocPerNode"] == "1"
     for args, said in ((train, "give the hosts (-H or --hostfile)"), (["--nodes", "2", *train], "only for --emit")):
         refused = forklift_here("run", *args, check=False)

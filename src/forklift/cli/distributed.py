@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from forklift.cli.common import positive, verb_parser
+from forklift.deployment.kubernetes import RENDEZVOUS_PORT
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
 
@@ -46,7 +47,8 @@ def register(verbs: Any) -> None:
     run.add_argument("--skip-checks", action="store_true", help="start without comparing the hosts")
     run.add_argument("--ssh-port", type=positive, metavar="P", help="ssh port of every host")
     run.add_argument("--ssh-config", type=Path, metavar="FILE", help="ssh client config file (ssh -F)")
-    run.add_argument("--port", type=positive, default=29500, help="rendezvous port on the first host (default 29500)")
+    run.add_argument("--port", type=positive, default=RENDEZVOUS_PORT,
+                     help=f"rendezvous port on the first host (default {RENDEZVOUS_PORT})")  # fmt: skip
     run.add_argument(
         "--max-restarts",
         type=int,
@@ -55,11 +57,12 @@ def register(verbs: Any) -> None:
         help="restart every rank up to R times after a failure; forklift train resumes from its last checkpoint",
     )
     run.add_argument("--python", metavar="PATH", help=f"Python on every host (default: this one, {sys.executable})")
-    run.add_argument("--emit", choices=("rankfile", "slurm", "k8s"), help="print the job as an MPI rankfile, an "
-                     "sbatch script or a Kubernetes PyTorchJob instead of running it (slurm and k8s ask no host: "
+    run.add_argument("--emit", choices=("rankfile", "slurm", "k8s", "pytorchjob"), help="print the job instead of "
+                     "running it: an MPI rankfile, an sbatch script, a Kubernetes Indexed Job with its headless "
+                     "Service (as the Helm chart renders it), or a Kubeflow PyTorchJob (all but rankfile ask no host: "
                      "the scheduler places the ranks)")  # fmt: skip
     run.add_argument("--nodes", type=positive, metavar="N",
-                     help="with --emit slurm|k8s: nodes to ask for (default: the hosts given, else 1)")  # fmt: skip
+                     help="with a scheduler's --emit: nodes to ask for (default: the hosts given, else 1)")  # fmt: skip
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="forklift train ... or a script")
     run.set_defaults(handler=run_run)
 
@@ -78,8 +81,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ForkliftError(f"--nproc-per-node {args.nproc_per_node}: a whole number of at least 1, or auto")
     if args.max_restarts < 0:
         raise ForkliftError(f"--max-restarts {args.max_restarts}: must be 0 or more")
-    if args.nodes is not None and args.emit not in ("slurm", "k8s"):
-        raise ForkliftError(f"--nodes {args.nodes}: only for --emit slurm|k8s (otherwise the hosts say how many)")
+    if args.nodes is not None and args.emit in (None, "rankfile"):
+        raise ForkliftError(f"--nodes {args.nodes}: only for --emit slurm|k8s|pytorchjob (else the hosts say how many)")
     if args.hosts is not None:
         hosts = parse_host_list(args.hosts)
     elif args.hostfile is not None:

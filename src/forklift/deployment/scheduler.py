@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
-import yaml
+from forklift.deployment.kubernetes import (
+    FRESH_STORE_ENV,
+    TRAIN_IMAGE,
+    TrainingSpec,
+    objects_yaml,
+    pytorch_job,
+    training_objects,
+)
 
-from forklift.deployment.serving import IMAGE
-
-# Each rendezvous round gets a fresh store for the ranks: torchrun's default shares the first round's store across
-# restarts, where the ranks of a restarted job read the previous round's addresses and cannot connect.
-FRESH_STORE = ("env", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1")
+FRESH_STORE = ("env", "=".join(FRESH_STORE_ENV))
 
 
 @dataclass(frozen=True)
@@ -55,41 +57,37 @@ def slurm_script(job: SchedulerJob) -> str:
     return "\n".join(lines) + "\n"
 
 
+def training_spec(job: SchedulerJob) -> TrainingSpec:
+    """The job as the Kubernetes builders take it: its working directory on the claim `forklift-work` (the data set
+    and the output; create it, or edit the volume)."""
+    return TrainingSpec(
+        name="forklift-train",
+        image=TRAIN_IMAGE,
+        nodes=job.nodes,
+        nproc=job.nproc,
+        gpus=job.gpus,
+        port=job.port,
+        max_restarts=job.max_restarts,
+        rank_args=list(job.rank_args),
+        workdir=job.workdir,
+        work_volume={"persistentVolumeClaim": {"claimName": "forklift-work"}},
+    )
+
+
 def k8s_job(job: SchedulerJob) -> str:
-    """A Kubeflow PyTorchJob: `nodes` worker pods of `nproc` ranks (a CPU each, and a GPU each with CUDA), c10d
-    rendezvous set up by the training operator (it hands torchrun its settings as PET_* variables)."""
-    limits: dict[str, Any] = {"cpu": str(job.nproc)}
-    if job.gpus:
-        limits["nvidia.com/gpu"] = job.gpus
-    name, value = FRESH_STORE[1].split("=")
-    container = {
-        "name": "pytorch",
-        "image": IMAGE,
-        "workingDir": job.workdir,
-        "command": ["python", "-m", "torch.distributed.run", *job.rank_args],
-        "env": [{"name": name, "value": value}],
-        "resources": {"requests": limits, "limits": limits},
-    }
-    spec = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "forklift-train"},
-        "spec": {
-            "nprocPerNode": str(job.nproc),
-            "elasticPolicy": {
-                "rdzvBackend": "c10d",
-                "minReplicas": job.nodes,
-                "maxReplicas": job.nodes,
-                "maxRestarts": job.max_restarts,
-            },
-            "pytorchReplicaSpecs": {
-                "Worker": {
-                    "replicas": job.nodes,
-                    "restartPolicy": "OnFailure",
-                    "template": {"spec": {"containers": [container]}},
-                }
-            },
-        },
-    }
-    note = "# forklift run --emit k8s: the same job as a Kubeflow PyTorchJob (kubectl apply -f THIS_FILE)\n"
-    return note + yaml.safe_dump(spec, sort_keys=False)
+    """An Indexed Job of `nodes` pods and the headless Service its ranks rendezvous through (kubectl apply)."""
+    note = (
+        "# forklift run --emit k8s: the same job for Kubernetes (kubectl apply -f THIS_FILE): an Indexed Job of one\n"
+        "# pod per node, torchrun's c10d rendezvous on pod 0 through the headless Service\n"
+    )
+    return note + objects_yaml(training_objects(training_spec(job)))
+
+
+def pytorch_job_yaml(job: SchedulerJob) -> str:
+    """The job as a Kubeflow PyTorchJob (for clusters with the training operator)."""
+    note = "# forklift run --emit pytorchjob: the same job as a Kubeflow PyTorchJob (kubectl apply -f THIS_FILE)\n"
+    return note + objects_yaml([pytorch_job(training_spec(job))])
+
+
+# What `forklift run --emit NAME` writes for each scheduler; none of them asks a host.
+WRITERS = {"slurm": slurm_script, "k8s": k8s_job, "pytorchjob": pytorch_job_yaml}

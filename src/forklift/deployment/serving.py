@@ -3,20 +3,18 @@ front that balances the instances (`forklift plan --emit`, `forklift pod`)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from forklift.deployment.kubernetes import CONTAINER_MODEL, SERVE_IMAGE, ServingSpec, objects_yaml, serving_objects
 from forklift.errors import ForkliftError
 from forklift.system.placement import FRONT_PORT, Plan, cpus_phrase
 
 EMITTERS = ("podman", "docker", "compose", "k8s", "nginx")
-IMAGE = "forklift"
 NGINX_IMAGE = "docker.io/library/nginx:stable"
 MODEL_PLACEHOLDER = "/path/to/model-dir"
-CONTAINER_MODEL = "/model"  # where the model directory is mounted inside a container
 
 
 def emit(plan: Plan, kind: str, model: str = MODEL_PLACEHOLDER) -> str:
@@ -33,8 +31,9 @@ def emit(plan: Plan, kind: str, model: str = MODEL_PLACEHOLDER) -> str:
     raise ForkliftError(f"--emit {kind}: choose one of {', '.join(EMITTERS)}")
 
 
-def _serve_command(port: int, threads: int) -> list[str]:
-    return ["forklift", "serve", CONTAINER_MODEL, "--port", str(port), "--threads", str(threads)]
+def _serve_args(port: int, threads: int) -> list[str]:
+    """What follows the image's entrypoint (`forklift`) in each instance's container."""
+    return ["serve", CONTAINER_MODEL, "--port", str(port), "--instances", "1", "--threads", str(threads)]
 
 
 def _header(plan: Plan, kind: str) -> str:
@@ -45,15 +44,8 @@ def _header(plan: Plan, kind: str) -> str:
     )
 
 
-class _Dumper(yaml.SafeDumper):
-    """Writes shared objects out in full: anchors and aliases (&id001) would only puzzle a reader."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
 def container_script(
-    plan: Plan, model: str = MODEL_PLACEHOLDER, engine: Literal["podman", "docker"] = "podman", image: str = IMAGE
+    plan: Plan, model: str = MODEL_PLACEHOLDER, engine: Literal["podman", "docker"] = "podman", image: str = SERVE_IMAGE
 ) -> str:
     """A shell script that starts each instance pinned with --cpuset-cpus/--cpuset-mems, and NGINX in front.
 
@@ -76,18 +68,18 @@ def container_script(
         run = [engine, "run", "-d", *network, "--name", f"forklift-{i.index}", f"--cpuset-cpus={i.cpuset}",
                f"--cpuset-mems={i.node}", "-e", f"OMP_NUM_THREADS={i.threads}"]  # fmt: skip
         mount = f'-v "$MODEL_DIR":{CONTAINER_MODEL}:ro,z'
-        lines.append(f"{shlex.join(run)} {mount} {shlex.join([image, *_serve_command(i.port, i.threads)])}")
+        lines.append(f"{shlex.join(run)} {mount} {shlex.join([image, *_serve_args(i.port, i.threads)])}")
     nginx = [engine, "run", "-d", *network, "--name", "forklift-nginx"]
     lines.append(f'{shlex.join(nginx)} -v "$PWD/nginx.conf":/etc/nginx/nginx.conf:ro,z {NGINX_IMAGE}')
     return "\n".join(lines) + "\n"
 
 
-def compose_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = IMAGE) -> str:
+def compose_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = SERVE_IMAGE) -> str:
     """A docker-compose file: one service per instance with its `cpuset`, and NGINX (its config from --emit nginx)."""
     services: dict[str, Any] = {
         f"forklift-{i.index}": {
             "image": image,
-            "command": _serve_command(i.port, i.threads),
+            "command": _serve_args(i.port, i.threads),
             "cpuset": i.cpuset,
             "environment": {"OMP_NUM_THREADS": str(i.threads)},
             "network_mode": "host",
@@ -105,45 +97,20 @@ def compose_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = IMAGE)
         "# Compose has no cpuset-mems: memory is allocated on first touch, on the node of the pinned CPUs.\n"
         "# Write nginx.conf beside this file with `forklift plan --emit nginx > nginx.conf`.\n"
     )
-    return _header(plan, "compose") + note + yaml.dump({"services": services}, Dumper=_Dumper, sort_keys=False)
+    return _header(plan, "compose") + note + objects_yaml([{"services": services}])
 
 
-def k8s_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = IMAGE, memory: str = "4Gi") -> str:
-    """A Deployment of the plan's instances with whole-CPU requests == limits, and a Service in front."""
-    cpus = str(plan.cpus_per_instance)
-    resources = {"cpu": cpus, "memory": memory}
-    container = {
-        "name": "forklift",
-        "image": image,
-        "command": _serve_command(FRONT_PORT, plan.cpus_per_instance),
-        "env": [{"name": "OMP_NUM_THREADS", "value": cpus}],
-        "ports": [{"containerPort": FRONT_PORT}],
-        "resources": {"requests": resources, "limits": resources},
-        "volumeMounts": [{"name": "model", "mountPath": CONTAINER_MODEL, "readOnly": True}],
-    }
-    labels = {"app": "forklift"}
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "forklift", "labels": labels},
-        "spec": {
-            "replicas": len(plan.instances),
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [container],
-                    "volumes": [{"name": "model", "hostPath": {"path": model, "type": "Directory"}}],
-                },
-            },
-        },
-    }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "forklift", "labels": labels},
-        "spec": {"selector": labels, "ports": [{"port": FRONT_PORT, "targetPort": FRONT_PORT}]},
-    }
+def k8s_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = SERVE_IMAGE, memory: str = "4Gi") -> str:
+    """The plan's instances as the pods of one Deployment (whole CPUs, requests == limits) and a Service in front:
+    the objects the Helm chart renders for a model with the same values."""
+    spec = ServingSpec(
+        name=k8s_name(f"forklift-{Path(model).name}"),
+        image=image,
+        replicas=len(plan.instances),
+        cpus=plan.cpus_per_instance,
+        memory=memory,
+        model_volume={"hostPath": {"path": model, "type": "Directory"}},
+    )
     note = (
         "# The kubelet chooses the CPUs: requests == limits in whole CPUs (Guaranteed QoS) let its static CPU manager\n"
         "# give each pod exclusive CPUs, and the node's kubelet config should say\n"
@@ -152,7 +119,12 @@ def k8s_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = IMAGE, mem
         '#   cpuManagerPolicyOptions: {full-pcpus-only: "true"}   # whole cores, not stray SMT siblings\n'
         f"# Each pod has its own address, so all listen on {FRONT_PORT} and the Service balances them.\n"
     )
-    return _header(plan, "k8s") + note + yaml.dump_all([deployment, service], Dumper=_Dumper, sort_keys=False)
+    return _header(plan, "k8s") + note + objects_yaml(serving_objects(spec))
+
+
+def k8s_name(text: str) -> str:
+    """`text` as a Kubernetes object name (DNS label: lower-case letters, digits and '-', at most 63)."""
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].rstrip("-") or "forklift"
 
 
 def nginx_conf(plan: Plan, listen: int = FRONT_PORT, runtime_dir: Path | None = None) -> str:

@@ -23,7 +23,6 @@ from forklift.train.settings import PATH_OPTIONS
 
 TrainOut = Callable[[list[str]], str | None]  # OUT of `forklift train ARGS`, wherever it stands among the options
 
-RDZV_PORT = 29500
 RANK_PREFIX = "[rank${rank}] "  # torchrun's --log-line-prefix-template: each line of a rank starts with its rank
 
 

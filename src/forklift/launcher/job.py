@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any
 
 from forklift.deployment import scheduler
+from forklift.deployment.kubernetes import RENDEZVOUS_PORT
 from forklift.errors import ForkliftError
 from forklift.launcher import checks, commands, layout
 from forklift.launcher.hosts import HostSpec
@@ -33,7 +34,6 @@ from forklift.system.topology import Topology
 PORT_CHECK_S = 5.0  # how long the first host holds the rendezvous port open for the others' test connections
 STOP_GRACE_S = 30.0
 EMITTERS = ("rankfile", "slurm", "k8s")
-SCHEDULERS = ("slurm", "k8s")  # emitted without asking any host: the cluster's scheduler places the ranks
 ROOT_CAUSE = re.compile(r"^\s*(?P<key>time|host|rank|exitcode)\s*:\s*(?P<value>.+?)\s*$")
 
 
@@ -42,7 +42,7 @@ class LaunchOptions:
     hosts: list[HostSpec]
     nproc_per_node: int | None = None  # None: auto (layout.ranks_per_host)
     ssh: Ssh = field(default_factory=Ssh)
-    port: int = commands.RDZV_PORT
+    port: int = RENDEZVOUS_PORT
     max_restarts: int = 0
     python: str = sys.executable
     workdir: str = os.getcwd()
@@ -56,11 +56,11 @@ class LaunchOptions:
 def run_job(command: tuple[str, ...], options: LaunchOptions) -> int:
     """Check, lay out, print and run COMMAND across the hosts; returns the exit code (0: every rank succeeded)."""
     commands.worker_args(command)  # a COMMAND that cannot run is refused before any ssh
-    if options.emit in SCHEDULERS:
-        print(_scheduler_job(command, options), end="")
+    if options.emit is not None and options.emit in scheduler.WRITERS:  # the scheduler places the ranks: no host
+        print(_scheduler_job(command, options, options.emit), end="")
         return 0
     if not options.hosts:
-        raise ForkliftError("forklift run: give the hosts (-H or --hostfile), or --emit slurm|k8s for a scheduler")
+        raise ForkliftError("forklift run: give the hosts (-H or --hostfile), or --emit slurm|k8s|pytorchjob")
     started = time.perf_counter()
     names = [host.name for host in options.hosts]
     addresses = dict(zip(names, _parallel(options.ssh.address, names), strict=True))
@@ -129,7 +129,7 @@ def _host_facts(name: str, addresses: dict[str, str], facts: dict[str, dict]) ->
                             tuple(gpu["node"] for gpu in seen.get("gpus", [])))  # fmt: skip
 
 
-def _scheduler_job(command: tuple[str, ...], options: LaunchOptions) -> str:
+def _scheduler_job(command: tuple[str, ...], options: LaunchOptions, writer: str) -> str:
     """The job as a scheduler takes it, written without asking any host: `nodes` nodes of `--nproc-per-node`
     ranks (1 where not given; with CUDA, a GPU per rank)."""
     nproc = options.nproc_per_node or 1
@@ -143,7 +143,7 @@ def _scheduler_job(command: tuple[str, ...], options: LaunchOptions) -> str:
         python=options.python,
         workdir=options.workdir,
     )
-    return scheduler.slurm_script(job) if options.emit == "slurm" else scheduler.k8s_job(job)
+    return scheduler.WRITERS[writer](job)
 
 
 def _supervise(lines: list[tuple[str, list[str]]], options: LaunchOptions) -> int:
