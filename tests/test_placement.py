@@ -136,7 +136,8 @@ def test_container_script(plan: Plan, engine: Literal["podman", "docker"], tmp_p
     for line, instance in zip(runs, plan.instances, strict=True):
         assert f"--cpuset-cpus={instance.cpuset} --cpuset-mems={instance.node}" in line
         assert f"-e OMP_NUM_THREADS={instance.threads}" in line
-        expected = f"{SERVE_IMAGE} serve /model --port {instance.port} --instances 1 --threads {instance.threads}"
+        host = "--host 0.0.0.0 " if engine == "podman" else ""  # in the pod's own network namespace
+        expected = f"{SERVE_IMAGE} serve /model {host}--port {instance.port} --instances 1 --threads {instance.threads}"
         assert line.endswith(expected)  # the image's entrypoint is forklift
     if engine == "podman":
         assert f"podman pod create --name forklift -p {FRONT_PORT}:{FRONT_PORT}" in script

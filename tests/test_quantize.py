@@ -131,9 +131,10 @@ def test_sweep_tries_the_checked_precisions_and_serve_auto_takes_the_best(
     with (out / "sweep.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert {row["precision"] for row in rows} == offered and all(row["errors"] == "0" for row in rows)
-    best = max(rows, key=lambda row: float(row["throughput"]))
+    top = max(float(row["throughput"]) for row in rows)
+    best = {row["precision"] for row in rows if float(row["throughput"]) == top}  # a tie at the CSV's rounding: any
     saved = load_recommendation(model_dir)
-    assert saved is not None and saved.precision == best["precision"]
+    assert saved is not None and saved.precision in best
     with ServerProcess(model_dir, "--instances", "auto") as server:
         facts = server.wait_healthy()["models"][model_dir.name]
     assert facts["precision"] == saved.precision
