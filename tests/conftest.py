@@ -15,7 +15,7 @@ from forklift.nets.fresh_weights import new_darknet_dir
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The image test's build starts now, in the background (tests/image_build.py), when that test will run."""
-    if any(item.path.name == "test_images.py" for item in session.items):
+    if any(item.path.name == "test_container_images.py" for item in session.items):
         session.config.stash[IMAGE_BUILD] = start_build()
 
 

@@ -1,6 +1,7 @@
-"""forklift-serve built in the background while the other tests run (conftest starts it when test_images.py is
-collected): the Debian root filesystem and the image take about two minutes, mostly downloads, unpacking and
-compression, so at the lowest CPU and I/O priority they fill the time the other tests leave idle."""
+"""forklift-serve built in the background while the other tests run (conftest starts it when
+test_container_images.py is collected): the Debian root filesystem and the image take about two minutes, mostly
+downloads, unpacking and compression, so at the lowest CPU and I/O priority they fill the time the other tests leave
+idle."""
 
 from __future__ import annotations
 
