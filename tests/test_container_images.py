@@ -23,7 +23,8 @@ from image_build import IMAGE_BUILD, LOG, start_build
 from forklift import __version__
 from forklift.deployment.kubernetes import SERVE_IMAGE
 
-pytestmark = pytest.mark.slow  # a Debian root filesystem and an image: about two minutes, mostly in the background
+# a Debian root filesystem and an image: about two minutes; `make test-images`, not `make test` (CI's time budget)
+pytestmark = [pytest.mark.slow, pytest.mark.images]
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVE = ROOT / "build" / "images" / "forklift-serve.oci.tar"
 CONF = {"CONTAINERS_CONF": str(ROOT / "deploy" / "images" / "containers.conf")}
