@@ -10,6 +10,7 @@ from typing import Any
 
 from forklift.cli.common import positive, verb_parser
 from forklift.deployment.kubernetes import RENDEZVOUS_PORT
+from forklift.deployment.scheduler import WRITERS
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
 
@@ -57,7 +58,7 @@ def register(verbs: Any) -> None:
         help="restart every rank up to R times after a failure; forklift train resumes from its last checkpoint",
     )
     run.add_argument("--python", metavar="PATH", help=f"Python on every host (default: this one, {sys.executable})")
-    run.add_argument("--emit", choices=("rankfile", "slurm", "k8s", "pytorchjob"), help="print the job instead of "
+    run.add_argument("--emit", choices=("rankfile", *WRITERS), help="print the job instead of "
                      "running it: an MPI rankfile, an sbatch script, a Kubernetes Indexed Job with its headless "
                      "Service (as the Helm chart renders it), or a Kubeflow PyTorchJob (all but rankfile ask no host: "
                      "the scheduler places the ranks)")  # fmt: skip
@@ -81,8 +82,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ForkliftError(f"--nproc-per-node {args.nproc_per_node}: a whole number of at least 1, or auto")
     if args.max_restarts < 0:
         raise ForkliftError(f"--max-restarts {args.max_restarts}: must be 0 or more")
-    if args.nodes is not None and args.emit in (None, "rankfile"):
-        raise ForkliftError(f"--nodes {args.nodes}: only for --emit slurm|k8s|pytorchjob (else the hosts say how many)")
+    if args.nodes is not None and args.emit not in WRITERS:
+        raise ForkliftError(f"--nodes {args.nodes}: only for --emit {'|'.join(WRITERS)} (else the hosts say how many)")
     if args.hosts is not None:
         hosts = parse_host_list(args.hosts)
     elif args.hostfile is not None:

@@ -47,6 +47,14 @@ def structure(value: Json | Expr) -> Json | Expr:
     return Expr(f"({value}) | toJson") if isinstance(value, Expr) else value
 
 
+def serve_args(port: int, threads: Number, *, own_network: bool) -> list[str]:
+    """What follows the image's entrypoint (`forklift`) in a container serving one instance. In a network namespace of
+    its own (a pod) it listens on every address there, so its Service or a published port reaches it; on the host's
+    network (docker, compose) only on loopback, where the NGINX front finds it."""
+    host = ["--host", "0.0.0.0"] if own_network else []
+    return ["serve", CONTAINER_MODEL, *host, "--port", str(port), "--instances", "1", "--threads", text(threads)]
+
+
 def _labels(name: str | Expr, component: str) -> dict[str, Any]:
     return {"app.kubernetes.io/name": "forklift", "app.kubernetes.io/component": component,
             "app.kubernetes.io/instance": name}  # fmt: skip
@@ -73,18 +81,7 @@ def serving_objects(spec: ServingSpec) -> list[dict[str, Any]]:
     container: dict[str, Any] = {
         "name": "serve",
         "image": spec.image,
-        "args": [
-            "serve",
-            CONTAINER_MODEL,
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(spec.port),
-            "--instances",
-            "1",
-            "--threads",
-            text(spec.cpus),
-        ],
+        "args": serve_args(spec.port, spec.cpus, own_network=True),
         "env": [{"name": "OMP_NUM_THREADS", "value": text(spec.cpus)}],
         "ports": [{"name": "http", "containerPort": spec.port}],
         "resources": {"requests": resources, "limits": resources},

@@ -8,7 +8,14 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from forklift.deployment.kubernetes import CONTAINER_MODEL, SERVE_IMAGE, ServingSpec, objects_yaml, serving_objects
+from forklift.deployment.kubernetes import (
+    CONTAINER_MODEL,
+    SERVE_IMAGE,
+    ServingSpec,
+    objects_yaml,
+    serve_args,
+    serving_objects,
+)
 from forklift.errors import ForkliftError
 from forklift.system.placement import FRONT_PORT, Plan, cpus_phrase
 
@@ -29,14 +36,6 @@ def emit(plan: Plan, kind: str, model: str = MODEL_PLACEHOLDER) -> str:
         case "nginx":
             return nginx_conf(plan)
     raise ForkliftError(f"--emit {kind}: choose one of {', '.join(EMITTERS)}")
-
-
-def _serve_args(port: int, threads: int, *, own_network: bool) -> list[str]:
-    """What follows the image's entrypoint (`forklift`) in each instance's container. In a network namespace of its
-    own (a podman pod) it listens on every address there, so a port published to it reaches it; on the host's
-    network (docker, compose) only on loopback, where the NGINX front finds it."""
-    host = ["--host", "0.0.0.0"] if own_network else []
-    return ["serve", CONTAINER_MODEL, *host, "--port", str(port), "--instances", "1", "--threads", str(threads)]
 
 
 def _header(plan: Plan, kind: str) -> str:
@@ -71,7 +70,7 @@ def container_script(
         run = [engine, "run", "-d", *network, "--name", f"forklift-{i.index}", f"--cpuset-cpus={i.cpuset}",
                f"--cpuset-mems={i.node}", "-e", f"OMP_NUM_THREADS={i.threads}"]  # fmt: skip
         mount = f'-v "$MODEL_DIR":{CONTAINER_MODEL}:ro,z'
-        serve = _serve_args(i.port, i.threads, own_network=engine == "podman")
+        serve = serve_args(i.port, i.threads, own_network=engine == "podman")
         lines.append(f"{shlex.join(run)} {mount} {shlex.join([image, *serve])}")
     nginx = [engine, "run", "-d", *network, "--name", "forklift-nginx"]
     lines.append(f'{shlex.join(nginx)} -v "$PWD/nginx.conf":/etc/nginx/nginx.conf:ro,z {NGINX_IMAGE}')
@@ -83,7 +82,7 @@ def compose_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = SERVE_
     services: dict[str, Any] = {
         f"forklift-{i.index}": {
             "image": image,
-            "command": _serve_args(i.port, i.threads, own_network=False),
+            "command": serve_args(i.port, i.threads, own_network=False),
             "cpuset": i.cpuset,
             "environment": {"OMP_NUM_THREADS": str(i.threads)},
             "network_mode": "host",

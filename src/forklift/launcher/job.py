@@ -60,7 +60,7 @@ def run_job(command: tuple[str, ...], options: LaunchOptions) -> int:
         print(_scheduler_job(command, options, options.emit), end="")
         return 0
     if not options.hosts:
-        raise ForkliftError("forklift run: give the hosts (-H or --hostfile), or --emit slurm|k8s|pytorchjob")
+        raise ForkliftError(f"forklift run: give the hosts (-H or --hostfile), or --emit {'|'.join(scheduler.WRITERS)}")
     started = time.perf_counter()
     names = [host.name for host in options.hosts]
     addresses = dict(zip(names, _parallel(options.ssh.address, names), strict=True))
