@@ -55,9 +55,9 @@ def core_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "bin" / "python"
 
 
-def _forklift(python: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+def _forklift(python: Path, *args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     command = [str(python), "-m", "forklift.cli", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=180, check=False, cwd=cwd)
 
 
 def test_the_core_leaves_out_the_extras(core_python: Path) -> None:
@@ -109,8 +109,7 @@ def test_a_verb_of_a_missing_extra_names_it(
     core_python: Path, exported_detector: Path, tmp_path: Path, verb: list[str], extra: str | None
 ) -> None:
     argv = [word.format(model=exported_detector) for word in verb]
-    result = subprocess.run([core_python, "-m", "forklift.cli", *argv], capture_output=True, text=True, timeout=60,
-                            check=False, cwd=tmp_path)  # fmt: skip
+    result = _forklift(core_python, *argv, cwd=tmp_path)
     if extra is None:  # --help needs no stage
         assert result.returncode == 0 and "example" in result.stdout, result.stderr
         return
