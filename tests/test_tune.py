@@ -224,7 +224,8 @@ def test_ctrl_c_stops_and_the_same_command_resumes(
     assert search.returncode == 130, output
     assert "the same command continues" in output
     assert not Path(f"/proc/{interrupted.user_attrs['pid']}").exists(), "a worker outlived its search"
-    assert optuna.load_study(study_name="resumed", storage=journal(out)).trials[-1].state == TrialState.FAIL
+    trials = optuna.load_study(study_name="resumed", storage=journal(out)).get_trials()
+    assert trials[interrupted.number].state == TrialState.FAIL and trials[-1] == trials[interrupted.number]
     if resume:
         forklift(*command)
         trials = optuna.load_study(study_name="resumed", storage=journal(out)).get_trials()

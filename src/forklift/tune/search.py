@@ -116,7 +116,7 @@ def _run_workers(search: Search, plan: Plan, study: optuna.Study, storage: BaseS
     bar = tqdm(total=plan.trials, initial=done, desc=f"study {plan.study}", unit="trial", disable=None)
     with _interrupt_flag() as interrupted:
         while any(worker.is_alive() for worker in workers.values()) and not interrupted.is_set():
-            time.sleep(POLL_S)
+            interrupted.wait(POLL_S)  # wakes at once on Ctrl-C
             for index, worker in list(workers.items()):
                 if worker.is_alive() or not worker.exitcode or _finished(study) >= plan.trials:
                     continue
@@ -171,9 +171,8 @@ def _best(trials: list[FrozenTrial]) -> FrozenTrial | None:
 
 
 def _stop(workers: Sequence[BaseProcess]) -> None:
-    """Interrupt the workers (a terminal's Ctrl-C reaches them already; a signal to this process alone does not),
-    give them time to mark their trials failed, then end what is left."""
-    time.sleep(1.0)
+    """Interrupt the workers at once (a terminal's Ctrl-C reaches them already, a signal to this process alone does
+    not; a worker ignores the second one), give them time to mark their trials failed, then end what is left."""
     for worker in workers:
         if worker.is_alive() and worker.pid is not None:
             os.kill(worker.pid, signal.SIGINT)
@@ -205,7 +204,7 @@ def work(search: Search, plan: Plan, cpus: tuple[int, ...] | None, device: str, 
 
     # Interruptible even when started from a shell's background job, which leaves SIGINT ignored in its children:
     # the parent's SIGINT must end the running trial (marked failed) and this worker.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _interrupt_once)
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
         torch.set_num_threads(len(cpus))
@@ -229,6 +228,13 @@ def work(search: Search, plan: Plan, cpus: tuple[int, ...] | None, device: str, 
             catch=(ForkliftError,),
             gc_after_trial=True,
         )
+
+
+def _interrupt_once(_signum: int, _frame: object) -> None:
+    """A worker's first SIGINT ends its trial; a second (the terminal's Ctrl-C and the parent's forward of it) is
+    ignored, so it cannot cut Optuna's marking of that trial failed short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def make_sampler(name: str, search: Search, *, seed: int) -> optuna.samplers.BaseSampler:
