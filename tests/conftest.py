@@ -27,7 +27,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked gpu run only when `-m` names them: no machine of CI has a GPU, and a skip would read as passed."""
+    """Tests marked gpu run only when `-m` names them: no machine of CI has a GPU, and a skip would read as passed.
+    Tests marked images run last, so the background build they wait for has had the whole run to finish."""
+    items.sort(key=lambda item: item.get_closest_marker("images") is not None)  # stable: the rest keep their order
     if "gpu" in (config.getoption("markexpr") or ""):
         return
     gpu = [item for item in items if item.get_closest_marker("gpu")]

@@ -127,7 +127,7 @@ TASKS = {
     "detect": ("--data", "detect", "--cfg", str(CFGS / "tiny-detector.cfg"), "--batch", "4", "--sync-bn"),
     "segment": ("--data", "segment", "--arch", "lraspp_mobilenet_v3_large", "--img", "64", "--batch", "4", "--sync-bn"),
     "two-stage": ("--data", "two-stage", "--arch", "fasterrcnn_mobilenet_v3_large_320_fpn", "--img", "128", "--batch",
-                  "2"),
+                  "2", "--roi-samples", "64"),
     "style": ("--task", "style", "--data", str(SHARED / "images"), "--style-image", str(SHARED / "images" / "dog.jpg"),
               "--loss-net-weights", "vgg16.pth", "--img", "64", "--batch", "2"),
 }  # fmt: skip

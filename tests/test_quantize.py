@@ -158,7 +158,9 @@ def test_a_two_stage_detector_quantises_to_an_openvino_ir(tmp_path: Path) -> Non
     nothing yet (see test_train_two_stage), so its mAP figures are recorded but say nothing; the kernels do."""
     data = tmp_path / "data"
     synth_shapes(data, 12, 128, seed=0, objects=(1, 2), object_size=(32, 56))
-    settings = TrainSettings.of(data=data, arch="fasterrcnn_mobilenet_v3_large_320_fpn", epochs=1, batch=4, img=128)
+    settings = TrainSettings.of(
+        data=data, arch="fasterrcnn_mobilenet_v3_large_320_fpn", epochs=1, batch=4, img=128, roi_samples=64
+    )
     model_dir = train(settings, tmp_path / "run")
     result = forklift_here("models", "quantize", model_dir, "--data", data, "--samples", "8", "--max-drop", "1")
     assert "using its OpenVINO backend" in result.stdout, result.stdout

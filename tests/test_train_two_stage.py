@@ -20,14 +20,15 @@ from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 from forklift.train.settings import TrainSettings, resumed_settings
-from forklift.train.tasks import NetworkSource, make_task
+from forklift.train.tasks import NetworkSource, TwoStageOptions, make_task
 from forklift.train.trainer import train
 
 pytestmark = pytest.mark.slow  # training: seconds to a minute
 
 ARCH = "fasterrcnn_mobilenet_v3_large_320_fpn"
-SETTINGS = {"arch": ARCH, "epochs": 3, "batch": 4, "img": 128, "lr": 0.001, "seed": 0}
-LEARNING = {**SETTINGS, "epochs": 4, "lr": 0.002, "val_every": 2}
+# 64 RoIs per image for the box head, not torchvision's 512: a third of the step time on 1-2 shapes an image
+SETTINGS = {"arch": ARCH, "epochs": 3, "batch": 4, "img": 128, "lr": 0.001, "seed": 0, "roi_samples": 64}
+LEARNING = {**SETTINGS, "epochs": 4, "lr": 0.002, "val_every": 2, "roi_samples": None}
 # Measured on the shared 2-core machine: 4 epochs on 64 train images at 128 px, about 65 s with the export; the loss
 # falls from 1.45 to 0.54 and val mAP@.5 (8 images, in-memory validation) is 0.0010 at its best epoch (2); an
 # untrained net scores 0.0000. From fresh weights Faster R-CNN needs far longer than a test can take: the floor
@@ -77,6 +78,15 @@ def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, 
     assert_resume_is_exact(monkeypatch, trained, work / "interrupted", TrainSettings.of(data=work / "data", **SETTINGS))
 
 
+def test_roi_samples_set_the_box_heads_sample_and_are_kept_by_a_fine_tuning(work: Path, trained: Path) -> None:
+    dataset = load_dataset(work / "data")
+    sampler = make_task(dataset, NetworkSource(model=trained), seed=1).net.roi_heads.fg_bg_sampler
+    assert sampler.batch_size_per_image == 512  # torchvision's: the option is the run's, not the model's
+    options = TwoStageOptions(roi_samples=32)
+    tuned = make_task(dataset, NetworkSource(model=trained), seed=1, two_stage=options).net
+    assert tuned.roi_heads.fg_bg_sampler.batch_size_per_image == 32
+
+
 def test_fine_tuning_copies_the_model_and_matches_its_classes_by_name(work: Path, trained: Path, capsys) -> None:
     dataset = load_dataset(work / "data")
     start = torch.load(trained / f"{ARCH}.pt", weights_only=True)
@@ -100,7 +110,9 @@ def test_fine_tuning_copies_the_model_and_matches_its_classes_by_name(work: Path
 
 
 def test_two_stage_settings_are_recorded_for_resume(tmp_path: Path) -> None:
-    saved = TrainSettings(arch=ARCH, anchor_sizes=(16, 32, 64), proposals=100, weights=tmp_path / "w.pt")
+    saved = TrainSettings(
+        arch=ARCH, anchor_sizes=(16, 32, 64), proposals=100, roi_samples=64, weights=tmp_path / "w.pt"
+    )
     again = TrainSettings.from_json(saved.to_json())
     assert again == saved
     assert resumed_settings(again, TrainSettings.of(anchor_sizes=[16, 32, 64]), tmp_path) == saved
@@ -117,6 +129,8 @@ def test_two_stage_settings_are_recorded_for_resume(tmp_path: Path) -> None:
         ),
         (["--cfg", str(CFGS / "v3-spp-groups.cfg"), "--anchor-sizes", "16,32"], "--anchor-sizes: only for two-stage"),
         (["--cfg", str(CFGS / "v3-spp-groups.cfg"), "--proposals", "50"], "--proposals: only for two-stage"),
+        (["--cfg", str(CFGS / "v3-spp-groups.cfg"), "--roi-samples", "64"], "--roi-samples: only for two-stage"),
+        (["--arch", "fcos_resnet50_fpn", "--roi-samples", "64"], "--roi-samples: only Faster R-CNN samples"),
         (["--arch", "unet"], f"--arch unet: not a detector architecture; known: {ARCH.replace('_320', '')}"),
     ],
 )

@@ -145,6 +145,13 @@ def add_train(verbs: Any) -> None:
     train.add_argument(
         "--proposals", type=positive, metavar="N", help="two-stage --arch: proposals kept per image at test time"
     )
+    train.add_argument(
+        "--roi-samples",
+        type=positive,
+        metavar="N",
+        help="Faster R-CNN: proposals per image its box head learns from (default 512; 64-128 train several times "
+        "faster on images with a few objects)",
+    )
     train.add_argument("--task", choices=("style",), help="style: train a style network on a folder of images")
     train.add_argument("--style-image", type=Path, metavar="IMAGE", help="--task style: the style to learn")
     train.add_argument(

@@ -55,6 +55,7 @@ class TrainSettings:
     weights: Path | None = None  # torchvision architectures: the net's or its backbone's weights file
     anchor_sizes: tuple[int, ...] | None = None  # two-stage detectors: one anchor size per FPN level
     proposals: int | None = None  # two-stage detectors: proposals (candidates) kept per image at test time
+    roi_samples: int | None = None  # Faster R-CNN: proposals per image its box head learns from (None: 512)
     task: str | None = None  # "style" trains a style network on a folder of images; None: the data set's task
     style_image: Path | None = None  # style networks: the image whose style to learn
     loss_net_weights: Path | None = None  # style networks: VGG16's ImageNet weights (the perceptual loss)

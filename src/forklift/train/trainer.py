@@ -93,7 +93,7 @@ def _train(
     assert settings.data is not None  # _settings refuses a run without data
     dataset, train_images, val_images = usable_splits(settings.data, settings.task, settings.seed)
     source = NetworkSource(settings.cfg, settings.model, settings.arch, settings.img, settings.weights)
-    two_stage = TwoStageOptions(settings.anchor_sizes, settings.proposals)
+    two_stage = TwoStageOptions(settings.anchor_sizes, settings.proposals, settings.roi_samples)
     augmentation = Augmentation(settings.aug_scale, settings.aug_shift, settings.aug_hsv, mosaic=settings.mosaic)
     style = StyleOptions(
         settings.style_image, settings.loss_net_weights, settings.content_weight, settings.style_weight

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torchvision.models import detection
 
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
@@ -48,6 +49,7 @@ class TwoStageOptions:
 
     anchor_sizes: tuple[int, ...] | None = None  # one per FPN level
     proposals: int | None = None  # RPN proposals kept at test time
+    roi_samples: int | None = None  # Faster R-CNN: proposals per image the box head learns from (None: 512)
 
     def given(self) -> list[str]:
         """The names of the options that were given, for refusing them where they do not apply."""
@@ -67,6 +69,17 @@ def is_two_stage(source: NetworkSource) -> bool:
         return open_model_dir(source.model).format == ModelFormat.TWO_STAGE
     except ForkliftError:  # not a model directory: the Darknet path says why
         return False
+
+
+def _set_roi_samples(net: nn.Module, count: int) -> None:
+    """The proposals per image Faster R-CNN's box head computes its loss on: torchvision's 512 suit COCO's many
+    objects, while on images with a few objects most are background and their RoI pooling backward dominates a CPU
+    step (docs/training.md has the figures). Training only: the net answers the same."""
+    if not isinstance(net, detection.FasterRCNN):
+        raise ForkliftError(
+            f"--roi-samples: only Faster R-CNN samples proposals for its box head, not {type(net).__name__}"
+        )
+    net.roi_heads.fg_bg_sampler.batch_size_per_image = count
 
 
 class TwoStageTask(TrainingTask):
@@ -109,6 +122,8 @@ class TwoStageTask(TrainingTask):
                 copy_matching_weights(start, self.net)
             else:
                 self._start_classes_by_name(start, labels)
+        if options.roi_samples is not None:
+            _set_roi_samples(self.net, options.roi_samples)
         self.name = self.settings.arch
         self.size = self.settings.image_size
         self.loss_terms = LOSS_TERMS[self.name.split("_")[0]]
