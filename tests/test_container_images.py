@@ -23,7 +23,7 @@ from image_build import IMAGE_BUILD, LOG, start_build
 from forklift import __version__
 from forklift.deployment.kubernetes import SERVE_IMAGE
 
-# a Debian root filesystem and an image: about two minutes; `make test-images`, not `make test` (CI's time budget)
+# a Debian root filesystem and an image: about two minutes, in the background; the test runs last (conftest)
 pytestmark = [pytest.mark.slow, pytest.mark.images]
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVE = ROOT / "build" / "images" / "forklift-serve.oci.tar"
