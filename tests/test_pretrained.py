@@ -231,7 +231,7 @@ def test_a_cut_download_resumes_with_a_ranged_request(published: Path, server: s
 
 
 def test_a_changed_file_no_network_and_a_full_disk_are_refused_in_one_line(
-    published: Path, server: str, setting: Path, tmp_path: Path
+    published: Path, server: str, setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mirror = tmp_path / "changed"
     subprocess.run(["cp", "-r", published / "mirror", mirror], check=True)
@@ -243,6 +243,17 @@ def test_a_changed_file_no_network_and_a_full_disk_are_refused_in_one_line(
     assert changed.returncode == 2 and len(changed.stderr.strip().splitlines()) == 1
     assert "its SHA-256 is" in changed.stderr and "the download was removed" in changed.stderr
     assert not (tmp_path / "out").exists() and not list(setting.rglob("*.weights*"))
+    monkeypatch.setenv("FORKLIFT_MIRROR", str(mirror))  # what a pull would come from: nothing may be pulled
+    typo = forklift_here(
+        "train", "--data", tmp_path / "shapez", "--model", "yolov3-tiny", tmp_path / "run", check=False
+    )
+    assert typo.returncode == 2 and f"--data {tmp_path / 'shapez'}: no such folder" in typo.stderr, typo.stderr
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "notes.txt").write_text("kept")
+    taken = forklift_here("train", "--data", tmp_path, "--model", "yolov3-tiny", tmp_path / "used", check=False)
+    assert taken.returncode == 2 and "already exists and is not empty" in taken.stderr, taken.stderr
+    assert not list(setting.rglob("*.weights*")) and not list(setting.rglob("*.part"))  # both before any pull
+    monkeypatch.delenv("FORKLIFT_MIRROR")
     offline = forklift_here("models", "pull", "candy", "--mirror", f"http://127.0.0.1:{free_port()}", check=False)
     assert offline.returncode == 2 and "cannot connect" in offline.stderr and "FORKLIFT_MIRROR" in offline.stderr
     huge = yaml.safe_load((published / "catalogue.yaml").read_text())

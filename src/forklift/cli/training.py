@@ -249,6 +249,9 @@ def run_train(args: argparse.Namespace) -> int:
     from forklift.distributed.ranks import from_environment
     from forklift.pretrained.resolve import model_directory, weights_file
 
+    ranks = from_environment()
+    if not ranks.distributed:  # (a rank would race its leader, which may have started writing OUT)
+        _check_paths(args)
     if args.model is not None:
         args.model = model_directory(args.model)
     if args.weights is not None:  # resolved before any rank starts: a pull happens once, the ranks find it cached
@@ -256,8 +259,10 @@ def run_train(args: argparse.Namespace) -> int:
     if args.loss_net_weights is not None:
         args.loss_net_weights = weights_file(args.loss_net_weights, arch=None, option="--loss-net-weights")
 
-    if args.nproc > 1 and not from_environment().distributed:
-        return _launch_ranks(args)
+    if args.nproc > 1 and not ranks.distributed:
+        from forklift.launcher.local import launch_local
+
+        return launch_local(args.argv, args.nproc)
     from forklift.train.settings import RunOptions, TrainSettings
     from forklift.train.trainer import train
 
@@ -270,22 +275,20 @@ def run_train(args: argparse.Namespace) -> int:
         lms={"min_bytes": round(args.lms_min_mib * 2**20), "spill_dir": args.lms_spill_dir} if args.lms else None,
     )
     out = train(settings, args.out, run)
-    if not from_environment().leader:
+    if not ranks.leader:
         return 0
     print(f"wrote {out}: a model directory (forklift predict {out} IMAGE); per-epoch figures in {out / 'metrics.csv'}")
     return 0
 
 
-def _launch_ranks(args: argparse.Namespace) -> int:
-    """`--nproc N`: the same command as N ranks, once what can be checked here is (so a bad OUT or data path is
-    one line, not N)."""
-    from forklift.launcher.local import launch_local
+def _check_paths(args: argparse.Namespace) -> None:
+    """OUT and --data, checked before a pretrained model or weights file is pulled and before `--nproc` ranks
+    start: a typo is one line at once, not a download first or the same line from N ranks."""
     from forklift.train.run_dir import check_out
 
     check_out(args.out, args.resume)
     if args.data is not None and not args.data.exists():
         raise ForkliftError(f"--data {args.data}: no such folder")
-    return launch_local(args.argv, args.nproc)
 
 
 def add_demo(verbs: Any) -> None:
