@@ -78,7 +78,7 @@ def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, 
     assert_resume_is_exact(monkeypatch, trained, work / "interrupted", TrainSettings.of(data=work / "data", **SETTINGS))
 
 
-def test_roi_samples_set_the_box_heads_sample_and_are_kept_by_a_fine_tuning(work: Path, trained: Path) -> None:
+def test_roi_samples_are_the_runs_option_not_the_models(work: Path, trained: Path) -> None:
     dataset = load_dataset(work / "data")
     sampler = make_task(dataset, NetworkSource(model=trained), seed=1).net.roi_heads.fg_bg_sampler
     assert sampler.batch_size_per_image == 512  # torchvision's: the option is the run's, not the model's
