@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import free_port, shared
+from helpers import forklift_here, free_port, shared
 from packaging.requirements import Requirement
 
 from forklift.serve.process import wait_until_answering
@@ -74,6 +74,21 @@ def test_predict_on_the_core(core_python: Path, exported_detector: Path, runtime
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["results"][0]["file"].endswith("dog.jpg")
+
+
+def test_inspect_on_the_core_reads_the_export(core_python: Path, exported_detector: Path) -> None:
+    """Without torch the export beside the Darknet files is what is counted: the same facts but the FLOPs."""
+    result = _forklift(core_python, "models", "inspect", exported_detector, "--json")
+    assert result.returncode == 0, result.stderr
+    core, full = (
+        json.loads(result.stdout),
+        json.loads(forklift_here("models", "inspect", exported_detector, "--json").stdout),
+    )
+    same = ("format", "task", "classes", "labels", "input_width", "input_height")
+    assert {key: core[key] for key in same} == {key: full[key] for key in same}
+    assert core["flops"] is None and full["flops"] > 0
+    # the export folds batch norm's scale and shift into the convolutions before it: a few values fewer
+    assert 0.99 * full["parameters"] <= core["parameters"] <= full["parameters"]
 
 
 @pytest.mark.slow  # a server: seconds

@@ -4,6 +4,7 @@ independent reference."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,12 @@ def _predictor(model: ModelDirectory, runtime: Runtime, options: PredictOptions)
 
 
 def _summary(model: ModelDirectory) -> ModelFacts:
+    if importlib.util.find_spec("torch") is None:  # the core install: its export tells, but for the FLOPs
+        from forklift.runtime.base import PredictOptions
+        from forklift.runtime.formats.onnx import graph_facts
+        from forklift.runtime.onnx_graph import graph_path
+
+        return graph_facts(model, _predictor(model, Runtime.ONNX, PredictOptions(threads=1)), graph_path(model))
     import torch
 
     from forklift.nets.darknet import build_darknet

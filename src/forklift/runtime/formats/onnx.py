@@ -33,13 +33,20 @@ def _predictor(model: ModelDirectory, runtime: Runtime, options: PredictOptions)
 
 
 def _summary(model: ModelDirectory) -> ModelFacts:
+    from forklift.runtime.base import PredictOptions
+
+    return graph_facts(model, _predictor(model, Runtime.ONNX, PredictOptions(threads=1)), model.files["onnx"])
+
+
+def graph_facts(model: ModelDirectory, predictor: Predictor, graph: Path) -> ModelFacts:
+    """What the predictor that runs `graph` tells (task, input size) and the values of the graph's initializers;
+    FLOPs are not counted from a graph."""
     import onnx
     from onnx import numpy_helper
 
-    from forklift.runtime.base import FixedInput, PredictOptions
+    from forklift.runtime.base import FixedInput
 
-    predictor = _predictor(model, Runtime.ONNX, PredictOptions(threads=1))
-    proto = onnx.load(str(model.files["onnx"]))
+    proto = onnx.load(str(graph))
     return ModelFacts(
         task=predictor.task,
         classes=len(model.labels),
