@@ -76,19 +76,46 @@ def test_predict_on_the_core(core_python: Path, exported_detector: Path, runtime
     assert json.loads(result.stdout)["results"][0]["file"].endswith("dog.jpg")
 
 
-def test_inspect_on_the_core_reads_the_export(core_python: Path, exported_detector: Path) -> None:
-    """Without torch the export beside the Darknet files is what is counted: the same facts but the FLOPs."""
-    result = _forklift(core_python, "models", "inspect", exported_detector, "--json")
+@pytest.fixture(scope="module")
+def two_stage_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Faster R-CNN directory (seeded random weights) as training writes it: its graph, .pt, labels, settings."""
+    from forklift.model_files.two_stage_settings import TwoStageSettings
+    from forklift.nets.two_stage import build_two_stage
+    from forklift.runtime.two_stage_export import write_two_stage_model_dir
+
+    settings = TwoStageSettings("fasterrcnn_mobilenet_v3_large_320_fpn", 3, 128)
+    out = tmp_path_factory.mktemp("two_stage") / "model"
+    net = build_two_stage(settings, seed=1).eval()
+    write_two_stage_model_dir(net, out, ["circle", "square", "triangle"], settings)
+    return out
+
+
+def test_a_two_stage_model_predicts_on_the_core_as_on_the_full_install(
+    core_python: Path, two_stage_model: Path
+) -> None:
+    photo = shared("images/dog.jpg")
+    result = _forklift(core_python, "predict", two_stage_model, photo, "--conf", "0.01", "--json")
     assert result.returncode == 0, result.stderr
-    core, full = (
-        json.loads(result.stdout),
-        json.loads(forklift_here("models", "inspect", exported_detector, "--json").stdout),
-    )
+    full = forklift_here("predict", two_stage_model, photo, "--conf", "0.01", "--json").stdout
+    assert json.loads(result.stdout)["results"] == json.loads(full)["results"]
+
+
+@pytest.mark.parametrize("which", ["darknet", "two-stage"])
+def test_inspect_on_the_core_counts_the_graph(
+    core_python: Path, exported_detector: Path, two_stage_model: Path, which: str
+) -> None:
+    """Without torch the graph (a Darknet model's export, a two-stage model's own) is what is counted: the same
+    facts but the FLOPs."""
+    model = exported_detector if which == "darknet" else two_stage_model
+    result = _forklift(core_python, "models", "inspect", model, "--json")
+    assert result.returncode == 0, result.stderr
+    core = json.loads(result.stdout)
+    full = json.loads(forklift_here("models", "inspect", model, "--json").stdout)
     same = ("format", "task", "classes", "labels", "input_width", "input_height")
     assert {key: core[key] for key in same} == {key: full[key] for key in same}
     assert core["flops"] is None and full["flops"] > 0
-    # the export folds batch norm's scale and shift into the convolutions before it: a few values fewer
-    assert 0.99 * full["parameters"] <= core["parameters"] <= full["parameters"]
+    # an export folds batch norm's scale and shift into the convolutions before it: a few values fewer
+    assert 0.99 * full["parameters"] <= core["parameters"] <= full["parameters"], (core, full)
 
 
 @pytest.mark.slow  # a server: seconds

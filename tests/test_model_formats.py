@@ -17,7 +17,8 @@ from helpers import CFGS, SHARED, shared
 from forklift.cli import main
 from forklift.model_files.caffemodel import write_random_caffemodel
 from forklift.model_files.model_dir import open_model_dir
-from forklift.nets.two_stage import TwoStageSettings, build_two_stage
+from forklift.model_files.two_stage_settings import TwoStageSettings
+from forklift.nets.two_stage import build_two_stage
 from forklift.runtime.formats import FORMATS
 from forklift.runtime.onnx_export import export_darknet
 from forklift.runtime.style_export import fresh_style_net, write_style_dir

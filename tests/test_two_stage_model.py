@@ -25,7 +25,8 @@ from torch import nn
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
-from forklift.nets.two_stage import TwoStageSettings, build_two_stage, load_two_stage
+from forklift.model_files.two_stage_settings import TwoStageSettings
+from forklift.nets.two_stage import build_two_stage, load_two_stage
 from forklift.runtime.base import PredictOptions
 from forklift.runtime.load import load_predictor
 from forklift.runtime.two_stage import TwoStagePredictor

@@ -9,7 +9,6 @@ still normalises with ImageNet's mean and std inside the net, so callers give RG
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,57 +19,11 @@ from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.models.detection.rpn import RPNHead
 
 from forklift.errors import ForkliftError
-from forklift.model_files.model_dir import TWO_STAGE_KEY
+from forklift.model_files.two_stage_settings import ARCHITECTURE_NAMES, TwoStageSettings, two_stage_settings
 from forklift.nets.matching import load_matching
 
-ARCHITECTURES: dict[str, Callable[..., nn.Module]] = {
-    "fasterrcnn_mobilenet_v3_large_fpn": detection.fasterrcnn_mobilenet_v3_large_fpn,
-    "fasterrcnn_mobilenet_v3_large_320_fpn": detection.fasterrcnn_mobilenet_v3_large_320_fpn,
-    "fasterrcnn_resnet50_fpn": detection.fasterrcnn_resnet50_fpn,
-    "fasterrcnn_resnet50_fpn_v2": detection.fasterrcnn_resnet50_fpn_v2,
-    "retinanet_resnet50_fpn": detection.retinanet_resnet50_fpn,
-    "retinanet_resnet50_fpn_v2": detection.retinanet_resnet50_fpn_v2,
-    "fcos_resnet50_fpn": detection.fcos_resnet50_fpn,
-}
+ARCHITECTURES: dict[str, Callable[..., nn.Module]] = {name: getattr(detection, name) for name in ARCHITECTURE_NAMES}
 OCTAVES = (1.0, 2 ** (1 / 3), 2 ** (2 / 3))  # RetinaNet's three anchor scales per level, kept around a given size
-
-
-@dataclass(frozen=True)
-class TwoStageSettings:
-    """What rebuilds the same net: the architecture and the settings that shape its layers or its answers."""
-
-    arch: str
-    classes: int  # the data set's classes, background not counted
-    image_size: int  # inputs are letterboxed squares of this side
-    anchor_sizes: tuple[int, ...] | None = None  # one size per FPN level (None: torchvision's)
-    proposals: int | None = None  # RPN proposals kept after NMS at test time (None: torchvision's)
-
-    def __post_init__(self) -> None:
-        if self.arch not in ARCHITECTURES:
-            raise ForkliftError(f"unknown architecture {self.arch!r}; one of {', '.join(ARCHITECTURES)}")
-        if self.classes < 1 or self.image_size < 32:
-            raise ForkliftError(
-                f"{self.arch}: needs at least 1 class and 32 px, not {self.classes} and {self.image_size}"
-            )
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["anchor_sizes"] = list(self.anchor_sizes) if self.anchor_sizes is not None else None
-        return data
-
-    @staticmethod
-    def from_json(data: dict) -> TwoStageSettings:
-        try:
-            anchors = data.get("anchor_sizes")
-            return TwoStageSettings(
-                arch=str(data["arch"]),
-                classes=int(data["classes"]),
-                image_size=int(data["image_size"]),
-                anchor_sizes=tuple(int(s) for s in anchors) if anchors is not None else None,
-                proposals=int(data["proposals"]) if data.get("proposals") is not None else None,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ForkliftError(f"two_stage settings {data!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def _builder_options(settings: TwoStageSettings) -> dict[str, Any]:
@@ -141,14 +94,3 @@ def load_two_stage(model_dir: Path) -> tuple[nn.Module, TwoStageSettings, list[s
     if len(model.labels) != settings.classes:
         raise ForkliftError(f"{model.files['labels']}: {len(model.labels)} labels, but the net has {settings.classes}")
     return net.eval(), settings, model.labels
-
-
-def two_stage_settings(extra: dict, where: object) -> TwoStageSettings:
-    """The settings forklift.json keeps under "two_stage", or one line naming the file."""
-    data = extra.get(TWO_STAGE_KEY)
-    if not isinstance(data, dict):
-        raise ForkliftError(f'{where}: no "two_stage" settings; not a model write_two_stage_model_dir wrote')
-    try:
-        return TwoStageSettings.from_json(data)
-    except ForkliftError as exc:
-        raise ForkliftError(f"{where}: {exc}") from exc

@@ -9,9 +9,10 @@ from pathlib import Path
 import torch
 
 from forklift.errors import ForkliftError
+from forklift.model_files.two_stage_settings import TwoStageSettings
 from forklift.nets.class_outputs import carry_class_outputs
 from forklift.nets.segmenters import build_segmenter
-from forklift.nets.two_stage import TwoStageSettings, build_two_stage
+from forklift.nets.two_stage import build_two_stage
 from forklift.pretrained.catalogue import Pretrained
 from forklift.runtime.segment_export import write_segment_model_dir
 from forklift.runtime.two_stage_export import write_two_stage_model_dir

@@ -15,10 +15,9 @@ import numpy as np
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
-from forklift.nets.two_stage import two_stage_settings
+from forklift.model_files.two_stage_settings import IOU, OUTPUTS, two_stage_settings
 from forklift.runtime.base import Answering, PredictOptions, Predictor
 from forklift.runtime.onnx_graph import Network, Shape, graph_path
-from forklift.runtime.two_stage_export import IOU, OUTPUTS
 from forklift.vision.boxes import per_class_nms
 from forklift.vision.resize import Placement, fit
 from forklift.vision.results import Detection

@@ -26,12 +26,9 @@ from forklift.errors import ForkliftError
 from forklift.model_files.labels import write_labels
 from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.model_files.model_dir import TWO_STAGE_KEY
-from forklift.nets.two_stage import TwoStageSettings
+from forklift.model_files.two_stage_settings import CONF, IOU, OUTPUTS, TwoStageSettings
 from forklift.runtime.onnx_export import INPUT_NAME, OPSET
 from forklift.vocabulary import ResizeMode, Task
-
-OUTPUTS = ("boxes", "scores", "labels")
-CONF, IOU = 0.25, 0.5  # IOU: torchvision's NMS threshold inside the graph (box_nms_thresh)
 
 
 class SingleImage(nn.Module):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forklift.model_files.model_dir import ModelDirectory
+from forklift.runtime.formats.onnx import graph_summary
 from forklift.runtime.formats.registry import FormatEntry, graph_predictor, register
 from forklift.runtime.summary import ModelFacts, torch_counts
 from forklift.vocabulary import ModelFormat, Runtime, Task
@@ -31,11 +32,7 @@ def _predictor(model: ModelDirectory, runtime: Runtime, options: PredictOptions)
 
 def _summary(model: ModelDirectory) -> ModelFacts:
     if importlib.util.find_spec("torch") is None:  # the core install: its export tells, but for the FLOPs
-        from forklift.runtime.base import PredictOptions
-        from forklift.runtime.formats.onnx import graph_facts
-        from forklift.runtime.onnx_graph import graph_path
-
-        return graph_facts(model, _predictor(model, Runtime.ONNX, PredictOptions(threads=1)), graph_path(model))
+        return graph_summary(model, _predictor)
     import torch
 
     from forklift.nets.darknet import build_darknet

@@ -5,6 +5,7 @@ Runtime is fastest here on f32; OpenVINO runs bf16 and INT8."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,20 +34,21 @@ def _predictor(model: ModelDirectory, runtime: Runtime, options: PredictOptions)
 
 
 def _summary(model: ModelDirectory) -> ModelFacts:
-    from forklift.runtime.base import PredictOptions
-
-    return graph_facts(model, _predictor(model, Runtime.ONNX, PredictOptions(threads=1)), model.files["onnx"])
+    return graph_summary(model, _predictor)
 
 
-def graph_facts(model: ModelDirectory, predictor: Predictor, graph: Path) -> ModelFacts:
-    """What the predictor that runs `graph` tells (task, input size) and the values of the graph's initializers;
-    FLOPs are not counted from a graph."""
+def graph_summary(model: ModelDirectory, predictor_of: Callable[..., Predictor]) -> ModelFacts:
+    """The model counted from the graph ONNX Runtime runs (its own or its export): what the predictor
+    `predictor_of(model, Runtime.ONNX, options)` tells (task, input size) and the values of the graph's
+    initializers; FLOPs are not counted from a graph. Formats that count on PyTorch use it where torch is missing."""
     import onnx
     from onnx import numpy_helper
 
-    from forklift.runtime.base import FixedInput
+    from forklift.runtime.base import FixedInput, PredictOptions
+    from forklift.runtime.onnx_graph import graph_path
 
-    proto = onnx.load(str(graph))
+    predictor = predictor_of(model, Runtime.ONNX, PredictOptions(threads=1))
+    proto = onnx.load(str(graph_path(model)))
     return ModelFacts(
         task=predictor.task,
         classes=len(model.labels),

@@ -4,10 +4,11 @@ fastest here on f32; OpenVINO runs bf16 and INT8."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING
 
 from forklift.model_files.model_dir import ModelDirectory
-from forklift.runtime.formats.onnx import copy_graph
+from forklift.runtime.formats.onnx import copy_graph, graph_summary
 from forklift.runtime.formats.registry import FormatEntry, graph_predictor, register
 from forklift.runtime.summary import ModelFacts, torch_counts
 from forklift.vocabulary import ModelFormat, Runtime, Task
@@ -23,7 +24,9 @@ def _predictor(model: ModelDirectory, runtime: Runtime, options: PredictOptions)
 
 
 def _summary(model: ModelDirectory) -> ModelFacts:
-    """Counted on the PyTorch net its .pt rebuilds, on one letterboxed input."""
+    """Counted on the PyTorch net its .pt rebuilds, on one letterboxed input; on its graph without torch."""
+    if importlib.util.find_spec("torch") is None:  # the core install
+        return graph_summary(model, _predictor)
     import torch
 
     from forklift.nets.two_stage import load_two_stage

@@ -22,8 +22,9 @@ from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
 from forklift.evaluation.detection import detection_metrics
 from forklift.model_files.model_dir import open_model_dir
+from forklift.model_files.two_stage_settings import TwoStageSettings
 from forklift.nets.class_outputs import CLASS_HEADS, carry_class_outputs
-from forklift.nets.two_stage import ARCHITECTURES, TwoStageSettings, build_two_stage, load_two_stage
+from forklift.nets.two_stage import ARCHITECTURES, build_two_stage, load_two_stage
 from forklift.runtime.two_stage_export import write_two_stage_model_dir
 from forklift.train.loader import DEFAULT_AUGMENTATION, Augmentation, DetectionImages, as_input
 from forklift.train.tasks.base import NetworkSource, TrainingTask, copy_matching_weights, say_heads
