@@ -7,6 +7,9 @@ fit reached. snapml is proprietary and never a dependency: it runs in a separate
 ``--snapml-python`` (a venv with ``pip install snapml``), on the same data file.
 
     .venv/bin/python bench/ml/linear.py --snapml-python /path/to/snapml-venv/bin/python --model logistic
+
+``--gpu`` adds each engine's CUDA path (``use_gpu=True, device_ids=[0]``; forklift's takes the smooth losses
+only), after one warm-up fit that pays for CUDA's start outside the timings.
 """
 
 from __future__ import annotations
@@ -102,22 +105,31 @@ def timed_fits(make, settings, X, y, score):  # type: ignore[no-untyped-def]
     return rows
 
 
-def snapml_fits(python: str, data: Path, threads: int, lam: float, model: Model) -> dict[str, list]:  # type: ignore[type-arg]
+def snapml_fits(  # type: ignore[type-arg]
+    python: str, data: Path, threads: int, lam: float, model: Model, formulations: dict[str, dict[str, Any]]
+) -> dict[str, list]:
+    """Each formulation's ladder in snapml; one that raises is reported as an empty ladder and its error."""
     code = f"""
 import json, time, warnings, numpy as np, scipy.sparse as sp, snapml
 warnings.simplefilter("ignore")
 {load_lines(data)}
-out = {{}}
-for suffix, chosen in {model.formulations!r}.items():
+out, errors = {{}}, {{}}
+for suffix, chosen in {formulations!r}.items():
     rows = []
-    for tol in (1e-2, 1e-3, 1e-4, 1e-5):
-        m = snapml.{model.forklift}(regularizer={lam}, n_jobs={threads}, tol=tol, max_iter=1000,
-                                    **chosen, **{model.options!r})
-        t = time.perf_counter(); m.fit(X, y); s = time.perf_counter() - t
-        rows.append((tol, s, np.ravel(m.coef_).tolist()))
-        if s > {SECONDS_CAP}:
-            break
+    try:
+        if chosen.get("use_gpu"):
+            snapml.{model.forklift}(max_iter=1, **chosen, **{model.options!r}).fit(X[:1000], y[:1000])
+        for tol in (1e-2, 1e-3, 1e-4, 1e-5):
+            m = snapml.{model.forklift}(regularizer={lam}, n_jobs={threads}, tol=tol, max_iter=1000,
+                                        **chosen, **{model.options!r})
+            t = time.perf_counter(); m.fit(X, y); s = time.perf_counter() - t
+            rows.append((tol, s, np.ravel(m.coef_).tolist()))
+            if s > {SECONDS_CAP}:
+                break
+    except Exception as error:
+        errors["snapml " + suffix] = f"{{type(error).__name__}}: {{error}}"
     out["snapml " + suffix] = rows
+out["errors"] = errors
 print(json.dumps(out))
 """
     return dict(run_snapml(python, code))
@@ -158,6 +170,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sets", default="dense,sparse")
     parser.add_argument("--model", choices=["logistic", "ridge", "svm"], default="logistic")
+    parser.add_argument("--sklearn", default="all", help="scikit-learn's solvers to run, comma-separated")
+    parser.add_argument("--gpu", action="store_true", help="add forklift's and snapml's CUDA paths on device 0")
+    parser.add_argument("--formulations", default="primal,dual", help="forklift's and snapml's, comma-separated")
     args = parser.parse_args()
 
     import forklift.ml
@@ -182,9 +197,13 @@ def main() -> None:
             return objective(model, X, y, w, lam)
 
         fits: dict[str, list] = {}  # type: ignore[type-arg]
-        for chosen in model.formulations.values():  # compile outside the timings
+        wanted = args.formulations.split(",")
+        formulations = {k: v for k, v in model.formulations.items() if k in wanted}
+        if args.gpu and model.options.get("loss") != "hinge":
+            formulations["gpu"] = {"use_gpu": True, "device_ids": [0]}
+        for chosen in formulations.values():  # compile (and start CUDA) outside the timings
             estimator(max_iter=1, **chosen, **model.options).fit(X[:1000], y[:1000])
-        for suffix, chosen in model.formulations.items():
+        for suffix, chosen in formulations.items():
             fits[f"forklift {suffix}"] = timed_fits(
                 lambda tol, chosen=chosen: estimator(
                     regularizer=lam, n_jobs=args.threads, tol=tol, random_state=0, **chosen, **model.options
@@ -195,6 +214,8 @@ def main() -> None:
                 score,
             )
         for solver, make in model.sklearn.items():
+            if args.sklearn != "all" and solver not in args.sklearn.split(","):
+                continue
             if solver in ("newton-cholesky", "cholesky") and sp.issparse(X):
                 continue  # a 10k x 10k dense system
             sklearn_tols = [1e-4, 1e-6, 1e-8]
@@ -203,7 +224,16 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 data = Path(tmp) / "data.npz"
                 save_arrays(data, X, y)
-                for engine, rows in snapml_fits(args.snapml_python, data, args.threads, lam, model).items():
+                snapml_formulations = {k: v for k, v in model.formulations.items() if k in wanted}
+                if args.gpu:
+                    snapml_formulations.update(
+                        {f"gpu {k}": {**v, "use_gpu": True, "device_ids": [0]} for k, v in formulations.items()
+                         if k != "gpu"}
+                    )  # fmt: skip
+                runs = snapml_fits(args.snapml_python, data, args.threads, lam, model, snapml_formulations)
+                for engine, error in runs.pop("errors").items():
+                    print(f"  {engine} failed: {error}")
+                for engine, rows in runs.items():
                     fits[engine] = [(tol, s, score(np.array(w))) for tol, s, w in rows]
         best = min(o for rows in fits.values() for _, _, o in rows)
         report[name] = {}
