@@ -1,7 +1,9 @@
 """One rank of a distributed forklift.ml fit (run by torchrun or `forklift run`): it reads its part of a libsvm
 file, fits, and saves the model it ends with as OUT/coef-RANK.npy.
 
-    python -m torch.distributed.run --nproc-per-node 2 ml_cocoa_worker.py DATA.svm OUT MODEL THREADS
+    python -m torch.distributed.run --nproc-per-node 2 ml_cocoa_worker.py DATA.svm OUT MODEL THREADS [DUAL]
+
+DUAL is ``auto`` (the default: truncated Newton for the smooth losses) or ``true`` (CoCoA+ in the dual).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ MODELS = {"logistic": LogisticRegression, "svm": SupportVectorMachine, "ridge": 
 
 def main() -> None:
     data, out, model, threads = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    options = {"dual": True} if sys.argv[5:] == ["true"] else {}
     X, y = load_svmlight_part(data)
-    fitted = MODELS[model](tol=1e-9, n_jobs=threads, max_iter=5000).fit(X, y)
+    fitted = MODELS[model](tol=1e-9, n_jobs=threads, max_iter=5000, **options).fit(X, y)
     rank = dist.get_rank()
     np.save(out / f"coef-{rank}.npy", np.ravel(fitted.coef_))
     np.save(

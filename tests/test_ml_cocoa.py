@@ -1,5 +1,5 @@
-"""CoCoA across processes: 2 ranks under torchrun, each reading its part of one libsvm file, end with the same
-model, equal to the single-process one."""
+"""Fits across processes: 2 ranks under torchrun, each reading its part of one libsvm file, end with the same
+model, equal to the single-process one, both by truncated Newton (the default) and by CoCoA+ (``dual=True``)."""
 
 from __future__ import annotations
 
@@ -32,10 +32,11 @@ def clicks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_two_ranks_end_with_the_single_process_model(clicks: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("dual", ["auto", "true"])
+def test_two_ranks_end_with_the_single_process_model(clicks: Path, tmp_path: Path, dual: str) -> None:
     X, y = load_svmlight_file(clicks)
     alone = LogisticRegression(tol=1e-9, max_iter=5000).fit(X, y)  # also compiles the kernels the ranks load
-    torchrun(str(clicks), str(tmp_path), "logistic", "1")
+    torchrun(str(clicks), str(tmp_path), "logistic", "1", dual)
     rank0, rank1 = (np.load(tmp_path / f"coef-{r}.npy") for r in (0, 1))
     np.testing.assert_array_equal(rank0, rank1)  # one model, the same bits on every rank
     rows = [np.load(tmp_path / f"rows-{r}.npy") for r in (0, 1)]

@@ -44,7 +44,7 @@ def logistic_objective(X, y, w, lam, *, intercept=0.0, scaling=1.0):  # type: ig
 
 
 @pytest.mark.parametrize("layout", ["dense", "sparse"])
-@pytest.mark.parametrize("dual", [False, True])
+@pytest.mark.parametrize("dual", [False, True, "auto"])  # auto: the primal on dense data, Newton on sparse
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_logistic_regression_reaches_sklearn_optimum(request, layout, dual, n_jobs) -> None:  # type: ignore[no-untyped-def]
     X, y = request.getfixturevalue(layout)
@@ -129,7 +129,7 @@ def test_svm_reaches_liblinears_optimum(request, layout, loss) -> None:  # type:
     assert objective(ours.coef_.ravel()) <= objective(reference.coef_.ravel()) * (1 + 1e-5)
 
 
-@pytest.mark.parametrize("dual", [False, True])
+@pytest.mark.parametrize("dual", [False, True, "auto"])
 def test_ridge_equals_sklearns_closed_form(dual) -> None:  # type: ignore[no-untyped-def]
     X, y = make_regression(n_samples=1500, n_features=25, noise=5.0, random_state=3)
     for data in (X, sp.csr_matrix(X)):

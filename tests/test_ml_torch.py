@@ -1,5 +1,5 @@
-"""forklift.ml's GPU path (truncated Newton on torch tensors, a partition of the rows per device), run on CPU
-devices against scikit-learn's optimum, and on CUDA when there is one (`-m gpu`)."""
+"""forklift.ml's truncated Newton, on a partition of the rows per device (torch tensors: two `cpu` devices here,
+CUDA with `-m gpu`) and per thread of one process (scipy products), against scikit-learn's optimum."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from sklearn.svm import LinearSVC
 from forklift.ml import LogisticRegression
 from forklift.ml.datasets import make_dense_classification, make_sparse_clicks
 from forklift.ml.losses import Loss
+from forklift.ml.newton import solve_on_devices, solve_on_host
 from forklift.ml.solver import LinearProblem, SolverSettings
-from forklift.ml.torch_solver import solve_on_devices
 
 CPUS = [torch.device("cpu"), torch.device("cpu")]  # two partitions, added up as on two GPUs
 SETTINGS = SolverSettings(dual=False, max_iter=100, tol=1e-12)
@@ -80,3 +80,19 @@ def test_use_gpu_trains_on_cuda_to_the_cpu_optimum() -> None:
     on_gpu = LogisticRegression(use_gpu=True, device_ids=list(range(torch.cuda.device_count())), tol=1e-10).fit(X, y)
     on_cpu = LogisticRegression(tol=1e-10).fit(X, y)
     np.testing.assert_allclose(on_gpu.coef_, on_cpu.coef_, atol=1e-4 * np.abs(on_cpu.coef_).max())
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_newton_on_the_threads_of_one_process_reaches_sklearns_optimum(threads: int) -> None:
+    X, y = make_sparse_clicks(n_samples=5000, n_features=300, n_fields=6, random_state=2)
+    X = X.tocsr()
+    X.data[::7] = 0.5  # not one-hot: the preconditioner's squares differ from X
+    signs = np.where(y > 0, 1.0, -1.0)
+    problem = LinearProblem(X=X, targets=signs, bounds=np.full(len(y), 0.5), loss=Loss.LOGISTIC, bias=1.0)
+    solution = solve_on_host(problem, SolverSettings(dual=False, max_iter=100, tol=1e-12, n_jobs=threads))
+    reference = SkLogisticRegression(C=0.5, solver="liblinear", intercept_scaling=1.0, tol=1e-12, max_iter=10_000).fit(
+        X, y
+    )
+    assert solution.converged and solution.n_iter < 20  # Newton steps, not epochs
+    np.testing.assert_allclose(solution.coef, reference.coef_.ravel(), atol=1e-5 * np.abs(reference.coef_).max())
+    assert solution.intercept == pytest.approx(reference.intercept_[0], rel=1e-4)

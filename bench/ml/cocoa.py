@@ -1,11 +1,12 @@
-"""CoCoA across processes: 2 ranks x 1 thread against 1 process x 1 thread, time to the same objective.
+"""Across processes: 2 ranks x 1 thread against 1 process x 1 thread, time to the same objective.
 
 Every rank makes the same generated set (1M x 10k Criteo-like clicks) and fits its contiguous share of the rows
-with forklift.ml's LogisticRegression (dual, n_jobs=1) for a ladder of ``tol``; rank 0 scores each fit's
+with forklift.ml's LogisticRegression (n_jobs=1; ``dual="auto"``: truncated Newton with an all-reduce per
+product, or ``--dual``: CoCoA+ with an all-reduce per epoch) for a ladder of ``tol``; rank 0 scores each fit's
 objective on the whole set. The driver runs both layouts under torchrun and prints, for each, the fastest fit
 within 1e-5 of the best objective either reached.
 
-    .venv/bin/python bench/ml/cocoa.py
+    .venv/bin/python bench/ml/cocoa.py            # or --dual
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 TOLS = [1e-3, 1e-4, 1e-5, 1e-6]
 
 
-def rank_main(out: Path) -> None:
+def rank_main(out: Path, dual: bool | str) -> None:
     import torch.distributed as dist
 
     from forklift.ml import LogisticRegression
@@ -39,7 +40,7 @@ def rank_main(out: Path) -> None:
     for tol in TOLS:
         dist.barrier()
         start = time.perf_counter()
-        model = LogisticRegression(tol=tol, n_jobs=1, dual=True, random_state=0).fit(mine_X, mine_y)
+        model = LogisticRegression(tol=tol, n_jobs=1, dual=dual, random_state=0).fit(mine_X, mine_y)
         seconds = time.perf_counter() - start
         if rank == 0:
             w = model.coef_.ravel()
@@ -52,11 +53,12 @@ def rank_main(out: Path) -> None:
 
 
 def main() -> None:
+    dual = "true" if "--dual" in sys.argv[1:] else "auto"
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in (1, 2):
             out = Path(tmp) / f"{ranks}.json"
-            env = dict(os.environ, FORKLIFT_BENCH_OUT=str(out), OMP_NUM_THREADS="1")
+            env = dict(os.environ, FORKLIFT_BENCH_OUT=str(out), OMP_NUM_THREADS="1", FORKLIFT_BENCH_DUAL=dual)
             command = [
                 sys.executable,
                 "-m",
@@ -82,6 +84,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     if "FORKLIFT_BENCH_OUT" in os.environ:
-        rank_main(Path(os.environ["FORKLIFT_BENCH_OUT"]))
+        rank_main(
+            Path(os.environ["FORKLIFT_BENCH_OUT"]), True if os.environ["FORKLIFT_BENCH_DUAL"] == "true" else "auto"
+        )
     else:
         main()

@@ -31,6 +31,7 @@ from snapml_data import load_lines, run_snapml, save_arrays
 FORKLIFT_TOLS = [1e-3, 1e-4, 1e-5, 1e-6]
 SECONDS_CAP = 120.0  # a ladder stops climbing once a fit takes longer than this
 BOTH = {"primal": {"dual": False}, "dual": {"dual": True}}
+AUTO = {"dual": "auto"}  # forklift's default (no such value in snapml): Newton on sparse data, the primal on dense
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +173,11 @@ def main() -> None:
     parser.add_argument("--model", choices=["logistic", "ridge", "svm"], default="logistic")
     parser.add_argument("--sklearn", default="all", help="scikit-learn's solvers to run, comma-separated")
     parser.add_argument("--gpu", action="store_true", help="add forklift's and snapml's CUDA paths on device 0")
-    parser.add_argument("--formulations", default="primal,dual", help="forklift's and snapml's, comma-separated")
+    parser.add_argument(
+        "--formulations",
+        default="primal,dual",
+        help="forklift's and snapml's, comma-separated (auto: forklift's default)",
+    )
     args = parser.parse_args()
 
     import forklift.ml
@@ -199,6 +204,8 @@ def main() -> None:
         fits: dict[str, list] = {}  # type: ignore[type-arg]
         wanted = args.formulations.split(",")
         formulations = {k: v for k, v in model.formulations.items() if k in wanted}
+        if "auto" in wanted and model.options.get("loss") != "hinge":
+            formulations["auto"] = AUTO
         if args.gpu and model.options.get("loss") != "hinge":
             formulations["gpu"] = {"use_gpu": True, "device_ids": [0]}
         for chosen in formulations.values():  # compile (and start CUDA) outside the timings

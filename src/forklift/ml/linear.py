@@ -32,9 +32,9 @@ from forklift.ml import kernels
 from forklift.ml.chunked import ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.losses import Loss
+from forklift.ml.newton import solve_on_devices, solve_on_host
 from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve, use_threads
 from forklift.ml.streaming import Encoder, solve_streaming
-from forklift.ml.torch_solver import solve_on_devices
 
 DualChoice = bool | Literal["auto"]
 
@@ -164,11 +164,18 @@ class _GeneralizedLinearModel(BaseEstimator):
         dual = (sp.issparse(X) or X.shape[1] > X.shape[0]) if dual_choice == "auto" else bool(dual_choice)
         if self._penalty() == "l1" or (loss is Loss.HINGE):
             dual = loss is Loss.HINGE
+        # truncated Newton: the smooth losses with l2 on sparse data or across processes, unless dual=True
+        newton = (
+            loss.smooth
+            and self._penalty() != "l1"
+            and dual_choice is not True
+            and (peers is not None or (dual_choice == "auto" and sp.issparse(X)))
+        )
         if peers is not None:
-            if not dual:
+            if not dual and not newton:
                 raise ValueError(
-                    f"{type(self).__name__}: a fit across {peers.count} processes solves the dual "
-                    f"(each rank holds rows): dual=False and penalty='l1' are not possible there"
+                    f"{type(self).__name__}: a fit across {peers.count} processes solves the dual or takes Newton "
+                    f"steps (each rank holds rows): penalty='l1' is not possible there"
                 )
             widths = peers.gather(X.shape[1])
             if len(set(widths)) > 1:
@@ -194,6 +201,8 @@ class _GeneralizedLinearModel(BaseEstimator):
                 raise ValueError(f"{type(self).__name__}: use_gpu=True takes one process (give it device_ids instead)")
             devices = [torch.device("cuda", i) for i in self._device_ids() or [0]]
             solutions = [solve_on_devices(problem, settings, devices=devices) for problem in problems]
+        elif newton:
+            solutions = [solve_on_host(problem, settings, peers=peers) for problem in problems]
         else:
             solutions = [solve(problem, settings, data=data, peers=peers) for problem in problems]
         if not all(s.converged for s in solutions):

@@ -1,0 +1,286 @@
+"""Truncated Newton over row partitions: the GPU path, the threads of one process, and the ranks of a job.
+
+Coordinate descent is sequential at heart; a Newton step is not. forklift takes Newton steps on the same
+quadratic model the CPU's primal solver walks coordinate by coordinate: ``(X' diag(C loss'') X + I) d = -grad``
+is solved by conjugate gradients (products with X and X' only), preconditioned by the system's diagonal
+(``sum_i C_i loss''_i x_ij^2 + 1``: on one-hot click data it takes the conjugate-gradient steps from hundreds to
+tens), then the step is line-searched on the true objective; the stopping test is the CPU primal's gradient
+bound. Each partition holds some rows; the products with ``X'`` are added across partitions and then across the
+ranks of a distributed job (one all-reduce of a vector of the features' length per product, as distributed
+Newton methods for logistic regression do), so every rank takes the same steps and ends with the same model.
+
+Partitions are devices (torch tensors: CUDA, or ``cpu`` in the tests) or the threads of one process (scipy and
+numpy products, which release the GIL, one thread per partition).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, TypeVar
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from forklift.ml.losses import Loss
+from forklift.ml.solver import Alone, Epoch, LinearProblem, Peers, Solution, SolverSettings
+
+CG_STEPS = 50
+CG_TOLERANCE = 0.1  # of the gradient's norm: an inexact Newton step is enough, the line search guards it
+T = TypeVar("T")
+
+
+def _loss_values(loss: Loss, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-sample loss at the margins ``z`` (as ``forklift.ml.losses``, vectorised)."""
+    if loss is Loss.LOGISTIC:
+        return torch.nn.functional.softplus(-y * z)
+    if loss is Loss.SQUARED:
+        return 0.5 * (z - y) ** 2
+    return torch.clamp(1 - y * z, min=0) ** 2
+
+
+def _loss_derivatives(loss: Loss, z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample first and second derivative of the loss in ``z``."""
+    if loss is Loss.LOGISTIC:
+        p = torch.sigmoid(z)
+        return p - (y > 0).to(z.dtype), p * (1 - p)
+    if loss is Loss.SQUARED:
+        return z - y, torch.ones_like(z)
+    slack = torch.clamp(1 - y * z, min=0)
+    return -2 * y * slack, 2.0 * (slack > 0).to(z.dtype)
+
+
+class _Partition(Protocol):
+    """Some rows: products with them, their transpose and their squares' transpose, in float64 tensors."""
+
+    y: torch.Tensor
+    c: torch.Tensor
+    device: torch.device
+
+    def times(self, v: torch.Tensor) -> torch.Tensor: ...
+    def transpose_times(self, u: torch.Tensor) -> torch.Tensor: ...
+    def squares_transpose_times(self, u: torch.Tensor) -> torch.Tensor: ...
+
+
+class _DevicePart:
+    """Rows as torch tensors on a device: sparse CSR (and its transpose) or dense."""
+
+    def __init__(self, X: np.ndarray | sp.spmatrix, targets: np.ndarray, bounds: np.ndarray, device: torch.device):
+        if sp.issparse(X):
+            csr = sp.csr_matrix(X, dtype=np.float64)
+            self.X = _csr_tensor(csr, device)
+            self.XT = _csr_tensor(csr.T.tocsr(), device)
+            with warnings.catch_warnings():  # squared on the device, on the transpose's own indices
+                warnings.simplefilter("ignore", UserWarning)
+                self.squares_T = torch.sparse_csr_tensor(
+                    self.XT.crow_indices(), self.XT.col_indices(), self.XT.values() ** 2, size=self.XT.shape
+                )
+        else:
+            self.X = torch.as_tensor(np.asarray(X, dtype=np.float64), device=device)
+            self.XT = self.X.T
+            self.squares_T = (self.X * self.X).T
+        self.y = torch.as_tensor(targets, dtype=torch.float64, device=device)
+        self.c = torch.as_tensor(bounds, dtype=torch.float64, device=device)
+        self.device = device
+
+    def times(self, v: torch.Tensor) -> torch.Tensor:
+        return self.X @ v
+
+    def transpose_times(self, u: torch.Tensor) -> torch.Tensor:
+        return self.XT @ u
+
+    def squares_transpose_times(self, u: torch.Tensor) -> torch.Tensor:
+        return self.squares_T @ u
+
+
+class _HostPart:
+    """Rows as scipy or numpy arrays in this process: products in their compiled loops, zero-copy to torch."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, X: np.ndarray | sp.spmatrix, targets: np.ndarray, bounds: np.ndarray) -> None:
+        if sp.issparse(X):
+            self.X: np.ndarray | sp.csr_matrix = sp.csr_matrix(X, dtype=np.float64)
+            ones = bool((self.X.data == 1).all())  # one-hot data are their own squares: no second copy
+            self.squares: np.ndarray | sp.csr_matrix = self.X if ones else self.X.multiply(self.X).tocsr()
+        else:
+            self.X = np.ascontiguousarray(X, dtype=np.float64)
+            self.squares = self.X * self.X
+        self.y = torch.as_tensor(targets, dtype=torch.float64)
+        self.c = torch.as_tensor(bounds, dtype=torch.float64)
+
+    def times(self, v: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(self.X @ v.numpy()).ravel())
+
+    def transpose_times(self, u: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(self.X.T @ u.numpy()).ravel())
+
+    def squares_transpose_times(self, u: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(self.squares.T @ u.numpy()).ravel())
+
+
+def _csr_tensor(matrix: sp.csr_matrix, device: torch.device) -> torch.Tensor:
+    with warnings.catch_warnings():  # torch calls its CSR tensors beta: they are what its sparse products take
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.as_tensor(matrix.indptr, dtype=torch.int64),
+            torch.as_tensor(matrix.indices, dtype=torch.int64),
+            torch.as_tensor(matrix.data),
+            size=matrix.shape,
+            device=device,
+            check_invariants=False,  # scipy's CSR arrays are valid: checking each would cost a pass
+        )
+
+
+def _row_bounds(n: int, parts: int) -> list[tuple[int, int]]:
+    edges = np.linspace(0, n, parts + 1).astype(int)
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+
+
+class _Model:
+    """The problem over the partitions and ranks: margins, objective, gradient and Hessian products."""
+
+    def __init__(self, problem: LinearProblem, parts: Sequence[_Partition], peers: Peers, threads: int) -> None:
+        self.parts = parts
+        self.loss = problem.loss
+        self.bias = problem.bias
+        self.home = parts[0].device
+        self.width = problem.X.shape[1] + 1
+        self.peers = peers
+        self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
+
+    def map(self, function: Callable[..., T], *columns: Sequence[object]) -> list[T]:
+        """``function`` over the partitions (and the matching items of ``columns``), on their threads if any."""
+        rows = list(zip(self.parts, *columns, strict=True))
+        if self.pool is None:
+            return [function(*row) for row in rows]
+        return list(self.pool.map(lambda row: function(*row), rows))
+
+    def margins(self, w: torch.Tensor) -> list[torch.Tensor]:
+        return self.map(lambda p: p.times(w[:-1].to(p.device)) + self.bias * w[-1].to(p.device))
+
+    def _sum(self, local: torch.Tensor) -> torch.Tensor:
+        """The sum over the ranks of a job (each rank's partitions already added)."""
+        if self.peers.count == 1:
+            return local
+        return torch.from_numpy(self.peers.sum(local.cpu().numpy())).to(self.home)
+
+    def transpose_sum(self, values: list[torch.Tensor], *, squares: bool = False) -> torch.Tensor:
+        """``sum over partitions and ranks of [X_p' u_p, bias * sum(u_p)]`` (of the squares' if asked)."""
+
+        def one(p: _Partition, u: torch.Tensor) -> torch.Tensor:
+            return p.squares_transpose_times(u) if squares else p.transpose_times(u)
+
+        out = torch.zeros(self.width, dtype=torch.float64, device=self.home)
+        bias = self.bias**2 if squares else self.bias
+        for u, product in zip(values, self.map(one, values), strict=True):
+            out[:-1] += product.to(self.home)
+            out[-1] += (bias * u.sum()).to(self.home)
+        return self._sum(out)
+
+    def derivatives(self, z: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each partition's weighted first and second derivatives of the loss."""
+
+        def one(p: _Partition, zp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            first, second = _loss_derivatives(self.loss, zp, p.y)
+            return p.c * first, p.c * second
+
+        return self.map(one, z)
+
+    def objective(self, z: list[torch.Tensor], w: torch.Tensor) -> float:
+        local = sum(self.map(lambda p, zp: float(p.c @ _loss_values(self.loss, zp, p.y)), z))
+        return float(self.peers.sum(np.array([local]))[0]) + 0.5 * float(w @ w)
+
+
+def solve_on_devices(problem: LinearProblem, settings: SolverSettings, *, devices: Sequence[torch.device]) -> Solution:
+    """Fit an l2-penalised smooth loss by truncated Newton on ``devices`` (one partition of the rows each)."""
+    X = sp.csr_matrix(problem.X) if sp.issparse(problem.X) else problem.X
+    parts = [
+        _DevicePart(X[a:b], problem.targets[a:b], problem.bounds[a:b], device)
+        for (a, b), device in zip(_row_bounds(X.shape[0], len(devices)), devices, strict=True)
+    ]
+    return _solve(problem, settings, _Model(problem, parts, Alone(), threads=1))
+
+
+def solve_on_host(problem: LinearProblem, settings: SolverSettings, *, peers: Peers | None = None) -> Solution:
+    """Fit an l2-penalised smooth loss by truncated Newton in this process (one partition per thread of
+    ``settings.n_jobs``), adding the products over ``peers`` when the rows are spread over several processes."""
+    X = sp.csr_matrix(problem.X) if sp.issparse(problem.X) else problem.X
+    threads = max(1, min(settings.n_jobs, X.shape[0]))
+    if threads == 1:  # a slice would copy the whole matrix
+        parts = [_HostPart(X, problem.targets, problem.bounds)]
+    else:
+        bounds = _row_bounds(X.shape[0], threads)
+        parts = [_HostPart(X[a:b], problem.targets[a:b], problem.bounds[a:b]) for a, b in bounds]
+    torch.set_num_threads(threads)
+    return _solve(problem, settings, _Model(problem, parts, peers or Alone(), threads=threads))
+
+
+def _solve(problem: LinearProblem, settings: SolverSettings, model: _Model) -> Solution:
+    if problem.l1 or problem.loss is Loss.HINGE:
+        raise ValueError("truncated Newton takes smooth losses with an l2 penalty: not penalty='l1' or loss='hinge'")
+    w = torch.zeros(model.width, dtype=torch.float64, device=model.home)
+    z = model.margins(w)
+    value = model.objective(z, w)
+    start = time.perf_counter()
+    history: list[Epoch] = []
+    converged = False
+    number = 0
+    for number in range(1, settings.max_iter + 1):
+        terms = model.derivatives(z)
+        second = [t[1] for t in terms]
+        gradient = model.transpose_sum([t[0] for t in terms]) + w
+        if 0.5 * float(gradient @ gradient) <= settings.tol * abs(value):
+            converged = True
+            break
+
+        def hessian_times(v: torch.Tensor, second: list[torch.Tensor] = second) -> torch.Tensor:
+            return model.transpose_sum([s * xv for s, xv in zip(second, model.margins(v), strict=True)]) + v
+
+        diagonal = model.transpose_sum(second, squares=True) + 1.0
+        direction = _conjugate_gradients(hessian_times, -gradient, diagonal)
+        dz = model.margins(direction)
+        step = 1.0
+        for _ in range(40):
+            trial_z = [zp + step * d for zp, d in zip(z, dz, strict=True)]
+            trial_w = w + step * direction
+            trial = model.objective(trial_z, trial_w)
+            if trial <= value:
+                z, w, value = trial_z, trial_w, trial
+                break
+            step *= 0.5
+        history.append(Epoch(number, time.perf_counter() - start, value))
+        if settings.verbose:
+            print(f"newton step {number}: objective {value:.9g}", flush=True)
+    out = w.cpu().numpy()
+    if not history or history[-1].epoch != number:
+        history.append(Epoch(number, time.perf_counter() - start, value))
+    return Solution(out[:-1].copy(), float(out[-1] * problem.bias), number, converged, value, history)
+
+
+def _conjugate_gradients(
+    multiply: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor, diagonal: torch.Tensor
+) -> torch.Tensor:
+    """An approximate solution of ``A x = b`` (``A`` positive definite, given by ``multiply``; Jacobi-preconditioned
+    by ``diagonal``, ``A``'s diagonal)."""
+    x = torch.zeros_like(b)
+    r = b.clone()
+    h = r / diagonal
+    p = h.clone()
+    rh = float(r @ h)
+    goal = (CG_TOLERANCE**2) * float(r @ r)
+    for _ in range(CG_STEPS):
+        if float(r @ r) <= goal:
+            break
+        ap = multiply(p)
+        alpha = rh / float(p @ ap)
+        x += alpha * p
+        r -= alpha * ap
+        h = r / diagonal
+        new_rh = float(r @ h)
+        p = h + (new_rh / rh) * p
+        rh = new_rh
+    return x
