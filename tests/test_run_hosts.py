@@ -1,8 +1,8 @@
 """`forklift run` across real hosts: network namespaces on this machine, each with its own sshd and address
 (`namespace_hosts`). It trains across them, runs any script's ranks where the printed layout says, its checks
 catch a host with another forklift, a missing path and a taken port (also in a dry run, over another ssh port), a
-killed rank stops the job with one line, SIGTERM and Ctrl-C stop every rank, and `--max-restarts` resumes and
-finishes."""
+killed rank stops the job with one line, SIGTERM and Ctrl-C stop every rank, `--max-restarts` resumes and
+finishes, and a forklift.ml fit across the hosts ends with one process's model."""
 
 from __future__ import annotations
 
@@ -17,13 +17,17 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from helpers import CFGS
 from namespace_hosts import Hosts, namespace_hosts, require_namespace_hosts
+from sklearn.datasets import dump_svmlight_file
 
 import forklift
 from forklift.data.synth import synth_shapes
+from forklift.ml import LogisticRegression
+from forklift.ml.datasets import make_sparse_clicks
 from forklift.system.topology import current, parse_cpu_list
 
 pytestmark = pytest.mark.slow
@@ -137,6 +141,24 @@ def test_any_script_runs_where_the_layout_says(hosts: Hosts, work: Path) -> None
             seen[match[3]] = (match[1], [int(cpu) for cpu in match[4].split(", ")], int(match[5]))
     cpus = {row[0]: parse_cpu_list(row[3]) for row in rows}
     assert seen == {row[0]: (row[1], cpus[row[0]], len(cpus[row[0]])) for row in rows}, done.stdout
+
+
+def test_a_linear_model_fits_across_two_hosts(hosts: Hosts, work: Path) -> None:
+    """forklift.ml across hosts: each rank reads its part of one libsvm file and both end with the model one
+    process fits (truncated Newton, its products added over the network)."""
+    X, y = make_sparse_clicks(n_samples=4000, n_features=300, n_fields=6, random_state=7)
+    dump_svmlight_file(X, y, str(work / "clicks.svm"), zero_based=False)
+    shutil.copy(Path(__file__).with_name("ml_cocoa_worker.py"), work / "ml_worker.py")
+    (work / "ml-out").mkdir()
+    command = _run(hosts, "--", "python", "ml_worker.py", "clicks.svm", "ml-out", "logistic", "1", cwd=work, port=29519)
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rank0, rank1 = (np.load(work / "ml-out" / f"coef-{rank}.npy") for rank in (0, 1))
+    np.testing.assert_array_equal(rank0, rank1)
+    rows = [int(np.load(work / "ml-out" / f"rows-{rank}.npy")[0]) for rank in (0, 1)]
+    assert sum(rows) == X.shape[0] and min(rows) > 0.4 * X.shape[0]
+    alone = np.ravel(LogisticRegression(tol=1e-9, max_iter=5000).fit(X, y).coef_)
+    np.testing.assert_allclose(rank0, alone, atol=2e-4 * np.abs(alone).max())
 
 
 HOLD_PORT = """
