@@ -83,10 +83,12 @@ def test_weights_match_sklearns_weighted_optimum(dense) -> None:  # type: ignore
     np.testing.assert_allclose(ours.coef_, reference.coef_, atol=2e-3 * np.abs(reference.coef_).max())
 
 
-def test_multiclass_is_one_vs_rest(dense) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("layout", ["dense", "sparse"])  # the sparse models share one copy of the rows (Newton)
+def test_multiclass_is_one_vs_rest(dense, layout) -> None:  # type: ignore[no-untyped-def]
     X, _ = dense
     y = np.digitize(X[:, 0] + X[:, 1], [-1.0, 1.0])  # three classes
-    ours = LogisticRegression(tol=TIGHT).fit(X, y)
+    X = sp.csr_matrix(X) if layout == "sparse" else X
+    ours = LogisticRegression(tol=TIGHT, n_jobs=2).fit(X, y)
     reference = OneVsRestClassifier(SkLogisticRegression(fit_intercept=False, solver="newton-cholesky", tol=1e-12)).fit(
         X, y
     )

@@ -32,7 +32,7 @@ from forklift.ml import kernels
 from forklift.ml.chunked import ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.losses import Loss
-from forklift.ml.newton import solve_on_devices, solve_on_host
+from forklift.ml.newton import HostRows, solve_on_devices, solve_on_host
 from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve, use_threads
 from forklift.ml.streaming import Encoder, solve_streaming
 
@@ -202,7 +202,8 @@ class _GeneralizedLinearModel(BaseEstimator):
             devices = [torch.device("cuda", i) for i in self._device_ids() or [0]]
             solutions = [solve_on_devices(problem, settings, devices=devices) for problem in problems]
         elif newton:
-            solutions = [solve_on_host(problem, settings, peers=peers) for problem in problems]
+            rows = HostRows(X, threads=settings.n_jobs)
+            solutions = [solve_on_host(problem, settings, rows=rows, peers=peers) for problem in problems]
         else:
             solutions = [solve(problem, settings, data=data, peers=peers) for problem in problems]
         if not all(s.converged for s in solutions):

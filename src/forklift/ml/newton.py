@@ -19,7 +19,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeAlias, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,6 +31,7 @@ from forklift.ml.solver import Alone, Epoch, LinearProblem, Peers, Solution, Sol
 CG_STEPS = 50
 CG_TOLERANCE = 0.1  # of the gradient's norm: an inexact Newton step is enough, the line search guards it
 T = TypeVar("T")
+Block: TypeAlias = np.ndarray | sp.csr_matrix  # rows in this process, as scipy or numpy holds them
 
 
 def _loss_values(loss: Loss, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -96,19 +97,40 @@ class _DevicePart:
         return self.squares_T @ u
 
 
+class HostRows:
+    """The rows in this process as float64 scipy or numpy blocks, one per thread, with their squares: made once
+    and shared by the one-vs-rest models of a multi-class fit."""
+
+    def __init__(self, X: np.ndarray | sp.spmatrix, *, threads: int) -> None:
+        X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
+        self.threads = max(1, min(threads, X.shape[0]))
+        # one block is the matrix itself: a slice would copy it
+        self.bounds = [(0, X.shape[0])] if self.threads == 1 else _row_bounds(X.shape[0], self.threads)
+        blocks = [X] if self.threads == 1 else [X[a:b] for a, b in self.bounds]
+        self.blocks = [(block, _squares(block)) for block in blocks]
+
+
+def _squares(block: Block) -> Block:
+    if not sp.issparse(block):
+        return np.asarray(block) ** 2
+    csr = sp.csr_matrix(block)
+    return csr if bool((csr.data == 1).all()) else csr.multiply(csr).tocsr()  # one-hot rows are their own squares
+
+
 class _HostPart:
-    """Rows as scipy or numpy arrays in this process: products in their compiled loops, zero-copy to torch."""
+    """One block of ``HostRows`` and its targets: products in scipy's and numpy's compiled loops, zero-copy to torch."""
 
     device = torch.device("cpu")
 
-    def __init__(self, X: np.ndarray | sp.spmatrix, targets: np.ndarray, bounds: np.ndarray) -> None:
-        if sp.issparse(X):
-            self.X: np.ndarray | sp.csr_matrix = sp.csr_matrix(X, dtype=np.float64)
-            ones = bool((self.X.data == 1).all())  # one-hot data are their own squares: no second copy
-            self.squares: np.ndarray | sp.csr_matrix = self.X if ones else self.X.multiply(self.X).tocsr()
-        else:
-            self.X = np.ascontiguousarray(X, dtype=np.float64)
-            self.squares = self.X * self.X
+    def __init__(
+        self,
+        X: np.ndarray | sp.csr_matrix,
+        squares: np.ndarray | sp.csr_matrix,
+        targets: np.ndarray,
+        bounds: np.ndarray,
+    ) -> None:
+        self.X = X
+        self.squares = squares
         self.y = torch.as_tensor(targets, dtype=torch.float64)
         self.c = torch.as_tensor(bounds, dtype=torch.float64)
 
@@ -205,18 +227,19 @@ def solve_on_devices(problem: LinearProblem, settings: SolverSettings, *, device
     return _solve(problem, settings, _Model(problem, parts, Alone(), threads=1))
 
 
-def solve_on_host(problem: LinearProblem, settings: SolverSettings, *, peers: Peers | None = None) -> Solution:
-    """Fit an l2-penalised smooth loss by truncated Newton in this process (one partition per thread of
-    ``settings.n_jobs``), adding the products over ``peers`` when the rows are spread over several processes."""
-    X = sp.csr_matrix(problem.X) if sp.issparse(problem.X) else problem.X
-    threads = max(1, min(settings.n_jobs, X.shape[0]))
-    if threads == 1:  # a slice would copy the whole matrix
-        parts = [_HostPart(X, problem.targets, problem.bounds)]
-    else:
-        bounds = _row_bounds(X.shape[0], threads)
-        parts = [_HostPart(X[a:b], problem.targets[a:b], problem.bounds[a:b]) for a, b in bounds]
-    torch.set_num_threads(threads)
-    return _solve(problem, settings, _Model(problem, parts, peers or Alone(), threads=threads))
+def solve_on_host(
+    problem: LinearProblem, settings: SolverSettings, *, rows: HostRows | None = None, peers: Peers | None = None
+) -> Solution:
+    """Fit an l2-penalised smooth loss by truncated Newton in this process (one block of ``rows``, made from
+    ``problem.X`` if not given, per thread), adding the products over ``peers`` when the rows are spread over
+    several processes."""
+    rows = rows or HostRows(problem.X, threads=settings.n_jobs)
+    parts = [
+        _HostPart(X, squares, problem.targets[a:b], problem.bounds[a:b])
+        for (X, squares), (a, b) in zip(rows.blocks, rows.bounds, strict=True)
+    ]
+    torch.set_num_threads(rows.threads)
+    return _solve(problem, settings, _Model(problem, parts, peers or Alone(), threads=rows.threads))
 
 
 def _solve(problem: LinearProblem, settings: SolverSettings, model: _Model) -> Solution:
