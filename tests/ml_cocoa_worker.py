@@ -3,7 +3,8 @@ file, fits, and saves the model it ends with as OUT/coef-RANK.npy.
 
     python -m torch.distributed.run --nproc-per-node 2 ml_cocoa_worker.py DATA.svm OUT MODEL THREADS [DUAL]
 
-DUAL is ``auto`` (the default: truncated Newton for the smooth losses) or ``true`` (CoCoA+ in the dual).
+DUAL is ``auto`` (the default: truncated Newton for the smooth losses on sparse rows, L-BFGS on dense ones),
+``true`` (CoCoA+ in the dual) or ``dense`` (``auto`` on the rows made dense).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def main() -> None:
     data, out, model, threads = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     options = {"dual": True} if sys.argv[5:] == ["true"] else {}
     X, y = load_svmlight_part(data)
+    if sys.argv[5:] == ["dense"]:
+        X = X.toarray()
     fitted = MODELS[model](tol=1e-9, n_jobs=threads, max_iter=5000, **options).fit(X, y)
     rank = dist.get_rank()
     np.save(out / f"coef-{rank}.npy", np.ravel(fitted.coef_))

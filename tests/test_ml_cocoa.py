@@ -1,5 +1,6 @@
 """Fits across processes: 2 ranks under torchrun, each reading its part of one libsvm file, end with the same
-model, equal to the single-process one, both by truncated Newton (the default) and by CoCoA+ (``dual=True``)."""
+model, equal to the single-process one: by truncated Newton (the default on sparse rows), L-BFGS (on dense rows)
+and CoCoA+ (``dual=True``)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def clicks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dual", ["auto", "true"])
+@pytest.mark.parametrize("dual", ["auto", "true", "dense"])  # Newton, CoCoA+, L-BFGS
 def test_two_ranks_end_with_the_single_process_model(clicks: Path, tmp_path: Path, dual: str) -> None:
     X, y = load_svmlight_file(clicks)
     alone = LogisticRegression(tol=1e-9, max_iter=5000).fit(X, y)  # also compiles the kernels the ranks load

@@ -164,12 +164,13 @@ class _GeneralizedLinearModel(BaseEstimator):
         dual = (sp.issparse(X) or X.shape[1] > X.shape[0]) if dual_choice == "auto" else bool(dual_choice)
         if self._penalty() == "l1" or (loss is Loss.HINGE):
             dual = loss is Loss.HINGE
-        # truncated Newton: the smooth losses with l2 on sparse data or across processes, unless dual=True
+        # second order for the smooth losses with l2, unless dual=True: truncated Newton on sparse data, L-BFGS on
+        # dense data with at least as many rows as features; and across processes (each product an all-reduce)
         newton = (
             loss.smooth
             and self._penalty() != "l1"
             and dual_choice is not True
-            and (peers is not None or (dual_choice == "auto" and sp.issparse(X)))
+            and (peers is not None or (dual_choice == "auto" and (sp.issparse(X) or X.shape[0] >= X.shape[1])))
         )
         if peers is not None:
             if not dual and not newton:
@@ -203,7 +204,8 @@ class _GeneralizedLinearModel(BaseEstimator):
             solutions = [solve_on_devices(problem, settings, devices=devices) for problem in problems]
         elif newton:
             rows = HostRows(X, threads=settings.n_jobs)
-            solutions = [solve_on_host(problem, settings, rows=rows, peers=peers) for problem in problems]
+            quasi = not sp.issparse(X)
+            solutions = [solve_on_host(problem, settings, rows=rows, peers=peers, quasi=quasi) for problem in problems]
         else:
             solutions = [solve(problem, settings, data=data, peers=peers) for problem in problems]
         if not all(s.converged for s in solutions):

@@ -22,8 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeAlias, TypeVar
 
 import numpy as np
+import scipy.optimize
 import scipy.sparse as sp
 import torch
+from threadpoolctl import threadpool_limits
 
 from forklift.ml.losses import Loss
 from forklift.ml.solver import Alone, Epoch, LinearProblem, Peers, Solution, SolverSettings
@@ -98,23 +100,26 @@ class _DevicePart:
 
 
 class HostRows:
-    """The rows in this process as float64 scipy or numpy blocks, one per thread, with their squares: made once
-    and shared by the one-vs-rest models of a multi-class fit."""
+    """The rows in this process as float64 scipy or numpy blocks, one per thread (their squares made when first
+    asked for): made once and shared by the one-vs-rest models of a multi-class fit."""
 
     def __init__(self, X: np.ndarray | sp.spmatrix, *, threads: int) -> None:
         X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
         self.threads = max(1, min(threads, X.shape[0]))
         # one block is the matrix itself: a slice would copy it
         self.bounds = [(0, X.shape[0])] if self.threads == 1 else _row_bounds(X.shape[0], self.threads)
-        blocks = [X] if self.threads == 1 else [X[a:b] for a, b in self.bounds]
-        self.blocks = [(block, _squares(block)) for block in blocks]
+        self.blocks: list[Block] = [X] if self.threads == 1 else [X[a:b] for a, b in self.bounds]
+        self._squares: dict[int, Block] = {}
 
-
-def _squares(block: Block) -> Block:
-    if not sp.issparse(block):
-        return np.asarray(block) ** 2
-    csr = sp.csr_matrix(block)
-    return csr if bool((csr.data == 1).all()) else csr.multiply(csr).tocsr()  # one-hot rows are their own squares
+    def squares(self, index: int) -> Block:
+        if index not in self._squares:
+            block = self.blocks[index]
+            if isinstance(block, np.ndarray):
+                self._squares[index] = block**2
+            else:  # one-hot rows are their own squares
+                ones = bool(np.all(block.data == 1))
+                self._squares[index] = block if ones else sp.csr_matrix(block.multiply(block))
+        return self._squares[index]
 
 
 class _HostPart:
@@ -122,15 +127,10 @@ class _HostPart:
 
     device = torch.device("cpu")
 
-    def __init__(
-        self,
-        X: np.ndarray | sp.csr_matrix,
-        squares: np.ndarray | sp.csr_matrix,
-        targets: np.ndarray,
-        bounds: np.ndarray,
-    ) -> None:
-        self.X = X
-        self.squares = squares
+    def __init__(self, rows: HostRows, index: int, targets: np.ndarray, bounds: np.ndarray) -> None:
+        self.rows = rows
+        self.index = index
+        self.X = rows.blocks[index]
         self.y = torch.as_tensor(targets, dtype=torch.float64)
         self.c = torch.as_tensor(bounds, dtype=torch.float64)
 
@@ -141,7 +141,7 @@ class _HostPart:
         return torch.from_numpy(np.asarray(self.X.T @ u.numpy()).ravel())
 
     def squares_transpose_times(self, u: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(self.squares.T @ u.numpy()).ravel())
+        return torch.from_numpy(np.asarray(self.rows.squares(self.index).T @ u.numpy()).ravel())
 
 
 def _csr_tensor(matrix: sp.csr_matrix, device: torch.device) -> torch.Tensor:
@@ -228,23 +228,73 @@ def solve_on_devices(problem: LinearProblem, settings: SolverSettings, *, device
 
 
 def solve_on_host(
-    problem: LinearProblem, settings: SolverSettings, *, rows: HostRows | None = None, peers: Peers | None = None
+    problem: LinearProblem,
+    settings: SolverSettings,
+    *,
+    rows: HostRows | None = None,
+    peers: Peers | None = None,
+    quasi: bool = False,
 ) -> Solution:
-    """Fit an l2-penalised smooth loss by truncated Newton in this process (one block of ``rows``, made from
-    ``problem.X`` if not given, per thread), adding the products over ``peers`` when the rows are spread over
-    several processes."""
+    """Fit an l2-penalised smooth loss in this process by truncated Newton (or, with ``quasi``, L-BFGS), one block
+    of ``rows`` (made from ``problem.X`` if not given) per thread, adding the products over ``peers`` when the rows
+    are spread over several processes."""
     rows = rows or HostRows(problem.X, threads=settings.n_jobs)
     parts = [
-        _HostPart(X, squares, problem.targets[a:b], problem.bounds[a:b])
-        for (X, squares), (a, b) in zip(rows.blocks, rows.bounds, strict=True)
+        _HostPart(rows, index, problem.targets[a:b], problem.bounds[a:b]) for index, (a, b) in enumerate(rows.bounds)
     ]
     torch.set_num_threads(rows.threads)
-    return _solve(problem, settings, _Model(problem, parts, peers or Alone(), threads=rows.threads))
+    model = _Model(problem, parts, peers or Alone(), threads=rows.threads)
+    with threadpool_limits(limits=1, user_api="blas"):  # the threads are the blocks': BLAS's own would fight them
+        return _solve_lbfgs(problem, settings, model) if quasi else _solve(problem, settings, model)
+
+
+def _solve_lbfgs(problem: LinearProblem, settings: SolverSettings, model: _Model) -> Solution:
+    """L-BFGS (scipy's) on the model's objective and gradient; the same stopping test as Newton's."""
+    _check_smooth(problem)
+    start = time.perf_counter()
+    history: list[Epoch] = []
+    last: dict[str, float | np.ndarray] = {}
+
+    def objective_and_gradient(w: np.ndarray) -> tuple[float, np.ndarray]:
+        weights = torch.from_numpy(w)
+        z = model.margins(weights)
+        value = model.objective(z, weights)
+        gradient = (model.transpose_sum([t[0] for t in model.derivatives(z)]) + weights).numpy()
+        last.update(value=value, gradient=gradient)
+        return value, gradient
+
+    def after_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:  # scipy passes it by this name
+        value = float(intermediate_result.fun)
+        history.append(Epoch(len(history) + 1, time.perf_counter() - start, value))
+        if settings.verbose:
+            print(f"l-bfgs iteration {len(history)}: objective {value:.9g}", flush=True)
+        if _small(np.asarray(last["gradient"]), float(last["value"]), settings.tol):
+            raise StopIteration
+
+    result = scipy.optimize.minimize(
+        objective_and_gradient, np.zeros(model.width), jac=True, method="L-BFGS-B", callback=after_iteration,
+        options={"maxiter": settings.max_iter, "gtol": 0.0, "ftol": 0.0},
+    )  # fmt: skip
+    converged = _small(np.asarray(last["gradient"]), float(last["value"]), settings.tol)
+    if not history:
+        history.append(Epoch(0, time.perf_counter() - start, float(result.fun)))
+    w = np.asarray(result.x)
+    return Solution(w[:-1].copy(), float(w[-1] * problem.bias), int(result.nit), converged, float(result.fun), history)
+
+
+def _small(gradient: np.ndarray, value: float, tol: float) -> bool:
+    """``1/2 ||gradient||^2 <= tol * value``: the objective is 1-strongly convex, so this bounds ``f - f*`` by
+    ``tol * f``."""
+    return 0.5 * float(gradient @ gradient) <= tol * abs(value)
+
+
+def _check_smooth(problem: LinearProblem) -> None:
+    if problem.l1 or problem.loss is Loss.HINGE:
+        raise ValueError("(quasi-)Newton takes smooth losses with an l2 penalty: not penalty='l1' or loss='hinge'")
 
 
 def _solve(problem: LinearProblem, settings: SolverSettings, model: _Model) -> Solution:
-    if problem.l1 or problem.loss is Loss.HINGE:
-        raise ValueError("truncated Newton takes smooth losses with an l2 penalty: not penalty='l1' or loss='hinge'")
+    _check_smooth(problem)
     w = torch.zeros(model.width, dtype=torch.float64, device=model.home)
     z = model.margins(w)
     value = model.objective(z, w)
@@ -256,7 +306,7 @@ def _solve(problem: LinearProblem, settings: SolverSettings, model: _Model) -> S
         terms = model.derivatives(z)
         second = [t[1] for t in terms]
         gradient = model.transpose_sum([t[0] for t in terms]) + w
-        if 0.5 * float(gradient @ gradient) <= settings.tol * abs(value):
+        if _small(gradient.cpu().numpy(), value, settings.tol):
             converged = True
             break
 
