@@ -1,6 +1,7 @@
-"""Fit a chunked data set under a memory budget and report the peak RSS the fit added (used by test_ml_chunked).
+"""Fit a chunked data set under a memory budget and report the peak RSS the fit added (used by test_ml_chunked and
+bench/ml/chunked.py); the coefficients go to OUT.npy beside the report.
 
-python ml_streaming_worker.py CHUNKS BUDGET_BYTES OUT.json
+python ml_streaming_worker.py CHUNKS BUDGET_BYTES OUT.json [TOL MAX_ITER THREADS]   (defaults: 0 3 1)
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,8 @@ class Sampler(threading.Thread):
 
 
 def main() -> None:
-    folder, budget, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    folder, budget, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    tol, max_iter, threads = (float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])) if sys.argv[4:] else (0, 3, 1)
     rng = np.random.default_rng(0)
     X = rng.random((200, 5)).astype(np.float32)
     LogisticRegression(dual=True, max_iter=2).fit(X, (X[:, 0] > 0.5).astype(int))  # load the compiled kernels
@@ -46,11 +49,17 @@ def main() -> None:
     dataset = ChunkedDataset.open(folder, memory_budget=budget)
     sampler = Sampler()
     sampler.start()
-    model = LogisticRegression(max_iter=3, tol=0).fit(dataset)
+    start = time.perf_counter()
+    model = LogisticRegression(max_iter=max_iter, tol=tol, n_jobs=threads).fit(dataset)
+    seconds = time.perf_counter() - start
     sampler.done.set()
     sampler.join()
-    report = {"before": before, "peak": sampler.peak, "epochs": int(model.n_iter_[0]), "data": dataset.nbytes}
-    Path(out).write_text(json.dumps(report))
+    report = {
+        "before": before, "peak": sampler.peak, "epochs": int(model.n_iter_[0]), "data": dataset.nbytes,
+        "seconds": seconds,
+    }  # fmt: skip
+    out.write_text(json.dumps(report))
+    np.save(out.with_suffix(".npy"), np.ravel(model.coef_))
 
 
 if __name__ == "__main__":

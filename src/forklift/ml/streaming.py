@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from forklift.ml import kernels
-from forklift.ml.chunked import ChunkedDataset
+from forklift.ml.chunked import Chunk, ChunkedDataset
 from forklift.ml.layouts import Rows, as_rows
 from forklift.ml.losses import Loss
 from forklift.ml.solver import Epoch, Solution, SolverSettings, dual_weights
@@ -34,7 +34,11 @@ class _Loaded:
     targets: np.ndarray
     bounds: np.ndarray
     sqnorms: np.ndarray
-    nbytes: int
+
+
+def _size(chunk: Chunk) -> int:
+    """The bytes a chunk takes in memory, at most: 8-byte values and 4-byte indices, indptr and 4 arrays per row."""
+    return chunk.nnz * 12 + chunk.rows * 48
 
 
 class _Chunks:
@@ -53,18 +57,21 @@ class _Chunks:
         targets, bounds = self.encode(labels)
         signs = np.ones_like(targets) if self.loss is Loss.SQUARED else targets
         rows = as_rows(X)
-        nbytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + 4 * 8 * X.shape[0]
-        return _Loaded(X, rows, signs, targets, bounds, kernels.row_sqnorms(rows, X.shape[0]), nbytes)
+        return _Loaded(X, rows, signs, targets, bounds, kernels.row_sqnorms(rows, X.shape[0]))
 
-    def keep(self, order: list[int], loaded: dict[int, _Loaded], room: int) -> None:
-        """Keep the chunks in ``order`` (most useful first) that fit in ``room`` bytes."""
-        self.kept = {}
+    def keep(self, order: list[int], room: int) -> None:
+        """Keep the chunks in ``order`` (most useful first) that fit in ``room`` bytes. The ones no longer wanted
+        are let go before the new ones are read, so that memory never holds both sets."""
+        chosen = []
         for index in order:
-            chunk = loaded.get(index) or self.get(index)
-            if chunk.nbytes > room:
+            size = _size(self.dataset.chunks[index])
+            if size > room:
                 break
-            self.kept[index] = chunk
-            room -= chunk.nbytes
+            chosen.append(index)
+            room -= size
+        self.kept = {index: chunk for index, chunk in self.kept.items() if index in chosen}
+        for index in chosen:
+            self.kept[index] = self.get(index)
 
 
 def solve_streaming(
@@ -78,13 +85,14 @@ def solve_streaming(
     parts = max(1, settings.n_jobs)
     replicas = np.empty((parts, w.size))
     sigma = float(parts)
-    largest = max((c.nnz * 12 + c.rows * 48 for c in dataset.chunks), default=0)
+    largest = max((_size(c) for c in dataset.chunks), default=0)
     room = dataset.memory_budget - 8 * dataset.n_rows - 8 * w.size * (parts + 2) - largest
     if loss is Loss.LOGISTIC:  # the logistic dual lives strictly inside (0, C): start there, w to match
         for k in range(n_chunks):
             chunk = chunks.get(k)
             alpha[k] = np.minimum(1e-3 * chunk.bounds, 1e-8)
             w += dual_weights(chunk.X, alpha[k] * chunk.signs, bias)
+            del chunk
     start = time.perf_counter()
     history: list[Epoch] = []
     gaps = np.zeros(n_chunks)
@@ -93,7 +101,6 @@ def solve_streaming(
     number = 0
     rng = np.random.default_rng(settings.seed)
     for number in range(1, settings.max_iter + 1):
-        loaded: dict[int, _Loaded] = {}
         data_loss = 0.0
         for k in rng.permutation(n_chunks):
             chunk = chunks.get(int(k))
@@ -105,8 +112,7 @@ def solve_streaming(
                 chunk.rows, chunk.signs, chunk.targets, chunk.bounds, alpha[k], w, bias, int(loss)
             )
             data_loss += chunk_loss
-            if k in chunks.kept:
-                loaded[int(k)] = chunk
+            del chunk  # a chunk read for this pass goes before the next is read
         objective = data_loss + 0.5 * float(w @ w)
         history.append(Epoch(number, time.perf_counter() - start, objective))
         if settings.verbose:
@@ -114,6 +120,5 @@ def solve_streaming(
         if gaps.sum() <= settings.tol * abs(objective):
             converged = True
             break
-        chunks.keep([int(k) for k in np.argsort(-gaps)], loaded, room)
-        del loaded
+        chunks.keep([int(k) for k in np.argsort(-gaps)], room)
     return Solution(w[:-1].copy(), float(w[-1] * bias), number, converged, objective, history)
