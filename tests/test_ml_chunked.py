@@ -103,3 +103,22 @@ def test_what_a_chunked_fit_cannot_do_is_refused(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         LogisticRegression(max_iter=2).fit(dataset)
+
+
+def test_chunks_store_their_squared_row_norms_and_older_sets_without_them_still_fit(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=3000, n_features=200, n_fields=5, random_state=6)
+    X = X.tocsr()
+    X.data = X.data * np.linspace(0.5, 2.0, X.nnz).astype(np.float32)  # not one-hot: norms differ from row lengths
+    dataset = write_chunks((X, y), tmp_path / "chunks", rows_per_chunk=1000)
+    stored = dataset.sqnorms(1)
+    assert stored is not None
+    np.testing.assert_allclose(stored, np.asarray(X[1000:2000].multiply(X[1000:2000]).sum(axis=1)).ravel(), rtol=1e-6)
+    with_norms = LogisticRegression(tol=1e-6, random_state=0).fit(dataset)
+    for chunk in dataset.chunks:  # as a set written before the norms were stored
+        path = tmp_path / "chunks" / chunk.file
+        with np.load(path) as arrays:
+            kept = {name: arrays[name] for name in arrays.files if name != "sqnorms"}
+        np.savez(path, **kept)
+    assert dataset.sqnorms(1) is None
+    without = LogisticRegression(tol=1e-6, random_state=0).fit(dataset)
+    np.testing.assert_allclose(without.coef_, with_norms.coef_, rtol=1e-6)  # the same steps, norms summed apart

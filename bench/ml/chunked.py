@@ -2,10 +2,10 @@
 
 Generates Criteo-like clicks (``--fields`` one-hot features a row), keeps ``--test`` rows aside and writes the
 rest as chunks; a fresh process (tests/ml_streaming_worker.py) fits them with a memory budget of a tenth of the
-chunks' bytes (``--ratio``), sampling its resident memory every 5 ms. In memory, the dual solver (the one the
-streamed fit runs) and the default fit a subsample that fits (``--subsample`` rows). Prints the data and budget
-sizes, the RSS the streamed fit added, each fit's test log-loss, and the seconds per pass per million rows of the
-streamed and the in-memory dual solver.
+chunks' bytes on disk (``--ratio``; float32 values, as the solver reads them), sampling its resident memory every
+5 ms. In memory, the dual solver (the one the streamed fit runs) and the default fit a subsample that fits
+(``--subsample`` rows). Prints the data and budget sizes, the RSS the streamed fit added, each fit's test
+log-loss, and the seconds per pass per million rows of the streamed and the in-memory dual solver.
 
     .venv/bin/python bench/ml/chunked.py                       # 5M rows x 40 fields: 1.6 GB of chunks
     .venv/bin/python bench/ml/chunked.py --rows 200000 --fields 10 --subsample 100000   # smoke test
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=100_000)
     parser.add_argument("--test", type=int, default=200_000)
     parser.add_argument("--subsample", type=int, default=1_000_000)
-    parser.add_argument("--ratio", type=float, default=10.0, help="the chunks' bytes over the memory budget")
+    parser.add_argument("--ratio", type=float, default=10.0, help="bytes on disk over the budget")
     parser.add_argument("--tol", type=float, default=1e-4)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
@@ -49,12 +49,13 @@ def main() -> None:
         folder = Path(tmp) / "chunks"
         start = time.perf_counter()
         dataset = write_chunks((X[: args.rows], y[: args.rows]), folder, rows_per_chunk=100_000)
-        print(
-            f"wrote {dataset.n_rows:,} rows, {dataset.nbytes / 2**20:,.0f} MiB in {time.perf_counter() - start:.0f} s"
-        )
+        seconds = time.perf_counter() - start
+        on_disk = sum(path.stat().st_size for path in folder.iterdir())
+        print(f"wrote {dataset.n_rows:,} rows in {seconds:.0f} s: {on_disk / 2**20:,.0f} MiB on disk (float32 values), "
+              f"{dataset.nbytes / 2**20:,.0f} MiB as float64")  # fmt: skip
         sub_X, sub_y = X[: args.subsample], y[: args.subsample]
         del X, y
-        budget = int(dataset.nbytes / args.ratio)
+        budget = int(on_disk / args.ratio)
         report_path = Path(tmp) / "streamed.json"
         command = [sys.executable, str(WORKER), str(folder), str(budget), str(report_path)]
         subprocess.run([*command, str(args.tol), "1000", str(args.threads)], check=True)

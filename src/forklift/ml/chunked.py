@@ -1,7 +1,8 @@
 """A data set on disk in chunks of rows, for data larger than memory: written in one pass, read a chunk at a time.
 
 A folder holds ``manifest.json`` (rows, features, the labels seen, each chunk's file and size) and one
-``chunk-NNNNN.npz`` per chunk: the rows as CSR arrays (``data``, ``indices``, ``indptr``) and their labels ``y``.
+``chunk-NNNNN.npz`` per chunk: the rows as CSR arrays (``data``, ``indices``, ``indptr``), their labels ``y`` and
+squared norms ``sqnorms``.
 Written from a libsvm file, a CSV file or an array (``np.memmap`` included) by :func:`write_chunks`; read by
 :class:`ChunkedDataset`, whose ``part(rank, count)`` is the chunks a rank of a distributed fit reads.
 """
@@ -83,6 +84,11 @@ class ChunkedDataset:
             )
             return X, stored["y"]
 
+    def sqnorms(self, index: int) -> np.ndarray | None:
+        """Chunk ``index``'s squared row norms as written (None in a set written before they were)."""
+        with np.load(self.folder / self.chunks[index].file) as stored:
+            return stored.get("sqnorms")
+
     def part(self, rank: int, count: int) -> ChunkedDataset:
         """The chunks rank ``rank`` of ``count`` reads (every ``count``-th one, so sizes stay even)."""
         mine = self.chunks[rank::count]
@@ -158,12 +164,15 @@ def write_chunks(
     for index, (X, y) in enumerate(_row_blocks(source, rows_per_chunk)):
         name = f"chunk-{index:05d}.npz"
         X.sort_indices()
+        data = X.data.astype(dtype)
+        squares = sp.csr_matrix((data.astype(np.float64) ** 2, X.indices, X.indptr), shape=X.shape)
         np.savez(
             folder / name,
-            data=X.data.astype(dtype),
+            data=data,
             indices=X.indices.astype(np.int32),
             indptr=X.indptr.astype(np.int64),
             y=np.asarray(y, dtype=np.float64),
+            sqnorms=np.asarray(squares.sum(axis=1), dtype=np.float64).ravel(),  # saves each streamed pass one read
         )
         chunks.append(Chunk(name, X.shape[0], X.nnz))
         labels.update(np.unique(y).tolist())

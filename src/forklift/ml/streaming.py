@@ -57,7 +57,9 @@ class _Chunks:
         targets, bounds = self.encode(labels)
         signs = np.ones_like(targets) if self.loss is Loss.SQUARED else targets
         rows = as_rows(X)
-        return _Loaded(X, rows, signs, targets, bounds, kernels.row_sqnorms(rows, X.shape[0]))
+        sqnorms = self.dataset.sqnorms(index)
+        sqnorms = kernels.row_sqnorms(rows, X.shape[0]) if sqnorms is None else sqnorms
+        return _Loaded(X, rows, signs, targets, bounds, sqnorms)
 
     def keep(self, order: list[int], room: int) -> None:
         """Keep the chunks in ``order`` (most useful first) that fit in ``room`` bytes. The ones no longer wanted
