@@ -244,8 +244,12 @@ def solve_on_host(
     ]
     torch.set_num_threads(rows.threads)
     model = _Model(problem, parts, peers or Alone(), threads=rows.threads)
-    with threadpool_limits(limits=1, user_api="blas"):  # the threads are the blocks': BLAS's own would fight them
-        return _solve_lbfgs(problem, settings, model) if quasi else _solve(problem, settings, model)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):  # the threads are the blocks': BLAS's own would fight them
+            return _solve_lbfgs(problem, settings, model) if quasi else _solve(problem, settings, model)
+    finally:
+        if model.pool is not None:  # one pool per fit: its threads end with it, not when it is collected
+            model.pool.shutdown()
 
 
 def _solve_lbfgs(problem: LinearProblem, settings: SolverSettings, model: _Model) -> Solution:
