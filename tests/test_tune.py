@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from postgres import postgres_server
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.train.settings import TrainSettings
-from forklift.tune.search import Plan, tune
+from forklift.tune.search import Plan, _keep_best, tune
 from forklift.tune.space import parse_dimension, search_space
 from forklift.tune.trial import Search
 from forklift.vocabulary import Task
@@ -42,9 +43,10 @@ def tune_command(data: Path, out: Path, *options: str) -> list[str | Path]:
     return ["tune", "--data", data, "--cfg", CLASSIFIER, "--epochs", "2", "--space", LR, *options, out]
 
 
-def started(command: list[str | Path]) -> subprocess.Popen[str]:
+def started(command: list[str | Path], *, cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "forklift.cli", *map(str, command)],
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -197,7 +199,8 @@ def test_a_trial_cut_by_minutes_ends_pruned(data: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_killed_worker_fails_its_trial_and_the_search_goes_on(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed"
-    search = started(tune_command(data, out, "--trials", "2", "--epochs", "3"))  # seconds: long enough to be killed in
+    # seconds: long enough to be killed in
+    search = started(tune_command(data, out, "--trials", "2", "--epochs", "3"), cwd=tmp_path)
     victim = running_trial(out, "killed")
     os.kill(victim.user_attrs["pid"], signal.SIGKILL)
     output, _ = search.communicate(timeout=600)
@@ -217,7 +220,7 @@ def test_ctrl_c_stops_and_the_same_command_resumes(
     one stopped it, so the resume is run once (after Ctrl-C)."""
     out = tmp_path / "resumed"
     command = tune_command(data, out, "--trials", "2", "--epochs", "3")  # seconds: long enough to be interrupted in
-    search = started(command)
+    search = started(command, cwd=tmp_path)
     interrupted = running_trial(out, "resumed")
     search.send_signal(sig)  # to the tune process alone, as `kill` sends it: its workers must stop too
     output, _ = search.communicate(timeout=120)
@@ -247,6 +250,38 @@ def test_parallel_workers_run_on_their_own_cpus(data: Path, tmp_path: Path) -> N
     assert first and second and not set(first) & set(second)
 
 
+def test_cleaning_up_removes_only_the_finished_trials_own_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed before it recorded its folder leaves a failed trial without one: the clean-up after the
+    search must not read that as the directory forklift was started in (it once removed it, files and all), nor
+    touch a folder outside OUT/trials or one recorded on another host."""
+    started_in, out = tmp_path / "started-in", tmp_path / "out"
+    outside = tmp_path / "elsewhere"
+    for folder in (started_in, out / "trials" / "0001", out / "trials" / "0002", out / "trials" / "0003", outside):
+        folder.mkdir(parents=True)
+        (folder / "keep.txt").write_text("data", encoding="utf-8")
+    monkeypatch.chdir(started_in)
+    host = socket.gethostname()
+    study = optuna.create_study(direction="maximize")
+    frozen = [
+        ({}, TrialState.FAIL, None),  # killed before it recorded anything
+        ({"host": host, "folder": ""}, TrialState.FAIL, None),
+        ({"host": host, "folder": str(out / "trials" / "0001")}, TrialState.COMPLETE, 0.5),
+        ({"host": host, "folder": str(out / "trials" / "0002")}, TrialState.COMPLETE, 0.9),  # the best
+        ({"host": "another-host", "folder": str(out / "trials" / "0003")}, TrialState.COMPLETE, 0.1),
+        ({"host": host, "folder": str(outside)}, TrialState.COMPLETE, 0.2),
+    ]
+    for attrs, state, value in frozen:
+        study.add_trial(optuna.trial.create_trial(state=state, value=value, user_attrs=attrs))
+    _keep_best(study, out, keep_all=False)
+    assert (started_in / "keep.txt").exists() and (outside / "keep.txt").exists()
+    assert not (out / "trials" / "0001").exists()  # a finished trial's own folder
+    assert (out / "trials" / "0003" / "keep.txt").exists()  # recorded on another host: not this one's to remove
+    assert (out / "best" / "keep.txt").exists()
+    assert json.loads((out / "best" / "trial.json").read_text(encoding="utf-8"))["trial"] == 3
+
+
 def test_sqlite_is_refused_for_parallel_trials(data: Path, tmp_path: Path) -> None:
     result = forklift_here(
         *tune_command(data, tmp_path / "s", "--parallel", "2", "--storage", "sqlite:///x.db"), check=False
@@ -262,7 +297,7 @@ def test_sqlite_is_refused_for_parallel_trials(data: Path, tmp_path: Path) -> No
 def test_two_processes_share_a_study_in_postgresql(data: Path, tmp_path: Path) -> None:
     with postgres_server() as url:
         shared = ["--trials", "4", "--epochs", "1", "--pruner", "none", "--storage", url, "--study", "shared"]
-        searches = [started(tune_command(data, tmp_path / f"host{i}", *shared)) for i in range(2)]
+        searches = [started(tune_command(data, tmp_path / f"host{i}", *shared), cwd=tmp_path) for i in range(2)]
         outputs = [search.communicate(timeout=600)[0] for search in searches]
         assert [s.returncode for s in searches] == [0, 0], outputs
         trials = optuna.load_study(study_name="shared", storage=url).get_trials()

@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 import warnings
@@ -274,8 +275,8 @@ def _keep_best(study: optuna.Study, out: Path, *, keep_all: bool) -> None:
     trials = study.get_trials(deepcopy=False)
     best = _best(trials)
     if best is not None:
-        folder = Path(best.user_attrs.get("folder", ""))
-        if folder.is_dir():
+        folder = _own_folder(best, out)
+        if folder is not None:
             staged = out / ".best-partial"
             shutil.rmtree(staged, ignore_errors=True)
             shutil.copytree(folder, staged, ignore=shutil.ignore_patterns("checkpoints"))
@@ -286,10 +287,25 @@ def _keep_best(study: optuna.Study, out: Path, *, keep_all: bool) -> None:
             shutil.rmtree(out / "best", ignore_errors=True)
             staged.rename(out / "best")
         else:
-            print(f"the best trial ({best.number}) ran elsewhere: {best.user_attrs.get('host')}:{folder}", flush=True)
+            where = f"{best.user_attrs.get('host')}:{best.user_attrs.get('folder')}"
+            print(f"the best trial ({best.number}) ran elsewhere or left no folder: {where}", flush=True)
     if keep_all:
         return
     for trial in trials:
-        folder = Path(trial.user_attrs.get("folder", ""))
-        if trial.state.is_finished() and (best is None or trial.number != best.number) and folder.is_dir():
+        folder = _own_folder(trial, out)
+        if folder is not None and trial.state.is_finished() and (best is None or trial.number != best.number):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _own_folder(trial: FrozenTrial, out: Path) -> Path | None:
+    """The trial's folder when it is one of OUT/trials/ on this host and exists; None otherwise.
+
+    Anything else is never copied or removed: a worker killed before it recorded its folder leaves none (and
+    `Path("")` is the directory forklift was started in), and a folder recorded on another host is not this one's."""
+    recorded = trial.user_attrs.get("folder")
+    if not recorded or trial.user_attrs.get("host", socket.gethostname()) != socket.gethostname():
+        return None
+    folder = Path(recorded).resolve()
+    if folder.parent != (out / "trials").resolve() or not folder.is_dir():
+        return None
+    return folder
