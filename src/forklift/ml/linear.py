@@ -12,7 +12,6 @@ n_features)``, and ``tol`` bounds the relative change of the objective (primal) 
 from __future__ import annotations
 
 import numbers
-import os
 import warnings
 from typing import Any, ClassVar, Literal
 
@@ -31,19 +30,13 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from forklift.ml import kernels
 from forklift.ml.chunked import ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
+from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count
 from forklift.ml.losses import Loss
 from forklift.ml.newton import HostRows, solve_on_devices, solve_on_host
 from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve, use_threads
 from forklift.ml.streaming import Encoder, solve_streaming
 
 DualChoice = bool | Literal["auto"]
-
-
-def _keep_parameters(model: BaseEstimator, parameters: dict[str, Any]) -> None:
-    """Store each constructor parameter under its own name, unchanged (scikit-learn's rule for ``__init__``)."""
-    for name, value in parameters.items():
-        if name not in ("self", "__class__"):
-            setattr(model, name, value)
 
 
 class _GeneralizedLinearModel(BaseEstimator):
@@ -86,12 +79,7 @@ class _GeneralizedLinearModel(BaseEstimator):
             fail("regularizer", "a number > 0")
         if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
             fail("tol", "a number >= 0")
-        if (
-            not isinstance(self.n_jobs, numbers.Integral)
-            or isinstance(self.n_jobs, bool)
-            or not (self.n_jobs >= 1 or self.n_jobs == -1)
-        ):
-            fail("n_jobs", "an integer >= 1, or -1 for every core")
+        self._threads()
         if self._penalty() not in ("l1", "l2"):
             fail("penalty", "'l1' or 'l2'")
         if self._dual_choice() not in (True, False, "auto"):
@@ -111,20 +99,10 @@ class _GeneralizedLinearModel(BaseEstimator):
         if getattr(self, "privacy", False):
             raise ValueError(f"{type(self).__name__}: privacy=True (differentially private training) is not supported")
         if self.use_gpu:
-            count = torch.cuda.device_count()
-            missing = [i for i in (self._device_ids() or [0]) if not 0 <= i < count]
-            if missing:
-                raise ValueError(
-                    f"{type(self).__name__}: use_gpu=True: no CUDA device {missing[0]} here "
-                    f"(torch sees {count}); set use_gpu=False or device_ids"
-                )
-
-    def _device_ids(self) -> list[int]:
-        ids = self.device_ids
-        return [int(ids)] if isinstance(ids, numbers.Integral) else [int(i) for i in ids]
+            check_cuda(self, device_ids(self.device_ids))
 
     def _threads(self) -> int:
-        return (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
+        return thread_count(self, self.n_jobs)
 
     def _features(self, X: Any, *, seed: int | None = None) -> Any:
         """The matrix the linear function reads: rows normalised and the RBF feature map applied, if asked.
@@ -200,7 +178,7 @@ class _GeneralizedLinearModel(BaseEstimator):
         if self.use_gpu:
             if peers is not None:
                 raise ValueError(f"{type(self).__name__}: use_gpu=True takes one process (give it device_ids instead)")
-            devices = [torch.device("cuda", i) for i in self._device_ids() or [0]]
+            devices = [torch.device("cuda", i) for i in device_ids(self.device_ids) or [0]]
             solutions = [solve_on_devices(problem, settings, devices=devices) for problem in problems]
         elif newton:
             rows = HostRows(X, threads=settings.n_jobs)
@@ -394,7 +372,7 @@ class LogisticRegression(_LinearClassifier):
         n_components: int = 100,
         random_state: Any = None,
     ) -> None:
-        _keep_parameters(self, locals())
+        keep_parameters(self, locals())
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities: the sigmoid of the score, normalised over classes when there are more than two."""
@@ -433,7 +411,7 @@ class SupportVectorMachine(_LinearClassifier):
         n_components: int = 100,
         random_state: Any = None,
     ) -> None:
-        _keep_parameters(self, locals())
+        keep_parameters(self, locals())
 
     def _loss_of(self) -> Loss:
         if self.loss not in ("hinge", "squared_hinge"):
@@ -475,7 +453,7 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
         n_components: int = 100,
         random_state: Any = None,
     ) -> None:
-        _keep_parameters(self, locals())
+        keep_parameters(self, locals())
 
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> LinearRegression:
         """Fit on ``X`` (dense or CSR/CSC) and real targets ``y``, or on a chunked data set."""

@@ -1,0 +1,334 @@
+"""snapml's boosting machines on scikit-learn's API: ``BoostingMachineClassifier`` and ``BoostingMachineRegressor``.
+
+Each round grows one XGBoost histogram tree (one per class for more than two classes) of a depth drawn in
+``[min_max_depth, max_max_depth]`` (``max_depth`` fixes it), as SnapBoost does. Boosting starts from
+``base_score``, a margin: by default the weighted mean target (mse), its logit (cross-entropy, two classes), the
+log of each class's share (more classes), the log of the mean (poisson) or the ``alpha`` quantile (quantile), as
+snapml documents it. With ``X_val``/``y_val``, training stops when the validation loss has not fallen for
+``early_stopping_rounds`` rounds and keeps the rounds up to the best (``n_rounds_``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import xgboost
+from scipy.special import logit
+from sklearn.utils import check_random_state, compute_class_weight
+from sklearn.utils.validation import _check_sample_weight
+
+from forklift.ml.estimators import keep_parameters, real, whole
+from forklift.ml.tree_ensemble import Link
+from forklift.ml.tree_xgboost import read_booster
+from forklift.ml.trees import REGRESSION_OBJECTIVES, _TreeClassifierMixin, _TreeModel, _TreeRegressorMixin
+
+
+class _Boosting(_TreeModel):
+    num_round: int
+    max_depth: int | None
+    min_max_depth: int
+    max_max_depth: int
+    early_stopping_rounds: int
+    random_state: Any
+    base_score: float | None
+    learning_rate: float
+    colsample_bytree: float
+    subsample: float
+    lambda_l2: float
+    tree_select_probability: float
+    n_rounds_: int
+
+    def _check(self) -> None:
+        self._check_common()
+        name = type(self).__name__
+
+        def integer(option: str, low: int) -> int:
+            value = whole(getattr(self, option))
+            if value is None or value < low:
+                raise ValueError(f"{name}: {option}={getattr(self, option)!r}: expected an integer >= {low}")
+            return value
+
+        integer("num_round", 1)
+        integer("early_stopping_rounds", 1)
+        if self.max_depth is not None:
+            integer("max_depth", 1)
+        elif integer("min_max_depth", 1) > integer("max_max_depth", 1):
+            raise ValueError(f"{name}: min_max_depth={self.min_max_depth} is above max_max_depth={self.max_max_depth}")
+        shares = (("learning_rate", 0.0, math.inf), ("subsample", 0.0, 1.0), ("colsample_bytree", 0.0, 1.0))
+        for option, low, high in shares:
+            value = real(getattr(self, option))
+            if value is None or not low < value <= high:
+                raise ValueError(f"{name}: {option}={getattr(self, option)!r}: expected a number in ({low}, {high}]")
+        lambda_l2 = real(self.lambda_l2)
+        if lambda_l2 is None or not lambda_l2 >= 0:
+            raise ValueError(f"{name}: lambda_l2={self.lambda_l2!r}: expected a number >= 0")
+        if self.tree_select_probability != 1.0:
+            raise ValueError(
+                f"{name}: tree_select_probability={self.tree_select_probability!r}: kernel ridge rounds are not "
+                "in this version of forklift.ml; every round is a tree (1.0)"
+            )
+
+    def _depths(self) -> np.ndarray:
+        """Each round's tree depth: fixed, or drawn from ``random_state``."""
+        if self.max_depth is not None:
+            return np.full(self.num_round, int(self.max_depth))
+        rng = check_random_state(self.random_state)
+        return rng.randint(int(self.min_max_depth), int(self.max_max_depth) + 1, size=self.num_round)
+
+    def _boost(
+        self,
+        X: Any,
+        label: np.ndarray,
+        weight: np.ndarray,
+        validation: tuple[Any, np.ndarray, np.ndarray] | None,
+        *,
+        objective: dict[str, Any],
+        metric: str,
+        start: np.ndarray,
+        link: Link,
+        two_classes: bool,
+    ) -> None:
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        parameters = (
+            self._base_parameters(seed)
+            | objective
+            | {
+                "eval_metric": metric,
+                "learning_rate": float(self.learning_rate),
+                "reg_lambda": float(self.lambda_l2),
+                "subsample": float(self.subsample),
+                "colsample_bytree": float(self.colsample_bytree),
+            }
+        )
+        train = self._matrix(X, label, weight)
+        train.set_base_margin(np.tile(start, (X.shape[0], 1)).ravel())
+        matrices = [train]
+        if validation is not None:
+            X_val, y_val, w_val = validation
+            val = self._matrix(X_val, y_val, w_val, reference=train)
+            val.set_base_margin(np.tile(start, (X_val.shape[0], 1)).ravel())
+            matrices.append(val)
+        booster = xgboost.Booster(parameters, matrices)
+        best_round, best_loss = 0, math.inf
+        for round_, depth in enumerate(self._depths()):
+            booster.set_param("max_depth", str(depth))
+            booster.update(train, round_)
+            if validation is None:
+                continue
+            loss = float(booster.eval_set([(matrices[1], "val")], round_).rsplit(":", 1)[1])
+            if not math.isfinite(loss):
+                raise ValueError(f"{type(self).__name__}: the validation loss is {loss} after round {round_}")
+            if self.verbose:
+                print(f"round {round_}: depth {depth}, validation {metric} {loss:.6g}", flush=True)
+            if loss < best_loss:
+                best_round, best_loss = round_, loss
+            elif round_ - best_round >= self.early_stopping_rounds:
+                break
+        if validation is not None:
+            booster = booster[: best_round + 1]
+        self.n_rounds_ = booster.num_boosted_rounds()
+        self.ensemble_ = dataclasses.replace(read_booster(booster, two_classes=two_classes, link=link), base=start)
+
+    def _validation(self, X_val: Any, y_val: Any, sample_weight_val: Any) -> tuple[Any, Any] | None:
+        if (X_val is None) != (y_val is None):
+            raise ValueError(f"{type(self).__name__}: give X_val and y_val together")
+        if X_val is None:
+            return None
+        X_val, y_val = self._validated(X_val, y_val, fitting=False), np.asarray(y_val)
+        if len(y_val) != X_val.shape[0]:
+            raise ValueError(f"{type(self).__name__}: y_val has {len(y_val)} labels for {X_val.shape[0]} rows of X_val")
+        return X_val, _check_sample_weight(sample_weight_val, X_val, dtype=np.float64)
+
+
+class BoostingMachineClassifier(_TreeClassifierMixin, _Boosting):
+    """SnapBoost for classification: log-loss (softmax over more than two classes).
+
+    Example::
+
+        from forklift.ml import BoostingMachineClassifier  # was: from snapml import BoostingMachineClassifier
+        model = BoostingMachineClassifier(num_round=100, max_depth=6, n_jobs=4).fit(X, y, X_val=Xv, y_val=yv)
+    """
+
+    class_weight: Any
+
+    def __init__(
+        self,
+        n_jobs: int = 1,
+        num_round: int = 100,
+        max_depth: int | None = None,
+        min_max_depth: int = 1,
+        max_max_depth: int = 5,
+        early_stopping_rounds: int = 10,
+        random_state: Any = 0,
+        base_score: float | None = None,
+        learning_rate: float = 0.1,
+        verbose: bool = False,
+        compress_trees: bool = False,
+        class_weight: Any = None,
+        use_histograms: bool = True,
+        hist_nbins: int = 256,
+        use_gpu: bool = False,
+        gpu_ids: Any = (0,),
+        colsample_bytree: float = 1.0,
+        subsample: float = 1.0,
+        lambda_l2: float = 0.0,
+        tree_select_probability: float = 1.0,
+        regularizer: float = 1.0,
+        fit_intercept: bool = False,
+        gamma: float = 1.0,
+        n_components: int = 10,
+    ) -> None:
+        keep_parameters(self, locals())
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        X_val: Any = None,
+        y_val: Any = None,
+        sample_weight_val: Any = None,
+        aggregate_importances: bool = True,
+    ) -> BoostingMachineClassifier:
+        """Boost on ``X`` (dense or CSR/CSC, NaN = missing) and labels of two or more classes; stop early on
+        ``X_val``/``y_val`` when given."""
+        self._check()
+        X, y = self._validated(X, y, fitting=True)
+        encoded = self._encoded(y)
+        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        if self.class_weight is not None:
+            weight = weight * compute_class_weight(self.class_weight, classes=self.classes_, y=y)[encoded]
+        validation = self._validation(X_val, y_val, sample_weight_val)
+        labelled_val = None
+        if validation is not None:
+            unknown = np.setdiff1d(y_val, self.classes_)
+            if len(unknown):
+                raise ValueError(f"{type(self).__name__}: y_val holds {unknown[0]!r}, a class not in y")
+            encoded_val = np.searchsorted(self.classes_, y_val).astype(np.float32)
+            labelled_val = (validation[0], encoded_val, validation[1])
+        k = len(self.classes_)
+        shares = np.bincount(encoded, weights=weight, minlength=k) / weight.sum()
+        if k == 2:
+            objective: dict[str, Any] = {"objective": "binary:logistic"}
+            start, link, metric = np.array([logit(np.clip(shares[1], 1e-15, 1 - 1e-15))]), Link.LOGISTIC, "logloss"
+        else:
+            objective = {"objective": "multi:softprob", "num_class": k}
+            start, link, metric = np.log(np.maximum(shares, 1e-15)), Link.SOFTMAX, "mlogloss"
+        if self.base_score is not None:
+            start = np.full_like(start, float(self.base_score))
+        self._boost(
+            X,
+            encoded.astype(np.float32),
+            weight,
+            labelled_val,
+            objective=objective,
+            metric=metric,
+            start=start,
+            link=link,
+            two_classes=k == 2,
+        )
+        return self
+
+
+class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
+    """SnapBoost for regression: ``objective`` ``"mse"``, ``"cross_entropy"`` (targets in [0, 1], predicts a
+    probability), ``"poisson"`` (counts, predicts the mean) or ``"quantile"`` (the ``alpha`` quantile)."""
+
+    _objectives: ClassVar[dict[str, tuple[str, str]]] = REGRESSION_OBJECTIVES
+    objective: str
+    max_delta_step: float
+    alpha: float
+
+    def __init__(
+        self,
+        n_jobs: int = 1,
+        num_round: int = 100,
+        objective: str = "mse",
+        max_depth: int | None = None,
+        min_max_depth: int = 1,
+        max_max_depth: int = 5,
+        early_stopping_rounds: int = 10,
+        random_state: Any = 0,
+        base_score: float | None = None,
+        learning_rate: float = 0.1,
+        verbose: bool = False,
+        compress_trees: bool = False,
+        use_histograms: bool = True,
+        hist_nbins: int = 256,
+        use_gpu: bool = False,
+        gpu_id: int = 0,
+        colsample_bytree: float = 1.0,
+        subsample: float = 1.0,
+        lambda_l2: float = 0.0,
+        max_delta_step: float = 0.0,
+        alpha: float = 0.5,
+        min_h_quantile: float = 0.0,
+        tree_select_probability: float = 1.0,
+        regularizer: float = 1.0,
+        fit_intercept: bool = False,
+        gamma: float = 1.0,
+        n_components: int = 10,
+    ) -> None:
+        keep_parameters(self, locals())
+
+    def _check_targets(self, y: np.ndarray, name: str) -> None:
+        if self.objective == "cross_entropy" and (y.min() < 0 or y.max() > 1):
+            raise ValueError(f"{type(self).__name__}: objective='cross_entropy' needs {name} in [0, 1]")
+        if self.objective == "poisson" and y.min() < 0:
+            raise ValueError(f"{type(self).__name__}: objective='poisson' needs {name} >= 0 (counts)")
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        X_val: Any = None,
+        y_val: Any = None,
+        sample_weight_val: Any = None,
+        aggregate_importances: bool = True,
+    ) -> BoostingMachineRegressor:
+        """Boost on ``X`` (dense or CSR/CSC, NaN = missing) and real targets; stop early on ``X_val``/``y_val``."""
+        self._check()
+        if self.objective not in self._objectives:
+            raise ValueError(
+                f"{type(self).__name__}: objective={self.objective!r}: expected one of {', '.join(self._objectives)}"
+            )
+        if self.objective == "quantile" and not 0 < self.alpha < 1:
+            raise ValueError(f"{type(self).__name__}: alpha={self.alpha!r}: expected a quantile in (0, 1)")
+        X, y = self._validated(X, y, fitting=True)
+        y = np.asarray(y, dtype=np.float64)
+        self._check_targets(y, "y")
+        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        validation = self._validation(X_val, y_val, sample_weight_val)
+        if validation is not None:
+            self._check_targets(np.asarray(y_val, dtype=np.float64), "y_val")
+        name, metric = self._objectives[self.objective]
+        objective: dict[str, Any] = {"objective": name, "max_delta_step": float(self.max_delta_step)}
+        mean = float(np.average(y, weights=weight))
+        if self.objective == "mse":
+            start, link = mean, Link.IDENTITY
+        elif self.objective == "cross_entropy":
+            start, link = float(logit(np.clip(mean, 1e-15, 1 - 1e-15))), Link.LOGISTIC
+        elif self.objective == "poisson":
+            start, link = math.log(max(mean, 1e-15)), Link.EXP
+        else:
+            objective["quantile_alpha"] = float(self.alpha)
+            start = float(np.quantile(y, self.alpha, weights=weight, method="inverted_cdf"))
+            link = Link.IDENTITY
+        if self.base_score is not None:
+            start = float(self.base_score)
+        self._boost(
+            X,
+            y.astype(np.float32),
+            weight,
+            None if validation is None else (validation[0], np.asarray(y_val, dtype=np.float32), validation[1]),
+            objective=objective,
+            metric=metric,
+            start=np.array([start]),
+            link=link,
+            two_classes=False,
+        )
+        return self

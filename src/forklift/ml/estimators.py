@@ -1,0 +1,53 @@
+"""What forklift.ml's linear and tree estimators share: keeping constructor parameters as scikit-learn wants them,
+counting threads, and refusing a CUDA device that is not there in one line."""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from sklearn.base import BaseEstimator
+
+
+def keep_parameters(model: BaseEstimator, parameters: dict[str, Any]) -> None:
+    """Store each constructor parameter under its own name, unchanged (scikit-learn's rule for ``__init__``)."""
+    for name, value in parameters.items():
+        if name not in ("self", "__class__"):
+            setattr(model, name, value)
+
+
+def whole(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (numpy's too, not a bool); None otherwise."""
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+
+
+def real(value: Any) -> float | None:
+    """``value`` as a float when it is a real number (not a bool); None otherwise."""
+    return float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+
+
+def thread_count(model: BaseEstimator, n_jobs: Any) -> int:
+    """``n_jobs`` as a number of threads: -1 is every CPU this process may run on (not the host's count)."""
+    count = whole(n_jobs)
+    if count is None or not (count >= 1 or count == -1):
+        raise ValueError(f"{type(model).__name__}: n_jobs={n_jobs!r} is not valid: expected an integer >= 1, or -1")
+    return len(os.sched_getaffinity(0)) if count == -1 else count
+
+
+def device_ids(ids: Any) -> list[int]:
+    """A device id or a sequence of them, as a list."""
+    return [int(ids)] if isinstance(ids, numbers.Integral) else [int(i) for i in ids]
+
+
+def check_cuda(model: BaseEstimator, ids: Sequence[int], *, option: str = "device_ids") -> None:
+    """Refuse ``use_gpu=True`` in one line when a wanted CUDA device is not here."""
+    count = torch.cuda.device_count()
+    missing = [i for i in (list(ids) or [0]) if not 0 <= i < count]
+    if missing:
+        raise ValueError(
+            f"{type(model).__name__}: use_gpu=True: no CUDA device {missing[0]} here "
+            f"(torch sees {count}); set use_gpu=False or {option}"
+        )

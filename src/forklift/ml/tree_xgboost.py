@@ -1,0 +1,114 @@
+"""XGBoost's boosters (trained here or read from a JSON/UBJSON file) as a :class:`TreeEnsemble`.
+
+The facts used are XGBoost's model format (3.x): per tree ``left_children``, ``right_children``,
+``split_indices``, ``split_conditions`` (a leaf's value for one-output trees), ``default_left``,
+``loss_changes``; a multi-output tree keeps its leaves' vectors in ``leaf_weights``, indexed by the leaf's
+``right_children`` entry; ``tree_info`` names the output (class) of each one-output tree; ``base_score`` is in
+the prediction's space (a probability for the logistic objectives, a mean for Poisson), except for softmax,
+whose base scores are margins.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xgboost
+
+from forklift.ml.tree_ensemble import Comparison, Link, Tree, TreeEnsemble
+
+LINKS = {
+    "reg:squarederror": Link.IDENTITY,
+    "reg:absoluteerror": Link.IDENTITY,
+    "reg:pseudohubererror": Link.IDENTITY,
+    "reg:quantileerror": Link.IDENTITY,
+    "reg:logistic": Link.LOGISTIC,
+    "binary:logistic": Link.LOGISTIC,
+    "binary:logitraw": Link.IDENTITY,
+    "count:poisson": Link.EXP,
+    "reg:gamma": Link.EXP,
+    "reg:tweedie": Link.EXP,
+    "multi:softprob": Link.SOFTMAX,
+    "multi:softmax": Link.SOFTMAX,
+}
+
+
+def read_booster(booster: xgboost.Booster, *, two_classes: bool = False, link: Link | None = None) -> TreeEnsemble:
+    """The booster's trees, base margin and link (``link`` overrides the objective's, for forklift's own
+    objectives trained through XGBoost's squared error)."""
+    return ensemble_from_json(json.loads(booster.save_raw(raw_format="json")), two_classes=two_classes, link=link)
+
+
+def read_model_file(path: Path) -> tuple[TreeEnsemble, str]:
+    """An XGBoost model file (``.json`` or ``.ubj``) as an ensemble, and its objective's name."""
+    booster = xgboost.Booster()
+    try:
+        booster.load_model(str(path))
+    except xgboost.core.XGBoostError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
+        raise ValueError(f"{path}: not an XGBoost model XGBoost can read: {first}") from exc
+    document = json.loads(booster.save_raw(raw_format="json"))
+    objective = document["learner"]["objective"]["name"]
+    return ensemble_from_json(document, two_classes=objective in ("binary:logistic", "binary:logitraw")), objective
+
+
+def ensemble_from_json(document: dict[str, Any], *, two_classes: bool, link: Link | None = None) -> TreeEnsemble:
+    learner = document["learner"]
+    booster = learner["gradient_booster"]
+    if booster.get("name") not in ("gbtree", "dart"):
+        raise ValueError(f"XGBoost booster {booster.get('name')!r}: only tree boosters (gbtree, dart) are trees")
+    model = booster["model"] if booster["name"] == "gbtree" else booster["gbtree"]["model"]
+    objective = learner["objective"]["name"]
+    if objective not in LINKS:
+        raise ValueError(f"XGBoost objective {objective!r} is not one forklift.ml predicts ({', '.join(LINKS)})")
+    parameters = learner["learner_model_param"]
+    n_outputs = max(int(parameters.get("num_class", "0")), int(parameters.get("num_target", "1")), 1)
+    base = np.array(json.loads(parameters["base_score"].replace("E", "e")), dtype=np.float64).reshape(-1)
+    base = np.broadcast_to(base, (n_outputs,)).copy()
+    if objective in ("binary:logistic", "reg:logistic"):
+        base = np.log(base / (1.0 - base))
+    elif LINKS[objective] is Link.EXP:
+        base = np.log(base)
+    weights = [float(w) for w in booster["weight_drop"]] if booster["name"] == "dart" else [1.0] * len(model["trees"])
+    trees = tuple(
+        _tree(tree, group, n_outputs, weight)
+        for tree, group, weight in zip(model["trees"], model["tree_info"], weights, strict=True)
+    )
+    return TreeEnsemble(
+        trees=trees,
+        n_features=int(parameters["num_feature"]),
+        base=base,
+        link=link or LINKS[objective],
+        comparison=Comparison.LESS,
+        two_classes=two_classes,
+    )
+
+
+def _tree(tree: dict[str, Any], group: int, n_outputs: int, weight: float) -> Tree:
+    if any(tree.get("split_type", [])):
+        raise ValueError("XGBoost model with categorical splits: forklift.ml reads numerical splits only")
+    left = np.asarray(tree["left_children"], dtype=np.int64)
+    right = np.asarray(tree["right_children"], dtype=np.int64)
+    leaf = left < 0
+    conditions = np.asarray(tree["split_conditions"], dtype=np.float32)
+    width = int(tree["tree_param"].get("size_leaf_vector", "1") or 1)
+    if width > 1:
+        vectors = np.asarray(tree["leaf_weights"], dtype=np.float64).reshape(-1, width)
+        values = np.zeros((len(left), width))
+        values[leaf] = vectors[right[leaf]]
+        outputs = tuple(range(n_outputs))
+    else:
+        values = np.where(leaf, conditions, 0.0).astype(np.float64)[:, None]
+        outputs = (int(group),)
+    return Tree(
+        feature=np.where(leaf, -1, np.asarray(tree["split_indices"], dtype=np.int64)),
+        threshold=np.where(leaf, 0.0, conditions).astype(np.float32),
+        left=np.where(leaf, -1, left),
+        right=np.where(leaf, -1, right),
+        missing_left=np.asarray(tree["default_left"], dtype=bool),
+        values=values * weight,
+        gain=np.where(leaf, 0.0, np.asarray(tree["loss_changes"], dtype=np.float64)),
+        outputs=outputs,
+    )

@@ -1,0 +1,370 @@
+"""snapml's tree models on scikit-learn's API: ``DecisionTreeClassifier``/``Regressor``,
+``RandomForestClassifier``/``Regressor``, ``BoostingMachineClassifier``/``Regressor``.
+
+Class names, constructor parameters and defaults are snapml 1.17's. The trees are grown by XGBoost's histogram
+learner (``hist_nbins`` bins a feature; a column with fewer distinct values splits exactly), and every model is
+then a :class:`~forklift.ml.tree_ensemble.TreeEnsemble` predicted through its ONNX graph.
+
+- Classification trees are squared-error trees on the class indicators, which are Gini trees whose leaves hold
+  the class frequencies (the Gini decrease of a split is its decrease of the indicators' squared error).
+- A forest is XGBoost's ``num_parallel_tree`` trees of one round, averaged. ``bootstrap=True`` samples 63.2% of
+  the rows without replacement for each tree (the share of distinct rows a bootstrap sample holds): XGBoost has
+  no sampling with replacement.
+- SnapBoost draws each round's tree depth in ``[min_max_depth, max_max_depth]`` (``max_depth`` fixes it).
+- Missing values are NaN; a sparse matrix's absent entries are missing too (as XGBoost reads them).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+import xgboost
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count, whole
+from forklift.ml.tree_ensemble import TreeEnsemble
+from forklift.ml.tree_import import Task, read_model
+from forklift.ml.tree_xgboost import read_booster
+
+REGRESSION_OBJECTIVES = {  # snapml's name: (XGBoost's objective, its metric for early stopping)
+    "mse": ("reg:squarederror", "rmse"),
+    "cross_entropy": ("reg:logistic", "logloss"),
+    "poisson": ("count:poisson", "poisson-nloglik"),
+    "quantile": ("reg:quantileerror", "quantile"),
+}
+BOOTSTRAP_SHARE = 1.0 - math.exp(-1.0)  # the expected share of distinct rows in a bootstrap sample
+
+
+class _TreeModel(BaseEstimator):
+    """What every tree model shares: checking data, growing with XGBoost, predicting through the ensemble."""
+
+    _is_classifier: ClassVar[bool] = False
+    ensemble_: TreeEnsemble
+    n_jobs: int
+    use_gpu: bool
+    hist_nbins: int
+    verbose: bool
+
+    def _threads(self) -> int:
+        return thread_count(self, self.n_jobs)
+
+    def _gpu_ids(self) -> list[int]:
+        return device_ids(getattr(self, "gpu_ids", getattr(self, "gpu_id", 0)))
+
+    def _check_common(self) -> None:
+        self._threads()
+        if not isinstance(self.hist_nbins, numbers.Integral) or not 2 <= self.hist_nbins <= 65_536:
+            raise ValueError(f"{type(self).__name__}: hist_nbins={self.hist_nbins!r}: expected an integer in 2..65536")
+        if self.use_gpu:
+            option = "gpu_ids" if hasattr(self, "gpu_ids") else "gpu_id"
+            check_cuda(self, self._gpu_ids(), option=option)
+
+    def _base_parameters(self, seed: int) -> dict[str, Any]:
+        return {
+            "tree_method": "hist",
+            "max_bin": int(self.hist_nbins),
+            "nthread": self._threads(),
+            "seed": seed,
+            "device": f"cuda:{self._gpu_ids()[0]}" if self.use_gpu else "cpu",
+            "verbosity": 1 if self.verbose else 0,
+        }
+
+    def _validated(self, X: Any, y: Any = None, *, fitting: bool) -> Any:
+        if fitting and y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        kwargs: dict[str, Any] = dict(
+            accept_sparse=("csr", "csc"), dtype=(np.float32, np.float64), ensure_all_finite="allow-nan", reset=fitting
+        )
+        if not fitting:
+            return validate_data(self, X, **kwargs)
+        return validate_data(self, X, y, y_numeric=not self._is_classifier, **kwargs)
+
+    def _matrix(self, X: Any, label: Any, weight: np.ndarray, *, reference: Any = None) -> xgboost.QuantileDMatrix:
+        X = X.tocsr() if sp.issparse(X) else X
+        return xgboost.QuantileDMatrix(
+            X, label=label, weight=weight, max_bin=int(self.hist_nbins), nthread=self._threads(), ref=reference
+        )
+
+    def _predicted(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        check_is_fitted(self, "ensemble_")
+        X = self._validated(X, fitting=False)
+        return self.ensemble_.predict(X, threads=self._threads())
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Each feature's share of the total gain of the splits on it."""
+        check_is_fitted(self, "ensemble_")
+        return self.ensemble_.feature_importances()
+
+    def import_model(self, input_file: str | Path, input_type: str, tree_format: str = "auto", X: Any = None) -> Any:
+        """Take the trees of a model another tool wrote: ``"xgb_json"`` (XGBoost's JSON or UBJSON) or
+        ``"lightgbm"`` (LightGBM's text format). A classifier's classes become ``0 .. n_classes - 1``."""
+        imported = read_model(Path(input_file), input_type)
+        wanted = Task.CLASSIFICATION if self._is_classifier else Task.REGRESSION
+        if imported.task is not wanted:
+            raise ValueError(
+                f"{input_file}: a {imported.task.value} model; {type(self).__name__} is for {wanted.value}"
+            )
+        self.ensemble_ = imported.ensemble
+        self.n_features_in_ = imported.ensemble.n_features
+        if self._is_classifier:
+            self.classes_ = np.arange(imported.n_classes)
+        return self
+
+    def export_model(self, output_file: str | Path, output_type: str = "onnx") -> None:
+        """Write the model for other tools: ``"onnx"`` (the graph that predicts here)."""
+        check_is_fitted(self, "ensemble_")
+        if output_type != "onnx":
+            raise ValueError(f"{type(self).__name__}.export_model: output_type={output_type!r}: expected 'onnx'")
+        Path(output_file).write_bytes(self.ensemble_.to_onnx().SerializeToString())
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = True
+        return tags
+
+
+class _TreeClassifierMixin(ClassifierMixin):
+    """Labels of two or more classes; ``predict`` is the most probable class."""
+
+    _is_classifier: ClassVar[bool] = True
+    classes_: np.ndarray
+
+    def _encoded(self, y: Any) -> np.ndarray:
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: "
+                f"{self.classes_[0]!r}"
+            )
+        return np.asarray(encoded)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Each class's probability, one column per class in ``classes_`` order."""
+        return self._predicted(X)[1]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The most probable class."""
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+
+class _TreeRegressorMixin(RegressorMixin):
+    def predict(self, X: Any) -> np.ndarray:
+        """The predicted target."""
+        return self._predicted(X)[1][:, 0]
+
+
+class _Forest(_TreeModel):
+    """A decision tree is a forest of one tree on all rows and features (``n_estimators`` 1, no sampling)."""
+
+    criterion: str
+    splitter: str
+    max_depth: int | None
+    min_samples_leaf: int
+    max_features: Any
+    random_state: Any
+    _criterion: ClassVar[str]
+    _auto_features: ClassVar[str]  # what max_features="auto" means for this task, as snapml reads it
+
+    def _trees(self) -> int:
+        return 1
+
+    def _row_share(self) -> float:
+        return 1.0
+
+    def _check(self) -> None:
+        self._check_common()
+        name = type(self).__name__
+        if self.criterion != self._criterion:
+            raise ValueError(f"{name}: criterion={self.criterion!r}: expected {self._criterion!r}")
+        if getattr(self, "splitter", "best") != "best":
+            raise ValueError(f"{name}: splitter={self.splitter!r}: expected 'best'")
+        if self.max_depth is not None and (not isinstance(self.max_depth, numbers.Integral) or self.max_depth < 1):
+            raise ValueError(f"{name}: max_depth={self.max_depth!r}: expected None or an integer >= 1")
+        if not isinstance(self.min_samples_leaf, numbers.Integral) or self.min_samples_leaf < 1:
+            raise ValueError(f"{name}: min_samples_leaf={self.min_samples_leaf!r}: expected an integer >= 1")
+
+    def _feature_share(self, n_features: int) -> float:
+        """``max_features`` as the share of features each split draws from."""
+        wanted = self._auto_features if self.max_features == "auto" else self.max_features
+        if wanted is None:
+            return 1.0
+        if wanted == "sqrt":
+            count = max(1, int(math.sqrt(n_features)))
+        elif wanted == "log2":
+            count = max(1, int(math.log2(n_features)))
+        elif (count_given := whole(wanted)) is not None and 1 <= count_given <= n_features:
+            count = count_given
+        elif isinstance(wanted, float) and 0 < wanted <= 1:
+            count = max(1, int(wanted * n_features))
+        else:
+            raise ValueError(
+                f"{type(self).__name__}: max_features={self.max_features!r}: expected None, 'auto', 'sqrt', 'log2', "
+                f"an integer in 1..{n_features} or a share in (0, 1]"
+            )
+        return count / n_features
+
+    def _grow(self, X: Any, label: np.ndarray, weight: np.ndarray, *, two_classes: bool) -> None:
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        parameters = self._base_parameters(seed) | {
+            "objective": "reg:squarederror",
+            "base_score": 0.0,
+            "learning_rate": 1.0,
+            "reg_lambda": 0.0,
+            "min_child_weight": float(self.min_samples_leaf),
+            "max_depth": 0 if self.max_depth is None else int(self.max_depth),
+            "grow_policy": "lossguide" if self.max_depth is None else "depthwise",
+            "num_parallel_tree": self._trees(),
+            "subsample": self._row_share(),
+            "colsample_bynode": self._feature_share(X.shape[1]),
+        }
+        if label.ndim == 2:
+            parameters["multi_strategy"] = "multi_output_tree"
+        booster = xgboost.train(parameters, self._matrix(X, label, weight), num_boost_round=1)
+        self.ensemble_ = read_booster(booster, two_classes=two_classes)
+
+
+class _ForestClassifier(_TreeClassifierMixin, _Forest):
+    _criterion = "gini"
+    _auto_features = "sqrt"
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
+        """Grow on ``X`` (dense or CSR/CSC, NaN = missing) and labels of two or more classes."""
+        self._check()
+        X, y = self._validated(X, y, fitting=True)
+        encoded = self._encoded(y)
+        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        indicators = np.eye(len(self.classes_), dtype=np.float32)[encoded]
+        label = indicators[:, 1] if len(self.classes_) == 2 else indicators
+        self._grow(X, label, weight, two_classes=len(self.classes_) == 2)
+        return self
+
+
+class _ForestRegressor(_TreeRegressorMixin, _Forest):
+    _criterion = "mse"
+    _auto_features = None  # type: ignore[assignment]
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
+        """Grow on ``X`` (dense or CSR/CSC, NaN = missing) and real targets."""
+        self._check()
+        X, y = self._validated(X, y, fitting=True)
+        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        self._grow(X, np.asarray(y, dtype=np.float64), weight, two_classes=False)
+        return self
+
+
+class _RandomForestOptions:
+    n_estimators: int
+    bootstrap: bool
+
+    def _trees(self) -> int:
+        if not isinstance(self.n_estimators, numbers.Integral) or self.n_estimators < 1:
+            raise ValueError(f"{type(self).__name__}: n_estimators={self.n_estimators!r}: expected an integer >= 1")
+        return int(self.n_estimators)
+
+    def _row_share(self) -> float:
+        return BOOTSTRAP_SHARE if self.bootstrap else 1.0
+
+
+class DecisionTreeClassifier(_ForestClassifier):
+    """A Gini decision tree on histograms.
+
+    Example::
+
+        from forklift.ml import DecisionTreeClassifier  # was: from snapml import DecisionTreeClassifier
+        model = DecisionTreeClassifier(max_depth=8, n_jobs=4).fit(X_train, y_train)
+    """
+
+    def __init__(
+        self,
+        criterion: str = "gini",
+        splitter: str = "best",
+        max_depth: int | None = None,
+        min_samples_leaf: int = 1,
+        max_features: Any = None,
+        random_state: Any = None,
+        n_jobs: int = 1,
+        use_histograms: bool = True,
+        hist_nbins: int = 256,
+        use_gpu: bool = False,
+        gpu_id: int = 0,
+        verbose: bool = False,
+    ) -> None:
+        keep_parameters(self, locals())
+
+
+class DecisionTreeRegressor(_ForestRegressor):
+    """A squared-error regression tree on histograms."""
+
+    def __init__(
+        self,
+        criterion: str = "mse",
+        splitter: str = "best",
+        max_depth: int | None = None,
+        min_samples_leaf: int = 1,
+        max_features: Any = None,
+        random_state: Any = None,
+        n_jobs: int = 1,
+        use_histograms: bool = True,
+        hist_nbins: int = 256,
+        use_gpu: bool = False,
+        gpu_id: int = 0,
+        verbose: bool = False,
+    ) -> None:
+        keep_parameters(self, locals())
+
+
+class RandomForestClassifier(_RandomForestOptions, _ForestClassifier):
+    """``n_estimators`` Gini trees on random rows and features, their class frequencies averaged."""
+
+    def __init__(
+        self,
+        n_estimators: int = 10,
+        criterion: str = "gini",
+        max_depth: int | None = None,
+        min_samples_leaf: int = 1,
+        max_features: Any = "auto",
+        bootstrap: bool = True,
+        n_jobs: int = 1,
+        random_state: Any = None,
+        verbose: bool = False,
+        use_histograms: bool = False,
+        hist_nbins: int = 256,
+        use_gpu: bool = False,
+        gpu_ids: Any = (0,),
+        compress_trees: bool = False,
+    ) -> None:
+        keep_parameters(self, locals())
+
+
+class RandomForestRegressor(_RandomForestOptions, _ForestRegressor):
+    """``n_estimators`` squared-error trees on random rows and features, averaged."""
+
+    def __init__(
+        self,
+        n_estimators: int = 10,
+        criterion: str = "mse",
+        max_depth: int | None = None,
+        min_samples_leaf: int = 1,
+        max_features: Any = "auto",
+        bootstrap: bool = True,
+        n_jobs: int = 1,
+        random_state: Any = None,
+        verbose: bool = False,
+        use_histograms: bool = False,
+        hist_nbins: int = 256,
+        use_gpu: bool = False,
+        gpu_ids: Any = (0,),
+        compress_trees: bool = False,
+    ) -> None:
+        keep_parameters(self, locals())
