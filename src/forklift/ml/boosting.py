@@ -206,7 +206,7 @@ class BoostingMachineClassifier(_TreeClassifierMixin, _Boosting):
         if validation is not None:
             unknown = np.setdiff1d(y_val, self.classes_)
             if len(unknown):
-                raise ValueError(f"{type(self).__name__}: y_val holds {unknown[0]!r}, a class not in y")
+                raise ValueError(f"{type(self).__name__}: y_val holds {unknown[0].tolist()!r}, a class not in y")
             encoded_val = np.searchsorted(self.classes_, y_val).astype(np.float32)
             labelled_val = (validation[0], encoded_val, validation[1])
         k = len(self.classes_)

@@ -32,6 +32,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count, whole
 from forklift.ml.tree_ensemble import TreeEnsemble
 from forklift.ml.tree_import import Task, read_model
+from forklift.ml.tree_pmml import write_pmml
 from forklift.ml.tree_xgboost import read_booster
 
 REGRESSION_OBJECTIVES = {  # snapml's name: (XGBoost's objective, its metric for early stopping)
@@ -119,12 +120,18 @@ class _TreeModel(BaseEstimator):
             self.classes_ = np.arange(imported.n_classes)
         return self
 
-    def export_model(self, output_file: str | Path, output_type: str = "onnx") -> None:
-        """Write the model for other tools: ``"onnx"`` (the graph that predicts here)."""
+    def export_model(self, output_file: str | Path, output_type: str = "pmml") -> None:
+        """Write the model for other tools: ``"pmml"`` (PMML 4.4, features ``x0 ..``, a classifier's ``classes_``
+        as the target's categories) or ``"onnx"`` (the graph that predicts here)."""
         check_is_fitted(self, "ensemble_")
-        if output_type != "onnx":
-            raise ValueError(f"{type(self).__name__}.export_model: output_type={output_type!r}: expected 'onnx'")
-        Path(output_file).write_bytes(self.ensemble_.to_onnx().SerializeToString())
+        if output_type == "pmml":
+            write_pmml(self.ensemble_, Path(output_file), classes=list(self.classes_) if self._is_classifier else None)
+        elif output_type == "onnx":
+            Path(output_file).write_bytes(self.ensemble_.to_onnx().SerializeToString())
+        else:
+            raise ValueError(
+                f"{type(self).__name__}.export_model: output_type={output_type!r}: expected 'pmml' or 'onnx'"
+            )
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -155,7 +162,8 @@ class _TreeClassifierMixin(ClassifierMixin):
 
     def predict(self, X: Any) -> np.ndarray:
         """The most probable class."""
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        probabilities = self.predict_proba(X)
+        return self.classes_[probabilities.argmax(axis=1)]
 
 
 class _TreeRegressorMixin(RegressorMixin):

@@ -1,0 +1,310 @@
+"""forklift.ml's trees and boosting machines against their references: scikit-learn's decision trees where both
+are exact (data whose values fit the histogram's bins), XGBoost's own training for boosting, scikit-learn's forest
+for quality; the ONNX export through a fresh ONNX Runtime session; missing values; scikit-learn's tools and
+``check_estimator``; bad input as one clear error each."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime
+import pytest
+import scipy.sparse as sp
+import xgboost
+from sklearn import ensemble as sk_ensemble
+from sklearn import tree as sk_tree
+from sklearn.base import clone
+from sklearn.datasets import make_classification, make_regression
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import check_estimator
+
+from forklift.ml import (
+    BoostingMachineClassifier,
+    BoostingMachineRegressor,
+    DecisionTreeClassifier,
+    DecisionTreeRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+
+
+def binned_classification(classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Values on a grid of 0.1 (fewer distinct values a feature than the 256 bins): histogram splits are exact."""
+    X, y = make_classification(
+        n_samples=4000, n_features=8, n_informative=5, n_classes=classes, n_clusters_per_class=1, random_state=seed
+    )
+    return np.round(X, 1), y
+
+
+def with_missing(X: np.ndarray, seed: int, share: float = 0.1) -> np.ndarray:
+    X = X.copy()
+    X[np.random.default_rng(seed).random(X.shape) < share] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_decision_tree_classifier_is_scikit_learns_gini_tree(classes: int, seed: int) -> None:
+    X, y = binned_classification(classes, seed)
+    ours = DecisionTreeClassifier(max_depth=4).fit(X, y)
+    theirs = sk_tree.DecisionTreeClassifier(max_depth=4, random_state=0).fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-6)
+    # the same split gains (Gini decreases); a split between features of equal gain may go either way
+    np.testing.assert_allclose(split_gain_shares(ours.ensemble_.trees[0].gain), sklearn_gain_shares(theirs), atol=1e-5)
+    np.testing.assert_allclose(ours.feature_importances_, theirs.feature_importances_, atol=1e-2)
+    assert ours.ensemble_.trees[0].depth == theirs.get_depth()
+    assert list(ours.classes_) == list(theirs.classes_)
+
+
+def split_gain_shares(gains: np.ndarray) -> np.ndarray:
+    gains = np.sort(gains[gains > 0])
+    return gains / gains.sum()
+
+
+def sklearn_gain_shares(model: Any) -> np.ndarray:
+    tree = model.tree_
+    weighted = tree.weighted_n_node_samples * tree.impurity
+    left, right = tree.children_left, tree.children_right
+    splits = left >= 0
+    gains = weighted[splits] - weighted[left[splits]] - weighted[right[splits]]
+    return split_gain_shares(gains)
+
+
+@pytest.mark.parametrize("depth", [3, 6])
+def test_decision_tree_regressor_is_scikit_learns_squared_error_tree(depth: int) -> None:
+    X, y = make_regression(n_samples=3000, n_features=6, noise=5.0, random_state=depth)
+    X = np.round(X, 1)
+    ours = DecisionTreeRegressor(max_depth=depth).fit(X, y)
+    theirs = sk_tree.DecisionTreeRegressor(max_depth=depth).fit(X, y)
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(X), rtol=1e-5, atol=1e-3)
+    assert ours.ensemble_.trees[0].depth == theirs.get_depth()
+
+
+def test_an_unlimited_tree_grows_until_its_leaves_are_pure() -> None:
+    X, y = binned_classification(3, 2)
+    ours = DecisionTreeClassifier().fit(X, y)
+    theirs = sk_tree.DecisionTreeClassifier(random_state=0).fit(X, y)
+    assert ours.score(X, y) == theirs.score(X, y)
+
+
+def boosting_reference(
+    X: np.ndarray, y: np.ndarray, start: np.ndarray, parameters: dict[str, Any], rounds: int
+) -> xgboost.Booster:
+    matrix = xgboost.DMatrix(X, label=y, base_margin=np.tile(start, (len(X), 1)).ravel())
+    common = {"tree_method": "hist", "max_bin": 256, "reg_lambda": 0.0, "learning_rate": 0.1, "seed": 0}
+    return xgboost.train(common | parameters, matrix, num_boost_round=rounds)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_boosting_with_a_fixed_depth_is_xgboosts_boosting(classes: int) -> None:
+    X, y = binned_classification(classes, 3)
+    X = with_missing(X, 3)
+    ours = BoostingMachineClassifier(num_round=20, max_depth=4).fit(X, y)
+    shares = np.bincount(y) / len(y)
+    if classes == 2:
+        start = np.log(shares[1:] / shares[:1])
+        parameters: dict[str, Any] = {"objective": "binary:logistic", "max_depth": 4}
+    else:
+        start = np.log(shares)
+        parameters = {"objective": "multi:softprob", "num_class": 3, "max_depth": 4}
+    reference = boosting_reference(X, y, start, parameters, 20)
+    expected = reference.predict(xgboost.DMatrix(X, base_margin=np.tile(start, (len(X), 1)).ravel()))
+    probabilities = ours.predict_proba(X)
+    np.testing.assert_allclose(probabilities[:, 1] if classes == 2 else probabilities, expected, atol=1e-5)
+    assert ours.n_rounds_ == 20
+
+
+def test_boosting_draws_each_rounds_depth_from_its_seed() -> None:
+    X, y = binned_classification(2, 4)
+    model = BoostingMachineClassifier(num_round=30, min_max_depth=2, max_max_depth=5, random_state=7).fit(X, y)
+    depths = [tree.depth for tree in model.ensemble_.trees]
+    assert min(depths) >= 1 and max(depths) <= 5 and len(set(depths)) > 1
+    again = BoostingMachineClassifier(num_round=30, min_max_depth=2, max_max_depth=5, random_state=7).fit(X, y)
+    np.testing.assert_array_equal(model.predict_proba(X), again.predict_proba(X))
+    other = BoostingMachineClassifier(num_round=30, min_max_depth=2, max_max_depth=5, random_state=8).fit(X, y)
+    assert [tree.depth for tree in other.ensemble_.trees] != depths
+
+
+def test_each_regression_objective_predicts_what_it_names() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(6000, 3))
+    signal = 1.0 + X[:, 0]
+    fit = {"num_round": 100, "max_depth": 1, "learning_rate": 0.1}  # stumps: the signal is additive
+    mse = BoostingMachineRegressor(objective="mse", **fit).fit(X, signal + rng.normal(scale=0.3, size=len(X)))
+    assert np.abs(mse.predict(X) - signal).mean() < 0.05  # the conditional mean
+    quantile_y = signal + rng.normal(scale=0.3, size=len(X))
+    quantile = BoostingMachineRegressor(objective="quantile", alpha=0.9, **fit).fit(X, quantile_y)
+    assert abs((quantile_y <= quantile.predict(X)).mean() - 0.9) < 0.02  # the 0.9 quantile
+    counts = rng.poisson(np.exp(signal))
+    poisson = BoostingMachineRegressor(objective="poisson", **fit).fit(X, counts)
+    assert np.abs(np.log(poisson.predict(X)) - signal).mean() < 0.06  # the Poisson mean
+    probability = 1.0 / (1.0 + np.exp(-2.0 * X[:, 0]))
+    outcomes = (rng.random(len(X)) < probability).astype(float)
+    cross_entropy = BoostingMachineRegressor(objective="cross_entropy", **fit).fit(X, outcomes)
+    assert np.abs(cross_entropy.predict(X) - probability).mean() < 0.04  # the probability
+
+
+def test_early_stopping_keeps_the_rounds_up_to_the_best() -> None:
+    X, y = binned_classification(2, 6)
+    X_train, X_val, y_train, y_val = train_test_split(X, y, test_size=0.3, random_state=0)
+    options = {"max_depth": 6, "learning_rate": 0.5, "random_state": 1}
+    stopped = BoostingMachineClassifier(num_round=200, early_stopping_rounds=5, **options)
+    stopped.fit(X_train, y_train, X_val=X_val, y_val=y_val)
+    assert 1 <= stopped.n_rounds_ < 200
+    assert len(stopped.ensemble_.trees) == stopped.n_rounds_
+    exact = BoostingMachineClassifier(num_round=stopped.n_rounds_, **options).fit(X_train, y_train)
+    np.testing.assert_allclose(stopped.predict_proba(X_val), exact.predict_proba(X_val), atol=1e-6)
+
+
+def test_forest_is_as_good_as_scikit_learns_and_same_seed_same_model() -> None:
+    X, y = make_classification(n_samples=6000, n_features=20, n_informative=6, random_state=8)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0)
+    ours = RandomForestClassifier(n_estimators=30, max_depth=8, random_state=3).fit(X_train, y_train)
+    theirs = sk_ensemble.RandomForestClassifier(n_estimators=30, max_depth=8, random_state=3).fit(X_train, y_train)
+    auc = roc_auc_score(y_test, ours.predict_proba(X_test)[:, 1])
+    assert auc >= roc_auc_score(y_test, theirs.predict_proba(X_test)[:, 1]) - 0.01
+    np.testing.assert_allclose(ours.predict_proba(X_test).sum(axis=1), 1.0, atol=1e-5)
+    threads = RandomForestClassifier(n_estimators=30, max_depth=8, random_state=3, n_jobs=2).fit(X_train, y_train)
+    np.testing.assert_allclose(ours.predict_proba(X_test), threads.predict_proba(X_test), atol=1e-6)
+    other = RandomForestClassifier(n_estimators=30, max_depth=8, random_state=4).fit(X_train, y_train)
+    assert not np.array_equal(ours.predict_proba(X_test), other.predict_proba(X_test))
+    regressor = RandomForestRegressor(n_estimators=20, max_depth=6, random_state=0).fit(X_train, y_train)
+    assert regressor.score(X_test, y_test) > 0.5
+
+
+def test_missing_values_and_a_sparse_matrixs_absent_entries_are_the_same() -> None:
+    X, y = binned_classification(2, 9)
+    X[X == 0] = 0.5  # no explicit zeros: every absent entry of the sparse matrix below is a NaN of the dense one
+    X = with_missing(X, 9, share=0.3)
+    stored = sp.csr_matrix(np.nan_to_num(X, nan=0.0))
+    for make in (
+        lambda: DecisionTreeClassifier(max_depth=5),
+        lambda: BoostingMachineClassifier(num_round=10, max_depth=3),
+    ):
+        dense, sparse = make().fit(X, y), make().fit(stored, y)
+        np.testing.assert_allclose(dense.predict_proba(X), sparse.predict_proba(stored), atol=1e-7)
+        np.testing.assert_allclose(dense.predict_proba(X), dense.predict_proba(stored), atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        DecisionTreeClassifier(max_depth=5),
+        RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0),
+        BoostingMachineClassifier(num_round=15),
+        BoostingMachineRegressor(num_round=15, objective="poisson"),
+    ],
+    ids=["tree", "forest-regressor", "boosting-3-classes", "boosting-poisson"],
+)
+def test_the_exported_onnx_graph_predicts_what_the_model_predicts(model: Any, tmp_path: Path) -> None:
+    X, y = binned_classification(3, 10)
+    X = with_missing(X, 10)
+    target = np.abs(y) if isinstance(model, BoostingMachineRegressor) else y
+    model.fit(X, target)
+    model.export_model(tmp_path / "model.onnx", output_type="onnx")
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    (prediction,) = session.run(["prediction"], {"X": X.astype(np.float32)})
+    expected = model.predict_proba(X) if hasattr(model, "predict_proba") else model.predict(X)[:, None]
+    np.testing.assert_allclose(prediction, expected, atol=1e-5)
+
+
+def test_scikit_learn_tools_work_with_them() -> None:
+    X, y = binned_classification(2, 11)
+    model = BoostingMachineClassifier(num_round=10, max_depth=3).fit(X, y)
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict_proba(X), model.predict_proba(X))
+    assert clone(model).get_params() == model.get_params()
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), DecisionTreeClassifier()),
+        {"decisiontreeclassifier__max_depth": [1, 4]},
+        cv=2,
+    ).fit(X, y)
+    assert search.best_params_ == {"decisiontreeclassifier__max_depth": 4}
+
+
+@pytest.mark.parametrize(
+    ("make", "fit_args", "message"),
+    [
+        (lambda: DecisionTreeClassifier(), "one-class", "needs samples of at least 2 classes"),
+        (lambda: DecisionTreeClassifier(criterion="entropy"), "", "criterion='entropy': expected 'gini'"),
+        (lambda: DecisionTreeClassifier(max_depth=0), "", "max_depth=0: expected None or an integer >= 1"),
+        (lambda: RandomForestClassifier(n_estimators=0), "", "n_estimators=0: expected an integer >= 1"),
+        (lambda: RandomForestClassifier(max_features=99), "", "max_features=99: expected None, 'auto'"),
+        (lambda: DecisionTreeRegressor(hist_nbins=1), "", "hist_nbins=1: expected an integer in 2..65536"),
+        (lambda: BoostingMachineClassifier(num_round=0), "", "num_round=0: expected an integer >= 1"),
+        (
+            lambda: BoostingMachineClassifier(min_max_depth=4, max_max_depth=2),
+            "",
+            "min_max_depth=4 is above max_max_depth=2",
+        ),
+        (lambda: BoostingMachineClassifier(subsample=0.0), "", "subsample=0.0: expected a number in (0.0, 1.0]"),
+        (lambda: BoostingMachineClassifier(n_jobs=0), "", "n_jobs=0 is not valid"),
+        (lambda: BoostingMachineClassifier(use_gpu=True), "", "use_gpu=True: no CUDA device 0 here"),
+        (lambda: BoostingMachineRegressor(objective="hinge"), "", "objective='hinge': expected one of mse"),
+        (lambda: BoostingMachineRegressor(objective="poisson"), "negative", "objective='poisson' needs y >= 0"),
+        (lambda: BoostingMachineRegressor(objective="cross_entropy"), "", "objective='cross_entropy' needs y in"),
+        (lambda: BoostingMachineClassifier(), "val-only", "give X_val and y_val together"),
+        (lambda: BoostingMachineClassifier(), "unknown-class", "y_val holds 7.0, a class not in y"),
+        (lambda: BoostingMachineClassifier(tree_select_probability=0.5), "", "kernel ridge rounds are not"),
+        (lambda: DecisionTreeClassifier(), "infinite", "Input X contains infinity"),
+    ],
+)
+def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) -> None:
+    rng = np.random.default_rng(12)
+    X, y = rng.normal(size=(60, 3)), rng.integers(0, 2, 60) * 3.0  # regression targets 0 and 3
+    kwargs: dict[str, Any] = {}
+    if fit_args == "one-class":
+        y = np.zeros(60)
+    elif fit_args == "negative":
+        y = y - 1
+    elif fit_args == "val-only":
+        kwargs = {"X_val": X}
+    elif fit_args == "unknown-class":
+        kwargs = {"X_val": X[:3], "y_val": np.array([0.0, 3.0, 7.0])}
+    elif fit_args == "infinite":
+        X[0, 0] = np.inf
+    with pytest.raises(ValueError) as caught:
+        make().fit(X, y, **kwargs)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_predicting_with_another_number_of_features_is_refused() -> None:
+    X, y = binned_classification(2, 13)
+    model = DecisionTreeClassifier(max_depth=2).fit(X, y)
+    with pytest.raises(ValueError, match="X has 3 features, but DecisionTreeClassifier is expecting 8 features"):
+        model.predict(X[:, :3])
+
+
+# Row sampling makes a weight differ from repeated rows for the forests; XGBoost's softmax trees (min_child_weight
+# in hessian units, its quantile sketch over weighted rows) differ between weights and copies for the boosting
+# classifier. Each is a property of the learner, not of forklift's wrapping.
+SAMPLE_WEIGHT_CHECKS = {
+    "check_sample_weight_equivalence_on_dense_data": "row sampling / XGBoost's weighted sketch",
+    "check_sample_weight_equivalence_on_sparse_data": "row sampling / XGBoost's weighted sketch",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("estimator", "expected"),
+    [
+        (DecisionTreeClassifier(), {}),
+        (DecisionTreeRegressor(), {}),
+        (RandomForestClassifier(), SAMPLE_WEIGHT_CHECKS),
+        (RandomForestRegressor(), SAMPLE_WEIGHT_CHECKS),
+        (BoostingMachineClassifier(num_round=10), SAMPLE_WEIGHT_CHECKS),
+        (BoostingMachineRegressor(num_round=10), {}),
+    ],
+    ids=lambda value: type(value).__name__ if not isinstance(value, dict) else "",
+)
+def test_check_estimator(estimator: Any, expected: dict[str, str]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_estimator(estimator, expected_failed_checks=expected)
