@@ -67,7 +67,9 @@ def test_config_file_read(model: Path) -> None:
     with pytest.raises(ForkliftError, match="resize must be one of letterbox, stretch"):
         open_model_dir(model)
     (model / "forklift.json").write_text('{"task": "segmentation"}')
-    with pytest.raises(ForkliftError, match="task must be one of detect, classify, segment, style, not 'segmentation'"):
+    with pytest.raises(
+        ForkliftError, match="task must be one of detect, classify, segment, style, tabular, not 'segmentation'"
+    ):
         open_model_dir(model)
 
 

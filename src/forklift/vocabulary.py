@@ -23,6 +23,7 @@ class Task(StrEnum):
     CLASSIFY = "classify"  # one label per image
     SEGMENT = "segment"  # a label per pixel
     STYLE = "style"  # image in, styled image out
+    TABULAR = "tabular"  # a row of features in, a class or a value out (forklift.ml's models)
 
 
 class ModelFormat(StrEnum):
@@ -34,6 +35,7 @@ class ModelFormat(StrEnum):
     STYLE = "style"  # a fast-neural-style network's PyTorch state dict (.pth or .model)
     ONNX = "onnx"  # .onnx and a labels file
     TWO_STAGE = "two_stage"  # a torchvision detector forklift exported: .onnx, .pt, labels, forklift.json "two_stage"
+    TABULAR = "tabular"  # a forklift.ml model: model.onnx, the estimator's .pkl, forklift.json "tabular"
 
 
 class Runtime(StrEnum):

@@ -41,7 +41,7 @@ def add_synth(actions: Any) -> None:
     add_seed(synth)
     synth.add_argument(
         "--task",
-        choices=words(Task),
+        choices=[task for task in words(Task) if task != Task.TABULAR],
         default=Task.DETECT.value,
         help="boxes of 1-4 shapes, one shape's label, or PNG masks of 1-4 shapes (DATA/masks/)",
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -31,6 +32,7 @@ from forklift.ml import kernels
 from forklift.ml.chunked import ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count
+from forklift.ml.linear_onnx import linear_graph
 from forklift.ml.losses import Loss
 from forklift.ml.newton import HostRows, solve_on_devices, solve_on_host
 from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve, use_threads
@@ -241,6 +243,13 @@ class _GeneralizedLinearModel(BaseEstimator):
         X = self._features(self._validated(X, fitting=False))
         # in the data's own precision, as scikit-learn does: a float32 matrix is read as stored, not copied to float64
         return np.asarray(X @ self.coef_.T.astype(X.dtype, copy=False)) + self.intercept_
+
+    def export_model(self, output_file: str | Path, output_type: str = "onnx") -> None:
+        """Write the fitted model as an ONNX graph (``forklift.ml.linear_onnx``) that other tools run."""
+        check_is_fitted(self)
+        if output_type != "onnx":
+            raise ValueError(f"{type(self).__name__}.export_model: output_type={output_type!r}: expected 'onnx'")
+        Path(output_file).write_bytes(linear_graph(self).SerializeToString())
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -84,7 +84,7 @@ class TreeEnsemble:
     link: Link
     comparison: Comparison = Comparison.LESS
     two_classes: bool = False
-    _session: list[onnxruntime.InferenceSession] = field(default_factory=list, repr=False, compare=False)
+    _session: list[onnxruntime.InferenceSession] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
     def n_outputs(self) -> int:

@@ -51,7 +51,11 @@ def read_model_file(path: Path) -> tuple[TreeEnsemble, str]:
         raise ValueError(f"{path}: not an XGBoost model XGBoost can read: {first}") from exc
     document = json.loads(booster.save_raw(raw_format="json"))
     objective = document["learner"]["objective"]["name"]
-    return ensemble_from_json(document, two_classes=objective in ("binary:logistic", "binary:logitraw")), objective
+    try:
+        ensemble = ensemble_from_json(document, two_classes=objective in ("binary:logistic", "binary:logitraw"))
+    except ValueError as exc:  # what the model holds that forklift.ml does not read, said of the file
+        raise ValueError(f"{path}: {exc}") from exc
+    return ensemble, objective
 
 
 def ensemble_from_json(document: dict[str, Any], *, two_classes: bool, link: Link | None = None) -> TreeEnsemble:

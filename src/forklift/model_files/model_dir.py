@@ -9,6 +9,7 @@ from typing import NamedTuple
 from forklift.errors import ForkliftError
 from forklift.model_files.labels import read_labels
 from forklift.model_files.model_config import ModelConfig, load_config
+from forklift.model_files.tabular import TABULAR_KEY, TabularSettings
 from forklift.vocabulary import ModelFormat, Task
 
 
@@ -54,8 +55,13 @@ FORMAT_FILES: dict[ModelFormat, FormatFiles] = {
     ModelFormat.TWO_STAGE: FormatFiles(
         (FileRole("onnx", (".onnx",)), _LABELS), optional=(FileRole("weights", (".pt",)),), sources=("onnx",)
     ),
+    # `forklift ml fit` writes these; forklift.json's "tabular" settings tell them from ONNX
+    ModelFormat.TABULAR: FormatFiles(
+        (FileRole("onnx", (".onnx",)),), optional=(FileRole("estimator", (".pkl",)),), sources=("onnx",)
+    ),
 }
 TWO_STAGE_KEY = "two_stage"  # forklift.json's key for a torchvision detector's settings
+DERIVED_FORMATS = (ModelFormat.TWO_STAGE, ModelFormat.TABULAR)  # ONNX graphs told apart by forklift.json
 LABELLESS = ("labels",)  # an image-to-image model (task style) answers images, not labels
 
 
@@ -88,9 +94,11 @@ def find_format(directory: Path, config: ModelConfig) -> ModelFormat:
     its "two_stage" settings."""
     suffixes = {p.suffix.lower() for p in directory.iterdir() if p.is_file()}
     for format, files in FORMAT_FILES.items():
-        if format != ModelFormat.TWO_STAGE and suffixes & set(files.needed[0].suffixes):
+        if format not in DERIVED_FORMATS and suffixes & set(files.needed[0].suffixes):
             if format == ModelFormat.ONNX and TWO_STAGE_KEY in config.extra:
                 return ModelFormat.TWO_STAGE
+            if format == ModelFormat.ONNX and TABULAR_KEY in config.extra:
+                return ModelFormat.TABULAR
             return format
     raise ForkliftError(
         f"{directory}: not a model directory (no .cfg, .prototxt, .pth or .onnx file; see the README, "
@@ -109,6 +117,8 @@ def open_model_dir(path: str | Path) -> ModelDirectory:
     format = find_format(directory, config)
     if format == ModelFormat.STYLE:
         config.task = Task.STYLE
+    if format == ModelFormat.TABULAR:
+        config.task = Task.TABULAR
     files: dict[str, Path] = {}
     for role, suffixes in FORMAT_FILES[format].needed:
         found = _pick_one(directory, role, suffixes)
@@ -125,4 +135,11 @@ def open_model_dir(path: str | Path) -> ModelDirectory:
     if config_path is not None:
         files["config"] = config_path
     labels = read_labels(files["labels"]) if "labels" in files else []
+    if format == ModelFormat.TABULAR:
+        labels = [str(c) for c in tabular_settings(config, directory).classes]
     return ModelDirectory(directory, format, files, labels, config)
+
+
+def tabular_settings(config: ModelConfig, directory: Path) -> TabularSettings:
+    """A tabular model's settings, from its forklift.json."""
+    return TabularSettings.from_json(config.extra.get(TABULAR_KEY), where=str(directory / "forklift.json"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from forklift.model_files.model_dir import ModelDirectory
-from forklift.runtime.formats import caffe, darknet, onnx, style, two_stage  # noqa: F401  (each registers its entry)
+from forklift.runtime.formats import caffe, darknet, onnx, style, tabular, two_stage  # noqa: F401  (each registers its entry)
 from forklift.runtime.formats.registry import FORMATS, FormatEntry
 from forklift.runtime.summary import ModelSummary
 

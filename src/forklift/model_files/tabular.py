@@ -1,0 +1,177 @@
+"""A tabular model's settings (forklift.json's ``"tabular"`` key) and the encoding of its input rows.
+
+A tabular model directory holds ``model.onnx`` (the graph that predicts: float32 ``X`` [N, width] to
+``prediction`` [N, classes] class scores, or [N, 1] values), the estimator's own file and forklift.json. The
+settings name each input feature and its kind: a number (NaN or ``null`` is a missing value, which tree models
+take), or a category whose values become one-hot columns. Training and serving encode rows with the same
+function here, so a served model reads a row exactly as its training read the table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from forklift.errors import ForkliftError
+
+TABULAR_KEY = "tabular"
+GRAPH_FILE = "model.onnx"
+INPUT = "X"
+PREDICTION = "prediction"
+Scalar = str | int | float | bool
+
+
+class FeatureKind(StrEnum):
+    NUMBER = "number"
+    CATEGORY = "category"
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One input column: a number, or a category whose known values each get a one-hot column."""
+
+    name: str
+    kind: FeatureKind = FeatureKind.NUMBER
+    categories: tuple[str, ...] = ()
+
+    @property
+    def width(self) -> int:
+        return len(self.categories) if self.kind is FeatureKind.CATEGORY else 1
+
+
+@dataclass(frozen=True)
+class TabularSettings:
+    """What forklift.json says of a tabular model: its estimator, classes (none for a regressor), features, and
+    whether its scores are probabilities and it takes missing values; the metrics measured when it was fitted."""
+
+    estimator: str
+    features: tuple[Feature, ...]
+    classes: tuple[Scalar, ...] = ()
+    probabilities: bool = False
+    missing_values: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def classification(self) -> bool:
+        return bool(self.classes)
+
+    @property
+    def width(self) -> int:
+        """The number of columns the graph takes (categories one-hot)."""
+        return sum(feature.width for feature in self.features)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(feature.name for feature in self.features)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "estimator": self.estimator,
+            "features": [
+                {"name": f.name, "kind": f.kind.value, **({"categories": list(f.categories)} if f.categories else {})}
+                for f in self.features
+            ],
+            "classes": list(self.classes),
+            "probabilities": self.probabilities,
+            "missing_values": self.missing_values,
+            "metrics": self.metrics,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, *, where: str) -> TabularSettings:
+        """The settings from forklift.json's ``"tabular"`` value; a malformed one is one line naming ``where``."""
+        try:
+            features = tuple(
+                Feature(str(f["name"]), FeatureKind(f.get("kind", "number")), tuple(map(str, f.get("categories", ()))))
+                for f in data["features"]
+            )
+            return cls(
+                estimator=str(data["estimator"]),
+                features=features,
+                classes=tuple(data.get("classes", ())),
+                probabilities=bool(data.get("probabilities", False)),
+                missing_values=bool(data.get("missing_values", False)),
+                metrics={str(k): float(v) for k, v in data.get("metrics", {}).items()},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ForkliftError(f"{where}: the {TABULAR_KEY!r} settings are malformed ({exc!r})") from exc
+
+
+def encode_records(settings: TabularSettings, records: Sequence[Any]) -> np.ndarray:
+    """Rows given as JSON gives them (objects by feature name, or arrays in the features' order) as the graph's
+    float32 input; a missing or extra feature, or a value of the wrong kind, is one line naming the row and the
+    feature."""
+    names = settings.names
+    columns: dict[str, list[Any]] = {name: [] for name in names}
+    for index, record in enumerate(records):
+        if isinstance(record, Mapping):
+            missing = [name for name in names if name not in record]
+            if missing:
+                raise ForkliftError(f"row {index}: missing feature {missing[0]!r}")
+            extra = [key for key in record if key not in names]
+            if extra:
+                raise ForkliftError(f"row {index}: unknown feature {extra[0]!r} (features: {', '.join(names)})")
+            values = [record[name] for name in names]
+        elif isinstance(record, Sequence) and not isinstance(record, str):
+            if len(record) != len(names):
+                raise ForkliftError(f"row {index}: {len(record)} values for {len(names)} features ({', '.join(names)})")
+            values = list(record)
+        else:
+            raise ForkliftError(f"row {index}: a row is an object of features or an array of values, not {record!r}")
+        for feature, value in zip(settings.features, values, strict=True):
+            if feature.kind is FeatureKind.CATEGORY:
+                columns[feature.name].append(None if value is None else str(value))
+            else:
+                columns[feature.name].append(_number(feature, value, index))
+    return encode_columns(settings, {name: np.array(values, dtype=object) for name, values in columns.items()})
+
+
+def _number(feature: Feature, value: Any, row: int) -> float:
+    """A JSON value of a number feature: NaN for null (missing), else the number."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ForkliftError(f"row {row}: feature {feature.name!r}: {value!r} is not a number")
+    if not math.isfinite(value):
+        raise ForkliftError(f"row {row}: feature {feature.name!r}: {value!r} is not a finite number")
+    return float(value)
+
+
+def encode_columns(settings: TabularSettings, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A whole table's columns (numbers as floats with NaN for missing, categories as strings or None) as the
+    graph's input: the same encoding as :func:`encode_records`, a column at a time."""
+    rows = len(next(iter(columns.values()))) if columns else 0
+    missing_message = "is empty or null, and this model takes no missing values"
+    encoded = np.zeros((rows, settings.width), dtype=np.float32)
+    column = 0
+    for feature in settings.features:
+        values = columns[feature.name]
+        if feature.kind is FeatureKind.CATEGORY:
+            text = np.array([None if v is None else str(v) for v in values], dtype=object)
+            known = np.isin(text, np.array(feature.categories, dtype=object))
+            absent = np.array([v is None for v in text])
+            unknown = ~known & ~absent
+            if unknown.any():
+                row = int(np.flatnonzero(unknown)[0])
+                raise ForkliftError(f"row {row}: feature {feature.name!r}: unknown category {text[row]!r}")
+            if absent.any() and not settings.missing_values:
+                row = int(np.flatnonzero(absent)[0])
+                raise ForkliftError(f"row {row}: feature {feature.name!r} {missing_message}")
+            index = {category: i for i, category in enumerate(feature.categories)}
+            block = encoded[:, column : column + feature.width]
+            rows_known = np.flatnonzero(known)
+            block[rows_known, [index[t] for t in text[rows_known]]] = 1.0
+            block[absent] = np.nan
+        else:
+            numbers = np.asarray(values, dtype=np.float64)
+            if np.isnan(numbers).any() and not settings.missing_values:
+                row = int(np.flatnonzero(np.isnan(numbers))[0])
+                raise ForkliftError(f"row {row}: feature {feature.name!r} {missing_message}")
+            encoded[:, column] = numbers
+        column += feature.width
+    return encoded
