@@ -27,7 +27,7 @@ EXTRA_OF_MODULE: dict[str, Extra] = {
     **dict.fromkeys(
         ("fastapi", "alembic", "argon2", "limits", "itsdangerous", "av", "zipstream", "albumentations"), Extra.APP
     ),
-    **dict.fromkeys(("sklearn", "numba"), Extra.ML),
+    **dict.fromkeys(("sklearn", "numba", "xgboost", "lightgbm", "pandas", "pyarrow"), Extra.ML),
 }
 
 

@@ -11,12 +11,21 @@ import sys
 from collections.abc import Sequence
 
 from forklift import __version__
-from forklift.cli import app, data, distributed, models, serving, training, tuning
+from forklift.cli import app, data, distributed, ml, models, serving, training, tuning
 from forklift.cli.common import EXIT_BAD_INPUT, Handler, HelpFormatter, OneLineParser
 from forklift.errors import ForkliftError
 from forklift.extras import install_hint, missing_module
 
-GROUPS = (models, serving, data, training, distributed, tuning, app)  # in the order `forklift --help` lists their verbs
+GROUPS = (
+    models,
+    serving,
+    data,
+    training,
+    distributed,
+    tuning,
+    ml,
+    app,
+)  # in the order `forklift --help` lists their verbs
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -157,8 +157,10 @@ class _TreeClassifierMixin(ClassifierMixin):
         return np.asarray(encoded)
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Each class's probability, one column per class in ``classes_`` order."""
-        return self._predicted(X)[1]
+        """Each class's probability, one column per class in ``classes_`` order (rows sum to one: the graph's
+        float32 sums are normalised in float64)."""
+        probabilities = self._predicted(X)[1]
+        return probabilities / probabilities.sum(axis=1, keepdims=True)
 
     def predict(self, X: Any) -> np.ndarray:
         """The most probable class."""

@@ -54,6 +54,7 @@ class TabularSettings:
     classes: tuple[Scalar, ...] = ()
     probabilities: bool = False
     missing_values: bool = False
+    target: str = ""  # the column the model was fitted to predict
     metrics: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -79,6 +80,7 @@ class TabularSettings:
             "classes": list(self.classes),
             "probabilities": self.probabilities,
             "missing_values": self.missing_values,
+            "target": self.target,
             "metrics": self.metrics,
         }
 
@@ -96,6 +98,7 @@ class TabularSettings:
                 classes=tuple(data.get("classes", ())),
                 probabilities=bool(data.get("probabilities", False)),
                 missing_values=bool(data.get("missing_values", False)),
+                target=str(data.get("target", "")),
                 metrics={str(k): float(v) for k, v in data.get("metrics", {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -1,0 +1,175 @@
+"""`forklift ml`: fit forklift.ml's linear models and trees on a table into a model directory, and predict with one.
+
+The model directory serves like any other (`forklift serve OUT`, JSON rows or v2 tensors) and is measured by
+`forklift eval OUT --data FILE`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from forklift.cli.common import add_json, positive, verb_parser
+from forklift.errors import ForkliftError
+from forklift.extras import Extra
+
+MODEL_CHOICES = ("logistic", "svm", "ridge", "tree", "forest", "boosting")  # forklift.ml.model_directory.MODELS
+
+
+def register(verbs: Any) -> None:
+    ml = verb_parser(
+        verbs,
+        "ml",
+        "Fit forklift.ml's linear models and trees on tabular data (CSV, Parquet, libsvm) and predict with them.",
+        "forklift ml fit --data train.csv --test test.csv --target income --model boosting out/income",
+        extra=Extra.ML,
+    )
+    actions = ml.add_subparsers(dest="ml_verb", metavar="ACTION", required=True)
+    add_fit(actions)
+    add_predict(actions)
+
+
+def add_fit(actions: Any) -> None:
+    fit = verb_parser(
+        actions,
+        "fit",
+        "Fit a model on a table and write its model directory: model.onnx (what serves), model.pkl (the "
+        "estimator) and forklift.json (features, classes, metrics). Text columns are categories (one-hot), empty "
+        "cells missing values (tree models take them); libsvm files' features are f0, f1, ...",
+        "forklift ml fit --data train.csv --test test.csv --target income --model forest \\\n"
+        "      --param n_estimators=50 --param max_depth=8 out/income-forest",
+        extra=Extra.ML,
+    )
+    fit.add_argument(
+        "--data", type=Path, required=True, metavar="FILE", help="the training table (.csv, .parquet, .svm)"
+    )
+    fit.add_argument("--test", type=Path, metavar="FILE", help="a table to measure on (same columns)")
+    fit.add_argument("--target", metavar="COLUMN", help="the column to predict (default: the last one)")
+    fit.add_argument("--model", choices=MODEL_CHOICES, default="boosting", help="what to fit (default boosting)")
+    fit.add_argument(
+        "--task",
+        choices=("classify", "regress"),
+        help="default: what the model does, else classes for text or few whole numbers, values otherwise",
+    )
+    fit.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an estimator parameter, snapml's names (e.g. max_depth=8, num_round=200, regularizer=0.1); repeat",
+    )
+    fit.add_argument("--threads", type=positive, default=1, help="CPU threads of the fit (n_jobs; default 1)")
+    add_json(fit, "print the settings and metrics as JSON instead of a table")
+    fit.add_argument("out", type=Path, metavar="OUT_DIR", help="the model directory to write (must be new or empty)")
+    fit.set_defaults(handler=run_fit)
+
+
+def add_predict(actions: Any) -> None:
+    predict = verb_parser(
+        actions,
+        "predict",
+        "Predict each row of a table with a model directory 'forklift ml fit' wrote; CSV out (the prediction, "
+        "and each class's score for a classifier).",
+        "forklift ml predict out/income-forest test.csv --out predictions.csv",
+        extra=Extra.ML,
+    )
+    predict.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    predict.add_argument("data", type=Path, metavar="FILE", help="a table with the model's feature columns")
+    predict.add_argument("--out", type=Path, metavar="CSV", help="write here (default: print)")
+    predict.add_argument("--threads", type=positive, help="CPU threads of the engine (default: all available)")
+    add_json(predict, "print JSON rows instead of CSV")
+    predict.set_defaults(handler=run_predict)
+
+
+def parse_params(texts: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs; a value is read as YAML reads it (numbers, true/false, null, lists), else text."""
+    params = {}
+    for text in texts:
+        name, equals, value = text.partition("=")
+        if not equals or not name.strip():
+            raise ForkliftError(f"--param {text!r}: expected NAME=VALUE")
+        try:
+            params[name.strip()] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            params[name.strip()] = value
+    return params
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from forklift.ml.model_directory import fit_directory
+    from forklift.ml.tables import read_table
+
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise ForkliftError(f"{args.out}: exists and is not an empty folder; give a new OUT_DIR")
+    params = parse_params(args.param)
+    stages = ("reading", "encoding", "fitting", "measuring", "writing")
+    with tqdm(total=len(stages), desc="reading", unit="step", file=sys.stderr, disable=args.json) as bar:
+
+        def stage(name: str) -> None:
+            bar.update(1)
+            bar.set_description(name)
+
+        train = read_table(args.data, target=args.target)
+        test = read_table(args.test, target=train.target_name) if args.test else None
+        report = fit_directory(
+            train, args.out, model=args.model, task=args.task, params=params, threads=args.threads, test=test,
+            stage=stage,
+        )  # fmt: skip
+        bar.update(1)
+    settings = report.settings
+    if args.json:
+        print(json.dumps({"model_dir": str(args.out), **settings.to_json()}, indent=2))
+        return 0
+    kind = f"{len(settings.classes)} classes" if settings.classification else "regression"
+    print(f"{settings.estimator} ({kind}, {len(settings.features)} features, {settings.width} columns) -> {args.out}")
+    names = sorted(set(report.train) | set(report.test))
+    print(f"{'metric':<10} {'train':>10} {'test':>10}")
+    for name in names:
+        cells = [f"{split[name]:>10.4f}" if name in split else f"{'':>10}" for split in (report.train, report.test)]
+        print(f"{name:<10} {' '.join(cells)}")
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    import csv
+
+    from forklift.ml.tables import read_features
+    from forklift.model_files.model_dir import open_model_dir
+    from forklift.model_files.tabular import encode_columns
+    from forklift.runtime.tabular import TabularModel
+    from forklift.vocabulary import ModelFormat
+
+    model_dir = open_model_dir(args.model_dir)
+    if model_dir.format != ModelFormat.TABULAR:
+        raise ForkliftError(f"{args.model_dir}: a {model_dir.format} model; 'forklift ml predict' takes tabular models")
+    model = TabularModel(model_dir, threads=args.threads)
+    table = read_features(args.data, model.settings.names)
+    try:
+        answer = model.answer(encode_columns(model.settings, table.columns))
+    except ForkliftError as exc:
+        raise ForkliftError(f"{args.data}: {exc}") from exc
+    classes = [str(c) for c in model.settings.classes]
+    rows = []
+    for index, prediction in enumerate(answer.predictions):
+        row: dict[str, Any] = {"prediction": prediction}
+        if answer.scores is not None:
+            row |= {f"score_{c}": float(s) for c, s in zip(classes, answer.scores[index], strict=True)}
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    stream = args.out.open("w", newline="", encoding="utf-8") if args.out else sys.stdout
+    writer = csv.DictWriter(stream, fieldnames=list(rows[0]) if rows else ["prediction"])
+    writer.writeheader()
+    writer.writerows(rows)
+    if args.out:
+        stream.close()
+        print(f"{len(rows)} predictions -> {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,188 @@
+"""`forklift ml fit`'s model directory: a forklift.ml estimator fitted on a table and written as ``model.onnx`` (the
+graph that predicts, which `forklift serve` and `forklift ml predict` run), ``model.pkl`` (the estimator itself,
+for Python: a pickle, so open only your own) and forklift.json (task ``tabular``, the features, classes and the
+metrics measured at fit)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.metrics import (
+    accuracy_score,
+    log_loss,
+    mean_absolute_error,
+    r2_score,
+    roc_auc_score,
+    root_mean_squared_error,
+)
+
+import forklift.ml as estimators
+from forklift.errors import ForkliftError
+from forklift.ml.tables import Table, infer_features, plain
+from forklift.model_files.model_config import ModelConfig, save_config
+from forklift.model_files.tabular import GRAPH_FILE, TABULAR_KEY, TabularSettings, encode_columns
+from forklift.vocabulary import Task
+
+ESTIMATOR_FILE = "model.pkl"
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """One ``--model`` choice: its classifier and regressor classes (None where there is none)."""
+
+    classifier: str | None
+    regressor: str | None
+    trees: bool  # takes missing values
+
+
+MODELS = {
+    "logistic": ModelKind("LogisticRegression", None, trees=False),
+    "svm": ModelKind("SupportVectorMachine", None, trees=False),
+    "ridge": ModelKind(None, "LinearRegression", trees=False),
+    "tree": ModelKind("DecisionTreeClassifier", "DecisionTreeRegressor", trees=True),
+    "forest": ModelKind("RandomForestClassifier", "RandomForestRegressor", trees=True),
+    "boosting": ModelKind("BoostingMachineClassifier", "BoostingMachineRegressor", trees=True),
+}
+CLASSES_FOR_GUESS = 20  # a target of whole numbers with at most this many values is read as classes
+
+
+@dataclass(frozen=True)
+class FitReport:
+    settings: TabularSettings
+    train: dict[str, float]
+    test: dict[str, float]
+
+
+def is_classification(model: str, target: np.ndarray, task: str | None) -> bool:
+    """Classes or values: ``--task`` when given, else what the model does, else what the target looks like."""
+    kind = MODELS[model]
+    if task is not None:
+        wanted = task == "classify"
+        if (kind.classifier if wanted else kind.regressor) is None:
+            raise ForkliftError(f"--task {task}: --model {model} does not {task}")
+        return wanted
+    if kind.regressor is None or kind.classifier is None:
+        return kind.classifier is not None
+    if target.dtype == object or target.dtype == bool:
+        return True
+    whole = np.all(np.equal(np.mod(target, 1), 0))
+    return bool(whole and len(np.unique(target)) <= CLASSES_FOR_GUESS)
+
+
+def make_estimator(model: str, *, classification: bool, params: dict[str, Any], threads: int) -> BaseEstimator:
+    """The estimator of ``--model`` with ``--param`` values; an unknown parameter is one line listing the known."""
+    kind = MODELS[model]
+    name = kind.classifier if classification else kind.regressor
+    assert name is not None  # is_classification chose a task the model does
+    estimator: BaseEstimator = getattr(estimators, name)(n_jobs=threads)
+    known = estimator.get_params()
+    unknown = [key for key in params if key not in known]
+    if unknown:
+        raise ForkliftError(f"--param {unknown[0]}: {name} has no such parameter ({', '.join(sorted(known))})")
+    return estimator.set_params(**params)
+
+
+def fit_directory(
+    train: Table,
+    out: Path,
+    *,
+    model: str,
+    task: str | None,
+    params: dict[str, Any],
+    threads: int,
+    test: Table | None = None,
+    stage: Callable[[str], None] = lambda _: None,
+) -> FitReport:
+    """Fit ``--model`` on ``train`` and write the model directory ``out``; measure on train and ``test``."""
+    if train.target is None:
+        raise ForkliftError("the training table has no target column")
+    classification = is_classification(model, train.target, task)
+    estimator = make_estimator(model, classification=classification, params=params, threads=threads)
+    classes = tuple(plain(c) for c in np.unique(train.target)) if classification else ()
+    settings = TabularSettings(
+        estimator=type(estimator).__name__,
+        features=infer_features(train),
+        classes=classes,
+        probabilities=hasattr(estimator, "predict_proba"),
+        missing_values=MODELS[model].trees,
+        target=train.target_name,
+    )
+    stage("encoding")
+    X, y = encode_columns(settings, train.columns), _target(train.target, classification)
+    stage("fitting")
+    try:
+        estimator.fit(X, y)
+    except ValueError as exc:  # scikit-learn's and forklift.ml's checks of options and data: one line each
+        raise ForkliftError(f"{settings.estimator}: {str(exc).strip().splitlines()[0]}") from exc
+    stage("measuring")
+    measured_train = measure(estimator, X, y, settings)
+    measured_test = {}
+    if test is not None:
+        if test.target is None:
+            raise ForkliftError("the test table has no target column")
+        measured_test = measure(
+            estimator, encode_columns(settings, test.columns), _target(test.target, classification), settings
+        )
+    metrics = {f"train_{k}": v for k, v in measured_train.items()} | {f"test_{k}": v for k, v in measured_test.items()}
+    settings = replace(settings, metrics=metrics)
+    stage("writing")
+    write_directory(estimator, settings, out)
+    return FitReport(settings, measured_train, measured_test)
+
+
+def _target(values: np.ndarray, classification: bool) -> np.ndarray:
+    if classification:
+        return np.array([plain(v) for v in values], dtype=object if values.dtype == object else values.dtype)
+    try:
+        numbers = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ForkliftError(f"the target is not numeric: a regression needs numbers ({exc})") from exc
+    if not np.isfinite(numbers).all():
+        row = int(np.flatnonzero(~np.isfinite(numbers))[0])
+        raise ForkliftError(f"row {row + 1}: the target is empty or not finite")
+    return numbers
+
+
+def measure(estimator: BaseEstimator, X: np.ndarray, y: np.ndarray, settings: TabularSettings) -> dict[str, float]:
+    """Accuracy, log-loss and AUC (where there are probabilities) for classes; RMSE, MAE and R² for values."""
+    if not settings.classification:
+        predicted = estimator.predict(X)
+        return {
+            "rmse": float(root_mean_squared_error(y, predicted)),
+            "mae": float(mean_absolute_error(y, predicted)),
+            "r2": float(r2_score(y, predicted)),
+        }
+    metrics = {"accuracy": float(accuracy_score(y, estimator.predict(X)))}
+    if settings.probabilities:
+        probabilities = estimator.predict_proba(X)
+        labels = list(estimator.classes_)
+        metrics["log_loss"] = float(log_loss(y, probabilities, labels=labels))
+        if len(set(y.tolist())) == len(labels):  # AUC needs every class present
+            scores = probabilities[:, 1] if len(labels) == 2 else probabilities
+            metrics["auc"] = float(roc_auc_score(y, scores, multi_class="ovr", labels=labels))
+    return metrics
+
+
+def write_directory(estimator: BaseEstimator, settings: TabularSettings, out: Path) -> None:
+    """The graph, the estimator's pickle and forklift.json, in ``out`` (made if missing)."""
+    out.mkdir(parents=True, exist_ok=True)
+    estimator.export_model(out / GRAPH_FILE, output_type="onnx")
+    with (out / ESTIMATOR_FILE).open("wb") as stream:
+        pickle.dump(estimator, stream)
+    save_config(out, ModelConfig(task=Task.TABULAR, extra={TABULAR_KEY: settings.to_json()}))
+
+
+def load_estimator(directory: Path) -> BaseEstimator:
+    """The fitted estimator of a model directory ``forklift ml fit`` wrote."""
+    path = directory / ESTIMATOR_FILE
+    if not path.is_file():
+        raise ForkliftError(f"{directory}: no {ESTIMATOR_FILE} (not written by 'forklift ml fit')")
+    with path.open("rb") as stream:
+        estimator: BaseEstimator = pickle.load(stream)
+    return estimator

@@ -1,0 +1,117 @@
+"""Tables for `forklift ml`: CSV and Parquet (through pandas and pyarrow) and libsvm files, read into the columns
+a tabular model's settings encode (`forklift.model_files.tabular`), and the target.
+
+A column of numbers is a number feature (an empty cell is a missing value); a column of text or booleans is a
+category, one-hot. A column of numbers with a few cells that are not is refused, naming the first such cell:
+a typo in a number must not turn the column into categories. A libsvm file's features are ``f0, f1, ...``; its
+absent entries are zeros, as libsvm reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from forklift.errors import ForkliftError
+from forklift.ml.svmlight import load_svmlight_file
+from forklift.model_files.tabular import Feature, FeatureKind
+
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
+NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table's feature columns (numbers as float64 with NaN, categories as objects with None) and its target."""
+
+    columns: dict[str, np.ndarray]
+    target: np.ndarray | None
+    target_name: str
+    rows: int
+
+
+def read_table(path: Path, *, target: str | None, n_features: int | None = None) -> Table:
+    """The table in ``path``; ``target`` names its target column (None: the last one; a libsvm file's labels).
+    ``n_features``: a libsvm file's width, where its highest index may fall short of the model's."""
+    if not path.is_file():
+        raise ForkliftError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix in SVMLIGHT_SUFFIXES:
+        try:
+            X, y = load_svmlight_file(path, n_features=n_features)
+        except ValueError as exc:  # names the line and the problem
+            raise ForkliftError(str(exc)) from exc
+        dense = np.asarray(X.toarray(), dtype=np.float64)
+        return Table({f"f{i}": dense[:, i] for i in range(dense.shape[1])}, np.asarray(y), "label", dense.shape[0])
+    frame = _read_frame(path, suffix)
+    if frame.shape[1] == 0 or frame.shape[0] == 0:
+        raise ForkliftError(f"{path}: no rows or no columns")
+    target_name = target or str(frame.columns[-1])
+    if target_name not in frame.columns:
+        raise ForkliftError(f"{path}: no column {target_name!r} (columns: {', '.join(map(str, frame.columns))})")
+    columns = {str(name): _column(path, str(name), frame[name]) for name in frame.columns if name != target_name}
+    if not columns:
+        raise ForkliftError(f"{path}: the target {target_name!r} is the only column; there are no features")
+    return Table(columns, frame[target_name].to_numpy(), target_name, frame.shape[0])
+
+
+def read_features(path: Path, names: tuple[str, ...]) -> Table:
+    """A table to predict on: the model's features by name (a target column beside them is left out)."""
+    if not path.is_file():
+        raise ForkliftError(f"{path}: no such file")
+    if path.suffix.lower() in SVMLIGHT_SUFFIXES:
+        table = read_table(path, target=None, n_features=len(names))
+        if list(table.columns) != list(names):
+            raise ForkliftError(f"{path}: {len(table.columns)} features; the model takes {len(names)}")
+        return table
+    frame = _read_frame(path, path.suffix.lower())
+    missing = [name for name in names if name not in frame.columns]
+    if missing:
+        raise ForkliftError(f"{path}: no column {missing[0]!r}, a feature of the model")
+    return Table({name: _column(path, name, frame[name]) for name in names}, None, "", frame.shape[0])
+
+
+def _read_frame(path: Path, suffix: str) -> pd.DataFrame:
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path, skipinitialspace=True)
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:  # the readers name the line or the part
+        raise ForkliftError(f"{path}: {' '.join(str(exc).split())}") from exc
+    known = ", ".join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)
+    raise ForkliftError(f"{path}: not a table forklift reads (by its suffix: {known})")
+
+
+def _column(path: Path, name: str, values: pd.Series) -> np.ndarray:
+    """Numbers as float64 (NaN missing), or a category's values as strings (None missing)."""
+    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
+        present = values.dropna()
+        numbers = pd.to_numeric(present, errors="coerce")
+        if len(present) and numbers.notna().mean() >= NUMERIC_SHARE and not pd.api.types.is_bool_dtype(values):
+            row = int(numbers.index[numbers.isna()][0])
+            raise ForkliftError(f"{path}: row {row + 1}, column {name!r}: {present[row]!r} is not a number")
+        return np.array([None if pd.isna(v) else str(v) for v in values], dtype=object)
+    return values.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def infer_features(table: Table) -> tuple[Feature, ...]:
+    """Each column's kind as :func:`_column` read it; a category's values, sorted, are its one-hot columns."""
+    features = []
+    for name, values in table.columns.items():
+        if values.dtype == object:
+            categories = tuple(sorted({v for v in values if v is not None}))
+            features.append(Feature(name, FeatureKind.CATEGORY, categories))
+        else:
+            features.append(Feature(name))
+    return tuple(features)
+
+
+def plain(value: Any) -> Any:
+    """A numpy scalar as the plain Python value JSON writes."""
+    return value.item() if isinstance(value, np.generic) else value
