@@ -151,10 +151,7 @@ def run_predict(args: argparse.Namespace) -> int:
         raise ForkliftError(f"{args.model_dir}: a {model_dir.format} model; 'forklift ml predict' takes tabular models")
     model = TabularModel(model_dir, threads=args.threads)
     table = read_features(args.data, model.settings.names)
-    try:
-        answer = model.answer(encode_columns(model.settings, table.columns))
-    except ForkliftError as exc:
-        raise ForkliftError(f"{args.data}: {exc}") from exc
+    answer = model.answer(encode_columns(model.settings, table.columns, where=table.source, first_row=1))
     classes = [str(c) for c in model.settings.classes]
     rows = []
     for index, prediction in enumerate(answer.predictions):

@@ -114,7 +114,8 @@ def fit_directory(
         target=train.target_name,
     )
     stage("encoding")
-    X, y = encode_columns(settings, train.columns), _target(train.target, classification)
+    X = encode_columns(settings, train.columns, where=train.source, first_row=1)
+    y = _target(train.target, classification)
     stage("fitting")
     try:
         estimator.fit(X, y)

@@ -33,6 +33,7 @@ class Table:
     target: np.ndarray | None
     target_name: str
     rows: int
+    source: str  # the file it was read from, named in errors
 
 
 def read_table(path: Path, *, target: str | None, n_features: int | None = None) -> Table:
@@ -47,7 +48,8 @@ def read_table(path: Path, *, target: str | None, n_features: int | None = None)
         except ValueError as exc:  # names the line and the problem
             raise ForkliftError(str(exc)) from exc
         dense = np.asarray(X.toarray(), dtype=np.float64)
-        return Table({f"f{i}": dense[:, i] for i in range(dense.shape[1])}, np.asarray(y), "label", dense.shape[0])
+        columns = {f"f{i}": dense[:, i] for i in range(dense.shape[1])}
+        return Table(columns, np.asarray(y), "label", dense.shape[0], str(path))
     frame = _read_frame(path, suffix)
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise ForkliftError(f"{path}: no rows or no columns")
@@ -57,7 +59,7 @@ def read_table(path: Path, *, target: str | None, n_features: int | None = None)
     columns = {str(name): _column(path, str(name), frame[name]) for name in frame.columns if name != target_name}
     if not columns:
         raise ForkliftError(f"{path}: the target {target_name!r} is the only column; there are no features")
-    return Table(columns, frame[target_name].to_numpy(), target_name, frame.shape[0])
+    return Table(columns, frame[target_name].to_numpy(), target_name, frame.shape[0], str(path))
 
 
 def read_features(path: Path, names: tuple[str, ...]) -> Table:
@@ -73,7 +75,7 @@ def read_features(path: Path, names: tuple[str, ...]) -> Table:
     missing = [name for name in names if name not in frame.columns]
     if missing:
         raise ForkliftError(f"{path}: no column {missing[0]!r}, a feature of the model")
-    return Table({name: _column(path, name, frame[name]) for name in names}, None, "", frame.shape[0])
+    return Table({name: _column(path, name, frame[name]) for name in names}, None, "", frame.shape[0], str(path))
 
 
 def _read_frame(path: Path, suffix: str) -> pd.DataFrame:

@@ -145,9 +145,13 @@ def _number(feature: Feature, value: Any, row: int) -> float:
     return float(value)
 
 
-def encode_columns(settings: TabularSettings, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+def encode_columns(
+    settings: TabularSettings, columns: Mapping[str, np.ndarray], *, where: str = "", first_row: int = 0
+) -> np.ndarray:
     """A whole table's columns (numbers as floats with NaN for missing, categories as strings or None) as the
-    graph's input: the same encoding as :func:`encode_records`, a column at a time."""
+    graph's input: the same encoding as :func:`encode_records`, a column at a time. A bad value's error starts
+    with ``where`` (a file) and counts rows from ``first_row`` (1 for a file's rows, 0 for a JSON array's)."""
+    prefix = f"{where}: " if where else ""
     rows = len(next(iter(columns.values()))) if columns else 0
     missing_message = "is empty or null, and this model takes no missing values"
     encoded = np.zeros((rows, settings.width), dtype=np.float32)
@@ -161,10 +165,12 @@ def encode_columns(settings: TabularSettings, columns: Mapping[str, np.ndarray])
             unknown = ~known & ~absent
             if unknown.any():
                 row = int(np.flatnonzero(unknown)[0])
-                raise ForkliftError(f"row {row}: feature {feature.name!r}: unknown category {text[row]!r}")
+                raise ForkliftError(
+                    f"{prefix}row {row + first_row}: feature {feature.name!r}: unknown category {text[row]!r}"
+                )
             if absent.any() and not settings.missing_values:
                 row = int(np.flatnonzero(absent)[0])
-                raise ForkliftError(f"row {row}: feature {feature.name!r} {missing_message}")
+                raise ForkliftError(f"{prefix}row {row + first_row}: feature {feature.name!r} {missing_message}")
             index = {category: i for i, category in enumerate(feature.categories)}
             block = encoded[:, column : column + feature.width]
             rows_known = np.flatnonzero(known)
@@ -174,7 +180,7 @@ def encode_columns(settings: TabularSettings, columns: Mapping[str, np.ndarray])
             numbers = np.asarray(values, dtype=np.float64)
             if np.isnan(numbers).any() and not settings.missing_values:
                 row = int(np.flatnonzero(np.isnan(numbers))[0])
-                raise ForkliftError(f"row {row}: feature {feature.name!r} {missing_message}")
+                raise ForkliftError(f"{prefix}row {row + first_row}: feature {feature.name!r} {missing_message}")
             encoded[:, column] = numbers
         column += feature.width
     return encoded

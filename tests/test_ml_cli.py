@@ -1,0 +1,127 @@
+"""`forklift ml fit` and `forklift ml predict` end to end on generated tables: the model directory they write (the
+graph predicts what the estimator predicts, categories one-hot, missing values), CSV, Parquet and libsvm input,
+the metrics against scikit-learn's, and bad input as one line each."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import forklift, forklift_here
+from sklearn.datasets import dump_svmlight_file
+from sklearn.metrics import log_loss, root_mean_squared_error
+
+from forklift.model_files.model_dir import open_model_dir
+from forklift.model_files.tabular import FeatureKind
+from forklift.vocabulary import ModelFormat
+
+
+def income_table(rows: int, seed: int) -> pd.DataFrame:
+    """An income table: numbers with missing cells, a text category, a text target."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(18, 80, rows).astype(float)
+    hours = rng.normal(40, 10, rows)
+    job = rng.choice(["clerk", "engineer", "nurse", "farmer"], rows)
+    score = 0.05 * age + 0.04 * hours + np.select([job == "engineer", job == "nurse"], [1.5, 0.5], 0.0) - 4.5
+    income = np.where(rng.random(rows) < 1 / (1 + np.exp(-score)), ">50K", "<=50K")
+    age[rng.random(rows) < 0.05] = np.nan
+    return pd.DataFrame({"age": age, "hours": hours, "job": job, "income": income})
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("tables")
+    income_table(1500, 0).to_csv(folder / "train.csv", index=False)
+    income_table(500, 1).to_parquet(folder / "test.parquet")
+    return folder / "train.csv", folder / "test.parquet"
+
+
+def test_fit_writes_a_model_directory_whose_graph_predicts_as_the_estimator(
+    tables: tuple[Path, Path], tmp_path: Path
+) -> None:
+    train, test = tables
+    out = tmp_path / "income"
+    result = forklift_here(
+        "ml", "fit", "--data", train, "--test", test, "--model", "boosting", "--param", "num_round=30",
+        "--param", "max_depth=3", out,
+    )  # fmt: skip
+    assert "BoostingMachineClassifier (2 classes, 3 features, 6 columns)" in result.stdout
+    model = open_model_dir(out)
+    assert model.format == ModelFormat.TABULAR and model.labels == ["<=50K", ">50K"]
+    settings = json.loads((out / "forklift.json").read_text())["tabular"]
+    assert [f["name"] for f in settings["features"]] == ["age", "hours", "job"]
+    assert settings["features"][2] == {"name": "job", "kind": FeatureKind.CATEGORY, "categories": [
+        "clerk", "engineer", "farmer", "nurse"]}  # fmt: skip
+    estimator = pickle.loads((out / "model.pkl").read_bytes())
+    assert estimator.get_params()["num_round"] == 30
+    frame = pd.read_parquet(test)
+    jobs = ["clerk", "engineer", "farmer", "nurse"]
+    encoded = np.column_stack([frame["age"], frame["hours"], *[(frame["job"] == job).astype(float) for job in jobs]])
+    expected = estimator.predict_proba(encoded)
+    assert abs(settings["metrics"]["test_log_loss"] - log_loss(frame["income"], expected)) < 1e-6
+    predicted = forklift_here("ml", "predict", out, test, "--json")
+    rows = json.loads(predicted.stdout)
+    assert len(rows) == 500
+    np.testing.assert_allclose([r["score_>50K"] for r in rows], expected[:, 1], atol=1e-5)
+    assert [r["prediction"] for r in rows] == list(estimator.predict(encoded))
+
+
+def test_a_regression_on_a_libsvm_file(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(800, 5))
+    y = X @ np.array([1.0, -2.0, 0.5, 0.0, 3.0]) + rng.normal(scale=0.1, size=800)
+    dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=True)
+    out = tmp_path / "ridge"
+    forklift_here("ml", "fit", "--data", tmp_path / "train.svm", "--model", "ridge", "--param", "regularizer=0.01", out)
+    settings = json.loads((out / "forklift.json").read_text())["tabular"]
+    assert [f["name"] for f in settings["features"]] == [f"f{i}" for i in range(5)] and settings["classes"] == []
+    estimator = pickle.loads((out / "model.pkl").read_bytes())
+    assert abs(settings["metrics"]["train_rmse"] - root_mean_squared_error(y, estimator.predict(X))) < 1e-9
+    assert settings["metrics"]["train_r2"] > 0.99
+    rows = json.loads(forklift_here("ml", "predict", out, tmp_path / "train.svm", "--json").stdout)
+    np.testing.assert_allclose([r["prediction"] for r in rows], estimator.predict(X), rtol=1e-5, atol=1e-4)
+
+
+def test_predict_writes_a_csv(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    train, test = tables
+    out = tmp_path / "tree"
+    forklift_here("ml", "fit", "--data", train, "--model", "tree", "--param", "max_depth=3", out)
+    forklift("ml", "predict", out, test, "--out", tmp_path / "p.csv")  # the installed command, in its own process
+    written = pd.read_csv(tmp_path / "p.csv")
+    assert list(written.columns) == ["prediction", "score_<=50K", "score_>50K"] and len(written) == 500
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--model", "ridge", "--task", "classify"], "--task classify: --model ridge does not classify"),
+        (["--param", "depth"], "--param 'depth': expected NAME=VALUE"),
+        (["--param", "max_depht=3"], "--param max_depht: BoostingMachineClassifier has no such parameter"),
+        (["--param", "num_round=0"], "BoostingMachineClassifier: BoostingMachineClassifier: num_round=0: expected"),
+        (["--target", "salary"], "no column 'salary' (columns: age, hours, job, income)"),
+        (["--model", "logistic"], "train.csv: row 3: feature 'age' is empty or null, and this model takes no missing"),
+    ],
+)
+def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, arguments: list[str], message: str) -> None:
+    train, _ = tables
+    result = forklift_here("ml", "fit", "--data", train, *arguments, tmp_path / "out", check=False)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert message in line and "Traceback" not in result.stderr
+
+
+def test_a_bad_file_names_its_row_and_column(tmp_path: Path) -> None:
+    frame = income_table(50, 4)
+    frame["hours"] = frame["hours"].astype(object)
+    frame.loc[7, "hours"] = "forty"
+    frame.to_csv(tmp_path / "typo.csv", index=False)
+    result = forklift_here("ml", "fit", "--data", tmp_path / "typo.csv", tmp_path / "out", check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("row 8, column 'hours': 'forty' is not a number")
+    (tmp_path / "ragged.csv").write_text("a,b,y\n1,2,0\n3,4,5,6\n")
+    result = forklift_here("ml", "fit", "--data", tmp_path / "ragged.csv", tmp_path / "out2", check=False)
+    assert result.returncode == 2 and "Expected 3 fields in line 3, saw 4" in result.stderr
