@@ -27,7 +27,8 @@ from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.train.settings import TrainSettings
 from forklift.tune.search import Plan, _keep_best, tune
-from forklift.tune.space import parse_dimension, search_space
+from forklift.tune.space import parse_dimension
+from forklift.tune.training import SETTINGS, TrainingJob, training_space
 from forklift.tune.trial import Search
 from forklift.vocabulary import Task
 
@@ -72,15 +73,16 @@ def running_trial(out: Path, study: str, timeout: float = 120) -> optuna.trial.F
 
 
 def test_space_specs() -> None:
-    lr = parse_dimension("lr=1e-4..1e-1:log")
-    assert (lr.low, lr.high, lr.log, lr.choices) == (1e-4, 1e-1, True, None)
-    assert parse_dimension("batch=8,16,32").choices == (8, 16, 32)
-    assert parse_dimension("weight-decay=0..0.1").name == "weight_decay"
-    assert parse_dimension("aug-hsv=0..2").name == "aug_hsv"
-    assert parse_dimension("aug_scale=0.1,0.3").choices == (0.1, 0.3)
-    assert parse_dimension("optimizer=sgd,adam").choices == ("sgd", "adam")
-    assert parse_dimension("epochs=6").choices == (6,)
-    assert [d.name for d in search_space([], Task.DETECT)] == ["lr", "optimizer", "momentum", "batch"]
+    lr = parse_dimension("lr=1e-4..1e-1:log", SETTINGS)
+    assert (lr.low, lr.high, lr.log, lr.choices, lr.step) == (1e-4, 1e-1, True, None, None)
+    assert parse_dimension("batch=8,16,32", SETTINGS).choices == (8, 16, 32)
+    assert parse_dimension("img=320..416", SETTINGS).step == 32
+    assert parse_dimension("weight-decay=0..0.1", SETTINGS).name == "weight_decay"
+    assert parse_dimension("aug-hsv=0..2", SETTINGS).name == "aug_hsv"
+    assert parse_dimension("aug_scale=0.1,0.3", SETTINGS).choices == (0.1, 0.3)
+    assert parse_dimension("optimizer=sgd,adam", SETTINGS).choices == ("sgd", "adam")
+    assert parse_dimension("epochs=6", SETTINGS).choices == (6,)
+    assert [d.name for d in training_space([], Task.DETECT)] == ["lr", "optimizer", "momentum", "batch"]
     for spec, problem in [
         ("speed=1..2", "unknown setting 'speed'"),
         ("lr=1e-1..1e-4", "from low to high"),
@@ -88,25 +90,26 @@ def test_space_specs() -> None:
         ("optimizer=adam,lbfgs", "not 'lbfgs'"),
         ("batch=8.5,16", "whole number"),
         ("img=100..300", "multiples of 32"),
+        ("img=320,400", "multiples of 32"),
         ("lr", "NAME=LOW..HIGH"),
     ]:
         with pytest.raises(ForkliftError, match=problem):
-            search_space([spec], Task.DETECT)
+            training_space([spec], Task.DETECT)
     with pytest.raises(ForkliftError, match="needs an optimizer with momentum"):
-        search_space(["momentum=0.8..0.9"], Task.DETECT)
+        training_space(["momentum=0.8..0.9"], Task.DETECT)
     with pytest.raises(ForkliftError, match="given twice"):
-        search_space(["lr=0.1", "lr=0.2"], Task.DETECT)
+        training_space(["lr=0.1", "lr=0.2"], Task.DETECT)
 
 
 def test_space_file(tmp_path: Path) -> None:
     path = tmp_path / "space.yaml"
     path.write_text("lr: 1e-4..1e-2:log\nbatch: [8, 16]\nmosaic: [on, off]\noptimizer: [momentum]\nmomentum: 0.9\n")
-    dimensions = {d.name: d for d in search_space([str(path)], Task.DETECT)}
+    dimensions = {d.name: d for d in training_space([str(path)], Task.DETECT)}
     assert dimensions["lr"].log and dimensions["batch"].choices == (8, 16)
     assert dimensions["mosaic"].choices == ("on", "off") and dimensions["momentum"].choices == (0.9,)
     path.write_text("- lr\n")
     with pytest.raises(ForkliftError, match="a YAML mapping"):
-        search_space([str(path)], Task.DETECT)
+        training_space([str(path)], Task.DETECT)
 
 
 # -- searches: real trials
@@ -154,9 +157,9 @@ def test_median_pruning_stops_a_trial_that_reports_bad_values(data: Path, tmp_pa
     study = optuna.create_study(study_name="pruned", storage=journal(out), direction="maximize")
     for lr in (0.003, 0.003, 1e-7):  # two that learn, then one that cannot
         study.enqueue_trial({"lr": lr})
-    dimensions = tuple(search_space(["lr=1e-8..1e-2:log"], Task.CLASSIFY))
+    dimensions = tuple(training_space(["lr=1e-8..1e-2:log"], Task.CLASSIFY))
     shared = TrainSettings.of(data=data, cfg=CLASSIFIER, epochs=5, batch=16, seed=0)
-    search = Search(shared, out, "top1", dimensions)
+    search = Search(TrainingJob(shared, "top1"), out, dimensions)
     tune(search, Plan(study="pruned", storage=None, trials=3, pruner="median"))
     first, second, bad = study.get_trials()
     assert first.state == second.state == TrialState.COMPLETE
@@ -175,9 +178,9 @@ def test_a_trial_is_not_pruned_after_its_last_epoch(data: Path, tmp_path: Path) 
     study = optuna.create_study(study_name="last", storage=journal(out), direction="maximize")
     for lr in (0.003, 0.003, 1e-7):
         study.enqueue_trial({"lr": lr})
-    dimensions = tuple(search_space(["lr=1e-8..1e-2:log"], Task.CLASSIFY))
+    dimensions = tuple(training_space(["lr=1e-8..1e-2:log"], Task.CLASSIFY))
     shared = TrainSettings.of(data=data, cfg=CLASSIFIER, epochs=5, val_every=5, batch=16, seed=0)
-    search = Search(shared, out, "top1", dimensions)
+    search = Search(TrainingJob(shared, "top1"), out, dimensions)
     tune(search, Plan(study="last", storage=None, trials=3, pruner="median"))
     first, second, bad = study.get_trials()
     assert first.state == second.state == bad.state == TrialState.COMPLETE

@@ -34,7 +34,7 @@ from forklift.shared_data import shared_data_path
 from forklift.train.settings import TrainSettings
 from forklift.train.small_cfg import slim_cfg
 from forklift.tune.search import Plan, tune
-from forklift.tune.space import search_space
+from forklift.tune.training import TrainingJob, training_space
 from forklift.tune.trial import Search
 from forklift.vocabulary import Task
 
@@ -108,10 +108,9 @@ def _search(
     """One search of `minutes`; its trials' ends (seconds since the start), values and epochs run."""
     started = time.time()
     search = Search(
-        settings=TrainSettings.of(data=data, cfg=cfg, epochs=EPOCHS, seed=seed),
+        job=TrainingJob(TrainSettings.of(data=data, cfg=cfg, epochs=EPOCHS, seed=seed), "map50"),
         out=out,
-        metric="map50",
-        dimensions=tuple(search_space(space, Task.DETECT)),
+        dimensions=tuple(training_space(space, Task.DETECT)),
         deadline=started + minutes * 60,
     )
     plan = Plan(study=out.name, storage=None, sampler=sampler, pruner=pruner, trials=1000, seed=seed)

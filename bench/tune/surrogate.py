@@ -34,8 +34,9 @@ from search import EPOCHS, SPACES
 
 from forklift.train.settings import TrainSettings
 from forklift.tune.search import make_pruner, make_sampler
-from forklift.tune.space import Dimension, draw_settings, search_space
+from forklift.tune.space import Dimension
 from forklift.tune.storage import open_storage
+from forklift.tune.training import TrainingJob, draw_settings, training_space
 from forklift.tune.trial import Search
 from forklift.vocabulary import Task
 
@@ -94,9 +95,9 @@ def main() -> None:
     parser.add_argument("--space", choices=sorted(SPACES), default="wide", help="the space that run searched")
     args = parser.parse_args()
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-    dimensions = search_space(SPACES[args.space], Task.DETECT)
+    dimensions = training_space(SPACES[args.space], Task.DETECT)
     settings = TrainSettings.of(data=args.work, epochs=EPOCHS)
-    search = Search(settings=settings, out=args.work, metric="map50", dimensions=tuple(dimensions))
+    search = Search(job=TrainingJob(settings, "map50"), out=args.work, dimensions=tuple(dimensions))
     curves = Curves(_measured(args.work), [d for d in dimensions if d.choices is None])
     count = sum(len(ts) for ts in curves.by_kind.values())
     print(f"{count} measured curves; a trial takes {curves.start_s:.1f} s + {curves.epoch_s:.2f} s per epoch")

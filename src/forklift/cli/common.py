@@ -107,9 +107,9 @@ def add_seed(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
-def add_data(parser: argparse.ArgumentParser, *, flag: bool = False) -> None:
-    """A forklift data set folder, as the positional DATA or as `--data DATA`."""
+def add_data(parser: argparse.ArgumentParser, *, flag: bool = False, help: str = "a forklift data set folder") -> None:
+    """A forklift data set folder (or what ``help`` says), as the positional DATA or as `--data DATA`."""
     if flag:
-        parser.add_argument("--data", type=Path, required=True, metavar="DATA", help="a forklift data set folder")
+        parser.add_argument("--data", type=Path, required=True, metavar="DATA", help=help)
     else:
-        parser.add_argument("data", type=Path, metavar="DATA", help="a forklift data set folder")
+        parser.add_argument("data", type=Path, metavar="DATA", help=help)

@@ -19,7 +19,7 @@ from forklift.cli.common import (
 )
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
-from forklift.vocabulary import LrScaling, Optimizer, Precision, Runtime, Split, words
+from forklift.vocabulary import LrScaling, ModelFormat, Optimizer, Precision, Runtime, Split, words
 
 
 def register(verbs: Any) -> None:
@@ -34,11 +34,18 @@ def add_eval(verbs: Any) -> None:
         "eval",
         "Measure a model on a data set's split: COCO mAP, per-class AP, precision/recall at a threshold, "
         "confusion matrix and PR curves (top-1/top-5 for classifiers; mIoU, per-class IoU and pixel accuracy "
-        "for segmentation); writes eval.json and PNGs.",
-        "forklift eval models/shapes --data data/shapes --split val --out out/eval/shapes",
+        "for segmentation); writes eval.json and PNGs. A tabular model ('forklift ml fit') on a table: accuracy, "
+        "log-loss, AUC, confusion matrix, ROC and PR curves, or RMSE, MAE, R² and predicted against true values.",
+        "forklift eval models/shapes --data data/shapes --split val --out out/eval/shapes\n"
+        "  forklift eval out/income-forest --data test.csv --out out/eval/income",
     )
     evaluation.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
-    add_data(evaluation, flag=True)
+    add_data(
+        evaluation, flag=True, help="a forklift data set folder, or a table (.csv, .parquet, .svm) for a tabular model"
+    )
+    evaluation.add_argument(
+        "--target", metavar="COLUMN", help="a table's column to measure against (default: the model's target)"
+    )
     evaluation.add_argument("--split", choices=words(Split), default=Split.VAL.value)
     evaluation.add_argument("--conf", type=threshold, default=0.001, help="score threshold of detections for mAP")
     evaluation.add_argument("--iou", type=threshold, default=0.6, help="NMS overlap threshold (default 0.6)")
@@ -47,17 +54,23 @@ def add_eval(verbs: Any) -> None:
     )
     add_runtime(evaluation)
     evaluation.add_argument(
-        "--out", type=Path, help="folder for eval.json and the PNGs (default: MODEL_DIR/eval-DATA-SPLIT)"
+        "--out", type=Path, help="folder for eval.json and the PNGs (default: MODEL_DIR/eval-DATA-SPLIT, or eval-TABLE)"
     )
     add_json(evaluation, "print eval.json instead of a summary")
     evaluation.set_defaults(handler=run_eval)
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    """A table, or a tabular model, goes to the tables' evaluation (which refuses the other of the pair)."""
     from forklift.evaluation.detection import DetectionMetrics
     from forklift.evaluation.evaluate import evaluate
     from forklift.evaluation.segmentation import SegmentationMetrics
+    from forklift.model_files.model_dir import open_model_dir
 
+    if args.data.is_file() or open_model_dir(args.model_dir).format == ModelFormat.TABULAR:
+        return run_table_eval(args)
+    if args.target is not None:
+        raise ForkliftError(f"--target {args.target}: names a table's column; {args.data} is a data set folder")
     out = args.out or args.model_dir / f"eval-{args.data.resolve().name}-{args.split}"  # beside the model
     result = evaluate(
         args.model_dir,
@@ -95,6 +108,36 @@ def run_eval(args: argparse.Namespace) -> int:
             print(f"  IoU {name:<22} {number(iou)}")
     else:
         print(f"top-1 {metrics.top1:.4f}  top-5 {metrics.top5:.4f}")
+    print("wrote " + ", ".join(str(path) for path in result.files))
+    return 0
+
+
+def run_table_eval(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from forklift.evaluation.tabular import evaluate_table
+    from forklift.evaluation.tabular_metrics import TableClassifierMetrics
+
+    out = args.out or args.model_dir / f"eval-{args.data.stem}"  # beside the model
+    result = evaluate_table(args.model_dir, args.data, target=args.target, out=out)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    metrics = result.metrics
+    kind = f"{len(result.classes)} classes" if result.classes else "regression"
+    print(f"{result.model} ({result.estimator}, {kind}) on {result.data}: {result.rows} rows, target {result.target!r}")
+    for note in result.notes:
+        print(f"note: {note}")
+    print(f"{'metric':<10} {'value':>10}")
+    for name, value in asdict(metrics).items():
+        if value is None or isinstance(value, float):  # the one-number metrics
+            print(f"{name:<10} {'n/a' if value is None else f'{value:.4f}':>10}")
+    if isinstance(metrics, TableClassifierMetrics):
+        width = max(8, *(len(name) + 2 for name in result.classes))
+        print("confusion (rows: true, columns: predicted)")
+        print(" " * width + "".join(f"{name:>{width}}" for name in result.classes))
+        for name, row in zip(result.classes, metrics.confusion, strict=True):
+            print(f"{name:<{width}}" + "".join(f"{count:>{width}}" for count in row))
     print("wrote " + ", ".join(str(path) for path in result.files))
     return 0
 

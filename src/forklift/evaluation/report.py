@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from forklift.evaluation.detection import DetectionMetrics
+from forklift.evaluation.plots import Curve, plot_confusion, plot_curves
 from forklift.evaluation.segmentation import BACKGROUND, SegmentationMetrics
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def write_report(result: EvalResult, out: Path) -> list[Path]:
     elif isinstance(metrics, SegmentationMetrics):
         names = [BACKGROUND, *result.classes]
         confusion = np.round(confusion / np.maximum(confusion.sum(axis=1, keepdims=True), 1), 2)
-    written = [_plot_confusion(confusion, names, out / "confusion.png")]
+    written = [plot_confusion(confusion, names, out / "confusion.png")]
     if isinstance(metrics, DetectionMetrics):
         written.append(_plot_pr_curves(metrics, out / "pr-curves.png"))
     report = out / "eval.json"
@@ -39,37 +39,11 @@ def write_report(result: EvalResult, out: Path) -> list[Path]:
     return [report, *written]
 
 
-def _plot_confusion(confusion: np.ndarray, names: list[str], path: Path) -> Path:
-    size = 2.0 + 0.6 * len(names)
-    figure = Figure(figsize=(size, size))
-    axes = figure.subplots()
-    axes.imshow(confusion, cmap="Blues")
-    axes.set_xticks(range(len(names)), names, rotation=45, ha="right")
-    axes.set_yticks(range(len(names)), names)
-    axes.set_xlabel("predicted")
-    axes.set_ylabel("true")
-    for (row, column), count in np.ndenumerate(confusion):
-        dark = count > confusion.max() / 2
-        axes.text(column, row, str(count), ha="center", va="center", fontsize=8, color="white" if dark else "black")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    return path
-
-
 def _plot_pr_curves(metrics: DetectionMetrics, path: Path) -> Path:
-    figure = Figure(figsize=(7, 5))
-    axes = figure.subplots()
-    for name, curve in metrics.pr_curves.items():
-        if curve is not None:
-            axes.plot(metrics.pr_recall, curve, label=f"{name} (AP@.5 {metrics.ap50[name]:.3f})")
-    axes.set_xlabel("recall")
-    axes.set_ylabel("precision")
-    axes.set_xlim(0, 1)
-    axes.set_ylim(0, 1.05)
-    axes.set_title(f"precision-recall at IoU 0.5 (mAP@.5 {metrics.map50 or 0:.3f})")
-    axes.grid(True, alpha=0.3)
-    if any(curve is not None for curve in metrics.pr_curves.values()):
-        axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    return path
+    curves = [
+        Curve(f"{name} (AP@.5 {metrics.ap50[name]:.3f})", metrics.pr_recall, curve)
+        for name, curve in metrics.pr_curves.items()
+        if curve is not None
+    ]
+    title = f"precision-recall at IoU 0.5 (mAP@.5 {metrics.map50 or 0:.3f})"
+    return plot_curves(curves, path, x_label="recall", y_label="precision", title=title)

@@ -5,14 +5,16 @@ Each round grows one XGBoost histogram tree (one per class for more than two cla
 ``base_score``, a margin: by default the weighted mean target (mse), its logit (cross-entropy, two classes), the
 log of each class's share (more classes), the log of the mean (poisson) or the ``alpha`` quantile (quantile), as
 snapml documents it. With ``X_val``/``y_val``, training stops when the validation loss has not fallen for
-``early_stopping_rounds`` rounds and keeps the rounds up to the best (``n_rounds_``).
+``early_stopping_rounds`` rounds and keeps the rounds up to the best (``n_rounds_``). ``fit(..., on_rounds=...)``
+shows the model so far to a caller every few rounds (`forklift tune` measures it and may stop the fit).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import xgboost
@@ -24,6 +26,18 @@ from forklift.ml.estimators import keep_parameters, real, whole
 from forklift.ml.tree_ensemble import Link
 from forklift.ml.tree_xgboost import read_booster
 from forklift.ml.trees import REGRESSION_OBJECTIVES, _TreeClassifierMixin, _TreeModel, _TreeRegressorMixin
+
+Seen = TypeVar("Seen")
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundHook(Generic[Seen]):
+    """What a fit calls as it boosts: ``call(rounds, seen)`` after every ``every`` rounds but the last (whose model
+    is what the fit returns). A fit passes the model so far; raising in ``call`` stops the fit. A fit parameter,
+    not a constructor one, so that ``get_params``, ``clone`` and pickles do not carry a caller's function."""
+
+    every: int
+    call: Callable[[int, Seen], None]
 
 
 class _Boosting(_TreeModel):
@@ -90,6 +104,7 @@ class _Boosting(_TreeModel):
         start: np.ndarray,
         link: Link,
         two_classes: bool,
+        on_rounds: RoundHook[_Boosting] | None,
     ) -> None:
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         parameters = (
@@ -116,6 +131,9 @@ class _Boosting(_TreeModel):
         for round_, depth in enumerate(self._depths()):
             booster.set_param("max_depth", str(depth))
             booster.update(train, round_)
+            if on_rounds is not None and (round_ + 1) % on_rounds.every == 0 and round_ + 1 < self.num_round:
+                self._keep(booster, start=start, link=link, two_classes=two_classes)
+                on_rounds.call(round_ + 1, self)
             if validation is None:
                 continue
             loss = float(booster.eval_set([(matrices[1], "val")], round_).rsplit(":", 1)[1])
@@ -129,6 +147,10 @@ class _Boosting(_TreeModel):
                 break
         if validation is not None:
             booster = booster[: best_round + 1]
+        self._keep(booster, start=start, link=link, two_classes=two_classes)
+
+    def _keep(self, booster: xgboost.Booster, *, start: np.ndarray, link: Link, two_classes: bool) -> None:
+        """Predict with the booster's rounds from here on."""
         self.n_rounds_ = booster.num_boosted_rounds()
         self.ensemble_ = dataclasses.replace(read_booster(booster, two_classes=two_classes, link=link), base=start)
 
@@ -192,9 +214,11 @@ class BoostingMachineClassifier(_TreeClassifierMixin, _Boosting):
         y_val: Any = None,
         sample_weight_val: Any = None,
         aggregate_importances: bool = True,
+        *,
+        on_rounds: RoundHook[_Boosting] | None = None,
     ) -> BoostingMachineClassifier:
         """Boost on ``X`` (dense or CSR/CSC, NaN = missing) and labels of two or more classes; stop early on
-        ``X_val``/``y_val`` when given."""
+        ``X_val``/``y_val`` when given; ``on_rounds`` sees the model every few rounds."""
         self._check()
         X, y = self._validated(X, y, fitting=True)
         encoded = self._encoded(y)
@@ -229,6 +253,7 @@ class BoostingMachineClassifier(_TreeClassifierMixin, _Boosting):
             start=start,
             link=link,
             two_classes=k == 2,
+            on_rounds=on_rounds,
         )
         return self
 
@@ -289,8 +314,11 @@ class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
         y_val: Any = None,
         sample_weight_val: Any = None,
         aggregate_importances: bool = True,
+        *,
+        on_rounds: RoundHook[_Boosting] | None = None,
     ) -> BoostingMachineRegressor:
-        """Boost on ``X`` (dense or CSR/CSC, NaN = missing) and real targets; stop early on ``X_val``/``y_val``."""
+        """Boost on ``X`` (dense or CSR/CSC, NaN = missing) and real targets; stop early on ``X_val``/``y_val``;
+        ``on_rounds`` sees the model every few rounds."""
         self._check()
         if self.objective not in self._objectives:
             raise ValueError(
@@ -330,5 +358,6 @@ class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
             start=np.array([start]),
             link=link,
             two_classes=False,
+            on_rounds=on_rounds,
         )
         return self

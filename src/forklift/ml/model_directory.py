@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.metrics import (
-    accuracy_score,
-    log_loss,
-    mean_absolute_error,
-    r2_score,
-    roc_auc_score,
-    root_mean_squared_error,
-)
 
 import forklift.ml as estimators
 from forklift.errors import ForkliftError
+from forklift.ml.boosting import RoundHook
+from forklift.ml.metrics import ClassifierScores, RegressorScores, classifier_scores, regressor_scores
 from forklift.ml.tables import Table, infer_features, plain
 from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.model_files.tabular import GRAPH_FILE, TABULAR_KEY, TabularSettings, encode_columns
@@ -39,6 +33,7 @@ class ModelKind:
     classifier: str | None
     regressor: str | None
     trees: bool  # takes missing values
+    rounds: bool = False  # fits round by round (``num_round``), showing the model so far to ``fit(on_rounds=...)``
 
 
 MODELS = {
@@ -47,7 +42,7 @@ MODELS = {
     "ridge": ModelKind(None, "LinearRegression", trees=False),
     "tree": ModelKind("DecisionTreeClassifier", "DecisionTreeRegressor", trees=True),
     "forest": ModelKind("RandomForestClassifier", "RandomForestRegressor", trees=True),
-    "boosting": ModelKind("BoostingMachineClassifier", "BoostingMachineRegressor", trees=True),
+    "boosting": ModelKind("BoostingMachineClassifier", "BoostingMachineRegressor", trees=True, rounds=True),
 }
 CLASSES_FOR_GUESS = 20  # a target of whole numbers with at most this many values is read as classes
 
@@ -98,8 +93,11 @@ def fit_directory(
     threads: int,
     test: Table | None = None,
     stage: Callable[[str], None] = lambda _: None,
+    on_rounds: RoundHook[dict[str, float]] | None = None,
 ) -> FitReport:
-    """Fit ``--model`` on ``train`` and write the model directory ``out``; measure on train and ``test``."""
+    """Fit ``--model`` on ``train`` and write the model directory ``out``; measure on train and ``test``.
+    ``on_rounds`` gets the test table's metrics of the model so far while a model that fits round by round fits
+    (other models fit in one step and never call it)."""
     if train.target is None:
         raise ForkliftError("the training table has no target column")
     classification = is_classification(model, train.target, task)
@@ -116,25 +114,34 @@ def fit_directory(
     stage("encoding")
     X = encode_columns(settings, train.columns, where=train.source, first_row=1)
     y = _target(train.target, classification)
+    measured = None
+    if test is not None:
+        if test.target is None:
+            raise ForkliftError("the test table has no target column")
+        measured = (encode_columns(settings, test.columns), _target(test.target, classification))
+    watch = None
+    if on_rounds is not None and measured is not None and MODELS[model].rounds:
+        watch = _measuring(on_rounds, measured, settings)
     stage("fitting")
     try:
-        estimator.fit(X, y)
+        estimator.fit(X, y) if watch is None else estimator.fit(X, y, on_rounds=watch)
     except ValueError as exc:  # scikit-learn's and forklift.ml's checks of options and data: one line each
         raise ForkliftError(f"{settings.estimator}: {str(exc).strip().splitlines()[0]}") from exc
     stage("measuring")
     measured_train = measure(estimator, X, y, settings)
-    measured_test = {}
-    if test is not None:
-        if test.target is None:
-            raise ForkliftError("the test table has no target column")
-        measured_test = measure(
-            estimator, encode_columns(settings, test.columns), _target(test.target, classification), settings
-        )
+    measured_test = {} if measured is None else measure(estimator, *measured, settings)
     metrics = {f"train_{k}": v for k, v in measured_train.items()} | {f"test_{k}": v for k, v in measured_test.items()}
     settings = replace(settings, metrics=metrics)
     stage("writing")
     write_directory(estimator, settings, out)
     return FitReport(settings, measured_train, measured_test)
+
+
+def _measuring(
+    on_rounds: RoundHook[dict[str, float]], test: tuple[np.ndarray, np.ndarray], settings: TabularSettings
+) -> RoundHook[BaseEstimator]:
+    """The estimator's hook: ``on_rounds`` with the test table's metrics of the model so far."""
+    return RoundHook(on_rounds.every, lambda rounds, model: on_rounds.call(rounds, measure(model, *test, settings)))
 
 
 def _target(values: np.ndarray, classification: bool) -> np.ndarray:
@@ -153,21 +160,11 @@ def _target(values: np.ndarray, classification: bool) -> np.ndarray:
 def measure(estimator: BaseEstimator, X: np.ndarray, y: np.ndarray, settings: TabularSettings) -> dict[str, float]:
     """Accuracy, log-loss and AUC (where there are probabilities) for classes; RMSE, MAE and R² for values."""
     if not settings.classification:
-        predicted = estimator.predict(X)
-        return {
-            "rmse": float(root_mean_squared_error(y, predicted)),
-            "mae": float(mean_absolute_error(y, predicted)),
-            "r2": float(r2_score(y, predicted)),
-        }
-    metrics = {"accuracy": float(accuracy_score(y, estimator.predict(X)))}
-    if settings.probabilities:
-        probabilities = estimator.predict_proba(X)
-        labels = list(estimator.classes_)
-        metrics["log_loss"] = float(log_loss(y, probabilities, labels=labels))
-        if len(set(y.tolist())) == len(labels):  # AUC needs every class present
-            scores = probabilities[:, 1] if len(labels) == 2 else probabilities
-            metrics["auc"] = float(roc_auc_score(y, scores, multi_class="ovr", labels=labels))
-    return metrics
+        scores: ClassifierScores | RegressorScores = regressor_scores(y, estimator.predict(X))
+    else:
+        probabilities = estimator.predict_proba(X) if settings.probabilities else None
+        scores = classifier_scores(y, estimator.predict(X), probabilities, labels=list(estimator.classes_))
+    return {name: value for name, value in asdict(scores).items() if value is not None}
 
 
 def write_directory(estimator: BaseEstimator, settings: TabularSettings, out: Path) -> None:

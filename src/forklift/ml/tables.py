@@ -62,8 +62,9 @@ def read_table(path: Path, *, target: str | None, n_features: int | None = None)
     return Table(columns, frame[target_name].to_numpy(), target_name, frame.shape[0], str(path))
 
 
-def read_features(path: Path, names: tuple[str, ...]) -> Table:
-    """A table to predict on: the model's features by name (a target column beside them is left out)."""
+def read_features(path: Path, names: tuple[str, ...], *, target: str | None = None) -> Table:
+    """A table to predict on: the model's features by name; a target column beside them is left out, unless
+    ``target`` names it (to measure the model: a libsvm file's labels are always its target)."""
     if not path.is_file():
         raise ForkliftError(f"{path}: no such file")
     if path.suffix.lower() in SVMLIGHT_SUFFIXES:
@@ -75,7 +76,11 @@ def read_features(path: Path, names: tuple[str, ...]) -> Table:
     missing = [name for name in names if name not in frame.columns]
     if missing:
         raise ForkliftError(f"{path}: no column {missing[0]!r}, a feature of the model")
-    return Table({name: _column(path, name, frame[name]) for name in names}, None, "", frame.shape[0], str(path))
+    if target is not None and target not in frame.columns:
+        raise ForkliftError(f"{path}: no target column {target!r} (columns: {', '.join(map(str, frame.columns))})")
+    columns = {name: _column(path, name, frame[name]) for name in names}
+    truth = None if target is None else frame[target].to_numpy()
+    return Table(columns, truth, target or "", frame.shape[0], str(path))
 
 
 def _read_frame(path: Path, suffix: str) -> pd.DataFrame:

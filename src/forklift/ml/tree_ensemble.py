@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime
 import scipy.sparse as sp
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 ONNX_OPSET = 17
 ONNX_ML_OPSET = 3
@@ -74,6 +74,16 @@ class Tree:
 
 
 @dataclass(frozen=True, eq=False)
+class FourierTerm:
+    """SnapBoost's ridge rounds, summed: ``cos(X weights + offset) @ coef`` adds to the margin (each round's random
+    Fourier features side by side, their ridge coefficients scaled by the learning rate and the map's norm)."""
+
+    weights: np.ndarray  # float32 (n_features, n_components)
+    offset: np.ndarray  # float32 (n_components,)
+    coef: np.ndarray  # float32 (n_components, n_outputs)
+
+
+@dataclass(frozen=True, eq=False)
 class TreeEnsemble:
     """The trees' summed leaf values plus ``base`` are the margin; ``link`` makes the prediction. A binary
     classifier (``two_classes``) predicts ``[1 - p, p]`` from its one output ``p``."""
@@ -84,6 +94,7 @@ class TreeEnsemble:
     link: Link
     comparison: Comparison = Comparison.LESS
     two_classes: bool = False
+    fourier: FourierTerm | None = None  # ridge rounds, which read every feature: no missing values
     _session: list[onnxruntime.InferenceSession] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
@@ -174,7 +185,7 @@ def _graph(ensemble: TreeEnsemble) -> onnx.ModelProto:
     ensemble_node = helper.make_node(
         "TreeEnsembleRegressor",
         [INPUT],
-        [MARGIN],
+        [MARGIN if ensemble.fourier is None else "tree_margin"],
         domain="ai.onnx.ml",
         n_targets=n_outputs,
         aggregate_function="SUM",
@@ -183,6 +194,21 @@ def _graph(ensemble: TreeEnsemble) -> onnx.ModelProto:
     )
     ensemble_node.attribute.extend(helper.make_attribute(name, values) for name, values in nodes.items())
     graph_nodes = [ensemble_node]
+    initializers = [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])] if ensemble.two_classes else []
+    if ensemble.fourier is not None:
+        fourier = ensemble.fourier
+        initializers += [
+            numpy_helper.from_array(fourier.weights.astype(np.float32), "rff_weights"),
+            numpy_helper.from_array(fourier.offset.astype(np.float32), "rff_offset"),
+            numpy_helper.from_array(fourier.coef.astype(np.float32), "rff_coef"),
+        ]
+        graph_nodes += [
+            helper.make_node("MatMul", [INPUT, "rff_weights"], ["projected"]),
+            helper.make_node("Add", ["projected", "rff_offset"], ["shifted"]),
+            helper.make_node("Cos", ["shifted"], ["waves"]),
+            helper.make_node("MatMul", ["waves", "rff_coef"], ["ridge_margin"]),
+            helper.make_node("Add", ["tree_margin", "ridge_margin"], [MARGIN]),
+        ]
     graph_nodes += _link_nodes(ensemble)
     graph = helper.make_graph(
         graph_nodes,
@@ -194,7 +220,7 @@ def _graph(ensemble: TreeEnsemble) -> onnx.ModelProto:
                 PREDICTION, TensorProto.FLOAT, [None, 2 if ensemble.two_classes else n_outputs]
             ),
         ],
-        initializer=[helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])] if ensemble.two_classes else [],
+        initializer=initializers,
     )
     model = helper.make_model(
         graph,

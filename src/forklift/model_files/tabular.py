@@ -24,6 +24,7 @@ GRAPH_FILE = "model.onnx"
 INPUT = "X"
 PREDICTION = "prediction"
 Scalar = str | int | float | bool
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class FeatureKind(StrEnum):
@@ -140,8 +141,8 @@ def _number(feature: Feature, value: Any, row: int) -> float:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ForkliftError(f"row {row}: feature {feature.name!r}: {value!r} is not a number")
-    if not math.isfinite(value):
-        raise ForkliftError(f"row {row}: feature {feature.name!r}: {value!r} is not a finite number")
+    if abs(value) > FLOAT32_MAX or not math.isfinite(value):  # the graph's float32 would make it infinite
+        raise ForkliftError(f"row {row}: feature {feature.name!r}: {value!r} is not a finite float32 number")
     return float(value)
 
 

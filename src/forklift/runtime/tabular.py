@@ -6,7 +6,8 @@ predicted class is the highest) or one value a row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,17 +15,21 @@ import numpy as np
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory, tabular_settings
 from forklift.model_files.tabular import INPUT, PREDICTION, Scalar, TabularSettings, encode_records
+from forklift.vision.results import Timing
 
 
 @dataclass(frozen=True)
 class RowsAnswer:
-    """The answer for a batch of rows: the predicted class or value of each, and the class scores (classifiers)."""
+    """The answer for a batch of rows: the predicted class or value of each, the class scores (classifiers), and
+    the time it took (a served batch's requests each report their batch's, as images do)."""
 
     predictions: list[Scalar]
     scores: np.ndarray | None  # float32 [rows, classes]; probabilities where the settings say so
+    timing: Timing = field(default_factory=Timing)
 
     def rows(self, start: int, stop: int) -> RowsAnswer:
-        return RowsAnswer(self.predictions[start:stop], None if self.scores is None else self.scores[start:stop])
+        scores = None if self.scores is None else self.scores[start:stop]
+        return RowsAnswer(self.predictions[start:stop], scores, self.timing)
 
 
 class TabularModel:
@@ -59,8 +64,10 @@ class TabularModel:
         """Predictions for encoded rows (float32 [N, width])."""
         if rows.ndim != 2 or rows.shape[1] != self.settings.width:
             raise ForkliftError(f"rows of shape {list(rows.shape)}: this model takes [N, {self.settings.width}]")
+        start = time.perf_counter()
         (output,) = self.session.run([PREDICTION], {INPUT: np.ascontiguousarray(rows, dtype=np.float32)})
+        timing = Timing(inference=time.perf_counter() - start)
         if not self.settings.classification:
-            return RowsAnswer([float(v) for v in output[:, 0]], None)
+            return RowsAnswer([float(v) for v in output[:, 0]], None, timing)
         classes = self.settings.classes
-        return RowsAnswer([classes[i] for i in output.argmax(axis=1)], output)
+        return RowsAnswer([classes[i] for i in output.argmax(axis=1)], output, timing)

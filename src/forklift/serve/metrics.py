@@ -27,7 +27,7 @@ class Metrics:
             "forklift_queue_depth", "Requests waiting for a worker", ["model"], registry=self.registry
         )
         self.batch_size = Histogram(
-            "forklift_batch_images", "Images per batch sent to a worker", ["model"],
+            "forklift_batch_images", "Images (or a tabular model's rows) per batch sent to a worker", ["model"],
             buckets=(1, 2, 4, 8, 16, 32, 64), registry=self.registry,
         )  # fmt: skip
         self.worker_batches = Counter(

@@ -21,6 +21,21 @@ ERROR: Schema = {
 }
 BINARY: Schema = {"type": "string", "format": "binary"}
 JSON = "application/json"
+ROW: Schema = {
+    "description": "a row's values: an object by feature name, or an array in the features' order",
+    "type": ["object", "array"],
+}
+ROWS: Schema = {  # a tabular model's body (forklift.serve.rows)
+    "oneOf": [
+        {
+            "type": "object",
+            "required": ["rows"],
+            "properties": {"rows": {"type": "array", "items": ROW, "minItems": 1}},
+            "additionalProperties": False,
+        },
+        {"type": "array", "items": ROW, "minItems": 1},
+    ]
+}
 
 
 def _images_body(*fields: str) -> Schema:
@@ -38,6 +53,12 @@ def _images_body(*fields: str) -> Schema:
             "image/png": {"schema": BINARY},
         },
     }
+
+
+def _predict_body() -> Schema:
+    """Images for a model of images, JSON rows for a tabular model."""
+    body = _images_body("conf")
+    return {**body, "content": {**body["content"], JSON: {"schema": ROWS}}}
 
 
 def _query(name: str, *, required: bool = False, schema: Schema | None = None) -> Schema:
@@ -79,15 +100,14 @@ def openapi(models: list[str]) -> Schema:
     paths: Schema = {
         "/predict/{model}": {
             "post": _operation(
-                "forklift: detections, classes or masks of the images (an image-to-image model answers an image)",
+                "forklift: detections, classes or masks of the images (an image-to-image model answers an image); "
+                "a tabular model's predictions of JSON rows",
                 parameters=[model, conf],
-                body=_images_body("conf"),
+                body=_predict_body(),
             )
         },
         "/": {
-            "post": _operation(
-                "forklift: /predict of the one model served", parameters=[conf], body=_images_body("conf")
-            )
+            "post": _operation("forklift: /predict of the one model served", parameters=[conf], body=_predict_body())
         },
         "/api/dlapis/{model}": {
             "post": _operation(

@@ -1,7 +1,8 @@
 """A model's pool of pinned worker processes, fed from one bounded queue with dynamic batching.
 
 Each worker has an asyncio task that takes the next request from the model's queue, adds whatever else is
-waiting (up to `max_batch` images, waiting at most `batch_timeout`), and sends the batch to its process.
+waiting (up to `max_batch` images, or a tabular model's rows, waiting at most `batch_timeout`), and sends the
+batch to its process.
 A full queue refuses at once (the server answers 503 with Retry-After) instead of piling up; a crashed
 worker fails its batch's requests with an error and is started again.
 """
@@ -17,15 +18,21 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+import numpy as np
+
 from forklift.errors import ForkliftError
+from forklift.runtime.tabular import RowsAnswer
 from forklift.serve.metrics import Metrics
 from forklift.serve.worker import (
+    Answer,
     Answered,
     Crashed,
     ImagesJob,
+    Job,
     LoadFailed,
     Ready,
     Refused,
+    RowsJob,
     ServedModel,
     TensorJob,
     WorkerReply,
@@ -54,13 +61,17 @@ class WorkerFailed(Exception):
 class Request:
     """One caller's job, waiting for its share of a batch's answer."""
 
-    job: ImagesJob | TensorJob
+    job: Job
     future: asyncio.Future
     enqueued: float = field(default_factory=time.perf_counter)
 
     @property
-    def images(self) -> int:
-        return len(self.job.images) if isinstance(self.job, ImagesJob) else len(self.job.tensor)
+    def items(self) -> int:
+        """What the request adds to a batch: its images, tensors or rows."""
+        job = self.job
+        if isinstance(job, ImagesJob):
+            return len(job.images)
+        return len(job.tensor if isinstance(job, TensorJob) else job.rows)
 
 
 class Worker:
@@ -93,7 +104,7 @@ class Worker:
         self.served = said.model
         return said.model
 
-    def call(self, job: ImagesJob | TensorJob) -> WorkerReply:
+    def call(self, job: Job) -> WorkerReply:
         assert self.connection is not None
         try:
             self.connection.send(job)
@@ -158,7 +169,7 @@ class ModelPool:
             worker.stop()
             worker.thread.shutdown(wait=False)
 
-    async def submit(self, job: ImagesJob | TensorJob) -> Any:
+    async def submit(self, job: Job) -> Any:
         """Queue a job and wait for its answer; QueueFull at once when the bound is reached."""
         request = Request(job, asyncio.get_running_loop().create_future())
         try:
@@ -170,7 +181,7 @@ class ModelPool:
         return await request.future
 
     def _fair_share(self) -> int:
-        """At most this many images per batch: the waiting work split evenly over the workers.
+        """At most this many images (or rows) per batch: the waiting work split evenly over the workers.
 
         One worker taking every waiting request while another idles would make those requests wait for each
         other; an even split keeps latencies alike (p99 near p50) and still batches under heavy load.
@@ -179,13 +190,13 @@ class ModelPool:
 
     async def _next_batch(self, first: Request) -> tuple[list[Request], Request | None]:
         """`first` plus what is waiting and can share its batch; a request that cannot is handed back."""
-        batch, images = [first], first.images
-        if not isinstance(first.job, ImagesJob):
+        batch, items = [first], first.items
+        if isinstance(first.job, TensorJob):
             return batch, None
-        pixels = first.job.pixels
+        pixels = _pixels(first.job)
         deadline = time.perf_counter() + self.batch_timeout_s
         limit = self._fair_share()
-        while images < limit:
+        while items < limit:
             try:
                 if self.queue.empty() and self.batch_timeout_s > 0:
                     remaining = deadline - time.perf_counter()
@@ -196,14 +207,13 @@ class ModelPool:
                     candidate = self.queue.get_nowait()
             except (asyncio.QueueEmpty, TimeoutError):
                 break
-            job = candidate.job
-            if not isinstance(job, ImagesJob) or _answer_settings(job) != _answer_settings(first.job):
+            if not _batch_together(first.job, candidate.job):
                 return batch, candidate
-            if pixels + job.pixels > self.max_pixels:  # the worker would hold too many decoded pixels at once
+            if pixels + _pixels(candidate.job) > self.max_pixels:  # the worker would hold too many decoded pixels
                 return batch, candidate
             batch.append(candidate)
-            images += candidate.images
-            pixels += job.pixels
+            items += candidate.items
+            pixels += _pixels(candidate.job)
         return batch, None
 
     async def _serve(self, worker: Worker) -> None:
@@ -217,7 +227,7 @@ class ModelPool:
             if not live:
                 continue
             job = _merge(live)
-            self.metrics.batch_size.labels(self.name).observe(sum(r.images for r in live))
+            self.metrics.batch_size.labels(self.name).observe(sum(r.items for r in live))
             try:
                 reply = await loop.run_in_executor(worker.thread, worker.call, job)
             except WorkerCrashed as exc:
@@ -249,24 +259,37 @@ class ModelPool:
                 delay = min(delay * 2, 30.0)
 
 
-def _merge(requests: list[Request]) -> ImagesJob | TensorJob:
+def _merge(requests: list[Request]) -> Job:
     """The one job of a batch from `_next_batch`: a tensor job goes alone, image jobs with one threshold (and
-    answer encoding and style adjustment) merge."""
+    answer encoding and style adjustment) merge, and rows merge into one matrix."""
     first = requests[0].job
     if isinstance(first, TensorJob):
         return first
+    if isinstance(first, RowsJob):
+        parts = [request.job.rows for request in requests if isinstance(request.job, RowsJob)]
+        assert len(parts) == len(requests), "_next_batch batches rows only with rows"
+        return RowsJob(np.concatenate(parts))
     images: list[tuple[str, bytes]] = []
     pixels = 0
     for request in requests:
-        assert isinstance(request.job, ImagesJob), "_next_batch never batches a tensor job with image jobs"
+        assert isinstance(request.job, ImagesJob), "_next_batch batches image jobs only with image jobs"
         images.extend(request.job.images)
         pixels += request.job.pixels
     return ImagesJob(images, first.request, first.encoding, pixels)
 
 
-def _answer_settings(job: ImagesJob) -> tuple:
-    """What must be the same for image jobs to share a batch."""
-    return job.request, job.encoding
+def _batch_together(first: Job, other: Job) -> bool:
+    """Whether `other` may join `first`'s batch: rows with rows, image jobs with the same request options and answer
+    encoding; never kinds mixed, never a tensor job."""
+    if isinstance(first, RowsJob):
+        return isinstance(other, RowsJob)
+    if isinstance(first, ImagesJob) and isinstance(other, ImagesJob):
+        return (first.request, first.encoding) == (other.request, other.encoding)
+    return False
+
+
+def _pixels(job: Job) -> int:
+    return job.pixels if isinstance(job, ImagesJob) else 0
 
 
 def _fail(requests: list[Request], error: Exception) -> None:
@@ -275,15 +298,20 @@ def _fail(requests: list[Request], error: Exception) -> None:
             request.future.set_exception(error)
 
 
-def _answer(requests: list[Request], payload: Prediction | Any, metrics: Metrics, model: str) -> None:
-    if not isinstance(payload, Prediction):  # a tensor job's raw output: it goes alone
+def _answer(requests: list[Request], payload: Answer, metrics: Metrics, model: str) -> None:
+    """Each request its share of the batch's answer, by the offsets of its items; a tensor job's went alone."""
+    if isinstance(payload, np.ndarray):
         requests[0].future.set_result(payload)
         return
     for stage, seconds in payload.timing.to_json().items():
         metrics.stage.labels(model, stage).observe(seconds)
     offset = 0
     for request in requests:
-        share = Prediction(payload.results[offset : offset + request.images], payload.timing)
-        offset += request.images
+        start, offset = offset, offset + request.items
+        share: Prediction | RowsAnswer = (
+            payload.rows(start, offset)
+            if isinstance(payload, RowsAnswer)
+            else Prediction(payload.results[start:offset], payload.timing)
+        )
         if not request.future.done():
             request.future.set_result(share)

@@ -5,16 +5,19 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from functools import wraps
+from typing import Any, overload
 
+import numpy as np
 from starlette.requests import Request
 from starlette.responses import Response
 
 from forklift.errors import ForkliftError
+from forklift.runtime.tabular import RowsAnswer
 from forklift.serve.config import ServeOptions
 from forklift.serve.metrics import Metrics
 from forklift.serve.pool import ModelPool, QueueFull, WorkerCrashed, WorkerFailed
 from forklift.serve.responses import HttpError, error_response
-from forklift.serve.worker import ImagesJob, TensorJob
+from forklift.serve.worker import ImagesJob, Job, RowsJob, TensorJob
 from forklift.vision.results import Prediction
 
 RETRY_AFTER_S = "1"
@@ -41,8 +44,14 @@ class ServeState:
             raise HttpError(503, f"model {name!r} is not ready yet", {"Retry-After": RETRY_AFTER_S})
         return pool
 
-    async def run(self, pool: ModelPool, job: ImagesJob | TensorJob) -> Prediction:
-        """Queue the job; overload, crashes and bad input become HTTP errors that say so."""
+    @overload
+    async def run(self, pool: ModelPool, job: ImagesJob) -> Prediction: ...
+    @overload
+    async def run(self, pool: ModelPool, job: TensorJob) -> np.ndarray: ...
+    @overload
+    async def run(self, pool: ModelPool, job: RowsJob) -> RowsAnswer: ...
+    async def run(self, pool: ModelPool, job: Job) -> Any:
+        """Queue the job and give its answer; overload, crashes and bad input become HTTP errors that say so."""
         try:
             return await pool.submit(job)
         except QueueFull as exc:

@@ -12,6 +12,12 @@ from forklift.vision.images import declared_pixels
 FIELD = "files"
 
 
+def sends_images(request: Request) -> bool:
+    """Whether the request's body is a multipart upload or an image (its Content-Type says so)."""
+    content_type = request.headers.get("content-type", "").lower()
+    return content_type.startswith(("multipart/", "image/"))
+
+
 def _check_declared_size(request: Request, limit: int) -> None:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import os
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from forklift.model_files.tabular import TabularSettings
+from forklift.runtime.tabular import RowsAnswer
 from forklift.system.pinning import pin_process
 from forklift.vision.results import Prediction
-from forklift.vocabulary import Precision, Runtime, Task
+from forklift.vocabulary import ModelFormat, Precision, Runtime, Task
 
 if TYPE_CHECKING:
+    from forklift.model_files.model_dir import ModelDirectory
     from forklift.runtime.base import RequestOptions
 
 
@@ -71,6 +75,17 @@ class TensorJob:
 
 
 @dataclass(frozen=True)
+class RowsJob:
+    """A tabular model's rows from one or more requests, encoded as its graph takes them (float32 [N, width])."""
+
+    rows: np.ndarray
+
+
+Job = ImagesJob | TensorJob | RowsJob
+Answer = Prediction | np.ndarray | RowsAnswer  # an ImagesJob's, a TensorJob's (the raw network output), a RowsJob's
+
+
+@dataclass(frozen=True)
 class ServedModel:
     """What a worker says of its model once loaded: the server's protocols and /healthz answer from it."""
 
@@ -81,12 +96,14 @@ class ServedModel:
     input_size: tuple[int, int] | None  # height, width of a network that takes tensors of one size, else None
     device: str
     pid: int
+    tabular: TabularSettings | None = None  # a tabular model's features and classes: the server encodes its rows
 
     def to_json(self) -> dict:
-        """For /healthz: everything but the labels and the pid (listed per worker)."""
+        """For /healthz: everything but the labels and the pid (listed per worker); a tabular model's features."""
         size = None if self.input_size is None else list(self.input_size)
+        features = {} if self.tabular is None else {"features": list(self.tabular.names)}
         return {"runtime": self.runtime, "precision": self.precision, "task": self.task, "input": size,
-                "device": self.device}  # fmt: skip
+                "device": self.device, **features}  # fmt: skip
 
 
 # What a worker sends back over its pipe: once Ready or LoadFailed, then for each job one of the others.
@@ -102,7 +119,7 @@ class LoadFailed:
 
 @dataclass(frozen=True)
 class Answered:
-    answer: Prediction | np.ndarray  # an ImagesJob's prediction, or a TensorJob's raw network output
+    answer: Answer
 
 
 @dataclass(frozen=True)
@@ -132,24 +149,29 @@ def _encode_images(prediction: Prediction, encoding: Encoding) -> None:
             result.image = None
 
 
-def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
-    """Entry point of the worker process: load, say Ready (with what it serves), then answer jobs."""
-    _pin(spec)
-    from forklift.errors import ForkliftError
+Answerer = Callable[[Job], Answer]  # a loaded model answering one job; ForkliftError: the job's input is wrong
+
+
+def _load(spec: WorkerSpec) -> tuple[ServedModel, Answerer]:
     from forklift.model_files.model_dir import open_model_dir
+
+    model = open_model_dir(spec.model_dir)
+    if model.format == ModelFormat.TABULAR:
+        return _load_tabular(spec, model)
+    return _load_images(spec, model)
+
+
+def _load_images(spec: WorkerSpec, model: ModelDirectory) -> tuple[ServedModel, Answerer]:
+    """A model of images on the engine asked for: it answers images, and tensors where its input has one size."""
+    from forklift.errors import ForkliftError
     from forklift.runtime.base import FixedInput, PredictOptions
     from forklift.runtime.load import load_predictor
 
-    try:
-        model = open_model_dir(spec.model_dir)
-        device = "cpu" if spec.place.gpu is None else f"cuda:{spec.place.gpu}"
-        options = PredictOptions(
-            threads=spec.place.threads, max_pixels=spec.max_pixels, spin=False, precision=spec.precision, device=device
-        )
-        predictor = load_predictor(model, spec.runtime, options)
-    except ForkliftError as exc:
-        connection.send(LoadFailed(str(exc)))
-        return
+    device = "cpu" if spec.place.gpu is None else f"cuda:{spec.place.gpu}"
+    options = PredictOptions(
+        threads=spec.place.threads, max_pixels=spec.max_pixels, spin=False, precision=spec.precision, device=device
+    )
+    predictor = load_predictor(model, spec.runtime, options)
     assert predictor.runtime is not None and predictor.options.precision is not None  # load_predictor sets both
     served = ServedModel(
         runtime=predictor.runtime,
@@ -160,6 +182,63 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
         device=device,
         pid=os.getpid(),
     )
+
+    def answer(job: Job) -> Answer:
+        if isinstance(job, RowsJob):
+            raise ForkliftError(f"a {model.format} model takes images, not rows of features")
+        if isinstance(job, TensorJob):
+            if not isinstance(predictor, FixedInput):
+                raise ForkliftError(f"{model.format} models take images, not tensors")
+            return np.stack(predictor.infer(list(job.tensor)))
+        prediction = predictor.predict(job.images, job.request)
+        if job.encoding is not None:
+            _encode_images(prediction, job.encoding)
+        return prediction
+
+    return served, answer
+
+
+def _load_tabular(spec: WorkerSpec, model: ModelDirectory) -> tuple[ServedModel, Answerer]:
+    """A tabular model's graph on ONNX Runtime (on the CPU, in float32: what forklift.ml exports): it answers rows."""
+    from forklift.errors import ForkliftError
+    from forklift.runtime.tabular import TabularModel
+
+    if spec.place.gpu is not None:
+        raise ForkliftError(f"{model.path}: a tabular model runs on the CPU (ONNX Runtime), not GPU {spec.place.gpu}")
+    if spec.runtime not in (None, Runtime.ONNX):
+        raise ForkliftError(f"{model.path}: a tabular model runs with --runtime {Runtime.ONNX}, not {spec.runtime}")
+    if spec.precision not in (None, Precision.F32):
+        raise ForkliftError(f"{model.path}: a tabular model computes in {Precision.F32}, not {spec.precision}")
+    tabular = TabularModel(model, threads=spec.place.threads)
+    served = ServedModel(
+        runtime=Runtime.ONNX,
+        precision=Precision.F32,
+        task=Task.TABULAR,
+        labels=[str(c) for c in tabular.settings.classes],
+        input_size=None,
+        device="cpu",
+        pid=os.getpid(),
+        tabular=tabular.settings,
+    )
+
+    def answer(job: Job) -> Answer:
+        if not isinstance(job, RowsJob):
+            raise ForkliftError("a tabular model answers rows of features (JSON rows or v2 tensor 'X'), not images")
+        return tabular.answer(job.rows)
+
+    return served, answer
+
+
+def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
+    """Entry point of the worker process: load, say Ready (with what it serves), then answer jobs."""
+    _pin(spec)
+    from forklift.errors import ForkliftError
+
+    try:
+        served, answer = _load(spec)
+    except ForkliftError as exc:
+        connection.send(LoadFailed(str(exc)))
+        return
     connection.send(Ready(served))
     while True:
         try:
@@ -168,15 +247,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
             return
         reply: WorkerReply
         try:
-            if isinstance(job, TensorJob):
-                if not isinstance(predictor, FixedInput):
-                    raise ForkliftError(f"{model.format} models take images, not tensors")
-                reply = Answered(np.stack(predictor.infer(list(job.tensor))))
-            else:
-                prediction = predictor.predict(job.images, job.request)
-                if job.encoding is not None:
-                    _encode_images(prediction, job.encoding)
-                reply = Answered(prediction)
+            reply = Answered(answer(job))
         except ForkliftError as exc:
             reply = Refused(str(exc))
         except Exception:  # a bug in one batch must not kill the worker; the server answers 500

@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
+
+from forklift.tune.trial import StepUnit
 
 SHOWN = 10  # rows of the printed table
 TARGET_NAMED = ("history.png", "parallel-coordinates.png", "importance.png")  # plots that take `target_name`
@@ -23,7 +26,7 @@ PLOTS: dict[str, str] = {  # file -> Optuna's matplotlib function
 }
 
 
-def describe_trial(trial: FrozenTrial, best: FrozenTrial | None) -> str:
+def describe_trial(trial: FrozenTrial, best: FrozenTrial | None, unit: StepUnit) -> str:
     """One line for a trial that ended: its state, value or reason, settings and time."""
     settings = " ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
     seconds = trial.duration.total_seconds() if trial.duration is not None else 0.0
@@ -32,24 +35,26 @@ def describe_trial(trial: FrozenTrial, best: FrozenTrial | None) -> str:
         if best is not None and best.number == trial.number:
             lead += " (best so far)"
     elif trial.state == TrialState.PRUNED:
-        lead = f"pruned after epoch {trial.last_step}"
+        lead = f"pruned after {unit} {trial.last_step}"
     else:
         lead = f"failed: {trial.user_attrs.get('error', 'stopped or crashed; its log says more')}"
     return f"trial {trial.number:>3} {lead}  {settings}  {seconds:.0f} s"
 
 
-def write_report(study: optuna.Study, out: Path, metric: str) -> list[Path]:
+def write_report(study: optuna.Study, out: Path, metric: str, unit: StepUnit) -> list[Path]:
     """trials.csv, the printed table and the plots; the paths written."""
     trials = study.get_trials(deepcopy=False)
     names = sorted({name for trial in trials for name in trial.params})
-    header = ["trial", "state", metric, *names, "epochs", "seconds", "host"]
+    ran = f"{unit}s"  # the steps each trial ran, where trials record them (a training run's epochs)
+    steps = [ran] if any(ran in t.user_attrs for t in trials) else []
+    header = ["trial", "state", metric, *names, *steps, "seconds", "host"]
     rows = [
         [
             t.number,
             t.state.name.lower(),
             "" if t.value is None else f"{t.value:.6g}",
             *[_short(t.params[n]) if n in t.params else "" for n in names],
-            t.user_attrs.get("epochs", ""),
+            *(t.user_attrs.get(name, "") for name in steps),
             f"{t.duration.total_seconds():.1f}" if t.duration is not None else "",
             t.user_attrs.get("host", ""),
         ]
@@ -60,26 +65,26 @@ def write_report(study: optuna.Study, out: Path, metric: str) -> list[Path]:
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)
-    _print_table(header, rows, metric)
-    return [table, *_plots(study, out, metric)]
+    _print_table(header, rows, metric, study.direction)
+    return [table, *_plots(study, out, metric, unit)]
 
 
-def _print_table(header: list[str], rows: list[list[Any]], metric: str) -> None:
+def _print_table(header: list[str], rows: list[list[Any]], metric: str, direction: StudyDirection) -> None:
     complete = [r for r in rows if r[1] == "complete"]
     states = {state: sum(1 for r in rows if r[1] == state) for state in ("complete", "pruned", "fail", "running")}
     print(", ".join(f"{n} {state}" for state, n in states.items() if n), flush=True)
     if not complete:
         return
-    shown = sorted(complete, key=lambda r: -float(r[2]))[:SHOWN]
+    shown = sorted(complete, key=lambda r: float(r[2]), reverse=direction == StudyDirection.MAXIMIZE)[:SHOWN]
     widths = [max(len(str(h)), *(len(str(r[i])) for r in shown)) for i, h in enumerate(header)]
     print(f"best trials by {metric}:")
     for row in [header, *shown]:
         print("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths, strict=True)))
 
 
-def _plots(study: optuna.Study, out: Path, metric: str) -> list[Path]:
-    """Optuna's plots as PNG, their axes naming the metric and the epoch; a plot that needs more trials than there
-    are is left out."""
+def _plots(study: optuna.Study, out: Path, metric: str, unit: StepUnit) -> list[Path]:
+    """Optuna's plots as PNG, their axes naming the metric and the step; a plot that needs more trials than there
+    are, or has nothing to show (intermediate values of trials that report none), is left out."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -87,7 +92,10 @@ def _plots(study: optuna.Study, out: Path, metric: str) -> list[Path]:
     from optuna.visualization import matplotlib as plots
 
     written = []
+    reported = any(t.intermediate_values for t in study.get_trials(deepcopy=False))
     for name, function in PLOTS.items():
+        if name == "intermediate.png" and not reported:
+            continue
         draw: Callable[..., Any] = getattr(plots, function)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
@@ -97,8 +105,8 @@ def _plots(study: optuna.Study, out: Path, metric: str) -> list[Path]:
                 plt.close("all")
                 continue
         if name == "intermediate.png":
-            axes.set_xlabel("epoch")
-            axes.set_ylabel(f"{metric} on val after the epoch")
+            axes.set_xlabel(unit)
+            axes.set_ylabel(f"{metric} on val after the {unit}")
         figure = axes.figure if hasattr(axes, "figure") else axes.ravel()[0].figure  # one Axes, or an array
         legend = getattr(axes, "get_legend", lambda: None)()
         if legend is not None and len(legend.get_texts()) > LEGEND_MAX:  # one entry a trial (intermediate values)

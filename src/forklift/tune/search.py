@@ -1,4 +1,5 @@
-"""`forklift tune`: an Optuna study whose trials are training runs, in K worker processes, watched from here.
+"""`forklift tune`: an Optuna study whose trials are training runs or fits of a table, in K worker processes,
+watched from here.
 
 Each worker is a spawned process pinned to its own CPU set of this machine's placement plan (or given its own
 GPU) that takes trials from the shared study until the study holds `trials` finished ones (complete or pruned)
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import optuna
 from optuna.storages import BaseStorage
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
@@ -34,10 +36,10 @@ from forklift.errors import ForkliftError
 from forklift.tune import PRUNERS, SAMPLERS
 from forklift.tune.report import describe_trial, write_report
 from forklift.tune.storage import fail_dead_trials, open_storage
-from forklift.tune.trial import Search, run_trial
+from forklift.tune.trial import Search, StepUnit, run_trial
 
 MEDIAN_STARTUP_TRIALS = 2  # complete trials before the median pruner judges others (small searches prune too)
-MEDIAN_WARMUP_SHARE = 0.5  # a trial is judged from half its epochs on: before that its mAP is noise (bench/tune)
+MEDIAN_WARMUP_SHARE = 0.5  # a trial is judged from half its steps on: before that its mAP is noise (bench/tune)
 POLL_S = 1.0
 STOP_GRACE_S = 60.0
 MAX_RESTARTS = 3  # workers that die (not trials that fail) before the search gives up
@@ -66,22 +68,23 @@ def tune(search: Search, plan: Plan, *, keep_all: bool = False) -> optuna.Study:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(study_name=plan.study, storage=storage, direction="maximize", load_if_exists=True)
+        study = optuna.create_study(
+            study_name=plan.study, storage=storage, direction=search.job.direction, load_if_exists=True
+        )
     _check_same_search(study, search)
     for number in fail_dead_trials(storage, plan.study):
         print(f"trial {number}: its process is gone; marked failed", flush=True)
     done = _finished(study)
     if done < plan.trials:
         _run_workers(search, plan, study, storage, done)
-    write_report(study, search.out, search.metric)
+    write_report(study, search.out, search.job.metric, search.job.steps.unit)
     _keep_best(study, search.out, keep_all=keep_all)
     return study
 
 
 def _check_same_search(study: optuna.Study, search: Search) -> None:
     """A study remembers what it measures; resuming it with another metric or data set is refused."""
-    assert search.settings.data is not None  # the CLI requires --data
-    recorded = {"metric": search.metric, "data": str(search.settings.data.resolve())}
+    recorded = {"metric": search.job.metric} | search.job.inputs()
     for key, value in recorded.items():
         if key not in study.user_attrs:
             study.set_user_attr(key, value)
@@ -127,8 +130,8 @@ def _run_workers(search: Search, plan: Plan, study: optuna.Study, storage: BaseS
                 if restarts > MAX_RESTARTS:
                     raise ForkliftError(f"tuning workers died {restarts} times (last exit {worker.exitcode})")
                 workers[index] = start(index, plan.trials - _finished(study))
-            shown |= _show_ended(study, shown, bar)
-        _show_ended(study, shown, bar)  # those that ended since the last look
+            shown |= _show_ended(study, shown, bar, search.job.steps.unit)
+        _show_ended(study, shown, bar, search.job.steps.unit)  # those that ended since the last look
         bar.close()
         if interrupted.is_set():
             _stop(list(workers.values()))
@@ -152,13 +155,13 @@ def _interrupt_flag() -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
-def _show_ended(study: optuna.Study, shown: set[int], bar: tqdm) -> set[int]:
+def _show_ended(study: optuna.Study, shown: set[int], bar: tqdm, unit: StepUnit) -> set[int]:
     """Print the trials that ended since the last look; their numbers."""
     trials = study.get_trials(deepcopy=False)
     ended = [t for t in trials if t.state.is_finished() and t.number not in shown]
-    best = _best(trials)
+    best = _best(trials, study.direction)
     for trial in sorted(ended, key=lambda t: t.number):
-        bar.write(describe_trial(trial, best))
+        bar.write(describe_trial(trial, best, unit))
     bar.n = sum(1 for t in trials if t.state in FINISHED)
     if best is not None and best.value is not None:
         bar.set_postfix(best=f"{best.value:.4f} (trial {best.number})", refresh=False)
@@ -166,9 +169,11 @@ def _show_ended(study: optuna.Study, shown: set[int], bar: tqdm) -> set[int]:
     return {t.number for t in ended}
 
 
-def _best(trials: list[FrozenTrial]) -> FrozenTrial | None:
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
-    return max(complete, key=lambda t: (t.value, -t.number)) if complete else None
+def _best(trials: list[FrozenTrial], direction: StudyDirection) -> FrozenTrial | None:
+    """The complete trial of the best value (the first of equals)."""
+    sign = 1.0 if direction == StudyDirection.MAXIMIZE else -1.0
+    complete = [(t.value, t) for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
+    return max(complete, key=lambda pair: (sign * pair[0], -pair[1].number))[1] if complete else None
 
 
 def _stop(workers: Sequence[BaseProcess]) -> None:
@@ -257,13 +262,13 @@ def make_sampler(name: str, search: Search, *, seed: int) -> optuna.samplers.Bas
 
 
 def make_pruner(name: str, search: Search) -> optuna.pruners.BasePruner:
-    """Optuna's pruner for `--pruner name`; the step and Hyperband's resource are the epoch."""
-    epochs = search.settings.epochs
+    """Optuna's pruner for `--pruner name`; the step and Hyperband's resource are the job's (epoch, round)."""
+    steps = search.job.steps
     if name == "median":
-        warmup = int(epochs * MEDIAN_WARMUP_SHARE)
+        warmup = int(steps.last * MEDIAN_WARMUP_SHARE)
         return optuna.pruners.MedianPruner(n_startup_trials=MEDIAN_STARTUP_TRIALS, n_warmup_steps=warmup)
     if name == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs)
+        return optuna.pruners.HyperbandPruner(min_resource=steps.every, max_resource=steps.last)
     if name == "none":
         return optuna.pruners.NopPruner()
     raise ForkliftError(f"--pruner {name}: one of {', '.join(PRUNERS)}")
@@ -273,7 +278,7 @@ def _keep_best(study: optuna.Study, out: Path, *, keep_all: bool) -> None:
     """OUT/best becomes a copy of the best trial's model directory (without its checkpoints); the finished
     trials' other folders on this host are removed unless `keep_all`."""
     trials = study.get_trials(deepcopy=False)
-    best = _best(trials)
+    best = _best(trials, study.direction)
     if best is not None:
         folder = _own_folder(best, out)
         if folder is not None:

@@ -1,33 +1,48 @@
-"""The search space of `forklift tune`: which training settings a trial draws, and from what.
+"""The search space of `forklift tune`: which settings a trial draws, and from what.
 
 A dimension is written as on the command line (`--space lr=1e-4..1e-1:log`, `--space batch=8,16,32`,
-`--space optimizer=sgd,momentum,adam`, `--space mosaic=on,off`, `--space epochs=6`) or as a YAML mapping
-(`lr: 1e-4..1e-1:log`, `batch: [8, 16, 32]`). A range `LOW..HIGH` draws floats, or whole numbers for whole-number
-settings (`img` in steps of 32); `:log` draws on a log scale; a list draws one of its values; one value fixes it.
-Momentum is drawn only for trials whose optimiser has one, as Optuna's define-by-run spaces allow.
+`--space optimizer=sgd,momentum,adam`, `--space epochs=6`) or as a YAML mapping (`lr: 1e-4..1e-1:log`,
+`batch: [8, 16, 32]`). A range `LOW..HIGH` draws real numbers, or whole numbers for whole-number settings (in their
+steps); `:log` draws on a log scale; a list draws one of its values; one value fixes it. Which names a space may
+use, and what each takes, is the search's to say: training settings (`forklift.tune.training`) or an estimator's
+parameters (`forklift.tune.tabular`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from forklift.errors import ForkliftError
-from forklift.train.optimizers import USES_MOMENTUM
-from forklift.vocabulary import Optimizer, Task, words
 
-FLOATS = ("lr", "momentum", "weight_decay", "aug_scale", "aug_shift", "aug_hsv")
-WHOLE = {"batch": 1, "epochs": 1, "img": 32}  # whole-number settings and their step
-CHOICES: dict[str, tuple[str, ...]] = {"optimizer": words(Optimizer), "mosaic": ("on", "off")}
-NAMES = (*FLOATS, *WHOLE, *CHOICES)
-DEFAULTS: dict[Task, tuple[str, ...]] = {  # spaces that make sense with no --space at all
-    Task.DETECT: ("lr=1e-4..1e-2:log", "optimizer=adamw,momentum", "momentum=0.8..0.98", "batch=8,16"),
-    Task.CLASSIFY: ("lr=1e-4..1e-2:log", "optimizer=adamw,momentum,rmsprop", "momentum=0.8..0.98", "batch=16,32"),
-    Task.SEGMENT: ("lr=1e-4..1e-2:log", "optimizer=adamw,adam", "weight_decay=1e-5..1e-2:log", "batch=4,8"),
-}
+WORDS = {"true": True, "on": True, "false": False, "off": False, "null": None, "none": None}  # of a VALUE setting
+
+
+class Kind(Enum):
+    """What a setting's values are."""
+
+    REAL = "real"
+    WHOLE = "whole"  # in steps of the setting's step
+    WORD = "word"  # one of the setting's words
+    VALUE = "value"  # each as written: a number, a word, true/false or null; a range of whole numbers if both ends are
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a space may draw for one name."""
+
+    kind: Kind
+    least: float = 0  # the smallest number it takes
+    step: int = 1  # a whole-number setting's values are multiples of it
+    words: tuple[str, ...] = ()  # a word setting's values
+
+
+Settings = Mapping[str, Setting]  # the names a search's space may use
 
 
 @dataclass(frozen=True)
@@ -39,15 +54,15 @@ class Dimension:
     high: float | None = None
     log: bool = False
     choices: tuple[Any, ...] | None = None
+    step: int | None = None  # a range of whole numbers in these steps; None: of real numbers
 
     def draw(self, trial: Any) -> Any:
-        """The value for this trial (an `optuna.Trial`), as the trainer takes it."""
+        """The value for this trial (an `optuna.Trial`)."""
         if self.choices is not None:
-            value = trial.suggest_categorical(self.name, list(self.choices))
-            return value == "on" if self.name == "mosaic" else value
+            return trial.suggest_categorical(self.name, list(self.choices))
         assert self.low is not None and self.high is not None
-        if self.name in WHOLE:
-            step = WHOLE[self.name] if not self.log else 1
+        if self.step is not None:
+            step = 1 if self.log else self.step
             return trial.suggest_int(self.name, int(self.low), int(self.high), step=step, log=self.log)
         return trial.suggest_float(self.name, self.low, self.high, log=self.log)
 
@@ -57,16 +72,16 @@ class Dimension:
         return self.choices is not None
 
 
-def parse_dimension(text: str) -> Dimension:
-    """`NAME=LOW..HIGH[:log]`, `NAME=A,B,C` or `NAME=VALUE`, or one line naming the problem."""
+def parse_dimension(text: str, settings: Settings) -> Dimension:
+    """`NAME=LOW..HIGH[:log]`, `NAME=A,B,C` or `NAME=VALUE` of one of `settings`, or one line naming the problem."""
     name, sep, value = text.partition("=")
     name = name.strip().replace("-", "_")
     if not sep or not value.strip():
         raise ForkliftError(f"--space {text}: write NAME=LOW..HIGH[:log], NAME=A,B,C or NAME=VALUE")
-    return _dimension(name, value.strip(), where=f"--space {text}")
+    return _dimension(name, value.strip(), settings, where=f"--space {text}")
 
 
-def load_space_file(path: Path) -> list[Dimension]:
+def load_space_file(path: Path, settings: Settings) -> list[Dimension]:
     """A YAML mapping of NAME to a range string, a list of values or one value."""
     try:
         loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -77,76 +92,88 @@ def load_space_file(path: Path) -> list[Dimension]:
     dimensions = []
     for name, value in loaded.items():
         text = ",".join(map(_plain, value)) if isinstance(value, list) else _plain(value)
-        dimensions.append(_dimension(str(name).replace("-", "_"), text, where=f"{path}: {name}"))
+        dimensions.append(_dimension(str(name).replace("-", "_"), text, settings, where=f"{path}: {name}"))
     return dimensions
 
 
-def search_space(specs: list[str], task: Task) -> list[Dimension]:
-    """The dimensions of `--space` options (specs; a .yaml/.yml one is a file of them), or the task's defaults;
-    a name given twice is refused."""
+def parse_space(specs: Sequence[str], settings: Settings) -> list[Dimension]:
+    """The dimensions of `--space` options (a .yaml/.yml one is a file of them); a name given twice is refused."""
     dimensions: list[Dimension] = []
-    for spec in specs or DEFAULTS[task]:
+    for spec in specs:
         is_file = spec.endswith((".yaml", ".yml")) and "=" not in spec
-        dimensions.extend(load_space_file(Path(spec)) if is_file else [parse_dimension(spec)])
+        dimensions.extend(load_space_file(Path(spec), settings) if is_file else [parse_dimension(spec, settings)])
     seen: set[str] = set()
     for dimension in dimensions:
         if dimension.name in seen:
             raise ForkliftError(f"--space {dimension.name}: given twice")
         seen.add(dimension.name)
-    optimisers = next((d.choices or () for d in dimensions if d.name == "optimizer"), ())
-    if "momentum" in seen and not set(optimisers) & set(USES_MOMENTUM):
-        raise ForkliftError("--space momentum: needs an optimizer with momentum in the space (momentum, rmsprop)")
     return dimensions
 
 
-def draw_settings(dimensions: list[Dimension], trial: Any) -> dict[str, Any]:
-    """A trial's training settings: each dimension drawn, momentum only where the optimiser uses it."""
-    settings: dict[str, Any] = {}
-    for dimension in sorted(dimensions, key=lambda d: d.name == "momentum"):  # the optimiser first
-        if dimension.name == "momentum" and settings.get("optimizer", Optimizer.ADAMW) not in USES_MOMENTUM:
-            continue
-        settings[dimension.name] = dimension.draw(trial)
-    return settings
-
-
-def _dimension(name: str, text: str, *, where: str) -> Dimension:
-    if name not in NAMES:
-        raise ForkliftError(f"{where}: unknown setting {name!r}; one of {', '.join(NAMES)}")
-    if name in CHOICES:
+def _dimension(name: str, text: str, settings: Settings, *, where: str) -> Dimension:
+    setting = settings.get(name)
+    if setting is None:
+        raise ForkliftError(f"{where}: unknown setting {name!r}; one of {', '.join(settings)}")
+    if setting.kind is Kind.WORD:
         values = tuple(v.strip() for v in text.split(","))
-        wrong = [v for v in values if v not in CHOICES[name]]
+        wrong = [v for v in values if v not in setting.words]
         if wrong:
-            raise ForkliftError(f"{where}: {name} must be among {', '.join(CHOICES[name])}, not {wrong[0]!r}")
+            raise ForkliftError(f"{where}: {name} must be among {', '.join(setting.words)}, not {wrong[0]!r}")
         return Dimension(name, choices=values)
     log = text.endswith(":log")
     body = text.removesuffix(":log")
     if ".." in body:
-        low, high = (_number(name, part, where) for part in body.split("..", 1))
+        ends = body.split("..", 1)
+        whole = setting.kind is Kind.WHOLE or (setting.kind is Kind.VALUE and all(map(_is_whole, ends)))
+        low, high = (_number(name, part, setting, whole=whole, where=where) for part in ends)
         if not low < high:
             raise ForkliftError(f"{where}: the range must go from low to high, not {low:g}..{high:g}")
         if log and low <= 0:
             raise ForkliftError(f"{where}: a :log range must start above 0")
-        if name == "img" and (low % 32 or high % 32):
-            raise ForkliftError(f"{where}: image sizes must be multiples of 32")
-        return Dimension(name, low=low, high=high, log=log)
+        return Dimension(name, low=low, high=high, log=log, step=setting.step if whole else None)
     if log:
         raise ForkliftError(f"{where}: :log applies to a range LOW..HIGH")
-    return Dimension(name, choices=tuple(_number(name, part, where) for part in body.split(",")))
+    parts = body.split(",")
+    if setting.kind is Kind.VALUE:
+        return Dimension(name, choices=tuple(_value(part) for part in parts))
+    whole = setting.kind is Kind.WHOLE
+    return Dimension(name, choices=tuple(_number(name, part, setting, whole=whole, where=where) for part in parts))
 
 
-def _number(name: str, text: str, where: str) -> Any:
+def _number(name: str, text: str, setting: Setting, *, whole: bool, where: str) -> Any:
     try:
-        value = int(text) if name in WHOLE else float(text)
+        value = int(text) if whole else float(text)
     except ValueError as exc:
-        kind = "a whole number" if name in WHOLE else "a number"
+        kind = "a whole number" if whole else "a number"
         raise ForkliftError(f"{where}: {name} needs {kind}, not {text.strip()!r}") from exc
-    if (name in WHOLE and value < 1) or (name not in WHOLE and value < 0):
+    if value < setting.least:
         raise ForkliftError(f"{where}: {name} cannot be {value}")
+    if whole and value % setting.step:
+        raise ForkliftError(f"{where}: {name} values must be multiples of {setting.step}, not {value}")
     return value
+
+
+def _is_whole(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _value(text: str) -> Any:
+    """A value as written: a whole or real number, true/false, null, or else the word itself."""
+    text = text.strip()
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            continue
+    return WORDS.get(text.lower(), text)
 
 
 def _plain(value: Any) -> str:
     """A YAML scalar as typed on the command line (YAML reads on/off as booleans)."""
     if isinstance(value, bool):
         return "on" if value else "off"
-    return str(value)
+    return "null" if value is None else str(value)

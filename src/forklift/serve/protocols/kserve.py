@@ -4,11 +4,16 @@ A served model takes the network input `images` (FP32, [batch, 3, height, width]
 model's normalisation is that of its forklift.json) and answers its raw output: `detections` ([batch, rows,
 5 + classes]: cx, cy, w, h as fractions of the input, objectness, class probabilities), `probabilities`
 ([batch, classes]) or `masks` (logits [batch, 1 + classes, h, w], background first).
+
+A tabular model takes its graph's input `X` (FP32, [rows, width]: the rows as its features encode them, categories
+one-hot, NaN a missing value where the model takes them) and answers `probabilities` or `scores` ([rows, classes])
+or, a regressor, `predictions` ([rows, 1]); its rows are batched with other callers' as JSON rows are.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, TypedDict
 
 import numpy as np
@@ -18,11 +23,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from forklift import __version__
+from forklift.model_files import tabular
 from forklift.serve.pool import ModelPool
 from forklift.serve.responses import HttpError
+from forklift.serve.rows import output_name, output_tensor
 from forklift.serve.state import ServeState, endpoint
 from forklift.serve.uploads import read_body
-from forklift.serve.worker import TensorJob
+from forklift.serve.worker import RowsJob, TensorJob
 from forklift.vocabulary import Task
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -78,9 +85,26 @@ class InferRequest(BaseModel):
     parameters: dict[str, Parameter] = Field(default_factory=dict)
 
 
-def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
+@dataclass(frozen=True)
+class Signature:
+    """A served model's v2 tensors (-1: any size), as its metadata lists them and its infer checks them."""
+
+    input_name: str
+    input_shape: list[int]
+    output_name: str
+    output_shape: list[int]
+    missing_values: bool = False  # NaN in the input is a missing value (a tabular model that takes them)
+
+
+def _signature(pool: ModelPool) -> Signature:
     served = pool.served
-    assert served.input_size is not None  # _v2_pool refuses a model that takes images
+    if served.tabular is not None:
+        settings = served.tabular
+        columns = len(settings.classes) if settings.classification else 1
+        return Signature(tabular.INPUT, [-1, settings.width], output_name(settings), [-1, columns],
+                         settings.missing_values)  # fmt: skip
+    if served.input_size is None:
+        raise HttpError(400, f"model {pool.name!r} ({served.runtime}) takes images, not v2 tensors")
     height, width = served.input_size
     task = served.task
     classes = len(served.labels)
@@ -89,15 +113,13 @@ def _tensor_shapes(pool: ModelPool) -> tuple[list[int], str, list[int]]:
         Task.CLASSIFY: [-1, classes],
         Task.SEGMENT: [-1, 1 + classes, -1, -1],  # logits of background and each class, at the network's resolution
     }[task]
-    return [-1, 3, height, width], OUTPUT_NAMES[task], output_shape
+    return Signature(INPUT_NAME, [-1, 3, height, width], OUTPUT_NAMES[task], output_shape)
 
 
-def _v2_pool(request: Request) -> ModelPool:
+def _v2_model(request: Request) -> tuple[ModelPool, Signature]:
     state: ServeState = request.app.state.serve
     pool = state.pool(request.path_params["model"])
-    if pool.served.input_size is None:
-        raise HttpError(400, f"model {pool.name!r} ({pool.served.runtime}) takes images, not v2 tensors")
-    return pool
+    return pool, _signature(pool)
 
 
 async def live(request: Request) -> Response:
@@ -116,14 +138,13 @@ async def server_metadata(request: Request) -> Response:
 
 @endpoint("v2")
 async def model_metadata(request: Request) -> Response:
-    pool = _v2_pool(request)
-    input_shape, output_name, output_shape = _tensor_shapes(pool)
+    pool, signature = _v2_model(request)
     return JSONResponse({
         "name": pool.name,
         "versions": ["1"],
         "platform": f"forklift_{pool.served.runtime}",
-        "inputs": [{"name": INPUT_NAME, "datatype": "FP32", "shape": input_shape}],
-        "outputs": [{"name": output_name, "datatype": "FP32", "shape": output_shape}],
+        "inputs": [{"name": signature.input_name, "datatype": "FP32", "shape": signature.input_shape}],
+        "outputs": [{"name": signature.output_name, "datatype": "FP32", "shape": signature.output_shape}],
     })  # fmt: skip
 
 
@@ -153,13 +174,13 @@ def _split_body(request: Request, body: bytes) -> tuple[InferRequest, bytes]:
         raise HttpError(400, f"{where}: {first['msg']}") from exc
 
 
-def _input_tensor(spec: TensorIn, binary: bytes, expected_shape: list[int]) -> np.ndarray:
-    name, datatype, shape = spec.name, spec.datatype, spec.shape
-    if name != INPUT_NAME:
-        raise HttpError(400, f"unknown input {name!r}: this model takes {INPUT_NAME!r}")
+def _input_tensor(spec: TensorIn, binary: bytes, signature: Signature) -> np.ndarray:
+    name, datatype, shape, expected_shape = spec.name, spec.datatype, spec.shape, signature.input_shape
+    if name != signature.input_name:
+        raise HttpError(400, f"unknown input {name!r}: this model takes {signature.input_name!r}")
     if datatype not in DATATYPES:
         raise HttpError(400, f"input {name!r}: datatype {datatype!r} is not supported (use FP32)")
-    if len(shape) != 4 or shape[1:] != expected_shape[1:] or shape[0] < 1:
+    if len(shape) != len(expected_shape) or shape[1:] != expected_shape[1:] or shape[0] < 1:
         raise HttpError(400, f"input {name!r}: shape {shape} does not match {expected_shape} (-1: any batch)")
     count = int(np.prod(shape))
     size = spec.parameters.get("binary_data_size")
@@ -174,7 +195,9 @@ def _input_tensor(spec: TensorIn, binary: bytes, expected_shape: list[int]) -> n
             raise HttpError(400, f"input {name!r}: data is not a list of numbers") from exc
         if values.size != count:
             raise HttpError(400, f"input {name!r}: {values.size} values do not fill shape {shape}")
-    if not np.isfinite(values).all():
+    if signature.missing_values and np.isinf(values).any():
+        raise HttpError(400, f"input {name!r}: has infinite values (NaN is a missing value)")
+    if not signature.missing_values and not np.isfinite(values).all():
         raise HttpError(400, f"input {name!r}: has NaN or infinite values")
     return values.reshape(shape)
 
@@ -186,17 +209,24 @@ def _wants_binary(request: InferRequest, output_name: str) -> bool:
     return bool(request.parameters.get("binary_data_output", False))
 
 
+async def _run(state: ServeState, pool: ModelPool, tensor: np.ndarray) -> np.ndarray:
+    """The model's output for the input tensor: a tabular model's as rows, batched with other callers' rows."""
+    if pool.served.tabular is not None:
+        return output_tensor(await state.run(pool, RowsJob(tensor)))
+    return await state.run(pool, TensorJob(tensor))
+
+
 @endpoint("v2")
 async def infer(request: Request) -> Response:
     state: ServeState = request.app.state.serve
-    pool = _v2_pool(request)
-    input_shape, output_name, _ = _tensor_shapes(pool)
+    pool, signature = _v2_model(request)
+    output_name = signature.output_name
     request_json, binary = _split_body(request, await read_body(request, state.options.max_tensor_bytes))
     inputs = request_json.inputs
     if len(inputs) != 1:
-        raise HttpError(400, f"this model takes one input ({INPUT_NAME!r}), not {len(inputs)}")
-    tensor = _input_tensor(inputs[0], binary, input_shape)
-    output = np.ascontiguousarray(await state.run(pool, TensorJob(tensor)), dtype=np.float32)
+        raise HttpError(400, f"this model takes one input ({signature.input_name!r}), not {len(inputs)}")
+    tensor = _input_tensor(inputs[0], binary, signature)
+    output = np.ascontiguousarray(await _run(state, pool, tensor), dtype=np.float32)
     answer: InferAnswer = {"model_name": pool.name, "model_version": "1", "outputs": []}
     if request_json.id is not None:
         answer["id"] = request_json.id

@@ -1,22 +1,26 @@
 """forklift's own protocol: `POST /predict/{model}` (and `POST /` for a single model) -> the result JSON, or for
 an image-to-image model the answered image (JPEG, or PNG when `Accept` asks for it; `quality` sets JPEG's,
-`strength` and `keep_colour` how the answer is applied)."""
+`strength` and `keep_colour` how the answer is applied). A tabular model takes JSON rows instead of images
+(`{"rows": [...]}`, see `forklift.serve.rows`) and answers their predictions."""
 
 from __future__ import annotations
 
 import json
+import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from forklift.errors import ForkliftError
+from forklift.model_files.tabular import TabularSettings
 from forklift.runtime.base import RequestOptions
 from forklift.serve.pool import ModelPool
 from forklift.serve.responses import HttpError
+from forklift.serve.rows import BODY, parse_rows, rows_json, sends_json
 from forklift.serve.state import ServeState, endpoint, parse_conf
-from forklift.serve.uploads import pixels_within, read_images
-from forklift.serve.worker import Encoding, ImagesJob
+from forklift.serve.uploads import FIELD, pixels_within, read_body, read_images, sends_images
+from forklift.serve.worker import Encoding, ImagesJob, RowsJob
 from forklift.vision.images import IMAGE_FORMATS
 from forklift.vision.results import Prediction
 from forklift.vision.style_adjust import StyleAdjust
@@ -29,6 +33,10 @@ DEFAULT_QUALITY = 90
 async def predict(request: Request) -> Response:
     state: ServeState = request.app.state.serve
     pool = state.pool(request.path_params.get("model"))
+    if pool.served.tabular is not None:
+        return await _answer_rows(request, state, pool, pool.served.tabular)
+    if sends_json(request):
+        raise HttpError(400, f"model {pool.name!r} takes images (multipart '{FIELD}' or an image body), not JSON rows")
     images, fields = await read_images(request, state.options.max_upload_bytes)
     conf = parse_conf(fields.get("conf") or request.query_params.get("conf"), "conf")
     if pool.served.task == Task.STYLE:
@@ -43,6 +51,18 @@ async def predict(request: Request) -> Response:
             raise HttpError(400, body["error"])
         return JSONResponse(body, status_code=400)
     return JSONResponse(body)
+
+
+async def _answer_rows(request: Request, state: ServeState, pool: ModelPool, settings: TabularSettings) -> Response:
+    """JSON rows in, their predictions out; the rows are encoded here, so a bad one never reaches a worker."""
+    if sends_images(request):
+        raise HttpError(400, f"model {pool.name!r} is a tabular model: it takes JSON rows ({BODY}), not images")
+    body = await read_body(request, state.options.max_upload_bytes)
+    start = time.perf_counter()
+    rows = parse_rows(body, settings)
+    preprocessing_s = time.perf_counter() - start
+    answer = await state.run(pool, RowsJob(rows))
+    return JSONResponse(rows_json(answer, settings, preprocessing_s=preprocessing_s))
 
 
 async def _answer_image(

@@ -1,0 +1,124 @@
+"""How good a tabular model (`forklift ml fit`'s) is on a table: its graph answers the table's rows through
+`TabularModel` (ONNX Runtime, torch-free) and the answers are measured against the target column
+(`tabular_metrics`); with `out`, the report (`tabular_report`) is written as eval.json and PNG pictures.
+
+`forklift eval MODEL_DIR --data TABLE` calls `evaluate_table`; image models go through `evaluate`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from forklift.errors import ForkliftError
+from forklift.evaluation.tabular_metrics import TableClassifierMetrics, classifier_metrics
+from forklift.evaluation.tabular_report import write_table_report
+from forklift.ml.metrics import RegressorScores, regressor_scores
+from forklift.ml.tables import SVMLIGHT_SUFFIXES, TABLE_SUFFIXES, plain, read_features
+from forklift.model_files.model_dir import open_model_dir
+from forklift.model_files.tabular import Scalar, encode_columns
+from forklift.runtime.tabular import TabularModel
+from forklift.vocabulary import ModelFormat, Task
+
+
+@dataclass(frozen=True)
+class TableEvalResult:
+    """What `evaluate_table` measured, on what, and which files it wrote."""
+
+    model: str
+    data: str
+    estimator: str
+    target: str
+    classes: list[str]  # none for a regressor
+    rows: int
+    metrics: TableClassifierMetrics | RegressorScores
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # classes without a row in the table
+    task: Task = Task.TABULAR
+
+    def to_json(self) -> dict[str, Any]:
+        keys = ("model", "data", "task", "estimator", "target", "classes", "rows", "notes")
+        plots = [path.name for path in self.files if path.suffix == ".png"]
+        return {**{key: getattr(self, key) for key in keys}, **asdict(self.metrics), "plots": plots}
+
+
+def evaluate_table(
+    model_dir: Path, data: Path, *, target: str | None = None, out: Path | None = None
+) -> TableEvalResult:
+    """Measure the tabular model in ``model_dir`` on the table ``data``, against its column ``target`` (default:
+    the one the model was fitted on); with ``out``, write eval.json and the pictures there."""
+    model = open_model_dir(model_dir)
+    suffixes = ", ".join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)
+    if model.format != ModelFormat.TABULAR:
+        raise ForkliftError(
+            f"{data}: a table measures only tabular models ('forklift ml fit'); {model_dir} is a {model.format} "
+            "model, measured on a data set folder"
+        )
+    if data.is_dir():
+        raise ForkliftError(f"{data}: a folder; {model_dir} is a tabular model, measured on a table ({suffixes})")
+    tabular = TabularModel(model)
+    settings = tabular.settings
+    column = target or settings.target
+    if not column:
+        raise ForkliftError(f"{model_dir}: its forklift.json names no target column; --target names the table's")
+    table = read_features(data, settings.names, target=column)
+    if table.target is None or table.rows == 0:
+        raise ForkliftError(f"{data}: no rows to measure the model on")
+    answer = tabular.answer(encode_columns(settings, table.columns, where=table.source, first_row=1))
+    classes = model.labels
+    notes: list[str] = []
+    metrics: TableClassifierMetrics | RegressorScores
+    if settings.classification:
+        assert answer.scores is not None  # a classifier's graph gives class scores
+        truth = _class_indices(table.target, settings.classes, where=table.source)
+        metrics = classifier_metrics(truth, answer.scores, classes=classes, probabilities=settings.probabilities)
+        notes = [
+            f"class {name!r} has no row in the table: it has no curve, and there is no AUC over all classes"
+            for k, name in enumerate(classes)
+            if not np.any(truth == k)
+        ]
+    else:
+        truth = _values(table.target, where=table.source)
+        metrics = regressor_scores(truth, np.asarray(answer.predictions, dtype=np.float64))
+    result = TableEvalResult(
+        model.name, str(data), settings.estimator, table.target_name, classes, table.rows, metrics, notes=notes
+    )
+    return result if out is None else write_table_report(result, truth, answer, out)
+
+
+def _class_indices(values: np.ndarray, classes: tuple[Scalar, ...], *, where: str) -> np.ndarray:
+    """Each row's true class as its index among the model's classes; a value that is none of them is one line
+    naming its row (counted from 1, as the table's other errors are)."""
+    index = {plain(c): k for k, c in enumerate(classes)}
+    found = [index.get(plain(value)) for value in values]
+    for row, k in enumerate(found):
+        if k is None:
+            known = f"is not one of the model's classes ({', '.join(map(str, classes))})"
+            shown = "is empty" if _missing(values[row]) else f"{plain(values[row])!r} {known}"
+            raise ForkliftError(f"{where}: row {row + 1}: the target {shown}")
+    return np.array(found, dtype=np.int64)
+
+
+def _values(values: np.ndarray, *, where: str) -> np.ndarray:
+    """The target of a regressor as numbers; an empty cell or text is one line naming its row."""
+    numbers = values.dtype.kind in "iuf"  # else text, booleans or missing cells among them
+    bad = np.isnan(values.astype(np.float64)) if numbers else np.array([not _number(value) for value in values])
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        shown = "is empty" if _missing(values[row]) else f"{plain(values[row])!r} is not a number"
+        raise ForkliftError(f"{where}: row {row + 1}: the target {shown}")
+    return values.astype(np.float64)
+
+
+def _number(value: Any) -> bool:
+    value = plain(value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and not _missing(value)
+
+
+def _missing(value: Any) -> bool:
+    value = plain(value)
+    return value is None or (isinstance(value, float) and math.isnan(value))

@@ -1,0 +1,55 @@
+"""The one-number metrics of a tabular model, through scikit-learn's functions: what `forklift ml fit` records in
+forklift.json and `forklift eval` measures on a table, computed by the same code so that the two agree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import (
+    accuracy_score,
+    log_loss,
+    mean_absolute_error,
+    r2_score,
+    roc_auc_score,
+    root_mean_squared_error,
+)
+
+
+@dataclass(frozen=True)
+class ClassifierScores:
+    accuracy: float
+    log_loss: float | None  # None: the model gives no probabilities
+    auc: float | None  # one-vs-rest macro for more than two classes; None: no probabilities, or a class has no row
+
+
+@dataclass(frozen=True)
+class RegressorScores:
+    rmse: float
+    mae: float
+    r2: float
+
+
+def classifier_scores(
+    truth: np.ndarray, predicted: np.ndarray, probabilities: np.ndarray | None, *, labels: Sequence[Any]
+) -> ClassifierScores:
+    """Accuracy; log-loss and AUC from ``probabilities`` [rows, labels] where the model gives them."""
+    accuracy = float(accuracy_score(truth, predicted))
+    if probabilities is None:
+        return ClassifierScores(accuracy, None, None)
+    loss = float(log_loss(truth, probabilities, labels=list(labels)))
+    auc = None
+    if len(set(truth.tolist())) == len(labels):  # AUC needs every class present
+        scores = probabilities[:, 1] if len(labels) == 2 else probabilities
+        auc = float(roc_auc_score(truth, scores, multi_class="ovr", labels=list(labels)))
+    return ClassifierScores(accuracy, loss, auc)
+
+
+def regressor_scores(truth: np.ndarray, predicted: np.ndarray) -> RegressorScores:
+    return RegressorScores(
+        rmse=float(root_mean_squared_error(truth, predicted)),
+        mae=float(mean_absolute_error(truth, predicted)),
+        r2=float(r2_score(truth, predicted)),
+    )

@@ -1,0 +1,173 @@
+"""`forklift tune --ml`: searches of a forklift.ml model's parameters on a generated table, end to end through the
+command (checked with Optuna's own `load_study`), pruning a boosting machine by its rounds, the boosting hook that
+shows the model so far, the space of an estimator's parameters, and bad input in one line. Every search runs in
+the test's own folder."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+from helpers import forklift, forklift_here
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+from sklearn.base import clone
+
+from forklift.ml import BoostingMachineClassifier, RandomForestClassifier
+from forklift.ml.boosting import RoundHook
+from forklift.ml.model_directory import MODELS, make_estimator
+from forklift.tune import CLASSIFIER_METRICS
+from forklift.tune.space import parse_space
+from forklift.tune.tabular import DEFAULT_SPACES, TabularJob, parameter_settings
+
+ROWS = 400
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a search (and its clean-up) starts in the test's folder, never the repository's
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A training and a validation table: numbers and a category, a yes/no label that depends on both."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(ROWS, 3))
+    colour = rng.choice(["red", "green", "blue"], ROWS)
+    signal = 2 * x[:, 0] - x[:, 1] + (colour == "red") + rng.normal(scale=0.7, size=ROWS)
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "c": x[:, 2], "colour": colour})
+    frame["label"] = np.where(signal > 0, "yes", "no")
+    root = tmp_path_factory.mktemp("tables")
+    frame[:300].to_csv(root / "train.csv", index=False)
+    frame[300:].to_csv(root / "val.csv", index=False)
+    return root / "train.csv", root / "val.csv"
+
+
+def journal(out: Path) -> JournalStorage:
+    return JournalStorage(JournalFileBackend(str(out / "study.journal")))
+
+
+def test_a_forest_search_keeps_the_best_model_directory(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    train, val = tables
+    out = tmp_path / "forest"
+    space = ["--space", "n_estimators=5..40:log", "--space", "max_depth=2..8", "--space", "max_features=sqrt,0.5,1.0"]
+    result = forklift(
+        "tune", "--ml", "forest", "--data", train, "--test", val, "--target", "label", "--trials", "3",
+        "--parallel", "2", "--sampler", "random", *space, out,
+    )  # fmt: skip
+    study = optuna.load_study(study_name="forest", storage=journal(out))  # Optuna's own reader
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 3 == len(study.trials) and study.direction == StudyDirection.MINIMIZE  # log-loss
+    for trial in trials:
+        assert f"trial {trial.number:>3} {trial.value:.4f}" in result.stdout
+        assert set(trial.params) == {"n_estimators", "max_depth", "max_features"} and not trial.intermediate_values
+    with (out / "trials.csv").open(newline="", encoding="utf-8") as handle:
+        rows = {int(r["trial"]): r for r in csv.DictReader(handle)}
+    assert {n: float(r["log_loss"]) for n, r in rows.items()} == pytest.approx(
+        {t.number: t.value for t in trials}, abs=1e-5
+    )
+    best = study.best_trial
+    assert best.value == min(t.value for t in trials if t.value is not None)
+    assert json.loads((out / "best" / "trial.json").read_text())["params"] == best.params
+    tabular = json.loads((out / "best" / "forklift.json").read_text())["tabular"]
+    assert tabular["estimator"] == "RandomForestClassifier" and tabular["target"] == "label"
+    assert tabular["metrics"]["test_log_loss"] == pytest.approx(best.value, rel=1e-12)
+    assert {k.removeprefix("test_") for k in tabular["metrics"] if k.startswith("test_")} == set(CLASSIFIER_METRICS)
+    assert sorted(p.name for p in (out / "trials").iterdir()) == [f"{best.number:04d}"]  # the others removed
+    assert (out / "history.png").is_file() and not (out / "intermediate.png").exists()  # a forest reports no rounds
+    assert f"forklift ml predict {out / 'best'} TABLE" in result.stdout
+    if len(os.sched_getaffinity(0)) >= 2:  # two workers, each on its own CPUs
+        cpus = {t.user_attrs["pid"]: frozenset(t.user_attrs["cpus"]) for t in trials}
+        assert len(cpus) == 2 and not frozenset.intersection(*cpus.values())
+    predicted = json.loads(forklift_here("ml", "predict", out / "best", val, "--json").stdout)
+    assert len(predicted) == 100 and {row["prediction"] for row in predicted} <= {"yes", "no"}
+
+
+def test_a_hopeless_boosting_trial_is_pruned_by_its_rounds(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    """40 rounds, reported every 2 (a twentieth of the most rounds), judged from round 20 once two trials are
+    complete: a learning rate that cannot learn in 40 rounds trails the median there and is stopped."""
+    train, val = tables
+    out = tmp_path / "boost"
+    out.mkdir()
+    study = optuna.create_study(study_name="boost", storage=journal(out), direction="minimize")
+    for rate in (0.3, 0.3, 1e-5):
+        study.enqueue_trial({"learning_rate": rate})
+    space = ["--space", "learning_rate=1e-5..0.5:log", "--space", "num_round=40", "--space", "max_depth=3"]
+    result = forklift("tune", "--ml", "boosting", "--data", train, "--test", val, "--trials", "3", *space, out)
+    first, second, bad = study.get_trials()
+    assert first.state == second.state == TrialState.COMPLETE
+    assert list(first.intermediate_values) == list(range(2, 40, 2))  # every 2 rounds but the last
+    assert first.intermediate_values[38] == pytest.approx(first.value, abs=0.05)
+    assert bad.state == TrialState.PRUNED and bad.last_step == 20
+    assert list(bad.intermediate_values) == list(range(2, 22, 2))
+    assert all(bad.intermediate_values[r] > first.intermediate_values[r] for r in bad.intermediate_values)
+    assert "trial   2 pruned after round 20" in result.stdout
+    assert not (out / "trials" / "0002").exists() and (out / "intermediate.png").is_file()
+
+
+def test_the_boosting_hook_sees_the_model_of_the_rounds_so_far() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] + rng.normal(scale=0.5, size=200) > 0).astype(int)
+    seen: dict[int, np.ndarray] = {}
+
+    def look(rounds: int, model: BoostingMachineClassifier) -> None:
+        assert model.n_rounds_ == rounds
+        seen[rounds] = model.predict_proba(X)
+
+    model = BoostingMachineClassifier(num_round=10, max_depth=3)
+    model.fit(X, y, on_rounds=RoundHook(3, look))
+    assert list(seen) == [3, 6, 9] and model.n_rounds_ == 10  # not after the last: that model is the fit's
+    shorter = clone(model).set_params(num_round=6).fit(X, y)
+    np.testing.assert_allclose(seen[6], shorter.predict_proba(X), rtol=1e-6)
+    assert "on_rounds" not in model.get_params()
+
+
+def test_the_space_of_an_estimators_parameters() -> None:
+    forest = parameter_settings(RandomForestClassifier())
+    specs = ["n_estimators=10..200:log", "max_depth=2..12", "max_features=sqrt,0.5,null", "bootstrap=true,false"]
+    n_estimators, max_depth, max_features, bootstrap = parse_space(specs, forest)
+    assert (n_estimators.step, n_estimators.log, max_depth.step) == (1, True, 1)  # whole: by default, by the text
+    assert max_features.choices == ("sqrt", 0.5, None) and bootstrap.choices == (True, False)
+    (lambda_l2,) = parse_space(["lambda_l2=0..10"], parameter_settings(BoostingMachineClassifier()))
+    assert lambda_l2.step is None  # a real number, as its default is, though written whole
+    for model, kind in MODELS.items():  # every default space names the estimator's own parameters
+        for classification in (c for c, name in ((True, kind.classifier), (False, kind.regressor)) if name):
+            estimator = make_estimator(model, classification=classification, params={}, threads=1)
+            assert parse_space(DEFAULT_SPACES[model], parameter_settings(estimator))
+    job = TabularJob("boosting", Path("a"), Path("b"), "y", "regress", "r2", seed=0, rounds=300)
+    assert job.direction == StudyDirection.MAXIMIZE and (job.steps.every, job.steps.last) == (15, 300)
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (["--ml", "forest", "--test", "VAL", "--space", "depth=2..5"], "--space depth=2..5: unknown setting 'depth'"),
+        (["--ml", "forest", "--test", "VAL", "--space", "n_estimators=5.5..10"], "n_estimators needs a whole number"),
+        (
+            ["--ml", "forest", "--test", "VAL", "--metric", "rmse"],
+            "rmse: RandomForestClassifier is measured by log_loss",
+        ),
+        (["--ml", "svm", "--test", "VAL", "--metric", "log_loss"], "SupportVectorMachine is measured by accuracy"),
+        (["--ml", "forest", "--test", "VAL", "--epochs", "3"], "--epochs: not with --ml"),
+        (["--ml", "forest"], "--ml: give --test FILE"),
+        (["--test", "VAL"], "--test: only with --ml"),
+    ],
+    ids=["unknown-parameter", "not-whole", "metric-of-regressors", "no-probabilities", "epochs", "no-test", "test"],
+)
+def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, options: list[str], line: str) -> None:
+    train, val = tables
+    given = [str(val) if option == "VAL" else option for option in options]
+    result = forklift_here("tune", "--data", train, *given, tmp_path / "out", check=False)
+    assert result.returncode == 2
+    (printed,) = result.stderr.strip().splitlines()
+    assert printed.startswith("forklift: error: ") and line in printed, printed
+    assert not (tmp_path / "out").exists()

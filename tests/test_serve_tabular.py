@@ -1,0 +1,330 @@
+"""`forklift serve` of tabular model directories (`forklift ml fit`) over loopback, with real clients: JSON rows and
+v2 tensors answered as the fitted estimator answers, concurrent callers' rows batched and split back, bad input
+refused in one line naming the row and the feature, and a detector served beside a tabular model.
+
+The models are fitted here on generated rows: a boosting classifier with a category column and missing values, a
+ridge regressor, and an SVM (a classifier that gives scores, not probabilities).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import schemathesis
+import tritonclient.http as triton
+from helpers import CFGS, Server, shared
+from hypothesis import HealthCheck, settings
+from tritonclient.utils import InferenceServerException
+
+from forklift.cli import main
+from forklift.ml.model_directory import load_estimator
+from forklift.model_files.model_dir import open_model_dir, tabular_settings
+from forklift.model_files.tabular import TabularSettings, encode_columns
+from forklift.serve.openapi import openapi
+
+COLOURS = ("red", "green", "blue")
+NAMES = ("a", "b", "colour")
+Row = dict[str, Any]
+
+
+def _rows(count: int, *, seed: int, missing: bool) -> list[Row]:
+    """Rows of two numbers (b sometimes missing) and a colour; rounded, so CSV and JSON carry the same values."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(count):
+        a, b = (round(float(v), 3) for v in rng.normal(size=2))
+        rows.append({"a": a, "b": None if missing and rng.random() < 0.15 else b, "colour": COLOURS[rng.integers(3)]})
+    return rows
+
+
+def _label(row: Row) -> str:
+    return "yes" if row["a"] + (row["b"] or 0.0) + (1.5 if row["colour"] == "red" else 0.0) > 0.5 else "no"
+
+
+def _value(row: Row) -> float:
+    return round(2 * row["a"] - row["b"] + COLOURS.index(row["colour"]), 3)
+
+
+def _write_csv(path: Path, rows: list[Row]) -> Path:
+    with path.open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)  # None is an empty cell: a missing value
+    return path
+
+
+def _fit(root: Path, name: str, model: str, target: str, rows: list[Row]) -> Path:
+    data = _write_csv(root / f"{name}.csv", rows)
+    assert main(["ml", "fit", "--data", str(data), "--target", target, "--model", model, str(root / name)]) == 0
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tabular")
+    classified = [row | {"label": _label(row)} for row in _rows(300, seed=0, missing=True)]
+    complete = _rows(300, seed=1, missing=False)
+    return {
+        "clf": _fit(root, "clf", "boosting", "label", classified),
+        "reg": _fit(root, "reg", "ridge", "value", [row | {"value": _value(row)} for row in complete]),
+        "svm": _fit(root, "svm", "svm", "label", [row | {"label": _label(row)} for row in complete]),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(fitted: dict[str, Path]):
+    running = Server(f"{fitted['clf']}=clf", f"{fitted['reg']}=reg", "--instances", "1", "--max-batch", "64")
+    yield running
+    assert running.stop() == 0
+
+
+def _settings(model: Path) -> TabularSettings:
+    return tabular_settings(open_model_dir(model).config, model)
+
+
+def _matrix(model: Path, rows: list[Row]) -> np.ndarray:
+    """The rows as the estimator was fitted on them: the table's encoding (columns), not the JSON rows' one."""
+    columns = {
+        "a": np.array([r["a"] for r in rows], dtype=np.float64),
+        "b": np.array([np.nan if r["b"] is None else r["b"] for r in rows], dtype=np.float64),
+        "colour": np.array([r["colour"] for r in rows], dtype=object),
+    }
+    return encode_columns(_settings(model), columns)
+
+
+def _predict(url: str, body: Any) -> dict:
+    response = httpx.post(url, json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def assert_error(response: httpx.Response, status: int, words: str) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["status"] == "error" and words in body["error"] and "\n" not in body["error"], body
+
+
+# ---- native protocol ---------------------------------------------------------------------------------------------
+
+
+def test_rows_by_name_and_as_arrays_answer_as_the_estimator(server: Server, fitted, tmp_path: Path, capsys) -> None:
+    rows = _rows(40, seed=7, missing=True)
+    by_name = _predict(f"{server.url}/predict/clf", {"rows": rows})
+    as_arrays = _predict(f"{server.url}/predict/clf", [[row[name] for name in NAMES] for row in rows])
+    assert set(by_name) == {"status", "predictions", "probabilities", "classes", "timing"}
+    assert by_name["status"] == "OK" and by_name["classes"] == ["no", "yes"]
+    assert by_name["predictions"] == as_arrays["predictions"] and by_name["probabilities"] == as_arrays["probabilities"]
+    estimator = load_estimator(fitted["clf"])
+    expected = estimator.predict_proba(_matrix(fitted["clf"], rows))
+    np.testing.assert_allclose(by_name["probabilities"], expected, atol=1e-5)
+    assert by_name["predictions"] == list(estimator.predict(_matrix(fitted["clf"], rows)))
+    assert main(["ml", "predict", str(fitted["clf"]), str(_write_csv(tmp_path / "rows.csv", rows)), "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    assert by_name["predictions"] == [p["prediction"] for p in predicted]
+    scored = [[p["score_no"], p["score_yes"]] for p in predicted]
+    np.testing.assert_allclose(by_name["probabilities"], scored, atol=1e-6)
+    assert set(by_name["timing"]) == {"preprocessing", "inference", "postprocessing"}
+
+
+def test_a_regressor_answers_values(server: Server, fitted) -> None:
+    rows = _rows(25, seed=8, missing=False)
+    body = _predict(f"{server.url}/predict/reg", {"rows": rows})
+    assert set(body) == {"status", "predictions", "timing"}
+    expected = load_estimator(fitted["reg"]).predict(_matrix(fitted["reg"], rows))
+    np.testing.assert_allclose(body["predictions"], expected, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(body["predictions"], [_value(row) for row in rows], atol=0.05)  # what it learnt
+
+
+# ---- KServe v2 with a real v2 client -----------------------------------------------------------------------------
+
+
+def test_v2_with_tritonclient(server: Server, fitted) -> None:
+    client = triton.InferenceServerClient(url=server.url.removeprefix("http://"))
+    assert client.is_model_ready("clf") and client.is_model_ready("reg")
+    width = _settings(fitted["clf"]).width
+    metadata = client.get_model_metadata("clf")
+    assert metadata["inputs"] == [{"name": "X", "datatype": "FP32", "shape": [-1, width]}]
+    assert metadata["outputs"] == [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 2]}]
+    regression = {"name": "predictions", "datatype": "FP32", "shape": [-1, 1]}
+    assert client.get_model_metadata("reg")["outputs"] == [regression]
+    matrix = _matrix(fitted["clf"], _rows(30, seed=9, missing=True))
+    complete = ~np.isnan(matrix).any(axis=1)
+    assert not complete.all()  # missing values are NaN, which JSON lacks: the binary form carries them
+    expected = load_estimator(fitted["clf"]).predict_proba(matrix)
+    for binary, kept in ((True, np.ones_like(complete)), (False, complete)):
+        tensor = triton.InferInput("X", [int(kept.sum()), matrix.shape[1]], "FP32")
+        tensor.set_data_from_numpy(matrix[kept], binary_data=binary)
+        wanted = [triton.InferRequestedOutput("probabilities", binary_data=binary)]
+        result = client.infer("clf", [tensor], outputs=wanted).as_numpy("probabilities")
+        np.testing.assert_allclose(result, expected[kept], atol=1e-5)
+    values = _matrix(fitted["reg"], _rows(5, seed=10, missing=False))
+    tensor = triton.InferInput("X", list(values.shape), "FP32")
+    tensor.set_data_from_numpy(values)
+    result = client.infer("reg", [tensor]).as_numpy("predictions")
+    np.testing.assert_allclose(result[:, 0], load_estimator(fitted["reg"]).predict(values), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("name", "columns", "datatype", "message"),
+    [
+        ("X", 1, "FP32", "input 'X': shape [2, 6] does not match [-1, 5]"),
+        ("X", 0, "INT32", "input 'X': datatype 'INT32' is not supported"),
+        ("images", 0, "FP32", "unknown input 'images': this model takes 'X'"),
+    ],
+)
+def test_v2_wrong_input(server: Server, fitted, name: str, columns: int, datatype: str, message: str) -> None:
+    client = triton.InferenceServerClient(url=server.url.removeprefix("http://"))
+    shape = [2, _settings(fitted["clf"]).width + columns]
+    tensor = triton.InferInput(name, shape, datatype)
+    tensor.set_data_from_numpy(np.zeros(shape, dtype=np.float32 if datatype == "FP32" else np.int32))
+    with pytest.raises(InferenceServerException, match=re.escape(message)) as error:
+        client.infer("clf", [tensor])
+    assert error.value.status() == "400"
+
+
+# ---- batching ----------------------------------------------------------------------------------------------------
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+async def _burst(url: str, bodies: list[list[Row]]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=len(bodies))) as client:
+        return await asyncio.gather(*(client.post(url, json={"rows": rows}) for rows in bodies))
+
+
+def test_concurrent_callers_rows_are_batched_and_split_back(server: Server, fitted) -> None:
+    """Callers of one to three rows each, at once: their rows share batches (fewer batches than requests), and each
+    caller gets its own rows' answers."""
+    rows = _rows(120, seed=11, missing=True)
+    expected = _predict(f"{server.url}/predict/clf", {"rows": rows})["probabilities"]
+    bodies, starts, start = [], [], 0
+    while start < len(rows):
+        size = 1 + len(bodies) % 3
+        bodies.append(rows[start : start + size])
+        starts.append(start)
+        start += size
+    batches = 'forklift_worker_batches_total{model="clf"'
+    for _ in range(3):  # the merging depends on timing: a burst in which every request went alone is sent again
+        before = _metric(httpx.get(f"{server.url}/metrics").text, batches)
+        responses = asyncio.run(_burst(f"{server.url}/predict/clf", bodies))
+        for response, first, sent in zip(responses, starts, bodies, strict=True):
+            assert response.status_code == 200, response.text
+            np.testing.assert_allclose(response.json()["probabilities"], expected[first : first + len(sent)], atol=1e-6)
+        if _metric(httpx.get(f"{server.url}/metrics").text, batches) - before < len(bodies):
+            break
+    else:
+        pytest.fail(f"{len(bodies)} concurrent requests never shared a batch")
+
+
+# ---- bad input ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "words"),
+    [
+        ("clf", {"rows": [{"a": 1.0, "colour": "red"}]}, "row 0: missing feature 'b'"),
+        ("clf", {"rows": [{"a": 1, "b": 2, "colour": "red", "d": 3}]}, "row 0: unknown feature 'd' (features: a, b,"),
+        ("clf", [[1, 2, "red"], ["x", 2, "red"]], "row 1: feature 'a': 'x' is not a number"),
+        ("clf", [[1, 2, "purple"]], "row 0: feature 'colour': unknown category 'purple'"),
+        ("clf", [[1, 2]], "row 0: 2 values for 3 features (a, b, colour)"),
+        ("clf", [[1e39, 2, "red"]], "row 0: feature 'a': 1e+39 is not a finite float32 number"),
+        ("reg", [[1, None, "red"]], "row 0: feature 'b' is empty or null, and this model takes no missing values"),
+        ("clf", {"rows": 3}, "the rows are a JSON array"),
+        ("clf", {"rows": []}, "no rows"),
+        ("clf", {"row": [[1, 2, "red"]]}, "unknown key 'row'"),
+        ("clf", b'{"rows": [[1, 2, ', "the body is not JSON (Expecting value: line 1 column 18"),
+        ("clf", b"[" * 100_000, "the body is not JSON (maximum recursion depth exceeded"),
+    ],
+)
+def test_bad_rows_are_refused_in_one_line(server: Server, model: str, body: Any, words: str) -> None:
+    url = f"{server.url}/predict/{model}"
+    response = httpx.post(url, content=body) if isinstance(body, bytes) else httpx.post(url, json=body)
+    assert_error(response, 400, words)
+
+
+described = schemathesis.openapi.from_dict(openapi(["clf", "reg"])).include(path="/predict/{model}")
+
+
+@described.parametrize()
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_no_body_the_description_admits_makes_the_server_fail(server: Server, case: schemathesis.Case) -> None:
+    """JSON rows (and images) as the description admits them, and as it does not: a 200 or a 4xx, never a 5xx."""
+    response = case.call(base_url=server.url, timeout=60)
+    assert response.status_code < 500, f"{case.media_type} {case.body!r:.300}: {response.text[:300]}"
+
+
+def test_images_sent_to_a_tabular_model_are_refused(server: Server) -> None:
+    photo = shared("images/dog.jpg").read_bytes()
+    words = "model 'clf' is a tabular model: it takes JSON rows ({\"rows\": [...]}), not images"
+    assert_error(httpx.post(f"{server.url}/predict/clf", files={"files": ("dog.jpg", photo)}), 400, words)
+    assert_error(httpx.post(f"{server.url}/predict/clf", content=photo, headers={"content-type": "image/jpeg"}), 400,
+                 words)  # fmt: skip
+    assert_error(httpx.post(f"{server.url}/predict/clf", content=photo), 400, "the body is not JSON")
+    powerai = httpx.post(f"{server.url}/api/dlapis/clf", files={"files": ("dog.jpg", photo)})
+    assert_error(powerai, 400, "a tabular model answers rows of features (JSON rows or v2 tensor 'X'), not images")
+    assert _predict(f"{server.url}/predict/clf", [[1, None, "red"]])["predictions"] == ["yes"]  # still answers
+
+
+# ---- /healthz, /metrics, /openapi.json, and what the serving processes load ----------------------------------------
+
+
+def test_healthz_metrics_and_description(server: Server) -> None:
+    facts = httpx.get(f"{server.url}/healthz").json()
+    assert facts["status"] == "OK"
+    for name in ("clf", "reg"):
+        model = facts["models"][name]
+        assert model["ready"] and model["task"] == "tabular" and model["runtime"] == "onnx"
+        assert model["features"] == list(NAMES) and model["input"] is None and model["device"] == "cpu"
+    _predict(f"{server.url}/predict/reg", [[0.5, 0.5, "blue"]])
+    text = httpx.get(f"{server.url}/metrics").text
+    for line in (
+        'forklift_requests_total{code="200",model="reg",protocol="native"}',
+        'forklift_stage_seconds_count{model="reg",stage="inference"}',
+        'forklift_batch_images_count{model="reg"}',
+        'forklift_worker_batches_total{model="reg",worker="0"}',
+    ):
+        assert line in text, line
+    described = httpx.get(f"{server.url}/openapi.json").json()["paths"]["/predict/{model}"]["post"]["requestBody"]
+    assert "rows" in json.dumps(described["content"]["application/json"])
+
+
+def test_serving_loads_no_torch_scikit_learn_or_pandas(server: Server) -> None:
+    """The core install serves tabular models: the server and its workers map none of the training libraries."""
+    pids = [server.process.pid] + [pid for model in httpx.get(f"{server.url}/healthz").json()["models"].values()
+                                   for pid in model["pids"]]  # fmt: skip
+    for pid in pids:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        for library in ("torch", "sklearn", "xgboost", "pandas"):
+            assert f"/{library}/" not in maps, (pid, library)
+
+
+# ---- a detector beside a tabular model ---------------------------------------------------------------------------
+
+
+def test_a_detector_and_a_tabular_model_side_by_side(darknet_models, fitted) -> None:
+    detector = darknet_models(CFGS / "tiny-detector.cfg", shared("darknet/coco.names"))
+    with Server(f"{detector}=detector", f"{fitted['svm']}=svm", "--instances", "1") as running:
+        photo = shared("images/dog.jpg").read_bytes()
+        detected = httpx.post(f"{running.url}/predict/detector", files={"files": ("dog.jpg", photo)}, timeout=60)
+        assert detected.status_code == 200 and "detections" in detected.json()["results"][0]
+        rows = _rows(10, seed=12, missing=False)
+        scored = _predict(f"{running.url}/predict/svm", {"rows": rows})
+        assert set(scored) == {"status", "predictions", "scores", "classes", "timing"}  # an SVM has no probabilities
+        assert scored["predictions"] == list(load_estimator(fitted["svm"]).predict(_matrix(fitted["svm"], rows)))
+        assert_error(httpx.post(f"{running.url}/predict/detector", json={"rows": rows}), 400,
+                     "model 'detector' takes images (multipart 'files' or an image body), not JSON rows")  # fmt: skip
+        client = triton.InferenceServerClient(url=running.url.removeprefix("http://"))
+        assert client.get_model_metadata("svm")["outputs"][0]["name"] == "scores"
+        assert client.get_model_metadata("detector")["inputs"][0]["name"] == "images"
+        tasks = {name: model["task"] for name, model in httpx.get(f"{running.url}/healthz").json()["models"].items()}
+        assert tasks == {"detector": "detect", "svm": "tabular"}
