@@ -151,6 +151,71 @@ def test_each_regression_objective_predicts_what_it_names() -> None:
     assert np.abs(cross_entropy.predict(X) - probability).mean() < 0.04  # the probability
 
 
+@pytest.mark.parametrize(
+    ("make", "target"),
+    [
+        (lambda p: BoostingMachineClassifier(num_round=20, max_depth=3, tree_select_probability=p), "binary"),
+        (lambda p: BoostingMachineClassifier(num_round=20, max_depth=3, tree_select_probability=p), "classes"),
+        (lambda p: BoostingMachineRegressor(num_round=20, max_depth=3, tree_select_probability=p), "values"),
+        (
+            lambda p: BoostingMachineRegressor(
+                num_round=20, max_depth=3, objective="poisson", tree_select_probability=p
+            ),
+            "counts",
+        ),
+    ],
+    ids=["binary", "3-classes", "mse", "poisson"],
+)
+def test_snapboosts_own_rounds_grow_the_trees_xgboost_grows(make: Any, target: str) -> None:
+    """With every round a tree, forklift's mixed loop (its gradients, weights and margins) is XGBoost's boosting."""
+    X, y = binned_classification(3, 14)
+    weight = np.random.default_rng(14).uniform(0.5, 2.0, len(y))
+    labels = {"binary": (y > 0).astype(int), "classes": y, "values": X[:, 0] * 2 + X[:, 1] ** 2}
+    labels["counts"] = np.random.default_rng(15).poisson(np.exp(X[:, 0] / 2))
+    own, xgboosts = (
+        make(1.0 - 1e-12).fit(X, labels[target], sample_weight=weight),
+        make(1.0).fit(X, labels[target], sample_weight=weight),
+    )
+    if hasattr(own, "predict_proba"):
+        np.testing.assert_allclose(own.predict_proba(X), xgboosts.predict_proba(X), atol=1e-5)
+    else:
+        np.testing.assert_allclose(own.predict(X), xgboosts.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def test_ridge_rounds_learn_a_smooth_target_and_export_as_onnx(tmp_path: Path) -> None:
+    rng = np.random.default_rng(16)
+    X = rng.uniform(-2, 2, size=(3000, 2))
+    y = np.sin(2 * X[:, 0]) + np.cos(X[:, 1])
+    mostly_ridge = BoostingMachineRegressor(
+        num_round=40, tree_select_probability=0.05, n_components=50, gamma=1.0, regularizer=1.0, learning_rate=0.5,
+        random_state=2,
+    ).fit(X, y)  # fmt: skip
+    fourier = mostly_ridge.ensemble_.fourier
+    assert fourier is not None and fourier.weights.shape[1] >= 30 * 50  # most rounds were ridge rounds
+    assert mostly_ridge.score(X, y) > 0.95
+    mostly_ridge.export_model(tmp_path / "ridge.onnx", output_type="onnx")
+    session = onnxruntime.InferenceSession(str(tmp_path / "ridge.onnx"), providers=["CPUExecutionProvider"])
+    (prediction,) = session.run(["prediction"], {"X": X.astype(np.float32)})
+    np.testing.assert_allclose(prediction[:, 0], mostly_ridge.predict(X), atol=1e-5)
+    with pytest.raises(ValueError, match=r"ridge rounds .* are written as ONNX only"):
+        mostly_ridge.export_model(tmp_path / "ridge.pmml")
+    X_missing = X.copy()
+    X_missing[0, 0] = np.nan
+    with pytest.raises(ValueError, match="this model has ridge rounds"):
+        mostly_ridge.predict(X_missing)
+
+
+def test_early_stopping_with_ridge_rounds_keeps_the_first_rounds_of_the_same_draw() -> None:
+    X, y = binned_classification(2, 17)
+    X_train, X_val, y_train, y_val = train_test_split(X, y, test_size=0.3, random_state=0)
+    options = {"max_depth": 6, "learning_rate": 0.5, "random_state": 4, "tree_select_probability": 0.6}
+    stopped = BoostingMachineClassifier(num_round=200, early_stopping_rounds=5, **options)
+    stopped.fit(X_train, y_train, X_val=X_val, y_val=y_val)
+    assert 1 <= stopped.n_rounds_ < 200 and stopped.ensemble_.fourier is not None
+    exact = BoostingMachineClassifier(num_round=stopped.n_rounds_, **options).fit(X_train, y_train)
+    np.testing.assert_allclose(stopped.predict_proba(X_val), exact.predict_proba(X_val), atol=1e-6)
+
+
 def test_early_stopping_keeps_the_rounds_up_to_the_best() -> None:
     X, y = binned_classification(2, 6)
     X_train, X_val, y_train, y_val = train_test_split(X, y, test_size=0.3, random_state=0)
@@ -252,7 +317,9 @@ def test_scikit_learn_tools_work_with_them() -> None:
         (lambda: BoostingMachineRegressor(objective="cross_entropy"), "", "objective='cross_entropy' needs y in"),
         (lambda: BoostingMachineClassifier(), "val-only", "give X_val and y_val together"),
         (lambda: BoostingMachineClassifier(), "unknown-class", "y_val holds 7.0, a class not in y"),
-        (lambda: BoostingMachineClassifier(tree_select_probability=0.5), "", "kernel ridge rounds are not"),
+        (lambda: BoostingMachineClassifier(tree_select_probability=0.0), "", "expected a number in (0, 1]"),
+        (lambda: BoostingMachineClassifier(tree_select_probability=0.5, gamma=0), "", "gamma=0: expected a number > 0"),
+        (lambda: BoostingMachineClassifier(tree_select_probability=0.5), "missing", "which read every feature"),
         (lambda: DecisionTreeClassifier(), "infinite", "Input X contains infinity"),
     ],
 )
@@ -270,6 +337,8 @@ def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) ->
         kwargs = {"X_val": X[:3], "y_val": np.array([0.0, 3.0, 7.0])}
     elif fit_args == "infinite":
         X[0, 0] = np.inf
+    elif fit_args == "missing":
+        X[0, 0] = np.nan
     with pytest.raises(ValueError) as caught:
         make().fit(X, y, **kwargs)
     assert message in str(caught.value) and "\n" not in str(caught.value)

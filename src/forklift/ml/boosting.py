@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
+import scipy.sparse as sp
 import xgboost
 from scipy.special import logit
 from sklearn.utils import check_random_state, compute_class_weight
 from sklearn.utils.validation import _check_sample_weight
 
+from forklift.ml.boosting_losses import BoostingLoss, LossKind
 from forklift.ml.estimators import keep_parameters, real, whole
+from forklift.ml.ridge_rounds import RidgeRound, fit_ridge_round, fourier_term
 from forklift.ml.tree_ensemble import Link
 from forklift.ml.tree_xgboost import read_booster
 from forklift.ml.trees import REGRESSION_OBJECTIVES, _TreeClassifierMixin, _TreeModel, _TreeRegressorMixin
@@ -38,6 +41,37 @@ class RoundHook(Generic[Seen]):
 
     every: int
     call: Callable[[int, Seen], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Objective:
+    """What a fit boosts: XGBoost's objective and metric, forklift's loss of the same (for the rounds it grows
+    itself), the starting margin and the link."""
+
+    parameters: dict[str, Any]
+    metric: str
+    loss: BoostingLoss
+    start: np.ndarray
+    link: Link
+    two_classes: bool
+
+
+@dataclasses.dataclass
+class _BestRound:
+    """Early stopping: the round of the lowest validation loss so far, and when to give up."""
+
+    patience: int
+    owner: str
+    round: int = 0
+    loss: float = math.inf
+
+    def stops_after(self, round_: int, loss: float) -> bool:
+        if not math.isfinite(loss):
+            raise ValueError(f"{self.owner}: the validation loss is {loss} after round {round_}")
+        if loss < self.loss:
+            self.round, self.loss = round_, loss
+            return False
+        return round_ - self.round >= self.patience
 
 
 class _Boosting(_TreeModel):
@@ -79,11 +113,18 @@ class _Boosting(_TreeModel):
         lambda_l2 = real(self.lambda_l2)
         if lambda_l2 is None or not lambda_l2 >= 0:
             raise ValueError(f"{name}: lambda_l2={self.lambda_l2!r}: expected a number >= 0")
-        if self.tree_select_probability != 1.0:
+        select = real(self.tree_select_probability)
+        if select is None or not 0.0 < select <= 1.0:
             raise ValueError(
-                f"{name}: tree_select_probability={self.tree_select_probability!r}: kernel ridge rounds are not "
-                "in this version of forklift.ml; every round is a tree (1.0)"
+                f"{name}: tree_select_probability={self.tree_select_probability!r}: expected a number in (0, 1] "
+                "(the first round is always a tree)"
             )
+        if select < 1.0:
+            for option in ("gamma", "regularizer"):
+                value = real(getattr(self, option))
+                if value is None or not value > 0:
+                    raise ValueError(f"{name}: {option}={getattr(self, option)!r}: expected a number > 0")
+            integer("n_components", 1)
 
     def _depths(self) -> np.ndarray:
         """Each round's tree depth: fixed, or drawn from ``random_state``."""
@@ -99,60 +140,146 @@ class _Boosting(_TreeModel):
         weight: np.ndarray,
         validation: tuple[Any, np.ndarray, np.ndarray] | None,
         *,
-        objective: dict[str, Any],
-        metric: str,
-        start: np.ndarray,
-        link: Link,
-        two_classes: bool,
+        objective: _Objective,
         on_rounds: RoundHook[_Boosting] | None,
     ) -> None:
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        parameters = (
-            self._base_parameters(seed)
-            | objective
-            | {
-                "eval_metric": metric,
-                "learning_rate": float(self.learning_rate),
-                "reg_lambda": float(self.lambda_l2),
-                "subsample": float(self.subsample),
-                "colsample_bytree": float(self.colsample_bytree),
-            }
-        )
+        if self.tree_select_probability < 1.0:
+            self._boost_mixed(X, label, weight, validation, objective=objective, on_rounds=on_rounds)
+            return
+        parameters = self._round_parameters() | objective.parameters | {"eval_metric": objective.metric}
         train = self._matrix(X, label, weight)
-        train.set_base_margin(np.tile(start, (X.shape[0], 1)).ravel())
+        train.set_base_margin(np.tile(objective.start, (X.shape[0], 1)).ravel())
         matrices = [train]
         if validation is not None:
             X_val, y_val, w_val = validation
             val = self._matrix(X_val, y_val, w_val, reference=train)
-            val.set_base_margin(np.tile(start, (X_val.shape[0], 1)).ravel())
+            val.set_base_margin(np.tile(objective.start, (X_val.shape[0], 1)).ravel())
             matrices.append(val)
         booster = xgboost.Booster(parameters, matrices)
-        best_round, best_loss = 0, math.inf
+        best = _BestRound(int(self.early_stopping_rounds), type(self).__name__)
         for round_, depth in enumerate(self._depths()):
             booster.set_param("max_depth", str(depth))
             booster.update(train, round_)
-            if on_rounds is not None and (round_ + 1) % on_rounds.every == 0 and round_ + 1 < self.num_round:
-                self._keep(booster, start=start, link=link, two_classes=two_classes)
-                on_rounds.call(round_ + 1, self)
+            if self._wants_report(on_rounds, round_):
+                self._keep(booster, objective)
+                on_rounds.call(round_ + 1, self)  # type: ignore[union-attr]  # _wants_report checked it
             if validation is None:
                 continue
             loss = float(booster.eval_set([(matrices[1], "val")], round_).rsplit(":", 1)[1])
-            if not math.isfinite(loss):
-                raise ValueError(f"{type(self).__name__}: the validation loss is {loss} after round {round_}")
-            if self.verbose:
-                print(f"round {round_}: depth {depth}, validation {metric} {loss:.6g}", flush=True)
-            if loss < best_loss:
-                best_round, best_loss = round_, loss
-            elif round_ - best_round >= self.early_stopping_rounds:
+            self._say(round_, f"tree of depth {depth}", objective.metric, loss)
+            if best.stops_after(round_, loss):
+                break
+        self._keep(booster if validation is None else booster[: best.round + 1], objective)
+
+    def _boost_mixed(
+        self,
+        X: Any,
+        label: np.ndarray,
+        weight: np.ndarray,
+        validation: tuple[Any, np.ndarray, np.ndarray] | None,
+        *,
+        objective: _Objective,
+        on_rounds: RoundHook[_Boosting] | None,
+    ) -> None:
+        """SnapBoost's mix: each round (the first always) a tree with probability ``tree_select_probability``,
+        else a ridge round on random Fourier features; the margins are forklift's, the trees grown by XGBoost on
+        the gradients of the loss at them."""
+        name = type(self).__name__
+        if sp.issparse(X) or np.isnan(X).any():
+            raise ValueError(
+                f"{name}: tree_select_probability < 1 adds ridge rounds, which read every feature: give a dense X "
+                "without missing values"
+            )
+        outputs = len(objective.start)
+        kind = (
+            {"objective": "multi:softprob", "num_class": outputs} if outputs > 1 else {"objective": "reg:squarederror"}
+        )
+        booster = xgboost.Booster(
+            self._round_parameters() | kind | {"base_score": 0.0}, [train := self._matrix(X, None, weight)]
+        )
+        rng = np.random.default_rng(self._seed())
+        margin = np.tile(objective.start, (X.shape[0], 1))
+        if validation is not None:
+            X_val, y_val, w_val = validation
+            if sp.issparse(X_val) or np.isnan(X_val).any():
+                raise ValueError(f"{name}: with ridge rounds, X_val must be dense without missing values too")
+            val = xgboost.DMatrix(X_val, nthread=self._threads())
+            val_margin = np.tile(objective.start, (X_val.shape[0], 1))
+        trees, ridges, made = 0, [], []  # made: (trees, ridge rounds) after each round
+        best = _BestRound(int(self.early_stopping_rounds), name)
+        for round_, depth in enumerate(self._depths()):
+            gradient, hessian = objective.loss.gradients(margin, label, weight)
+            if round_ == 0 or rng.random() < self.tree_select_probability:
+                booster.set_param("max_depth", str(depth))
+                booster.boost(train, trees, grad=gradient.astype(np.float32), hess=hessian.astype(np.float32))
+                grown = (trees, trees + 1)
+                margin += booster.predict(train, output_margin=True, iteration_range=grown).reshape(margin.shape)
+                if validation is not None:
+                    val_margin += booster.predict(val, output_margin=True, iteration_range=grown).reshape(
+                        val_margin.shape
+                    )
+                trees, learner = trees + 1, f"tree of depth {depth}"
+            else:
+                ridge = fit_ridge_round(
+                    X, gradient, hessian, rng=rng, gamma=float(self.gamma), n_components=int(self.n_components),
+                    regularizer=float(self.regularizer), fit_intercept=bool(self.fit_intercept),
+                    learning_rate=float(self.learning_rate),
+                )  # fmt: skip
+                ridges.append(ridge)
+                margin += ridge.margin(X)
+                if validation is not None:
+                    val_margin += ridge.margin(X_val)
+                learner = "ridge round"
+            made.append((trees, len(ridges)))
+            if self._wants_report(on_rounds, round_):
+                self._keep(booster[:trees], objective, ridges)
+                on_rounds.call(round_ + 1, self)  # type: ignore[union-attr]  # _wants_report checked it
+            if validation is None:
+                continue
+            loss = objective.loss.metric(val_margin, y_val, w_val)
+            self._say(round_, learner, objective.metric, loss)
+            if best.stops_after(round_, loss):
                 break
         if validation is not None:
-            booster = booster[: best_round + 1]
-        self._keep(booster, start=start, link=link, two_classes=two_classes)
+            trees, kept = made[best.round]
+            ridges = ridges[:kept]
+        self._keep(booster[:trees], objective, ridges)
 
-    def _keep(self, booster: xgboost.Booster, *, start: np.ndarray, link: Link, two_classes: bool) -> None:
-        """Predict with the booster's rounds from here on."""
-        self.n_rounds_ = booster.num_boosted_rounds()
-        self.ensemble_ = dataclasses.replace(read_booster(booster, two_classes=two_classes, link=link), base=start)
+    @staticmethod
+    def _tree_margin(
+        booster: xgboost.Booster, matrix: xgboost.DMatrix, trees: tuple[int, int], shape: tuple[int, ...]
+    ) -> np.ndarray:
+        """What the round's tree adds to each row's margin."""
+        return booster.predict(matrix, output_margin=True, iteration_range=trees).reshape(shape)
+
+    def _round_parameters(self) -> dict[str, Any]:
+        """XGBoost's parameters every round shares: the learning rate, the leaves' l2 and the sampling."""
+        return self._base_parameters(self._seed()) | {
+            "learning_rate": float(self.learning_rate),
+            "reg_lambda": float(self.lambda_l2),
+            "subsample": float(self.subsample),
+            "colsample_bytree": float(self.colsample_bytree),
+        }
+
+    def _seed(self) -> int:
+        return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+
+    def _wants_report(self, on_rounds: RoundHook[_Boosting] | None, round_: int) -> bool:
+        return on_rounds is not None and (round_ + 1) % on_rounds.every == 0 and round_ + 1 < self.num_round
+
+    def _say(self, round_: int, learner: str, metric: str, loss: float) -> None:
+        if self.verbose:
+            print(f"round {round_}: {learner}, validation {metric} {loss:.6g}", flush=True)
+
+    def _keep(self, booster: xgboost.Booster, objective: _Objective, ridges: Sequence[RidgeRound] = ()) -> None:
+        """Predict with the booster's trees (and the ridge rounds) from here on."""
+        ensemble = read_booster(booster, two_classes=objective.two_classes, link=objective.link)
+        base, fourier = objective.start, None
+        if ridges:
+            fourier, intercept = fourier_term(ridges)
+            base = base + intercept
+        self.n_rounds_ = booster.num_boosted_rounds() + len(ridges)
+        self.ensemble_ = dataclasses.replace(ensemble, base=base, fourier=fourier)
 
     def _validation(self, X_val: Any, y_val: Any, sample_weight_val: Any) -> tuple[Any, Any] | None:
         if (X_val is None) != (y_val is None):
@@ -236,25 +363,17 @@ class BoostingMachineClassifier(_TreeClassifierMixin, _Boosting):
         k = len(self.classes_)
         shares = np.bincount(encoded, weights=weight, minlength=k) / weight.sum()
         if k == 2:
-            objective: dict[str, Any] = {"objective": "binary:logistic"}
-            start, link, metric = np.array([logit(np.clip(shares[1], 1e-15, 1 - 1e-15))]), Link.LOGISTIC, "logloss"
+            start = np.array([logit(np.clip(shares[1], 1e-15, 1 - 1e-15))])
+            objective = _Objective(
+                {"objective": "binary:logistic"}, "logloss", BoostingLoss(LossKind.LOGISTIC), start, Link.LOGISTIC, True
+            )
         else:
-            objective = {"objective": "multi:softprob", "num_class": k}
-            start, link, metric = np.log(np.maximum(shares, 1e-15)), Link.SOFTMAX, "mlogloss"
+            start = np.log(np.maximum(shares, 1e-15))
+            parameters = {"objective": "multi:softprob", "num_class": k}
+            objective = _Objective(parameters, "mlogloss", BoostingLoss(LossKind.SOFTMAX), start, Link.SOFTMAX, False)
         if self.base_score is not None:
-            start = np.full_like(start, float(self.base_score))
-        self._boost(
-            X,
-            encoded.astype(np.float32),
-            weight,
-            labelled_val,
-            objective=objective,
-            metric=metric,
-            start=start,
-            link=link,
-            two_classes=k == 2,
-            on_rounds=on_rounds,
-        )
+            objective = dataclasses.replace(objective, start=np.full_like(start, float(self.base_score)))
+        self._boost(X, encoded.astype(np.float32), weight, labelled_val, objective=objective, on_rounds=on_rounds)
         return self
 
 
@@ -334,30 +453,24 @@ class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
         if validation is not None:
             self._check_targets(np.asarray(y_val, dtype=np.float64), "y_val")
         name, metric = self._objectives[self.objective]
-        objective: dict[str, Any] = {"objective": name, "max_delta_step": float(self.max_delta_step)}
+        parameters: dict[str, Any] = {"objective": name, "max_delta_step": float(self.max_delta_step)}
         mean = float(np.average(y, weights=weight))
         if self.objective == "mse":
-            start, link = mean, Link.IDENTITY
+            start, link, kind = mean, Link.IDENTITY, LossKind.SQUARED
         elif self.objective == "cross_entropy":
-            start, link = float(logit(np.clip(mean, 1e-15, 1 - 1e-15))), Link.LOGISTIC
+            start, link, kind = float(logit(np.clip(mean, 1e-15, 1 - 1e-15))), Link.LOGISTIC, LossKind.LOGISTIC
         elif self.objective == "poisson":
-            start, link = math.log(max(mean, 1e-15)), Link.EXP
+            start, link, kind = math.log(max(mean, 1e-15)), Link.EXP, LossKind.POISSON
         else:
-            objective["quantile_alpha"] = float(self.alpha)
+            parameters["quantile_alpha"] = float(self.alpha)
             start = float(np.quantile(y, self.alpha, weights=weight, method="inverted_cdf"))
-            link = Link.IDENTITY
+            link, kind = Link.IDENTITY, LossKind.QUANTILE
         if self.base_score is not None:
             start = float(self.base_score)
-        self._boost(
-            X,
-            y.astype(np.float32),
-            weight,
-            None if validation is None else (validation[0], np.asarray(y_val, dtype=np.float32), validation[1]),
-            objective=objective,
-            metric=metric,
-            start=np.array([start]),
-            link=link,
-            two_classes=False,
-            on_rounds=on_rounds,
+        loss = BoostingLoss(kind, alpha=float(self.alpha), max_delta_step=float(self.max_delta_step))
+        objective = _Objective(parameters, metric, loss, np.array([start]), link, False)
+        labelled_val = (
+            None if validation is None else (validation[0], np.asarray(y_val, dtype=np.float64), validation[1])
         )
+        self._boost(X, y, weight, labelled_val, objective=objective, on_rounds=on_rounds)
         return self

@@ -97,6 +97,11 @@ class _TreeModel(BaseEstimator):
     def _predicted(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         check_is_fitted(self, "ensemble_")
         X = self._validated(X, fitting=False)
+        if self.ensemble_.fourier is not None and (sp.issparse(X) or np.isnan(X).any()):
+            raise ValueError(
+                f"{type(self).__name__}: this model has ridge rounds (tree_select_probability < 1), which read every "
+                "feature: give a dense X without missing values"
+            )
         return self.ensemble_.predict(X, threads=self._threads())
 
     @property
@@ -124,6 +129,11 @@ class _TreeModel(BaseEstimator):
         """Write the model for other tools: ``"pmml"`` (PMML 4.4, features ``x0 ..``, a classifier's ``classes_``
         as the target's categories) or ``"onnx"`` (the graph that predicts here)."""
         check_is_fitted(self, "ensemble_")
+        if output_type == "pmml" and self.ensemble_.fourier is not None:
+            raise ValueError(
+                f"{type(self).__name__}.export_model: ridge rounds (tree_select_probability < 1) are written as ONNX "
+                "only: output_type='onnx'"
+            )
         if output_type == "pmml":
             write_pmml(self.ensemble_, Path(output_file), classes=list(self.classes_) if self._is_classifier else None)
         elif output_type == "onnx":
