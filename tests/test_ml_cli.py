@@ -101,7 +101,7 @@ def test_predict_writes_a_csv(tables: tuple[Path, Path], tmp_path: Path) -> None
         (["--model", "ridge", "--task", "classify"], "--task classify: --model ridge does not classify"),
         (["--param", "depth"], "--param 'depth': expected NAME=VALUE"),
         (["--param", "max_depht=3"], "--param max_depht: BoostingMachineClassifier has no such parameter"),
-        (["--param", "num_round=0"], "BoostingMachineClassifier: BoostingMachineClassifier: num_round=0: expected"),
+        (["--param", "num_round=0"], "forklift: error: BoostingMachineClassifier: num_round=0: expected"),
         (["--target", "salary"], "no column 'salary' (columns: age, hours, job, income)"),
         (["--model", "logistic"], "train.csv: row 3: feature 'age' is empty or null, and this model takes no missing"),
     ],
@@ -125,3 +125,48 @@ def test_a_bad_file_names_its_row_and_column(tmp_path: Path) -> None:
     (tmp_path / "ragged.csv").write_text("a,b,y\n1,2,0\n3,4,5,6\n")
     result = forklift_here("ml", "fit", "--data", tmp_path / "ragged.csv", tmp_path / "out2", check=False)
     assert result.returncode == 2 and "Expected 3 fields in line 3, saw 4" in result.stderr
+
+
+def test_a_forest_on_separable_rows_gives_probabilities_within_zero_and_one(tmp_path: Path) -> None:
+    """Ten trees' float32 leaf shares sum to 1.0000001: the model must still answer probabilities."""
+    rows = 200
+    pd.DataFrame({"x": np.arange(rows) % 4, "y": (np.arange(rows) % 4 > 1).astype(int)}).to_csv(
+        tmp_path / "separable.csv", index=False
+    )
+    forklift_here("ml", "fit", "--data", tmp_path / "separable.csv", "--model", "forest", tmp_path / "forest")
+    rows_out = json.loads(
+        forklift_here("ml", "predict", tmp_path / "forest", tmp_path / "separable.csv", "--json").stdout
+    )
+    scores = np.array([[r["score_0"], r["score_1"]] for r in rows_out])
+    assert scores.min() >= 0.0 and scores.max() <= 1.0
+
+
+def test_bad_cells_of_the_target_the_test_table_and_a_predicted_table_are_one_line(
+    tables: tuple[Path, Path], tmp_path: Path
+) -> None:
+    train, _ = tables
+    frame = income_table(60, 5)
+    frame.loc[4, "income"] = None
+    frame.to_csv(tmp_path / "empty-target.csv", index=False)
+    cases = [
+        (["--data", tmp_path / "empty-target.csv"], "empty-target.csv: row 5: the target 'income' is empty"),
+        (["--data", train, "--param", "base_score=abc"], "base_score='abc': expected None or a number"),
+    ]
+    income_table(40, 6).drop(columns="hours").to_csv(tmp_path / "no-hours.csv", index=False)
+    cases.append((["--data", train, "--test", tmp_path / "no-hours.csv"], "no-hours.csv: no column 'hours'"))
+    other = income_table(40, 7)
+    other.loc[2, "income"] = "unknown"
+    other.to_csv(tmp_path / "other-class.csv", index=False)
+    cases.append((["--data", train, "--test", tmp_path / "other-class.csv"], "row 3: 'unknown' is not a class"))
+    for index, (arguments, message) in enumerate(cases):
+        result = forklift_here("ml", "fit", *arguments, tmp_path / f"out{index}", check=False)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / f"out{index}").exists()
+    forklift_here("ml", "fit", "--data", train, "--model", "tree", tmp_path / "tree")
+    typo = income_table(20, 8)
+    typo["age"] = typo["age"].astype(object)
+    typo.loc[3, "age"] = "forty"
+    typo.loc[[0, 1, 2], "age"] = "x"  # mostly text: read as a column of text, refused as the model's number feature
+    typo.to_csv(tmp_path / "typo.csv", index=False)
+    result = forklift_here("ml", "predict", tmp_path / "tree", tmp_path / "typo.csv", check=False)
+    assert result.returncode == 2 and "typo.csv: row 1: feature 'age': 'x' is not a number" in result.stderr

@@ -26,6 +26,13 @@ class Task(StrEnum):
     TABULAR = "tabular"  # a row of features in, a class or a value out (forklift.ml's models)
 
 
+class TabularTask(StrEnum):
+    """What a tabular model (`forklift ml fit --task`) predicts from a row."""
+
+    CLASSIFY = "classify"  # a class
+    REGRESS = "regress"  # a value
+
+
 class ModelFormat(StrEnum):
     """How a model directory's files hold its model (DESIGN.md, "Model directory"); `forklift.runtime.formats` has
     one entry per format: its files, engines, summary and export."""
@@ -111,7 +118,18 @@ class PretrainedKind(StrEnum):
 
 
 Word = TypeVar(
-    "Word", Task, ModelFormat, Runtime, Precision, Split, ResizeMode, DataFormat, Optimizer, LrScaling, PretrainedKind
+    "Word",
+    Task,
+    TabularTask,
+    ModelFormat,
+    Runtime,
+    Precision,
+    Split,
+    ResizeMode,
+    DataFormat,
+    Optimizer,
+    LrScaling,
+    PretrainedKind,
 )
 
 

@@ -17,6 +17,7 @@ import yaml
 from forklift.cli.common import add_json, positive, verb_parser
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
+from forklift.vocabulary import TabularTask, words
 
 MODEL_CHOICES = ("logistic", "svm", "ridge", "tree", "forest", "boosting")  # forklift.ml.model_directory.MODELS
 
@@ -53,7 +54,7 @@ def add_fit(actions: Any) -> None:
     fit.add_argument("--model", choices=MODEL_CHOICES, default="boosting", help="what to fit (default boosting)")
     fit.add_argument(
         "--task",
-        choices=("classify", "regress"),
+        choices=words(TabularTask),
         help="default: what the model does, else classes for text or few whole numbers, values otherwise",
     )
     fit.add_argument(
@@ -110,7 +111,8 @@ def run_fit(args: argparse.Namespace) -> int:
         raise ForkliftError(f"{args.out}: exists and is not an empty folder; give a new OUT_DIR")
     params = parse_params(args.param)
     stages = ("reading", "encoding", "fitting", "measuring", "writing")
-    with tqdm(total=len(stages), desc="reading", unit="step", file=sys.stderr, disable=args.json) as bar:
+    quiet = True if args.json else None  # None: off where stderr is no terminal (a log, a pipe)
+    with tqdm(total=len(stages), desc="reading", unit="step", file=sys.stderr, disable=quiet) as bar:
 
         def stage(name: str) -> None:
             bar.update(1)
@@ -118,10 +120,10 @@ def run_fit(args: argparse.Namespace) -> int:
 
         train = read_table(args.data, target=args.target)
         test = read_table(args.test, target=train.target_name) if args.test else None
+        task = None if args.task is None else TabularTask(args.task)
         report = fit_directory(
-            train, args.out, model=args.model, task=args.task, params=params, threads=args.threads, test=test,
-            stage=stage,
-        )  # fmt: skip
+            train, args.out, model=args.model, task=task, params=params, threads=args.threads, test=test, stage=stage
+        )
         bar.update(1)
     settings = report.settings
     if args.json:

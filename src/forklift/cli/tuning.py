@@ -15,6 +15,7 @@ from forklift.errors import ForkliftError
 from forklift.evaluation import METRICS
 from forklift.extras import Extra
 from forklift.tune import CLASSIFIER_METRICS, PRUNERS, REGRESSOR_METRICS, SAMPLERS
+from forklift.vocabulary import TabularTask, words
 
 if TYPE_CHECKING:
     from forklift.tune.space import Dimension
@@ -64,7 +65,7 @@ def register(verbs: Any) -> None:
         "--test", type=Path, metavar="FILE", help="with --ml: the validation table trials are measured on"
     )
     tune.add_argument("--target", metavar="COLUMN", help="with --ml: the column to predict (default: the last one)")
-    tune.add_argument("--task", choices=("classify", "regress"), help="with --ml: as 'forklift ml fit --task'")
+    tune.add_argument("--task", choices=words(TabularTask), help="with --ml: as 'forklift ml fit --task'")
     tune.add_argument(
         "--space",
         action="append",
@@ -163,7 +164,7 @@ def _tabular(args: argparse.Namespace) -> tuple[Job, tuple[Dimension, ...]]:
         data=args.data,
         test=args.test,
         target=args.target,
-        task=args.task,
+        task=None if args.task is None else TabularTask(args.task),
         metric=args.metric,
         specs=args.space,
         seed=args.seed,

@@ -110,6 +110,8 @@ class _Boosting(_TreeModel):
             value = real(getattr(self, option))
             if value is None or not low < value <= high:
                 raise ValueError(f"{name}: {option}={getattr(self, option)!r}: expected a number in ({low}, {high}]")
+        if self.base_score is not None and real(self.base_score) is None:
+            raise ValueError(f"{name}: base_score={self.base_score!r}: expected None or a number (a margin)")
         lambda_l2 = real(self.lambda_l2)
         if lambda_l2 is None or not lambda_l2 >= 0:
             raise ValueError(f"{name}: lambda_l2={self.lambda_l2!r}: expected a number >= 0")
@@ -191,12 +193,12 @@ class _Boosting(_TreeModel):
                 "without missing values"
             )
         outputs = len(objective.start)
-        kind = (
+        # the objective only shapes the trees' outputs here: forklift gives the gradients
+        shape = (
             {"objective": "multi:softprob", "num_class": outputs} if outputs > 1 else {"objective": "reg:squarederror"}
         )
-        booster = xgboost.Booster(
-            self._round_parameters() | kind | {"base_score": 0.0}, [train := self._matrix(X, None, weight)]
-        )
+        train = self._matrix(X, None, weight)
+        booster = xgboost.Booster(self._round_parameters() | shape | {"base_score": 0.0}, [train])
         rng = np.random.default_rng(self._seed())
         margin = np.tile(objective.start, (X.shape[0], 1))
         if validation is not None:
@@ -213,11 +215,9 @@ class _Boosting(_TreeModel):
                 booster.set_param("max_depth", str(depth))
                 booster.boost(train, trees, grad=gradient.astype(np.float32), hess=hessian.astype(np.float32))
                 grown = (trees, trees + 1)
-                margin += booster.predict(train, output_margin=True, iteration_range=grown).reshape(margin.shape)
+                margin += self._tree_margin(booster, train, grown, margin.shape)
                 if validation is not None:
-                    val_margin += booster.predict(val, output_margin=True, iteration_range=grown).reshape(
-                        val_margin.shape
-                    )
+                    val_margin += self._tree_margin(booster, val, grown, val_margin.shape)
                 trees, learner = trees + 1, f"tree of depth {depth}"
             else:
                 ridge = fit_ridge_round(

@@ -32,7 +32,7 @@ from forklift.ml import kernels
 from forklift.ml.chunked import ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count
-from forklift.ml.linear_onnx import linear_graph
+from forklift.ml.linear_onnx import LinearOutput, linear_graph
 from forklift.ml.losses import Loss
 from forklift.ml.newton import HostRows, solve_on_devices, solve_on_host
 from forklift.ml.solver import LinearProblem, PreparedData, Solution, SolverSettings, solve, use_threads
@@ -45,6 +45,7 @@ class _GeneralizedLinearModel(BaseEstimator):
     """What the three models share: checking options, preparing data, solving, predicting a linear function."""
 
     _losses: ClassVar[tuple[str, ...]] = ()
+    _onnx_output: ClassVar[LinearOutput]
 
     # set by each subclass's __init__ (listed here for the type checker)
     max_iter: int
@@ -249,7 +250,7 @@ class _GeneralizedLinearModel(BaseEstimator):
         check_is_fitted(self)
         if output_type != "onnx":
             raise ValueError(f"{type(self).__name__}.export_model: output_type={output_type!r}: expected 'onnx'")
-        Path(output_file).write_bytes(linear_graph(self).SerializeToString())
+        Path(output_file).write_bytes(linear_graph(self, output=self._onnx_output).SerializeToString())
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -353,6 +354,7 @@ class LogisticRegression(_LinearClassifier):
     """
 
     _loss = Loss.LOGISTIC
+    _onnx_output = LinearOutput.PROBABILITIES
 
     def __init__(
         self,
@@ -399,6 +401,8 @@ class LogisticRegression(_LinearClassifier):
 class SupportVectorMachine(_LinearClassifier):
     """Linear SVM on the dual: ``min_w sum_i s_i max(0, 1 - y_i w.x_i)^p + regularizer/2 ||w||^2``, p = 1 or 2."""
 
+    _onnx_output = LinearOutput.SCORES
+
     def __init__(
         self,
         *,
@@ -435,6 +439,8 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
 
     ``R`` is ``||w||^2 / 2`` or ``||w||_1``.
     """
+
+    _onnx_output = LinearOutput.VALUE
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ The graph holds what predicts: the rows' normalisation (``normalize=True``) and 
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 
 import numpy as np
@@ -19,7 +20,15 @@ from forklift.ml.tree_ensemble import INPUT, MARGIN, ONNX_IR_VERSION, ONNX_OPSET
 NORM_FLOOR = 1e-30  # a zero row stays zero under normalisation, as scikit-learn's normalize leaves it
 
 
-def linear_graph(model: object) -> onnx.ModelProto:
+class LinearOutput(enum.Enum):
+    """What a linear model's graph answers."""
+
+    VALUE = "value"  # a regression's value
+    SCORES = "scores"  # an SVM's class scores: [-s, s] for two classes
+    PROBABILITIES = "probabilities"  # logistic regression's, normalised over the one-vs-rest models
+
+
+def linear_graph(model: object, *, output: LinearOutput) -> onnx.ModelProto:
     """The graph of a fitted LogisticRegression, SupportVectorMachine or LinearRegression of forklift.ml."""
     coef = np.atleast_2d(np.asarray(model.coef_, dtype=np.float32))  # type: ignore[attr-defined]
     intercept = np.atleast_1d(np.asarray(model.intercept_, dtype=np.float32))  # type: ignore[attr-defined]
@@ -56,9 +65,8 @@ def linear_graph(model: object) -> onnx.ModelProto:
         helper.make_node("MatMul", [features, constant("coef", coef.T)], ["product"]),
         helper.make_node("Add", ["product", constant("intercept", intercept)], [MARGIN]),
     ]
-    kind = type(model).__name__
-    outputs = 1 if kind == "LinearRegression" else (2 if coef.shape[0] == 1 else coef.shape[0])
-    nodes += _prediction_nodes(kind, coef.shape[0], constant)
+    outputs = 1 if output is LinearOutput.VALUE else (2 if coef.shape[0] == 1 else coef.shape[0])
+    nodes += _prediction_nodes(output, coef.shape[0], constant)
     graph = helper.make_graph(
         nodes,
         "forklift_linear_model",
@@ -75,11 +83,13 @@ def linear_graph(model: object) -> onnx.ModelProto:
     return proto
 
 
-def _prediction_nodes(kind: str, columns: int, constant: Callable[[str, np.ndarray], str]) -> list[onnx.NodeProto]:
-    """From the margin to the prediction, by the kind of model and its number of one-vs-rest columns."""
-    if kind == "LinearRegression":
+def _prediction_nodes(
+    output: LinearOutput, columns: int, constant: Callable[[str, np.ndarray], str]
+) -> list[onnx.NodeProto]:
+    """From the margin to the prediction, by what the model answers and its number of one-vs-rest columns."""
+    if output is LinearOutput.VALUE:
         return [helper.make_node("Identity", [MARGIN], [PREDICTION])]
-    if kind == "SupportVectorMachine":
+    if output is LinearOutput.SCORES:
         if columns > 1:
             return [helper.make_node("Identity", [MARGIN], [PREDICTION])]
         return [

@@ -14,14 +14,20 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-import forklift.ml as estimators
 from forklift.errors import ForkliftError
-from forklift.ml.boosting import RoundHook
+from forklift.ml.boosting import BoostingMachineClassifier, BoostingMachineRegressor, RoundHook
+from forklift.ml.linear import LinearRegression, LogisticRegression, SupportVectorMachine
 from forklift.ml.metrics import ClassifierScores, RegressorScores, classifier_scores, regressor_scores
 from forklift.ml.tables import Table, infer_features, plain
+from forklift.ml.trees import (
+    DecisionTreeClassifier,
+    DecisionTreeRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
 from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.model_files.tabular import GRAPH_FILE, TABULAR_KEY, TabularSettings, encode_columns
-from forklift.vocabulary import Task
+from forklift.vocabulary import TabularTask, Task
 
 ESTIMATOR_FILE = "model.pkl"
 
@@ -30,19 +36,19 @@ ESTIMATOR_FILE = "model.pkl"
 class ModelKind:
     """One ``--model`` choice: its classifier and regressor classes (None where there is none)."""
 
-    classifier: str | None
-    regressor: str | None
+    classifier: type[BaseEstimator] | None
+    regressor: type[BaseEstimator] | None
     trees: bool  # takes missing values
     rounds: bool = False  # fits round by round (``num_round``), showing the model so far to ``fit(on_rounds=...)``
 
 
 MODELS = {
-    "logistic": ModelKind("LogisticRegression", None, trees=False),
-    "svm": ModelKind("SupportVectorMachine", None, trees=False),
-    "ridge": ModelKind(None, "LinearRegression", trees=False),
-    "tree": ModelKind("DecisionTreeClassifier", "DecisionTreeRegressor", trees=True),
-    "forest": ModelKind("RandomForestClassifier", "RandomForestRegressor", trees=True),
-    "boosting": ModelKind("BoostingMachineClassifier", "BoostingMachineRegressor", trees=True, rounds=True),
+    "logistic": ModelKind(LogisticRegression, None, trees=False),
+    "svm": ModelKind(SupportVectorMachine, None, trees=False),
+    "ridge": ModelKind(None, LinearRegression, trees=False),
+    "tree": ModelKind(DecisionTreeClassifier, DecisionTreeRegressor, trees=True),
+    "forest": ModelKind(RandomForestClassifier, RandomForestRegressor, trees=True),
+    "boosting": ModelKind(BoostingMachineClassifier, BoostingMachineRegressor, trees=True, rounds=True),
 }
 CLASSES_FOR_GUESS = 20  # a target of whole numbers with at most this many values is read as classes
 
@@ -54,11 +60,11 @@ class FitReport:
     test: dict[str, float]
 
 
-def is_classification(model: str, target: np.ndarray, task: str | None) -> bool:
+def is_classification(model: str, target: np.ndarray, task: TabularTask | None) -> bool:
     """Classes or values: ``--task`` when given, else what the model does, else what the target looks like."""
     kind = MODELS[model]
     if task is not None:
-        wanted = task == "classify"
+        wanted = task is TabularTask.CLASSIFY
         if (kind.classifier if wanted else kind.regressor) is None:
             raise ForkliftError(f"--task {task}: --model {model} does not {task}")
         return wanted
@@ -73,12 +79,13 @@ def is_classification(model: str, target: np.ndarray, task: str | None) -> bool:
 def make_estimator(model: str, *, classification: bool, params: dict[str, Any], threads: int) -> BaseEstimator:
     """The estimator of ``--model`` with ``--param`` values; an unknown parameter is one line listing the known."""
     kind = MODELS[model]
-    name = kind.classifier if classification else kind.regressor
-    assert name is not None  # is_classification chose a task the model does
-    estimator: BaseEstimator = getattr(estimators, name)(n_jobs=threads)
+    chosen = kind.classifier if classification else kind.regressor
+    assert chosen is not None  # is_classification chose a task the model does
+    estimator: BaseEstimator = chosen(n_jobs=threads)
     known = estimator.get_params()
     unknown = [key for key in params if key not in known]
     if unknown:
+        name = chosen.__name__
         raise ForkliftError(f"--param {unknown[0]}: {name} has no such parameter ({', '.join(sorted(known))})")
     return estimator.set_params(**params)
 
@@ -88,7 +95,7 @@ def fit_directory(
     out: Path,
     *,
     model: str,
-    task: str | None,
+    task: TabularTask | None,
     params: dict[str, Any],
     threads: int,
     test: Table | None = None,
@@ -99,10 +106,11 @@ def fit_directory(
     ``on_rounds`` gets the test table's metrics of the model so far while a model that fits round by round fits
     (other models fit in one step and never call it)."""
     if train.target is None:
-        raise ForkliftError("the training table has no target column")
+        raise ForkliftError(f"{train.source}: no target column")
     classification = is_classification(model, train.target, task)
+    y = _target(train, classification=classification)
     estimator = make_estimator(model, classification=classification, params=params, threads=threads)
-    classes = tuple(plain(c) for c in np.unique(train.target)) if classification else ()
+    classes = tuple(plain(c) for c in np.unique(y)) if classification else ()
     settings = TabularSettings(
         estimator=type(estimator).__name__,
         features=infer_features(train),
@@ -113,12 +121,7 @@ def fit_directory(
     )
     stage("encoding")
     X = encode_columns(settings, train.columns, where=train.source, first_row=1)
-    y = _target(train.target, classification)
-    measured = None
-    if test is not None:
-        if test.target is None:
-            raise ForkliftError("the test table has no target column")
-        measured = (encode_columns(settings, test.columns), _target(test.target, classification))
+    measured = None if test is None else _encoded_test(test, settings, classification=classification)
     watch = None
     if on_rounds is not None and measured is not None and MODELS[model].rounds:
         watch = _measuring(on_rounds, measured, settings)
@@ -126,7 +129,9 @@ def fit_directory(
     try:
         estimator.fit(X, y) if watch is None else estimator.fit(X, y, on_rounds=watch)
     except ValueError as exc:  # scikit-learn's and forklift.ml's checks of options and data: one line each
-        raise ForkliftError(f"{settings.estimator}: {str(exc).strip().splitlines()[0]}") from exc
+        message = str(exc).strip().splitlines()[0]
+        named = message if message.startswith(settings.estimator) else f"{settings.estimator}: {message}"
+        raise ForkliftError(named) from exc
     stage("measuring")
     measured_train = measure(estimator, X, y, settings)
     measured_test = {} if measured is None else measure(estimator, *measured, settings)
@@ -144,17 +149,36 @@ def _measuring(
     return RoundHook(on_rounds.every, lambda rounds, model: on_rounds.call(rounds, measure(model, *test, settings)))
 
 
-def _target(values: np.ndarray, classification: bool) -> np.ndarray:
+def _encoded_test(test: Table, settings: TabularSettings, *, classification: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The test table as the model reads it; a missing feature or a class the training table lacks is one line."""
+    missing = [name for name in settings.names if name not in test.columns]
+    if missing:
+        raise ForkliftError(f"{test.source}: no column {missing[0]!r}, a feature of the training table")
+    y = _target(test, classification=classification)
+    if classification:
+        unknown = [row for row, value in enumerate(y.tolist()) if value not in settings.classes]
+        if unknown:
+            row = unknown[0]
+            value = y.tolist()[row]
+            raise ForkliftError(f"{test.source}: row {row + 1}: {value!r} is not a class of the training table")
+    return encode_columns(settings, test.columns, where=test.source, first_row=1), y
+
+
+def _target(table: Table, *, classification: bool) -> np.ndarray:
+    """The table's target as the estimator takes it; an empty cell is one line naming the file and row."""
+    values = table.target
+    if values is None:
+        raise ForkliftError(f"{table.source}: no target column")
+    empty = np.array([v is None or (isinstance(v, float) and not np.isfinite(v)) for v in values.tolist()])
+    if empty.any():
+        row = int(np.flatnonzero(empty)[0])
+        raise ForkliftError(f"{table.source}: row {row + 1}: the target {table.target_name!r} is empty or not finite")
     if classification:
         return np.array([plain(v) for v in values], dtype=object if values.dtype == object else values.dtype)
     try:
-        numbers = np.asarray(values, dtype=np.float64)
+        return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ForkliftError(f"the target is not numeric: a regression needs numbers ({exc})") from exc
-    if not np.isfinite(numbers).all():
-        row = int(np.flatnonzero(~np.isfinite(numbers))[0])
-        raise ForkliftError(f"row {row + 1}: the target is empty or not finite")
-    return numbers
+        raise ForkliftError(f"{table.source}: the target {table.target_name!r} is not numeric: {exc}") from exc
 
 
 def measure(estimator: BaseEstimator, X: np.ndarray, y: np.ndarray, settings: TabularSettings) -> dict[str, float]:

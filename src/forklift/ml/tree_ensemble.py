@@ -25,6 +25,7 @@ ONNX_IR_VERSION = 8  # what every ONNX Runtime since 1.14 reads
 INPUT = "X"
 MARGIN = "margin"
 PREDICTION = "prediction"
+BOUNDS = (("zero", 0.0), ("one", 1.0))  # the scalars the link's nodes may use
 SPARSE_BLOCK_ROWS = 65_536  # rows of a sparse matrix made dense at a time for prediction
 
 
@@ -194,7 +195,7 @@ def _graph(ensemble: TreeEnsemble) -> onnx.ModelProto:
     )
     ensemble_node.attribute.extend(helper.make_attribute(name, values) for name, values in nodes.items())
     graph_nodes = [ensemble_node]
-    initializers = [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])] if ensemble.two_classes else []
+    initializers: list[onnx.TensorProto] = []
     if ensemble.fourier is not None:
         fourier = ensemble.fourier
         initializers += [
@@ -210,6 +211,8 @@ def _graph(ensemble: TreeEnsemble) -> onnx.ModelProto:
             helper.make_node("Add", ["tree_margin", "ridge_margin"], [MARGIN]),
         ]
     graph_nodes += _link_nodes(ensemble)
+    used = {name for node in graph_nodes for name in node.input}
+    initializers += [helper.make_tensor(name, TensorProto.FLOAT, [], [value]) for name, value in BOUNDS if name in used]
     graph = helper.make_graph(
         graph_nodes,
         "forklift_tree_ensemble",
@@ -233,9 +236,14 @@ def _graph(ensemble: TreeEnsemble) -> onnx.ModelProto:
 
 
 def _link_nodes(ensemble: TreeEnsemble) -> list[onnx.NodeProto]:
-    """From the margin to the prediction: the link, then ``[1 - p, p]`` for a binary classifier."""
+    """From the margin to the prediction: the link, then ``[1 - p, p]`` for a binary classifier. A classifier's
+    summed class frequencies (trees and forests: each leaf a float32 share) are clipped to [0, 1], so that a sum of
+    1.0000001 does not make the other class's probability negative."""
     linked = "linked" if ensemble.two_classes else PREDICTION
-    if ensemble.link is Link.IDENTITY:
+    frequencies = ensemble.link is Link.IDENTITY and (ensemble.two_classes or ensemble.n_outputs > 1)
+    if frequencies:
+        nodes = [helper.make_node("Clip", [MARGIN, "zero", "one"], [linked])]
+    elif ensemble.link is Link.IDENTITY:
         nodes = [helper.make_node("Identity", [MARGIN], [linked])]
     elif ensemble.link is Link.LOGISTIC:
         nodes = [helper.make_node("Sigmoid", [MARGIN], [linked])]

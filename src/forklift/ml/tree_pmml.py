@@ -13,9 +13,11 @@ cannot add margins before a link:
   under ``logit``, ``1 - m`` under ``none``), so it holds whether an engine reads the last table or takes
   ``1 - p``.
 
-A split sends a row left when ``x < threshold`` (``lessThan``, XGBoost) or ``x <= threshold`` (``lessOrEqual``,
-LightGBM), the float32 threshold written as the double it is. A missing value takes the node's ``defaultChild``
-(``missingValueStrategy="defaultChild"``), the branch its tree sends missing values to.
+A split sends a row left when its value, rounded to float32, is ``< threshold`` (XGBoost) or ``<= threshold``
+(LightGBM). A PMML engine compares doubles, so each split is written at the double where float32 rounding crosses
+the threshold (the midpoint to the neighbouring float32, ``lessThan`` or ``lessOrEqual`` as the tie rounds): every
+double then goes the way forklift sends it, not only those that are float32 already. A missing value takes the
+node's ``defaultChild`` (``missingValueStrategy="defaultChild"``), the branch its tree sends missing values to.
 """
 
 from __future__ import annotations
@@ -31,10 +33,7 @@ from forklift.ml.tree_ensemble import Comparison, Link, Tree, TreeEnsemble
 NAMESPACE = "http://www.dmg.org/PMML-4_4"
 TARGET = "y"
 NORMALIZATION = {Link.IDENTITY: "none", Link.LOGISTIC: "logit", Link.SOFTMAX: "softmax", Link.EXP: "exp"}
-OPERATORS = {  # the left child's predicate, the right child's
-    Comparison.LESS: ("lessThan", "greaterOrEqual"),
-    Comparison.LESS_OR_EQUAL: ("lessOrEqual", "greaterThan"),
-}
+BELOW, AT_OR_BELOW = ("lessThan", "greaterOrEqual"), ("lessOrEqual", "greaterThan")  # left's and right's predicates
 
 
 def write_pmml(ensemble: TreeEnsemble, path: Path, *, classes: Sequence[object] | None) -> None:
@@ -163,11 +162,11 @@ def _tree_model(tree: Tree, column: int, comparison: Comparison, features: list[
     )
     used = [features[index] for index in np.unique(tree.feature[tree.feature >= 0])]
     model.append(_mining_schema(used or features, target=False))  # a MiningSchema holds at least one field
-    model.append(_node(tree, 0, column, OPERATORS[comparison], ET.Element("True")))
+    model.append(_node(tree, 0, column, comparison, ET.Element("True")))
     return model
 
 
-def _node(tree: Tree, index: int, column: int, operators: tuple[str, str], predicate: ET.Element) -> ET.Element:
+def _node(tree: Tree, index: int, column: int, comparison: Comparison, predicate: ET.Element) -> ET.Element:
     """Node ``index`` and its subtree, reached when ``predicate`` holds."""
     node = ET.Element("Node", id=str(index))
     node.append(predicate)
@@ -176,11 +175,27 @@ def _node(tree: Tree, index: int, column: int, operators: tuple[str, str], predi
         return node
     left, right = int(tree.left[index]), int(tree.right[index])
     node.set("defaultChild", str(left if tree.missing_left[index] else right))
-    field, threshold = f"x{tree.feature[index]}", _number(tree.threshold[index])
+    field = f"x{tree.feature[index]}"
+    threshold, operators = _double_split(np.float32(tree.threshold[index]), comparison)
     for child, operator in zip((left, right), operators, strict=True):
-        condition = ET.Element("SimplePredicate", field=field, operator=operator, value=threshold)
-        node.append(_node(tree, child, column, operators, condition))
+        condition = ET.Element("SimplePredicate", field=field, operator=operator, value=_number(threshold))
+        node.append(_node(tree, child, column, comparison, condition))
     return node
+
+
+def _double_split(threshold: np.float32, comparison: Comparison) -> tuple[float, tuple[str, str]]:
+    """The double and predicates that split doubles as float32 rounding and the comparison split them: below
+    the midpoint to the float32 under (``<``) or over (``<=``) the threshold; at the midpoint as it rounds (ties to
+    even, as numpy and the CPU round)."""
+    toward = -np.inf if comparison is Comparison.LESS else np.inf
+    neighbour = np.nextafter(threshold, np.float32(toward))
+    midpoint = (float(threshold) + float(neighbour)) / 2.0  # exact: a float32's neighbours differ in one more bit
+    if not np.isfinite(midpoint):
+        return float(threshold), BELOW if comparison is Comparison.LESS else AT_OR_BELOW
+    tie_rounds_to_threshold = np.float32(midpoint) == threshold
+    if comparison is Comparison.LESS:  # x32 < t: a tie that rounds to t is not below it
+        return midpoint, BELOW if tie_rounds_to_threshold else AT_OR_BELOW
+    return midpoint, AT_OR_BELOW if tie_rounds_to_threshold else BELOW
 
 
 def _link_model(ensemble: TreeEnsemble, margins: dict[int, str], classes: Sequence[object] | None) -> ET.Element:

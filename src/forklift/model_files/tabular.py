@@ -178,10 +178,25 @@ def encode_columns(
             block[rows_known, [index[t] for t in text[rows_known]]] = 1.0
             block[absent] = np.nan
         else:
-            numbers = np.asarray(values, dtype=np.float64)
+            numbers = _numbers(values, feature, prefix=prefix, first_row=first_row)
             if np.isnan(numbers).any() and not settings.missing_values:
                 row = int(np.flatnonzero(np.isnan(numbers))[0])
                 raise ForkliftError(f"{prefix}row {row + first_row}: feature {feature.name!r} {missing_message}")
             encoded[:, column] = numbers
         column += feature.width
     return encoded
+
+
+def _numbers(values: np.ndarray, feature: Feature, *, prefix: str, first_row: int) -> np.ndarray:
+    """A number feature's column as float64 (NaN missing); a cell that is not a number is one line naming it."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        for row, value in enumerate(values):
+            try:
+                float(value if value is not None else "nan")
+            except (TypeError, ValueError):
+                raise ForkliftError(
+                    f"{prefix}row {row + first_row}: feature {feature.name!r}: {value!r} is not a number"
+                ) from None
+        raise

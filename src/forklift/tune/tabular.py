@@ -28,6 +28,7 @@ from forklift.ml.tables import Table, read_table
 from forklift.tune import CLASSIFIER_METRICS, MINIMISED, REGRESSOR_METRICS
 from forklift.tune.space import Dimension, Kind, Setting, parse_space
 from forklift.tune.trial import Steps, StepUnit, report
+from forklift.vocabulary import TabularTask
 
 REPORTS = 20  # reports of a trial that boosts the most rounds the space allows
 NOT_DRAWN = ("n_jobs",)  # the worker's CPU set decides it
@@ -61,7 +62,7 @@ class TabularJob:
     data: Path
     test: Path
     target: str
-    task: str  # classify or regress, as `forklift ml fit --task`
+    task: TabularTask
     metric: str
     seed: int  # every fit's random_state, unless the space draws it
     rounds: int  # the most rounds a trial boosts; 1 for a model that fits in one step
@@ -113,7 +114,7 @@ def tabular_search(
     data: Path,
     test: Path,
     target: str | None,
-    task: str | None,
+    task: TabularTask | None,
     metric: str | None,
     specs: Sequence[str],
     seed: int,
@@ -138,7 +139,7 @@ def tabular_search(
         data=data,
         test=test,
         target=train.target_name,
-        task="classify" if classification else "regress",
+        task=TabularTask.CLASSIFY if classification else TabularTask.REGRESS,
         metric=chosen,
         seed=seed,
         rounds=rounds,
