@@ -170,3 +170,17 @@ def test_bad_cells_of_the_target_the_test_table_and_a_predicted_table_are_one_li
     typo.to_csv(tmp_path / "typo.csv", index=False)
     result = forklift_here("ml", "predict", tmp_path / "tree", tmp_path / "typo.csv", check=False)
     assert result.returncode == 2 and "typo.csv: row 1: feature 'age': 'x' is not a number" in result.stderr
+
+
+def test_a_category_value_a_table_adds_sets_none_of_its_columns(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    """A rare value in a later table (scikit-learn's handle_unknown="ignore"); served JSON refuses it instead."""
+    train, _ = tables
+    later = income_table(30, 9)
+    later.loc[0, "job"] = "pilot"
+    later.to_csv(tmp_path / "later.csv", index=False)
+    out = tmp_path / "forest"
+    forklift_here("ml", "fit", "--data", train, "--test", tmp_path / "later.csv", "--model", "forest", out)
+    estimator = pickle.loads((out / "model.pkl").read_bytes())
+    rows = json.loads(forklift_here("ml", "predict", out, tmp_path / "later.csv", "--json").stdout)
+    none_of_them = np.array([[later.loc[0, "age"], later.loc[0, "hours"], 0.0, 0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(rows[0]["score_>50K"], estimator.predict_proba(none_of_them)[0, 1], atol=1e-5)

@@ -142,9 +142,8 @@ def run_fit(args: argparse.Namespace) -> int:
 def run_predict(args: argparse.Namespace) -> int:
     import csv
 
-    from forklift.ml.tables import read_features
+    from forklift.ml.tables import encode_table, read_features
     from forklift.model_files.model_dir import open_model_dir
-    from forklift.model_files.tabular import encode_columns
     from forklift.runtime.tabular import TabularModel
     from forklift.vocabulary import ModelFormat
 
@@ -153,7 +152,7 @@ def run_predict(args: argparse.Namespace) -> int:
         raise ForkliftError(f"{args.model_dir}: a {model_dir.format} model; 'forklift ml predict' takes tabular models")
     model = TabularModel(model_dir, threads=args.threads)
     table = read_features(args.data, model.settings.names)
-    answer = model.answer(encode_columns(model.settings, table.columns, where=table.source, first_row=1))
+    answer = model.answer(encode_table(model.settings, table))
     classes = [str(c) for c in model.settings.classes]
     rows = []
     for index, prediction in enumerate(answer.predictions):

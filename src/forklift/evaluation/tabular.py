@@ -18,9 +18,9 @@ from forklift.errors import ForkliftError
 from forklift.evaluation.tabular_metrics import TableClassifierMetrics, classifier_metrics
 from forklift.evaluation.tabular_report import write_table_report
 from forklift.ml.metrics import RegressorScores, regressor_scores
-from forklift.ml.tables import SVMLIGHT_SUFFIXES, TABLE_SUFFIXES, plain, read_features
+from forklift.ml.tables import SVMLIGHT_SUFFIXES, TABLE_SUFFIXES, encode_table, plain, read_features
 from forklift.model_files.model_dir import open_model_dir
-from forklift.model_files.tabular import Scalar, encode_columns
+from forklift.model_files.tabular import Scalar
 from forklift.runtime.tabular import TabularModel
 from forklift.vocabulary import ModelFormat, Task
 
@@ -68,7 +68,7 @@ def evaluate_table(
     table = read_features(data, settings.names, target=column)
     if table.target is None or table.rows == 0:
         raise ForkliftError(f"{data}: no rows to measure the model on")
-    answer = tabular.answer(encode_columns(settings, table.columns, where=table.source, first_row=1))
+    answer = tabular.answer(encode_table(settings, table))
     classes = model.labels
     notes: list[str] = []
     metrics: TableClassifierMetrics | RegressorScores

@@ -18,7 +18,7 @@ from forklift.errors import ForkliftError
 from forklift.ml.boosting import BoostingMachineClassifier, BoostingMachineRegressor, RoundHook
 from forklift.ml.linear import LinearRegression, LogisticRegression, SupportVectorMachine
 from forklift.ml.metrics import ClassifierScores, RegressorScores, classifier_scores, regressor_scores
-from forklift.ml.tables import Table, infer_features, plain
+from forklift.ml.tables import Table, encode_table, infer_features, plain
 from forklift.ml.trees import (
     DecisionTreeClassifier,
     DecisionTreeRegressor,
@@ -26,7 +26,7 @@ from forklift.ml.trees import (
     RandomForestRegressor,
 )
 from forklift.model_files.model_config import ModelConfig, save_config
-from forklift.model_files.tabular import GRAPH_FILE, TABULAR_KEY, TabularSettings, encode_columns
+from forklift.model_files.tabular import GRAPH_FILE, TABULAR_KEY, TabularSettings
 from forklift.vocabulary import TabularTask, Task
 
 ESTIMATOR_FILE = "model.pkl"
@@ -120,7 +120,7 @@ def fit_directory(
         target=train.target_name,
     )
     stage("encoding")
-    X = encode_columns(settings, train.columns, where=train.source, first_row=1)
+    X = encode_table(settings, train)
     measured = None if test is None else _encoded_test(test, settings, classification=classification)
     watch = None
     if on_rounds is not None and measured is not None and MODELS[model].rounds:
@@ -161,7 +161,7 @@ def _encoded_test(test: Table, settings: TabularSettings, *, classification: boo
             row = unknown[0]
             value = y.tolist()[row]
             raise ForkliftError(f"{test.source}: row {row + 1}: {value!r} is not a class of the training table")
-    return encode_columns(settings, test.columns, where=test.source, first_row=1), y
+    return encode_table(settings, test), y
 
 
 def _target(table: Table, *, classification: bool) -> np.ndarray:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from forklift.errors import ForkliftError
 from forklift.ml.svmlight import load_svmlight_file
-from forklift.model_files.tabular import Feature, FeatureKind
+from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
@@ -122,3 +122,9 @@ def infer_features(table: Table) -> tuple[Feature, ...]:
 def plain(value: Any) -> Any:
     """A numpy scalar as the plain Python value JSON writes."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def encode_table(settings: TabularSettings, table: Table) -> np.ndarray:
+    """A table's rows as the model's graph reads them: errors name the file and its rows from 1, and a category
+    value the model never saw sets none of its columns (a rare value in a file is no reason to refuse the file)."""
+    return encode_columns(settings, table.columns, where=table.source, first_row=1, refuse_unknown=False)

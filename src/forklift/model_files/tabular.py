@@ -147,11 +147,18 @@ def _number(feature: Feature, value: Any, row: int) -> float:
 
 
 def encode_columns(
-    settings: TabularSettings, columns: Mapping[str, np.ndarray], *, where: str = "", first_row: int = 0
+    settings: TabularSettings,
+    columns: Mapping[str, np.ndarray],
+    *,
+    where: str = "",
+    first_row: int = 0,
+    refuse_unknown: bool = True,
 ) -> np.ndarray:
     """A whole table's columns (numbers as floats with NaN for missing, categories as strings or None) as the
     graph's input: the same encoding as :func:`encode_records`, a column at a time. A bad value's error starts
-    with ``where`` (a file) and counts rows from ``first_row`` (1 for a file's rows, 0 for a JSON array's)."""
+    with ``where`` (a file) and counts rows from ``first_row`` (1 for a file's rows, 0 for a JSON array's). A
+    category value the model never saw is refused (a request's typo), or with ``refuse_unknown=False`` (a table's
+    rare value, as scikit-learn's ``handle_unknown="ignore"``) sets none of its feature's columns."""
     prefix = f"{where}: " if where else ""
     rows = len(next(iter(columns.values()))) if columns else 0
     missing_message = "is empty or null, and this model takes no missing values"
@@ -164,7 +171,7 @@ def encode_columns(
             known = np.isin(text, np.array(feature.categories, dtype=object))
             absent = np.array([v is None for v in text])
             unknown = ~known & ~absent
-            if unknown.any():
+            if unknown.any() and refuse_unknown:
                 row = int(np.flatnonzero(unknown)[0])
                 raise ForkliftError(
                     f"{prefix}row {row + first_row}: feature {feature.name!r}: unknown category {text[row]!r}"
