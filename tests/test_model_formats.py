@@ -39,6 +39,19 @@ def _caffe(out: Path) -> None:
     shutil.copy(shared("darknet/voc.names"), out / "zf.labels")
 
 
+def _tabular(out: Path) -> None:
+    """A small forest of forklift.ml as `forklift ml fit` writes it."""
+    from forklift.ml import RandomForestClassifier
+    from forklift.ml.model_directory import write_directory
+    from forklift.model_files.tabular import Feature, TabularSettings
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    forest = RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0).fit(X, (X[:, 0] > 0).astype(int))
+    features = tuple(Feature(name) for name in ("a", "b", "c"))
+    write_directory(forest, TabularSettings("RandomForestClassifier", features, (0, 1), probabilities=True), out)
+
+
 def _onnx(darknet: Path, out: Path) -> None:
     out.mkdir()
     export_darknet(open_model_dir(darknet), out / "tiny.onnx")
@@ -54,12 +67,14 @@ def directories(darknet_models, tmp_path_factory: pytest.TempPathFactory) -> dic
     write_style_dir(fresh_style_net(seed=0, width=0.25), root / "style", onnx=False)
     settings = TwoStageSettings("fasterrcnn_mobilenet_v3_large_320_fpn", len(SHAPES), 160)
     write_two_stage_model_dir(build_two_stage(settings, seed=1).eval(), root / "two_stage", SHAPES, settings)
+    _tabular(root / "tabular")
     return {
         ModelFormat.DARKNET: darknet,
         ModelFormat.CAFFE: root / "caffe",
         ModelFormat.ONNX: root / "onnx",
         ModelFormat.STYLE: root / "style",
         ModelFormat.TWO_STAGE: root / "two_stage",
+        ModelFormat.TABULAR: root / "tabular",
     }
 
 
@@ -91,11 +106,14 @@ def test_inspect_predict_and_export(directories, format: ModelFormat, tmp_path: 
 
     styled = ["--out", tmp_path] if format == ModelFormat.STYLE else []
     code, out, err = _run(capsys, "predict", directory, SHARED / "images" / "dog.jpg", "--json", *styled)
-    assert code == 0, err
-    (result,) = json.loads(out)["results"]
-    assert result["file"].endswith("dog.jpg") and "error" not in result
-    answer = {Task.DETECT: "detections", Task.CLASSIFY: "classes", Task.STYLE: "image"}[Task(summary["task"])]
-    assert answer in result, result
+    if format == ModelFormat.TABULAR:  # rows, not images: `forklift ml predict` and `serve` take them
+        assert code == 2 and err.count("\n") == 1 and "a tabular model answers rows of features" in err, err
+    else:
+        assert code == 0, err
+        (result,) = json.loads(out)["results"]
+        assert result["file"].endswith("dog.jpg") and "error" not in result
+        answer = {Task.DETECT: "detections", Task.CLASSIFY: "classes", Task.STYLE: "image"}[Task(summary["task"])]
+        assert answer in result, result
 
     exported = tmp_path / "exported.onnx"
     code, out, err = _run(capsys, "models", "export", directory, exported, "--to", "onnx")
