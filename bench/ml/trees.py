@@ -102,7 +102,14 @@ def python_engines(threads: int) -> dict[str, dict[str, Callable[[], Any]]]:
                 num_leaves=2**BOOST_DEPTH,
                 n_jobs=threads,
                 reg_lambda=0.0,
+                learning_rate=0.1,
                 verbose=-1,
+            ),
+        },
+        "snapboost": {  # snapml's defaults (depths drawn in 1..5): plain trees against 20% ridge rounds
+            "forklift trees": lambda: ours.BoostingMachineClassifier(num_round=BOOST_ROUNDS, n_jobs=threads),
+            "forklift 20% ridge rounds": lambda: ours.BoostingMachineClassifier(
+                num_round=BOOST_ROUNDS, n_jobs=threads, tree_select_probability=0.8
             ),
         },
     }

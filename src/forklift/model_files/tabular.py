@@ -9,7 +9,6 @@ function here, so a served model reads a row exactly as its training read the ta
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,6 +24,7 @@ INPUT = "X"
 PREDICTION = "prediction"
 Scalar = str | int | float | bool
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+NUMBER_TYPES = {int, float, type(None)}  # what JSON gives for a number or a null (bool is a type of its own)
 
 
 class FeatureKind(StrEnum):
@@ -111,39 +111,40 @@ def encode_records(settings: TabularSettings, records: Sequence[Any]) -> np.ndar
     float32 input; a missing or extra feature, or a value of the wrong kind, is one line naming the row and the
     feature."""
     names = settings.names
-    columns: dict[str, list[Any]] = {name: [] for name in names}
-    for index, record in enumerate(records):
-        if isinstance(record, Mapping):
+    table = [_record_values(names, record, index) for index, record in enumerate(records)]
+    numbers = [i for i, feature in enumerate(settings.features) if feature.kind is FeatureKind.NUMBER]
+    for index, values in enumerate(table):  # JSON's numbers and nulls only: a string or a bool is refused by name
+        if {type(values[i]) for i in numbers} - NUMBER_TYPES:
+            bad = next(i for i in numbers if type(values[i]) not in NUMBER_TYPES)
+            raise ForkliftError(f"row {index}: feature {names[bad]!r}: {values[bad]!r} is not a number")
+    grid = np.array([[values[i] for i in numbers] for values in table], dtype=np.float64).reshape(len(table), -1)
+    too_big = ~(np.abs(np.nan_to_num(grid)) <= FLOAT32_MAX)  # the graph's float32 would make it infinite
+    if too_big.any():
+        row, column = (int(i) for i in np.argwhere(too_big)[0])
+        value = table[row][numbers[column]]
+        raise ForkliftError(f"row {row}: feature {names[numbers[column]]!r}: {value!r} is not a finite float32 number")
+    columns: dict[str, np.ndarray] = {names[i]: grid[:, j] for j, i in enumerate(numbers)}
+    for i, feature in enumerate(settings.features):
+        if feature.kind is FeatureKind.CATEGORY:
+            columns[feature.name] = np.array([None if v[i] is None else str(v[i]) for v in table], dtype=object)
+    return encode_columns(settings, columns)
+
+
+def _record_values(names: tuple[str, ...], record: Any, index: int) -> list[Any]:
+    """One JSON row's values in the features' order; a missing or extra feature is one line naming it."""
+    if isinstance(record, Mapping):
+        if len(record) != len(names) or any(name not in record for name in names):
             missing = [name for name in names if name not in record]
             if missing:
                 raise ForkliftError(f"row {index}: missing feature {missing[0]!r}")
             extra = [key for key in record if key not in names]
-            if extra:
-                raise ForkliftError(f"row {index}: unknown feature {extra[0]!r} (features: {', '.join(names)})")
-            values = [record[name] for name in names]
-        elif isinstance(record, Sequence) and not isinstance(record, str):
-            if len(record) != len(names):
-                raise ForkliftError(f"row {index}: {len(record)} values for {len(names)} features ({', '.join(names)})")
-            values = list(record)
-        else:
-            raise ForkliftError(f"row {index}: a row is an object of features or an array of values, not {record!r}")
-        for feature, value in zip(settings.features, values, strict=True):
-            if feature.kind is FeatureKind.CATEGORY:
-                columns[feature.name].append(None if value is None else str(value))
-            else:
-                columns[feature.name].append(_number(feature, value, index))
-    return encode_columns(settings, {name: np.array(values, dtype=object) for name, values in columns.items()})
-
-
-def _number(feature: Feature, value: Any, row: int) -> float:
-    """A JSON value of a number feature: NaN for null (missing), else the number."""
-    if value is None:
-        return math.nan
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ForkliftError(f"row {row}: feature {feature.name!r}: {value!r} is not a number")
-    if abs(value) > FLOAT32_MAX or not math.isfinite(value):  # the graph's float32 would make it infinite
-        raise ForkliftError(f"row {row}: feature {feature.name!r}: {value!r} is not a finite float32 number")
-    return float(value)
+            raise ForkliftError(f"row {index}: unknown feature {extra[0]!r} (features: {', '.join(names)})")
+        return [record[name] for name in names]
+    if isinstance(record, Sequence) and not isinstance(record, str):
+        if len(record) != len(names):
+            raise ForkliftError(f"row {index}: {len(record)} values for {len(names)} features ({', '.join(names)})")
+        return list(record)
+    raise ForkliftError(f"row {index}: a row is an object of features or an array of values, not {record!r}")
 
 
 def encode_columns(
@@ -163,34 +164,36 @@ def encode_columns(
     rows = len(next(iter(columns.values()))) if columns else 0
     missing_message = "is empty or null, and this model takes no missing values"
     encoded = np.zeros((rows, settings.width), dtype=np.float32)
-    column = 0
-    for feature in settings.features:
-        values = columns[feature.name]
-        if feature.kind is FeatureKind.CATEGORY:
-            text = np.array([None if v is None else str(v) for v in values], dtype=object)
-            known = np.isin(text, np.array(feature.categories, dtype=object))
-            absent = np.array([v is None for v in text])
-            unknown = ~known & ~absent
-            if unknown.any() and refuse_unknown:
-                row = int(np.flatnonzero(unknown)[0])
-                raise ForkliftError(
-                    f"{prefix}row {row + first_row}: feature {feature.name!r}: unknown category {text[row]!r}"
-                )
-            if absent.any() and not settings.missing_values:
-                row = int(np.flatnonzero(absent)[0])
-                raise ForkliftError(f"{prefix}row {row + first_row}: feature {feature.name!r} {missing_message}")
-            index = {category: i for i, category in enumerate(feature.categories)}
-            block = encoded[:, column : column + feature.width]
-            rows_known = np.flatnonzero(known)
-            block[rows_known, [index[t] for t in text[rows_known]]] = 1.0
-            block[absent] = np.nan
-        else:
-            numbers = _numbers(values, feature, prefix=prefix, first_row=first_row)
-            if np.isnan(numbers).any() and not settings.missing_values:
-                row = int(np.flatnonzero(np.isnan(numbers))[0])
-                raise ForkliftError(f"{prefix}row {row + first_row}: feature {feature.name!r} {missing_message}")
-            encoded[:, column] = numbers
-        column += feature.width
+    offsets = np.cumsum([0, *(feature.width for feature in settings.features)])[:-1]
+    numbers = [(f, int(o)) for f, o in zip(settings.features, offsets, strict=True) if f.kind is FeatureKind.NUMBER]
+    if numbers:  # the number features as one block: a request's rows pay for one conversion, not one per feature
+        block = np.zeros((rows, len(numbers)))
+        for j, (feature, _) in enumerate(numbers):
+            block[:, j] = _numbers(columns[feature.name], feature, prefix=prefix, first_row=first_row)
+        if not settings.missing_values and np.isnan(block).any():
+            row, j = (int(i) for i in np.argwhere(np.isnan(block))[0])
+            raise ForkliftError(f"{prefix}row {row + first_row}: feature {numbers[j][0].name!r} {missing_message}")
+        encoded[:, [offset for _, offset in numbers]] = block
+    for feature, column in zip(settings.features, offsets, strict=True):
+        if feature.kind is not FeatureKind.CATEGORY:
+            continue
+        text = np.array([None if v is None else str(v) for v in columns[feature.name]], dtype=object)
+        known = np.isin(text, np.array(feature.categories, dtype=object))
+        absent = np.array([v is None for v in text], dtype=bool)
+        unknown = ~known & ~absent
+        if unknown.any() and refuse_unknown:
+            row = int(np.flatnonzero(unknown)[0])
+            raise ForkliftError(
+                f"{prefix}row {row + first_row}: feature {feature.name!r}: unknown category {text[row]!r}"
+            )
+        if absent.any() and not settings.missing_values:
+            row = int(np.flatnonzero(absent)[0])
+            raise ForkliftError(f"{prefix}row {row + first_row}: feature {feature.name!r} {missing_message}")
+        index = {category: i for i, category in enumerate(feature.categories)}
+        one_hot = encoded[:, column : column + feature.width]
+        rows_known = np.flatnonzero(known)
+        one_hot[rows_known, [index[t] for t in text[rows_known]]] = 1.0
+        one_hot[absent] = np.nan
     return encoded
 
 
