@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,9 +28,15 @@ from forklift.ml.estimators import keep_parameters, real, whole
 from forklift.ml.ridge_rounds import RidgeRound, fit_ridge_round, fourier_term
 from forklift.ml.tree_ensemble import Link
 from forklift.ml.tree_xgboost import read_booster
-from forklift.ml.trees import REGRESSION_OBJECTIVES, _TreeClassifierMixin, _TreeModel, _TreeRegressorMixin
+from forklift.ml.trees import _TreeClassifierMixin, _TreeModel, _TreeRegressorMixin
 
 Seen = TypeVar("Seen")
+REGRESSION_OBJECTIVES = {  # snapml's name: (XGBoost's objective, its metric for early stopping)
+    "mse": ("reg:squarederror", "rmse"),
+    "cross_entropy": ("reg:logistic", "logloss"),
+    "poisson": ("count:poisson", "poisson-nloglik"),
+    "quantile": ("reg:quantileerror", "quantile"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +86,6 @@ class _Boosting(_TreeModel):
     min_max_depth: int
     max_max_depth: int
     early_stopping_rounds: int
-    random_state: Any
     base_score: float | None
     learning_rate: float
     colsample_bytree: float
@@ -261,9 +266,6 @@ class _Boosting(_TreeModel):
             "colsample_bytree": float(self.colsample_bytree),
         }
 
-    def _seed(self) -> int:
-        return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-
     def _wants_report(self, on_rounds: RoundHook[_Boosting] | None, round_: int) -> bool:
         return on_rounds is not None and (round_ + 1) % on_rounds.every == 0 and round_ + 1 < self.num_round
 
@@ -381,7 +383,6 @@ class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
     """SnapBoost for regression: ``objective`` ``"mse"``, ``"cross_entropy"`` (targets in [0, 1], predicts a
     probability), ``"poisson"`` (counts, predicts the mean) or ``"quantile"`` (the ``alpha`` quantile)."""
 
-    _objectives: ClassVar[dict[str, tuple[str, str]]] = REGRESSION_OBJECTIVES
     objective: str
     max_delta_step: float
     alpha: float
@@ -439,10 +440,9 @@ class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
         """Boost on ``X`` (dense or CSR/CSC, NaN = missing) and real targets; stop early on ``X_val``/``y_val``;
         ``on_rounds`` sees the model every few rounds."""
         self._check()
-        if self.objective not in self._objectives:
-            raise ValueError(
-                f"{type(self).__name__}: objective={self.objective!r}: expected one of {', '.join(self._objectives)}"
-            )
+        if self.objective not in REGRESSION_OBJECTIVES:
+            known = ", ".join(REGRESSION_OBJECTIVES)
+            raise ValueError(f"{type(self).__name__}: objective={self.objective!r}: expected one of {known}")
         if self.objective == "quantile" and not 0 < self.alpha < 1:
             raise ValueError(f"{type(self).__name__}: alpha={self.alpha!r}: expected a quantile in (0, 1)")
         X, y = self._validated(X, y, fitting=True)
@@ -452,7 +452,7 @@ class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
         validation = self._validation(X_val, y_val, sample_weight_val)
         if validation is not None:
             self._check_targets(np.asarray(y_val, dtype=np.float64), "y_val")
-        name, metric = self._objectives[self.objective]
+        name, metric = REGRESSION_OBJECTIVES[self.objective]
         parameters: dict[str, Any] = {"objective": name, "max_delta_step": float(self.max_delta_step)}
         mean = float(np.average(y, weights=weight))
         if self.objective == "mse":

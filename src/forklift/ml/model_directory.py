@@ -156,10 +156,11 @@ def _encoded_test(test: Table, settings: TabularSettings, *, classification: boo
         raise ForkliftError(f"{test.source}: no column {missing[0]!r}, a feature of the training table")
     y = _target(test, classification=classification)
     if classification:
-        unknown = [row for row, value in enumerate(y.tolist()) if value not in settings.classes]
+        values = y.tolist()
+        unknown = [row for row, value in enumerate(values) if value not in settings.classes]
         if unknown:
             row = unknown[0]
-            value = y.tolist()[row]
+            value = values[row]
             raise ForkliftError(f"{test.source}: row {row + 1}: {value!r} is not a class of the training table")
     return encode_table(settings, test), y
 
@@ -186,8 +187,13 @@ def measure(estimator: BaseEstimator, X: np.ndarray, y: np.ndarray, settings: Ta
     if not settings.classification:
         scores: ClassifierScores | RegressorScores = regressor_scores(y, estimator.predict(X))
     else:
-        probabilities = estimator.predict_proba(X) if settings.probabilities else None
-        scores = classifier_scores(y, estimator.predict(X), probabilities, labels=list(estimator.classes_))
+        classes = estimator.classes_
+        if settings.probabilities:  # the predicted class is the most probable: one pass of the model, not two
+            probabilities = estimator.predict_proba(X)
+            predicted = classes[probabilities.argmax(axis=1)]
+        else:
+            probabilities, predicted = None, estimator.predict(X)
+        scores = classifier_scores(y, predicted, probabilities, labels=list(classes))
     return {name: value for name, value in asdict(scores).items() if value is not None}
 
 
@@ -198,13 +204,3 @@ def write_directory(estimator: BaseEstimator, settings: TabularSettings, out: Pa
     with (out / ESTIMATOR_FILE).open("wb") as stream:
         pickle.dump(estimator, stream)
     save_config(out, ModelConfig(task=Task.TABULAR, extra={TABULAR_KEY: settings.to_json()}))
-
-
-def load_estimator(directory: Path) -> BaseEstimator:
-    """The fitted estimator of a model directory ``forklift ml fit`` wrote."""
-    path = directory / ESTIMATOR_FILE
-    if not path.is_file():
-        raise ForkliftError(f"{directory}: no {ESTIMATOR_FILE} (not written by 'forklift ml fit')")
-    with path.open("rb") as stream:
-        estimator: BaseEstimator = pickle.load(stream)
-    return estimator

@@ -35,12 +35,6 @@ from forklift.ml.tree_import import Task, read_model
 from forklift.ml.tree_pmml import write_pmml
 from forklift.ml.tree_xgboost import read_booster
 
-REGRESSION_OBJECTIVES = {  # snapml's name: (XGBoost's objective, its metric for early stopping)
-    "mse": ("reg:squarederror", "rmse"),
-    "cross_entropy": ("reg:logistic", "logloss"),
-    "poisson": ("count:poisson", "poisson-nloglik"),
-    "quantile": ("reg:quantileerror", "quantile"),
-}
 BOOTSTRAP_SHARE = 1.0 - math.exp(-1.0)  # the expected share of distinct rows in a bootstrap sample
 
 
@@ -49,6 +43,7 @@ class _TreeModel(BaseEstimator):
 
     _is_classifier: ClassVar[bool] = False
     ensemble_: TreeEnsemble
+    random_state: Any
     n_jobs: int
     use_gpu: bool
     hist_nbins: int
@@ -56,6 +51,10 @@ class _TreeModel(BaseEstimator):
 
     def _threads(self) -> int:
         return thread_count(self, self.n_jobs)
+
+    def _seed(self) -> int:
+        """XGBoost's seed, drawn from ``random_state``."""
+        return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
 
     def _gpu_ids(self) -> list[int]:
         return device_ids(getattr(self, "gpu_ids", getattr(self, "gpu_id", 0)))
@@ -192,7 +191,6 @@ class _Forest(_TreeModel):
     max_depth: int | None
     min_samples_leaf: int
     max_features: Any
-    random_state: Any
     _criterion: ClassVar[str]
     _auto_features: ClassVar[str]  # what max_features="auto" means for this task, as snapml reads it
 
@@ -235,8 +233,7 @@ class _Forest(_TreeModel):
         return count / n_features
 
     def _grow(self, X: Any, label: np.ndarray, weight: np.ndarray, *, two_classes: bool) -> None:
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        parameters = self._base_parameters(seed) | {
+        parameters = self._base_parameters(self._seed()) | {
             "objective": "reg:squarederror",
             "base_score": 0.0,
             "learning_rate": 1.0,
