@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,6 @@ from hypothesis import HealthCheck, settings
 from tritonclient.utils import InferenceServerException
 
 from forklift.cli import main
-from forklift.ml.model_directory import load_estimator
 from forklift.model_files.model_dir import open_model_dir, tabular_settings
 from forklift.model_files.tabular import TabularSettings, encode_columns
 from forklift.serve.openapi import openapi
@@ -33,6 +33,11 @@ from forklift.serve.openapi import openapi
 COLOURS = ("red", "green", "blue")
 NAMES = ("a", "b", "colour")
 Row = dict[str, Any]
+
+
+def _estimator(model: Path) -> Any:
+    """The fitted estimator model.pkl holds: the reference the served answers are checked against."""
+    return pickle.loads((model / "model.pkl").read_bytes())
 
 
 def _rows(count: int, *, seed: int, missing: bool) -> list[Row]:
@@ -122,7 +127,7 @@ def test_rows_by_name_and_as_arrays_answer_as_the_estimator(server: Server, fitt
     assert set(by_name) == {"status", "predictions", "probabilities", "classes", "timing"}
     assert by_name["status"] == "OK" and by_name["classes"] == ["no", "yes"]
     assert by_name["predictions"] == as_arrays["predictions"] and by_name["probabilities"] == as_arrays["probabilities"]
-    estimator = load_estimator(fitted["clf"])
+    estimator = _estimator(fitted["clf"])
     expected = estimator.predict_proba(_matrix(fitted["clf"], rows))
     np.testing.assert_allclose(by_name["probabilities"], expected, atol=1e-5)
     assert by_name["predictions"] == list(estimator.predict(_matrix(fitted["clf"], rows)))
@@ -138,7 +143,7 @@ def test_a_regressor_answers_values(server: Server, fitted) -> None:
     rows = _rows(25, seed=8, missing=False)
     body = _predict(f"{server.url}/predict/reg", {"rows": rows})
     assert set(body) == {"status", "predictions", "timing"}
-    expected = load_estimator(fitted["reg"]).predict(_matrix(fitted["reg"], rows))
+    expected = _estimator(fitted["reg"]).predict(_matrix(fitted["reg"], rows))
     np.testing.assert_allclose(body["predictions"], expected, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(body["predictions"], [_value(row) for row in rows], atol=0.05)  # what it learnt
 
@@ -158,7 +163,7 @@ def test_v2_with_tritonclient(server: Server, fitted) -> None:
     matrix = _matrix(fitted["clf"], _rows(30, seed=9, missing=True))
     complete = ~np.isnan(matrix).any(axis=1)
     assert not complete.all()  # missing values are NaN, which JSON lacks: the binary form carries them
-    expected = load_estimator(fitted["clf"]).predict_proba(matrix)
+    expected = _estimator(fitted["clf"]).predict_proba(matrix)
     for binary, kept in ((True, np.ones_like(complete)), (False, complete)):
         tensor = triton.InferInput("X", [int(kept.sum()), matrix.shape[1]], "FP32")
         tensor.set_data_from_numpy(matrix[kept], binary_data=binary)
@@ -169,7 +174,7 @@ def test_v2_with_tritonclient(server: Server, fitted) -> None:
     tensor = triton.InferInput("X", list(values.shape), "FP32")
     tensor.set_data_from_numpy(values)
     result = client.infer("reg", [tensor]).as_numpy("predictions")
-    np.testing.assert_allclose(result[:, 0], load_estimator(fitted["reg"]).predict(values), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(result[:, 0], _estimator(fitted["reg"]).predict(values), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -320,7 +325,7 @@ def test_a_detector_and_a_tabular_model_side_by_side(darknet_models, fitted) -> 
         rows = _rows(10, seed=12, missing=False)
         scored = _predict(f"{running.url}/predict/svm", {"rows": rows})
         assert set(scored) == {"status", "predictions", "scores", "classes", "timing"}  # an SVM has no probabilities
-        assert scored["predictions"] == list(load_estimator(fitted["svm"]).predict(_matrix(fitted["svm"], rows)))
+        assert scored["predictions"] == list(_estimator(fitted["svm"]).predict(_matrix(fitted["svm"], rows)))
         assert_error(httpx.post(f"{running.url}/predict/detector", json={"rows": rows}), 400,
                      "model 'detector' takes images (multipart 'files' or an image body), not JSON rows")  # fmt: skip
         client = triton.InferenceServerClient(url=running.url.removeprefix("http://"))
