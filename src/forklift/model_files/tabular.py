@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -40,7 +42,7 @@ class Feature:
     kind: FeatureKind = FeatureKind.NUMBER
     categories: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def width(self) -> int:
         return len(self.categories) if self.kind is FeatureKind.CATEGORY else 1
 
@@ -62,14 +64,31 @@ class TabularSettings:
     def classification(self) -> bool:
         return bool(self.classes)
 
-    @property
+    @cached_property
     def width(self) -> int:
         """The number of columns the graph takes (categories one-hot)."""
         return sum(feature.width for feature in self.features)
 
-    @property
+    @cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(feature.name for feature in self.features)
+
+    @cached_property
+    def offsets(self) -> tuple[int, ...]:
+        """Each feature's first column in the graph's input."""
+        return tuple(int(o) for o in np.cumsum([0, *(feature.width for feature in self.features)])[:-1])
+
+    @cached_property
+    def number_features(self) -> tuple[int, ...]:
+        """The indices of the number features among the features."""
+        return tuple(i for i, feature in enumerate(self.features) if feature.kind is FeatureKind.NUMBER)
+
+    @cached_property
+    def number_columns(self) -> np.ndarray | slice:
+        """The graph's input columns of the number features, in the features' order (a slice where they are the
+        first columns, as they are in a table without categories)."""
+        columns = [self.offsets[i] for i in self.number_features]
+        return slice(0, len(columns)) if columns == list(range(len(columns))) else np.array(columns, dtype=np.intp)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,34 +131,37 @@ def encode_records(settings: TabularSettings, records: Sequence[Any]) -> np.ndar
     feature."""
     names = settings.names
     table = [_record_values(names, record, index) for index, record in enumerate(records)]
-    numbers = [i for i, feature in enumerate(settings.features) if feature.kind is FeatureKind.NUMBER]
-    for index, values in enumerate(table):  # JSON's numbers and nulls only: a string or a bool is refused by name
-        if {type(values[i]) for i in numbers} - NUMBER_TYPES:
-            bad = next(i for i in numbers if type(values[i]) not in NUMBER_TYPES)
-            raise ForkliftError(f"row {index}: feature {names[bad]!r}: {values[bad]!r} is not a number")
-    grid = np.array([[values[i] for i in numbers] for values in table], dtype=np.float64).reshape(len(table), -1)
+    numbers = settings.number_features
+    number_rows = table if len(numbers) == len(names) else [[values[i] for i in numbers] for values in table]
+    if not set(map(type, chain.from_iterable(number_rows))) <= NUMBER_TYPES:  # one pass over every value
+        row, j = next((r, j) for r, values in enumerate(number_rows) for j, v in enumerate(values)
+                      if type(v) not in NUMBER_TYPES)  # fmt: skip
+        value = number_rows[row][j]  # JSON's numbers and nulls only: a string or a bool is refused by name
+        raise ForkliftError(f"row {row}: feature {names[numbers[j]]!r}: {value!r} is not a number")
+    grid = np.array(number_rows, dtype=np.float64).reshape(len(table), -1)
     too_big = ~(np.abs(np.nan_to_num(grid)) <= FLOAT32_MAX)  # the graph's float32 would make it infinite
     if too_big.any():
         row, column = (int(i) for i in np.argwhere(too_big)[0])
         value = table[row][numbers[column]]
         raise ForkliftError(f"row {row}: feature {names[numbers[column]]!r}: {value!r} is not a finite float32 number")
-    columns: dict[str, np.ndarray] = {names[i]: grid[:, j] for j, i in enumerate(numbers)}
-    for i, feature in enumerate(settings.features):
-        if feature.kind is FeatureKind.CATEGORY:
-            columns[feature.name] = np.array([None if v[i] is None else str(v[i]) for v in table], dtype=object)
-    return encode_columns(settings, columns)
+    categories = {
+        feature.name: np.array([None if v[i] is None else str(v[i]) for v in table], dtype=object)
+        for i, feature in enumerate(settings.features)
+        if feature.kind is FeatureKind.CATEGORY
+    }
+    return _encoded(settings, grid, categories, prefix="", first_row=0, refuse_unknown=True)
 
 
 def _record_values(names: tuple[str, ...], record: Any, index: int) -> list[Any]:
     """One JSON row's values in the features' order; a missing or extra feature is one line naming it."""
     if isinstance(record, Mapping):
-        if len(record) != len(names) or any(name not in record for name in names):
+        if record.keys() != set(names):
             missing = [name for name in names if name not in record]
             if missing:
                 raise ForkliftError(f"row {index}: missing feature {missing[0]!r}")
             extra = [key for key in record if key not in names]
             raise ForkliftError(f"row {index}: unknown feature {extra[0]!r} (features: {', '.join(names)})")
-        return [record[name] for name in names]
+        return list(map(record.__getitem__, names))
     if isinstance(record, Sequence) and not isinstance(record, str):
         if len(record) != len(names):
             raise ForkliftError(f"row {index}: {len(record)} values for {len(names)} features ({', '.join(names)})")
@@ -162,22 +184,35 @@ def encode_columns(
     rare value, as scikit-learn's ``handle_unknown="ignore"``) sets none of its feature's columns."""
     prefix = f"{where}: " if where else ""
     rows = len(next(iter(columns.values()))) if columns else 0
+    block = np.zeros((rows, len(settings.number_features)))
+    for j, feature in enumerate(f for f in settings.features if f.kind is FeatureKind.NUMBER):
+        block[:, j] = _numbers(columns[feature.name], feature, prefix=prefix, first_row=first_row)
+    categories = {f.name: columns[f.name] for f in settings.features if f.kind is FeatureKind.CATEGORY}
+    return _encoded(settings, block, categories, prefix=prefix, first_row=first_row, refuse_unknown=refuse_unknown)
+
+
+def _encoded(
+    settings: TabularSettings,
+    block: np.ndarray,
+    categories: Mapping[str, np.ndarray],
+    *,
+    prefix: str,
+    first_row: int,
+    refuse_unknown: bool,
+) -> np.ndarray:
+    """The graph's input from the number features as one float64 block (a request's rows pay for one conversion,
+    not one per feature) and the category features' columns, one-hot."""
     missing_message = "is empty or null, and this model takes no missing values"
-    encoded = np.zeros((rows, settings.width), dtype=np.float32)
-    offsets = np.cumsum([0, *(feature.width for feature in settings.features)])[:-1]
-    numbers = [(f, int(o)) for f, o in zip(settings.features, offsets, strict=True) if f.kind is FeatureKind.NUMBER]
-    if numbers:  # the number features as one block: a request's rows pay for one conversion, not one per feature
-        block = np.zeros((rows, len(numbers)))
-        for j, (feature, _) in enumerate(numbers):
-            block[:, j] = _numbers(columns[feature.name], feature, prefix=prefix, first_row=first_row)
-        if not settings.missing_values and np.isnan(block).any():
-            row, j = (int(i) for i in np.argwhere(np.isnan(block))[0])
-            raise ForkliftError(f"{prefix}row {row + first_row}: feature {numbers[j][0].name!r} {missing_message}")
-        encoded[:, [offset for _, offset in numbers]] = block
-    for feature, column in zip(settings.features, offsets, strict=True):
+    encoded = np.zeros((len(block), settings.width), dtype=np.float32)
+    if not settings.missing_values and np.isnan(block).any():
+        row, j = (int(i) for i in np.argwhere(np.isnan(block))[0])
+        name = settings.names[settings.number_features[j]]
+        raise ForkliftError(f"{prefix}row {row + first_row}: feature {name!r} {missing_message}")
+    encoded[:, settings.number_columns] = block
+    for feature, column in zip(settings.features, settings.offsets, strict=True):
         if feature.kind is not FeatureKind.CATEGORY:
             continue
-        text = np.array([None if v is None else str(v) for v in columns[feature.name]], dtype=object)
+        text = np.array([None if v is None else str(v) for v in categories[feature.name]], dtype=object)
         known = np.isin(text, np.array(feature.categories, dtype=object))
         absent = np.array([v is None for v in text], dtype=bool)
         unknown = ~known & ~absent

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import numpy as np
+import orjson
 from starlette.requests import Request
 
 from forklift.errors import ForkliftError
@@ -33,8 +34,8 @@ def parse_rows(body: bytes, settings: TabularSettings) -> np.ndarray:
     """`{"rows": [...]}` or a bare list of rows, each an object by feature name or an array in the features' order,
     as the graph's float32 input."""
     try:
-        document = json.loads(body)
-    except (ValueError, RecursionError) as exc:  # JSON's own message names the line and column, or the nesting
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:  # its message names the line and column, or the nesting's limit
         raise HttpError(400, f"the body is not JSON ({exc}): send {BODY}") from exc
     try:
         return encode_records(settings, _records(document))
