@@ -19,7 +19,7 @@ from sklearn import ensemble as sk_ensemble
 from sklearn import tree as sk_tree
 from sklearn.base import clone
 from sklearn.datasets import make_classification, make_regression
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -32,6 +32,7 @@ from forklift.ml import (
     DecisionTreeRegressor,
     RandomForestClassifier,
     RandomForestRegressor,
+    trees,
 )
 
 
@@ -242,6 +243,31 @@ def test_forest_is_as_good_as_scikit_learns_and_same_seed_same_model() -> None:
     assert not np.array_equal(ours.predict_proba(X_test), other.predict_proba(X_test))
     regressor = RandomForestRegressor(n_estimators=20, max_depth=6, random_state=0).fit(X_train, y_train)
     assert regressor.score(X_test, y_test) > 0.5
+
+
+def test_many_rows_are_binned_by_cuts_on_a_sample_that_keeps_each_columns_extremes(monkeypatch) -> None:
+    X, y = make_classification(n_samples=8000, n_features=10, n_informative=6, random_state=5)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
+    weight = np.random.default_rng(0).uniform(0.5, 2.0, len(y_train))
+
+    def fitted() -> BoostingMachineClassifier:
+        return BoostingMachineClassifier(num_round=30, max_depth=4).fit(X_train, y_train, sample_weight=weight)
+
+    whole = fitted()  # 6000 rows: every row sketched
+    monkeypatch.setattr(trees, "SKETCH_ROWS", 600)
+    sampled = fitted()
+    assert not np.allclose(sampled.predict_proba(X_test), whole.predict_proba(X_test), atol=1e-6)  # other cuts
+    losses = [log_loss(y_test, model.predict_proba(X_test)) for model in (whole, sampled)]
+    assert abs(losses[1] - losses[0]) < 0.01, losses
+    # a value in one row of 4000, outside a sample of 600 rows: still its own side of a split
+    rare = np.zeros((4000, 2))
+    rare[:, 1] = np.random.default_rng(1).normal(size=4000)
+    rare[2345, 0] = 7.0
+    rows, _ = trees._cut_rows(rare, np.ones(4000))
+    assert 7.0 not in rows[:-2, 0] and 7.0 in rows[:, 0]  # the sample missed it; the extremes hold it
+    label = (rare[:, 0] > 0).astype(int)
+    stump = DecisionTreeClassifier(max_depth=1).fit(rare, label)
+    assert stump.predict(rare[2345:2346])[0] == 1 and (stump.predict(rare) == label).all()
 
 
 def test_missing_values_and_a_sparse_matrixs_absent_entries_are_the_same() -> None:
