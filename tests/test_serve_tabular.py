@@ -231,6 +231,29 @@ def test_concurrent_callers_rows_are_batched_and_split_back(server: Server, fitt
         pytest.fail(f"{len(bodies)} concurrent requests never shared a batch")
 
 
+async def _spaced(url: str, count: int, gap_s: float) -> list[httpx.Response]:
+    """``count`` one-row requests, each sent ``gap_s`` after the one before (none waits for an answer)."""
+    async with httpx.AsyncClient(timeout=60) as client:
+
+        async def send(index: int) -> httpx.Response:
+            await asyncio.sleep(index * gap_s)
+            return await client.post(url, json={"rows": _rows(1, seed=index, missing=False)})
+
+        return await asyncio.gather(*(send(index) for index in range(count)))
+
+
+@pytest.mark.parametrize(("timeout_ms", "batches"), [(0, 4), (1500, 1)])
+def test_a_batch_timeout_waits_for_requests_that_come_later(fitted, timeout_ms: int, batches: int) -> None:
+    """Four requests 100 ms apart: without a timeout each goes alone (the queue is empty when the worker takes it);
+    with 1.5 s the worker waits for the later ones and runs the four rows as one batch."""
+    with Server(f"{fitted['clf']}=clf", "--instances", "1", "--batch-timeout-ms", str(timeout_ms)) as running:
+        responses = asyncio.run(_spaced(f"{running.url}/predict/clf", 4, 0.1))
+        assert [response.status_code for response in responses] == [200] * 4
+        metrics = httpx.get(f"{running.url}/metrics").text
+        assert _metric(metrics, 'forklift_batch_images_count{model="clf"}') == batches
+        assert _metric(metrics, 'forklift_batch_images_sum{model="clf"}') == 4
+
+
 # ---- bad input ---------------------------------------------------------------------------------------------------
 
 

@@ -180,12 +180,15 @@ class ModelPool:
         self.metrics.queue_depth.labels(self.name).set(self.queue.qsize())
         return await request.future
 
-    def _fair_share(self) -> int:
-        """At most this many images (or rows) per batch: the waiting work split evenly over the workers.
-
-        One worker taking every waiting request while another idles would make those requests wait for each
-        other; an even split keeps latencies alike (p99 near p50) and still batches under heavy load.
+    def _batch_limit(self) -> int:
+        """At most this many images (or rows) per batch. With a batch timeout, ``max_batch``: the worker waits
+        for more until the batch is full or the time is up, as it was asked to. Without one, the waiting work
+        split evenly over the workers: one worker taking every waiting request while another idles would make
+        those requests wait for each other; an even split keeps latencies alike (p99 near p50) and still batches
+        under heavy load.
         """
+        if self.batch_timeout_s > 0:
+            return self.max_batch
         return max(1, min(self.max_batch, -(-(self.queue.qsize() + 1) // len(self.workers))))
 
     async def _next_batch(self, first: Request) -> tuple[list[Request], Request | None]:
@@ -195,7 +198,7 @@ class ModelPool:
             return batch, None
         pixels = _pixels(first.job)
         deadline = time.perf_counter() + self.batch_timeout_s
-        limit = self._fair_share()
+        limit = self._batch_limit()
         while items < limit:
             try:
                 if self.queue.empty() and self.batch_timeout_s > 0:
