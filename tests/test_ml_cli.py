@@ -172,8 +172,11 @@ def test_bad_cells_of_the_target_the_test_table_and_a_predicted_table_are_one_li
     assert result.returncode == 2 and "typo.csv: row 1: feature 'age': 'x' is not a number" in result.stderr
 
 
-def test_a_category_value_a_table_adds_sets_none_of_its_columns(tables: tuple[Path, Path], tmp_path: Path) -> None:
-    """A rare value in a later table (scikit-learn's handle_unknown="ignore"); served JSON refuses it instead."""
+def test_a_category_value_a_table_adds_sets_none_of_its_columns(
+    tables: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rare value in a later table (scikit-learn's handle_unknown="ignore"), said on the log; served JSON refuses
+    it instead."""
     train, _ = tables
     later = income_table(30, 9)
     later.loc[0, "job"] = "pilot"
@@ -184,3 +187,24 @@ def test_a_category_value_a_table_adds_sets_none_of_its_columns(tables: tuple[Pa
     rows = json.loads(forklift_here("ml", "predict", out, tmp_path / "later.csv", "--json").stdout)
     none_of_them = np.array([[later.loc[0, "age"], later.loc[0, "hours"], 0.0, 0.0, 0.0, 0.0]])
     np.testing.assert_allclose(rows[0]["score_>50K"], estimator.predict_proba(none_of_them)[0, 1], atol=1e-5)
+    said = [r.getMessage() for r in caplog.records if "never saw" in r.getMessage()]
+    assert said and all("later.csv: feature 'job': 1 rows hold values the model never saw ('pilot')" in m for m in said)
+
+
+def test_a_category_column_empty_in_every_row_is_missing_not_unknown(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    """pandas reads a column with no text as numbers (NaN): its cells are missing values, as an empty cell among
+    text is, not a category the model never saw."""
+    train, _ = tables
+    out = tmp_path / "forest"
+    forklift_here("ml", "fit", "--data", train, "--model", "forest", "--param", "random_state=0", out)
+    row = {"age": 41.0, "hours": 52.5, "job": None}
+    pd.DataFrame([row]).to_csv(tmp_path / "alone.csv", index=False)
+    pd.DataFrame([row, {**row, "job": "nurse"}]).to_csv(tmp_path / "mixed.csv", index=False)
+    alone, mixed = (
+        json.loads(forklift_here("ml", "predict", out, tmp_path / name, "--json").stdout)
+        for name in ("alone.csv", "mixed.csv")
+    )
+    assert alone[0] == mixed[0]
+    estimator = pickle.loads((out / "model.pkl").read_bytes())
+    missing = np.array([[41.0, 52.5, np.nan, np.nan, np.nan, np.nan]])  # the job's four one-hot columns missing
+    np.testing.assert_allclose(alone[0]["score_>50K"], estimator.predict_proba(missing)[0, 1], atol=1e-5)

@@ -160,12 +160,29 @@ def test_the_space_of_an_estimators_parameters() -> None:
         (["--ml", "forest", "--test", "VAL", "--epochs", "3"], "--epochs: not with --ml"),
         (["--ml", "forest"], "--ml: give --test FILE"),
         (["--test", "VAL"], "--test: only with --ml"),
+        (["--ml", "forest", "--test", "NO_B"], "no_b.csv: no column 'b', a feature of the training table"),
+        (["--ml", "forest", "--test", "NEW_CLASS"], "new_class.csv: row 1: 'maybe' is not a class of the training"),
     ],
-    ids=["unknown-parameter", "not-whole", "metric-of-regressors", "no-probabilities", "epochs", "no-test", "test"],
+    ids=[
+        "unknown-parameter",
+        "not-whole",
+        "metric-of-regressors",
+        "no-probabilities",
+        "epochs",
+        "no-test",
+        "test",
+        "test-table-lacks-a-feature",
+        "test-table-has-a-new-class",
+    ],
 )
 def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, options: list[str], line: str) -> None:
+    """Refused before any trial starts (a test table that every trial would fail on included)."""
     train, val = tables
-    given = [str(val) if option == "VAL" else option for option in options]
+    frame = pd.read_csv(val)
+    frame.drop(columns="b").to_csv(tmp_path / "no_b.csv", index=False)
+    frame.assign(label=["maybe", *frame["label"][1:]]).to_csv(tmp_path / "new_class.csv", index=False)
+    files = {"VAL": val, "NO_B": tmp_path / "no_b.csv", "NEW_CLASS": tmp_path / "new_class.csv"}
+    given = [str(files.get(option, option)) for option in options]
     result = forklift_here("tune", "--data", train, *given, tmp_path / "out", check=False)
     assert result.returncode == 2
     (printed,) = result.stderr.strip().splitlines()

@@ -105,20 +105,8 @@ def fit_directory(
     """Fit ``--model`` on ``train`` and write the model directory ``out``; measure on train and ``test``.
     ``on_rounds`` gets the test table's metrics of the model so far while a model that fits round by round fits
     (other models fit in one step and never call it)."""
-    if train.target is None:
-        raise ForkliftError(f"{train.source}: no target column")
-    classification = is_classification(model, train.target, task)
-    y = _target(train, classification=classification)
-    estimator = make_estimator(model, classification=classification, params=params, threads=threads)
-    classes = tuple(plain(c) for c in np.unique(y)) if classification else ()
-    settings = TabularSettings(
-        estimator=type(estimator).__name__,
-        features=infer_features(train),
-        classes=classes,
-        probabilities=hasattr(estimator, "predict_proba"),
-        missing_values=MODELS[model].trees,
-        target=train.target_name,
-    )
+    estimator, settings, y = _prepared(train, model=model, task=task, params=params, threads=threads)
+    classification = settings.classification
     stage("encoding")
     X = encode_table(settings, train)
     measured = None if test is None else _encoded_test(test, settings, classification=classification)
@@ -140,6 +128,33 @@ def fit_directory(
     stage("writing")
     write_directory(estimator, settings, out)
     return FitReport(settings, measured_train, measured_test)
+
+
+def check_tables(train: Table, test: Table, *, model: str, task: TabularTask | None) -> None:
+    """Refuse what :func:`fit_directory` would refuse of the two tables (a bad target, a test table without a
+    feature or with a class the training table lacks) before a search starts trials that would each fail on it."""
+    _, settings, _ = _prepared(train, model=model, task=task, params={}, threads=1)
+    _encoded_test(test, settings, classification=settings.classification)
+
+
+def _prepared(
+    train: Table, *, model: str, task: TabularTask | None, params: dict[str, Any], threads: int
+) -> tuple[BaseEstimator, TabularSettings, np.ndarray]:
+    """The estimator to fit, the model's settings (features, classes) and the target, from the training table."""
+    if train.target is None:
+        raise ForkliftError(f"{train.source}: no target column")
+    classification = is_classification(model, train.target, task)
+    y = _target(train, classification=classification)
+    estimator = make_estimator(model, classification=classification, params=params, threads=threads)
+    settings = TabularSettings(
+        estimator=type(estimator).__name__,
+        features=infer_features(train),
+        classes=tuple(plain(c) for c in np.unique(y)) if classification else (),
+        probabilities=hasattr(estimator, "predict_proba"),
+        missing_values=MODELS[model].trees,
+        target=train.target_name,
+    )
+    return estimator, settings, y
 
 
 def _measuring(

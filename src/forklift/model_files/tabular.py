@@ -9,6 +9,7 @@ function here, so a served model reads a row exactly as its training read the ta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -212,7 +213,7 @@ def _encoded(
     for feature, column in zip(settings.features, settings.offsets, strict=True):
         if feature.kind is not FeatureKind.CATEGORY:
             continue
-        text = np.array([None if v is None else str(v) for v in categories[feature.name]], dtype=object)
+        text = category_text(categories[feature.name])
         known = np.isin(text, np.array(feature.categories, dtype=object))
         absent = np.array([v is None for v in text], dtype=bool)
         unknown = ~known & ~absent
@@ -245,3 +246,10 @@ def _numbers(values: np.ndarray, feature: Feature, *, prefix: str, first_row: in
                     f"{prefix}row {row + first_row}: feature {feature.name!r}: {value!r} is not a number"
                 ) from None
         raise
+
+
+def category_text(values: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """A category feature's values as text, None for a missing one: a null, or a NaN (a table's column that is
+    empty in every row is read as numbers, all NaN)."""
+    return np.array([None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values],
+                    dtype=object)  # fmt: skip
