@@ -212,3 +212,10 @@ def test_bad_input_is_one_line(
     result = forklift_here("eval", directory, "--data", bad_inputs[data], check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_data_set_split_given_for_a_table_is_one_line(models: dict[str, tuple[Path, Path]]) -> None:
+    directory, table = models["binary"]
+    result = forklift_here("eval", directory, "--data", table, "--split", "val", check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--split val: a data set folder's split; a table is measured on all its rows" in result.stderr

@@ -46,7 +46,9 @@ def add_eval(verbs: Any) -> None:
     evaluation.add_argument(
         "--target", metavar="COLUMN", help="a table's column to measure against (default: the model's target)"
     )
-    evaluation.add_argument("--split", choices=words(Split), default=Split.VAL.value)
+    evaluation.add_argument(
+        "--split", choices=words(Split), help="the data set's split to measure on (default val; a table is all rows)"
+    )
     evaluation.add_argument("--conf", type=threshold, default=0.001, help="score threshold of detections for mAP")
     evaluation.add_argument("--iou", type=threshold, default=0.6, help="NMS overlap threshold (default 0.6)")
     evaluation.add_argument(
@@ -71,11 +73,12 @@ def run_eval(args: argparse.Namespace) -> int:
         return run_table_eval(args)
     if args.target is not None:
         raise ForkliftError(f"--target {args.target}: names a table's column; {args.data} is a data set folder")
-    out = args.out or args.model_dir / f"eval-{args.data.resolve().name}-{args.split}"  # beside the model
+    split = args.split or Split.VAL.value
+    out = args.out or args.model_dir / f"eval-{args.data.resolve().name}-{split}"  # beside the model
     result = evaluate(
         args.model_dir,
         args.data,
-        split=args.split,
+        split=split,
         conf=args.conf,
         iou=args.iou,
         threshold=args.threshold,
@@ -118,6 +121,8 @@ def run_table_eval(args: argparse.Namespace) -> int:
     from forklift.evaluation.tabular import evaluate_table
     from forklift.evaluation.tabular_metrics import TableClassifierMetrics
 
+    if args.split is not None:
+        raise ForkliftError(f"--split {args.split}: a data set folder's split; a table is measured on all its rows")
     out = args.out or args.model_dir / f"eval-{args.data.stem}"  # beside the model
     result = evaluate_table(args.model_dir, args.data, target=args.target, out=out)
     if args.json:
