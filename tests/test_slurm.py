@@ -98,6 +98,19 @@ def _wait(ready, what: str, folder: Path, seconds: float = 60) -> None:  # type:
         time.sleep(0.5)
 
 
+def _finished_state(job: str, environment: dict[str, str], seconds: float = 600) -> str:
+    """The job's record once it has ended, polled every half second (`sbatch --wait` polls at growing intervals,
+    up to half a minute after the job ended)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], env=environment, capture_output=True,
+                               text=True, check=False).stdout  # fmt: skip
+        if any(f"JobState={s} " in shown for s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")):
+            return shown
+        time.sleep(0.5)
+    pytest.fail(f"job {job} did not end in {seconds:.0f} s")
+
+
 def test_the_emitted_sbatch_script_trains_two_ranks_on_slurm(
     cluster: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,10 +124,11 @@ def test_the_emitted_sbatch_script_trains_two_ranks_on_slurm(
     script = tmp_path / "job.sbatch"
     script.write_text(emitted.stdout)
     assert "#SBATCH --nodes=1" in emitted.stdout and "--nproc-per-node 2" in emitted.stdout
-    submit = ["sbatch", "--wait", "--parsable", "--output", str(tmp_path / "job.out"), str(script)]
-    done = subprocess.run(submit, env=cluster, capture_output=True, text=True, timeout=600, check=False)
+    submit = ["sbatch", "--parsable", "--output", str(tmp_path / "job.out"), str(script)]
+    job = subprocess.run(submit, env=cluster, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    state = _finished_state(job.split(";")[0], cluster)
     output = (tmp_path / "job.out").read_text(errors="replace") if (tmp_path / "job.out").exists() else ""
-    assert done.returncode == 0, f"{done.stderr}\n{output[-3000:]}"
+    assert "JobState=COMPLETED" in state and "ExitCode=0:0" in state, f"{state}\n{output[-3000:]}"
     assert "= 2 ranks x 4)" in output, output[-3000:]  # the run's first line: both ranks met
     predicted = forklift_here("predict", tmp_path / "out", dog, "--json")
     assert json.loads(predicted.stdout)["status"] == "OK"
