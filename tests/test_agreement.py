@@ -61,6 +61,7 @@ def test_a_box_on_the_nms_boundary_and_what_it_suppresses_may_differ() -> None:
         assert_same_detections([a, b], [a, unsuppressed], conf=CONF, iou=IOU)
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_real_net_fails_with_a_threshold_moved_off_the_margin(darknet_models) -> None:
     """yolov3-tiny's hundreds of boxes on a photo: a threshold moved within the margin matches, one moved by
     0.02 does not (the matcher is not so loose that it forgives a changed threshold)."""

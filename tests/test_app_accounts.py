@@ -140,6 +140,7 @@ def _login_answer(client: TestClient, name: str, password: str) -> tuple[int, fl
     return answer.status_code, time.perf_counter() - started
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_guessing_is_refused_and_the_time_tells_no_names(tmp_path: Path) -> None:
     data, db = _accounts(None, tmp_path, ("ana", "admin"))
     with app_client(data, db, host="0.0.0.0") as client:

@@ -63,6 +63,7 @@ def test_data_sets_are_made_renamed_duplicated_and_deleted(client: TestClient) -
     assert client.post("/api/datasets", json={"name": "  "}).status_code == 422
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_uploads_keep_the_good_and_name_each_bad_file(client: TestClient) -> None:
     dataset = _dataset(client)
     good = png(80, 60)

@@ -35,6 +35,7 @@ def _square_left(jpeg: bytes) -> int:
     ("name", "codec"),
     [("clip.avi", "mpeg4"), ("clip.mov", "mpeg4"), ("clip.webm", "libvpx"), ("vp9.webm", "libvpx-vp9")],
 )
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_avi_mov_and_webm_videos_give_their_frames(name: str, codec: str, tmp_path: Path) -> None:
     """On SQLite only: the containers are FFmpeg's business, the same on either database."""
     assert codec in av.codecs_available, f"this PyAV's FFmpeg has no {codec} encoder"

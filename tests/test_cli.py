@@ -24,6 +24,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_help_has_examples() -> None:
     verbs = (["predict"], ["models", "inspect"], ["models", "new-darknet"], ["models", "export"], ["demo"],
              ["serve"], ["post"], ["sweep"], ["pod"], ["topology"], ["plan"], ["eval"], ["train"],

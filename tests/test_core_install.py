@@ -68,6 +68,7 @@ def test_the_core_leaves_out_the_extras(core_python: Path) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["openvino", "onnx"])
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_predict_on_the_core(core_python: Path, exported_detector: Path, runtime: str) -> None:
     result = _forklift(
         core_python, "predict", exported_detector, shared("images/dog.jpg"), "--runtime", runtime, "--json"
@@ -90,6 +91,7 @@ def two_stage_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_two_stage_model_predicts_on_the_core_as_on_the_full_install(
     core_python: Path, two_stage_model: Path
 ) -> None:
@@ -101,6 +103,7 @@ def test_a_two_stage_model_predicts_on_the_core_as_on_the_full_install(
 
 
 @pytest.mark.parametrize("which", ["darknet", "two-stage"])
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_inspect_on_the_core_counts_the_graph(
     core_python: Path, exported_detector: Path, two_stage_model: Path, which: str
 ) -> None:

@@ -191,6 +191,7 @@ def test_cli_round_trip_and_bad_input(shapes: Dataset, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["coco", "yolo", "voc"])
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_cli_imports_an_export_as_its_folder_or_its_zip(shapes: Dataset, tmp_path: Path, kind: str) -> None:
     """An export comes as a folder (what `data export` writes) or a zip of it (what the app's export gives): both
     import, the format's own file found inside; a folder without it is one line, exit 2, nothing left behind."""

@@ -54,6 +54,7 @@ def edges_touch(image: np.ndarray, x1: int, y1: int, x2: int, y2: int) -> bool:
     return bool(near[0].any() and near[-1].any() and near[:, 0].any() and near[:, -1].any())
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_boxes_are_inside_sized_and_tight_around_the_shapes(shapes: Dataset) -> None:
     rng = np.random.default_rng(0)
     real, shuffled, touching, grown = [], [], [], []

@@ -299,6 +299,7 @@ def test_activation_checkpointing_inside(spill: Path) -> None:
     assert_identical((plain[0], []), (checkpointed[0], []))
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_torch_compile_runs_with_swapping(spill: Path) -> None:
     def compiled() -> nn.Module:
         return torch.compile(conv_bn_net(), backend="aot_eager")

@@ -62,6 +62,7 @@ def test_bad_sources_are_named(tmp_path: Path) -> None:
         ChunkedDataset.open(tmp_path)
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_streamed_fit_reaches_the_in_memory_test_loss(tmp_path: Path) -> None:
     X, y = make_sparse_clicks(n_samples=40_000, n_features=500, n_fields=8, random_state=3)
     train, test = slice(0, 30_000), slice(30_000, None)

@@ -86,6 +86,7 @@ def test_a_regression_on_a_libsvm_file(tmp_path: Path) -> None:
     np.testing.assert_allclose([r["prediction"] for r in rows], estimator.predict(X), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_predict_writes_a_csv(tables: tuple[Path, Path], tmp_path: Path) -> None:
     train, test = tables
     out = tmp_path / "tree"

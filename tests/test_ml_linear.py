@@ -46,6 +46,7 @@ def logistic_objective(X, y, w, lam, *, intercept=0.0, scaling=1.0):  # type: ig
 @pytest.mark.parametrize("layout", ["dense", "sparse"])
 @pytest.mark.parametrize("dual", [False, True, "auto"])  # auto: the primal on dense data, Newton on sparse
 @pytest.mark.parametrize("n_jobs", [1, 2])
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_logistic_regression_reaches_sklearn_optimum(request, layout, dual, n_jobs) -> None:  # type: ignore[no-untyped-def]
     X, y = request.getfixturevalue(layout)
     lam = 2.0
@@ -114,6 +115,7 @@ def test_scores_read_every_layout_as_stored_and_equal_numpys_product(dense) -> N
 
 @pytest.mark.parametrize("layout", ["dense", "sparse"])
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_svm_reaches_liblinears_optimum(request, layout, loss) -> None:  # type: ignore[no-untyped-def]
     X, y = request.getfixturevalue(layout)
     lam = 2.0
@@ -132,6 +134,7 @@ def test_svm_reaches_liblinears_optimum(request, layout, loss) -> None:  # type:
 
 
 @pytest.mark.parametrize("dual", [False, True, "auto"])
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_ridge_equals_sklearns_closed_form(dual) -> None:  # type: ignore[no-untyped-def]
     X, y = make_regression(n_samples=1500, n_features=25, noise=5.0, random_state=3)
     for data in (X, sp.csr_matrix(X)):

@@ -70,6 +70,7 @@ LABELS_2 = np.array(["no", "yes"])[(Y_GRID == 0).astype(int)]
     ],
     ids=["tree-2-classes", "tree-3-classes", "boosting-2-classes", "boosting-3-classes"],
 )
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_pmml4s_scores_a_classifier_as_it_predicts(model: Any, y: np.ndarray, tmp_path: Path) -> None:
     model.fit(X_GRID, y)
     model.export_model(tmp_path / "model.pmml")  # PMML is the default, as in snapml

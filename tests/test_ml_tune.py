@@ -55,6 +55,7 @@ def journal(out: Path) -> JournalStorage:
     return JournalStorage(JournalFileBackend(str(out / "study.journal")))
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_forest_search_keeps_the_best_model_directory(tables: tuple[Path, Path], tmp_path: Path) -> None:
     train, val = tables
     out = tmp_path / "forest"
@@ -91,6 +92,7 @@ def test_a_forest_search_keeps_the_best_model_directory(tables: tuple[Path, Path
     assert len(predicted) == 100 and {row["prediction"] for row in predicted} <= {"yes", "no"}
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_hopeless_boosting_trial_is_pruned_by_its_rounds(tables: tuple[Path, Path], tmp_path: Path) -> None:
     """40 rounds, reported every 2 (a twentieth of the most rounds), judged from round 20 once two trials are
     complete: a learning rate that cannot learn in 40 rounds trails the median there and is stopped."""

@@ -93,6 +93,7 @@ def _run(capsys, *args: str | Path) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("format", list(ModelFormat))
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_inspect_predict_and_export(directories, format: ModelFormat, tmp_path: Path, capsys) -> None:
     directory = directories[format]
     assert open_model_dir(directory).format == format

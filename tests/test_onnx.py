@@ -37,6 +37,7 @@ def model_dir(request, darknet_models) -> Path:
     return darknet_models(shared(f"darknet/{request.param}.cfg"), shared("darknet/coco.names"))
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_onnx_matches_pytorch(model_dir: Path, tmp_path: Path) -> None:
     model = open_model_dir(model_dir)
     path = export_darknet(model, tmp_path / "model.onnx")

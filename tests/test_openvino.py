@@ -35,6 +35,7 @@ def model_dir(request, darknet_models) -> Path:
     return darknet_models(shared(f"darknet/{request.param}.cfg"), shared("darknet/coco.names"))
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_outputs_match_onnx_runtime(model_dir: Path) -> None:
     path = graph_path(open_model_dir(model_dir))
     reference, network = OnnxRuntimeNetwork(path, OPTIONS), OpenVinoNetwork(path, OPTIONS)

@@ -126,6 +126,7 @@ print(my_place(Ranks(rank=1, world=2, local_rank=1, local_world=2), cuda=False))
 """
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_rank_runs_pinned_to_its_place_and_forklift_keeps_that_place() -> None:
     """The wrapper's rank is on its CPUs with as many threads, then execs the command; forklift's own ranks take
     the same place (pinned, they would lay out again on the one CPU they see)."""

@@ -94,6 +94,7 @@ def assert_error(response: httpx.Response, status: int, words: str) -> None:
 # ---- native protocol ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_native_matches_in_process_prediction(server: Server, models) -> None:
     response = httpx.post(f"{server.url}/predict/tiny", files={"files": ("dog.jpg", dog())}, timeout=60)
     assert response.status_code == 200
@@ -182,6 +183,7 @@ def test_the_server_describes_its_routes(server: Server) -> None:
 
 @described.parametrize()
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_no_request_the_description_admits_makes_the_server_fail(server: Server, case: schemathesis.Case) -> None:
     """Every route, with what its description admits and what it does not (schemathesis's negative cases too):
     never a 5xx."""
@@ -193,6 +195,7 @@ def test_no_request_the_description_admits_makes_the_server_fail(server: Server,
 # ---- KServe v2 with a real v2 client -----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_v2_with_tritonclient(server: Server, models) -> None:
     client = triton.InferenceServerClient(url=server.url.removeprefix("http://"))
     assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("tiny")

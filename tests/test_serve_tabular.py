@@ -120,6 +120,7 @@ def assert_error(response: httpx.Response, status: int, words: str) -> None:
 # ---- native protocol ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_rows_by_name_and_as_arrays_answer_as_the_estimator(server: Server, fitted, tmp_path: Path, capsys) -> None:
     rows = _rows(40, seed=7, missing=True)
     by_name = _predict(f"{server.url}/predict/clf", {"rows": rows})
@@ -243,6 +244,7 @@ async def _spaced(url: str, count: int, gap_s: float) -> list[httpx.Response]:
 
 
 @pytest.mark.parametrize(("timeout_ms", "batches"), [(0, 4), (1500, 1)])
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_batch_timeout_waits_for_requests_that_come_later(fitted, timeout_ms: int, batches: int) -> None:
     """Four requests 100 ms apart: without a timeout each goes alone (the queue is empty when the worker takes it);
     with 1.5 s the worker waits for the later ones and runs the four rows as one batch."""
@@ -342,6 +344,7 @@ def test_serving_loads_no_torch_scikit_learn_or_pandas(server: Server) -> None:
 # ---- a detector beside a tabular model ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_detector_and_a_tabular_model_side_by_side(darknet_models, fitted) -> None:
     detector = darknet_models(CFGS / "tiny-detector.cfg", shared("darknet/coco.names"))
     with Server(f"{detector}=detector", f"{fitted['svm']}=svm", "--instances", "1") as running:

@@ -105,6 +105,7 @@ def test_perfect_prediction_beats_random_logits(work: Path) -> None:
     assert float(bad.total) > 100 * float(good.total)
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_loss_falls(trained: Path) -> None:
     rows = _metrics(trained)
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
@@ -125,12 +126,14 @@ def test_model_directory_holds_the_best_validated_epoch(trained: Path) -> None:
             assert torch.equal(value, best["model"][key]), key
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_interrupted_run_resumes_to_the_same_weights(work: Path, trained: Path, monkeypatch) -> None:
     out = work / "interrupted"
     assert_resume_is_exact(monkeypatch, trained, out, _settings(work))
     assert (out / "tiny.weights").read_bytes() == (trained / "tiny.weights").read_bytes()
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_stop_between_the_checkpoint_and_its_metrics_row_loses_and_repeats_no_row(
     work: Path, trained: Path, monkeypatch
 ) -> None:
@@ -159,6 +162,7 @@ def test_a_stop_between_the_checkpoint_and_its_metrics_row_loses_and_repeats_no_
         assert row["loss"] == whole["loss"] and row.get("map50") == whole.get("map50"), (row, whole)
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys) -> None:
     """`train --resume OUT` alone continues with the options the run started with; an option that contradicts
     them is refused with one line naming it and both values, and the run is left as it was."""
@@ -178,6 +182,7 @@ def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys
         assert torch.equal(resumed["model"][key], value), key
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_time_budget_stops_before_an_epoch_that_would_overrun_it(work: Path, capsys) -> None:
     """The first epoch always runs; one not validated (--val-every 3 of 3 epochs) is measured before the best is
     chosen, since its weights are what the budget left."""
@@ -283,6 +288,7 @@ def test_augmentation_strengths_scale_the_variation(work: Path) -> None:
     assert 0 < flipped < len(records)
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_mixed_precision_on_the_cpu_trains(work: Path) -> None:
     amp = TrainSettings.of(data=work / "data", cfg=work / "tiny.cfg", epochs=1, batch=4, lr=0.01, amp=True, mosaic=True)
     out = train(amp, work / "amp")
