@@ -130,11 +130,15 @@ def fit_directory(
     return FitReport(settings, measured_train, measured_test)
 
 
-def check_tables(train: Table, test: Table, *, model: str, task: TabularTask | None) -> None:
+def check_tables(
+    train: Table, test: Table, *, model: str, task: TabularTask | None
+) -> tuple[BaseEstimator, TabularSettings]:
     """Refuse what :func:`fit_directory` would refuse of the two tables (a bad target, a test table without a
-    feature or with a class the training table lacks) before a search starts trials that would each fail on it."""
-    _, settings, _ = _prepared(train, model=model, task=task, params={}, threads=1)
+    feature or with a class the training table lacks) before a search starts trials that would each fail on it;
+    the estimator with its defaults and the model's settings, as a fit would make them."""
+    estimator, settings, _ = _prepared(train, model=model, task=task, params={}, threads=1)
     _encoded_test(test, settings, classification=settings.classification)
+    return estimator, settings
 
 
 def _prepared(

@@ -9,8 +9,6 @@ absent entries are zeros, as libsvm reads them.
 
 from __future__ import annotations
 
-import logging
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +18,7 @@ import pandas as pd
 
 from forklift.errors import ForkliftError
 from forklift.ml.svmlight import load_svmlight_file
-from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, category_text, encode_columns
-
-log = logging.getLogger(__name__)
+from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
@@ -132,16 +128,4 @@ def encode_table(settings: TabularSettings, table: Table) -> np.ndarray:
     """A table's rows as the model's graph reads them: errors name the file and its rows from 1, and a category
     value the model never saw sets none of its columns (a rare value in a file is no reason to refuse the file),
     which is said once per feature on the log (a served row with one is refused)."""
-    encoded = encode_columns(settings, table.columns, where=table.source, first_row=1, refuse_unknown=False)
-    for feature in settings.features:
-        if feature.kind is not FeatureKind.CATEGORY:
-            continue
-        known = set(feature.categories)
-        unseen = Counter(v for v in category_text(table.columns[feature.name]) if v is not None and v not in known)
-        if unseen:
-            shown = ", ".join(repr(value) for value, _ in unseen.most_common(3)) + (", ..." if len(unseen) > 3 else "")
-            log.warning(
-                "%s: feature %r: %d rows hold values the model never saw (%s): they set none of its columns",
-                table.source, feature.name, sum(unseen.values()), shown,
-            )  # fmt: skip
-    return encoded
+    return encode_columns(settings, table.columns, where=table.source, first_row=1, refuse_unknown=False)

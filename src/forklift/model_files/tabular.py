@@ -9,7 +9,9 @@ function here, so a served model reads a row exactly as its training read the ta
 
 from __future__ import annotations
 
+import logging
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -27,6 +29,7 @@ INPUT = "X"
 PREDICTION = "prediction"
 Scalar = str | int | float | bool
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+log = logging.getLogger(__name__)
 NUMBER_TYPES = {int, float, type(None)}  # what JSON gives for a number or a null (bool is a type of its own)
 
 
@@ -85,11 +88,9 @@ class TabularSettings:
         return tuple(i for i, feature in enumerate(self.features) if feature.kind is FeatureKind.NUMBER)
 
     @cached_property
-    def number_columns(self) -> np.ndarray | slice:
-        """The graph's input columns of the number features, in the features' order (a slice where they are the
-        first columns, as they are in a table without categories)."""
-        columns = [self.offsets[i] for i in self.number_features]
-        return slice(0, len(columns)) if columns == list(range(len(columns))) else np.array(columns, dtype=np.intp)
+    def number_columns(self) -> np.ndarray:
+        """The graph's input columns of the number features, in the features' order."""
+        return np.array([self.offsets[i] for i in self.number_features], dtype=np.intp)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -146,7 +147,7 @@ def encode_records(settings: TabularSettings, records: Sequence[Any]) -> np.ndar
         value = table[row][numbers[column]]
         raise ForkliftError(f"row {row}: feature {names[numbers[column]]!r}: {value!r} is not a finite float32 number")
     categories = {
-        feature.name: np.array([None if v[i] is None else str(v[i]) for v in table], dtype=object)
+        feature.name: [values[i] for values in table]
         for i, feature in enumerate(settings.features)
         if feature.kind is FeatureKind.CATEGORY
     }
@@ -182,7 +183,8 @@ def encode_columns(
     graph's input: the same encoding as :func:`encode_records`, a column at a time. A bad value's error starts
     with ``where`` (a file) and counts rows from ``first_row`` (1 for a file's rows, 0 for a JSON array's). A
     category value the model never saw is refused (a request's typo), or with ``refuse_unknown=False`` (a table's
-    rare value, as scikit-learn's ``handle_unknown="ignore"``) sets none of its feature's columns."""
+    rare value, as scikit-learn's ``handle_unknown="ignore"``) sets none of its feature's columns, said once per
+    feature on the log."""
     prefix = f"{where}: " if where else ""
     rows = len(next(iter(columns.values()))) if columns else 0
     block = np.zeros((rows, len(settings.number_features)))
@@ -195,7 +197,7 @@ def encode_columns(
 def _encoded(
     settings: TabularSettings,
     block: np.ndarray,
-    categories: Mapping[str, np.ndarray],
+    categories: Mapping[str, Sequence[Any] | np.ndarray],
     *,
     prefix: str,
     first_row: int,
@@ -222,6 +224,13 @@ def _encoded(
             raise ForkliftError(
                 f"{prefix}row {row + first_row}: feature {feature.name!r}: unknown category {text[row]!r}"
             )
+        if unknown.any():
+            unseen = Counter(text[unknown])
+            shown = ", ".join(repr(value) for value, _ in unseen.most_common(3)) + (", ..." if len(unseen) > 3 else "")
+            log.warning(
+                "%sfeature %r: %d rows hold values the model never saw (%s): they set none of its columns",
+                prefix, feature.name, int(unknown.sum()), shown,
+            )  # fmt: skip
         if absent.any() and not settings.missing_values:
             row = int(np.flatnonzero(absent)[0])
             raise ForkliftError(f"{prefix}row {row + first_row}: feature {feature.name!r} {missing_message}")

@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator
 
 from forklift.errors import ForkliftError
 from forklift.ml.boosting import RoundHook
-from forklift.ml.model_directory import MODELS, check_tables, fit_directory, is_classification, make_estimator
+from forklift.ml.model_directory import MODELS, check_tables, fit_directory
 from forklift.ml.tables import Table, read_table
 from forklift.tune import CLASSIFIER_METRICS, MINIMISED, REGRESSOR_METRICS
 from forklift.tune.space import Dimension, Kind, Setting, parse_space
@@ -123,9 +123,8 @@ def tabular_search(
     estimator does not have, a metric it is not measured by."""
     train, validation = read_tables(data, test, target)
     assert train.target is not None and validation.target is not None  # a CSV's or a libsvm file's is always read
-    check_tables(train, validation, model=model, task=task)
-    classification = is_classification(model, train.target, task)
-    estimator = make_estimator(model, classification=classification, params={}, threads=1)
+    estimator, settings = check_tables(train, validation, model=model, task=task)
+    classification = settings.classification
     probabilities = hasattr(estimator, "predict_proba")
     names = (CLASSIFIER_METRICS if probabilities else ("accuracy",)) if classification else REGRESSOR_METRICS
     chosen = metric or names[0]
