@@ -106,7 +106,7 @@ def test_what_a_chunked_fit_cannot_do_is_refused(tmp_path: Path) -> None:
         LogisticRegression(max_iter=2).fit(dataset)
 
 
-def test_chunks_store_their_squared_row_norms_and_older_sets_without_them_still_fit(tmp_path: Path) -> None:
+def test_chunks_store_their_squared_row_norms_and_sets_of_the_first_format_still_fit(tmp_path: Path) -> None:
     X, y = make_sparse_clicks(n_samples=3000, n_features=200, n_fields=5, random_state=6)
     X = X.tocsr()
     X.data = X.data * np.linspace(0.5, 2.0, X.nnz).astype(np.float32)  # not one-hot: norms differ from row lengths
@@ -115,11 +115,16 @@ def test_chunks_store_their_squared_row_norms_and_older_sets_without_them_still_
     assert stored is not None
     np.testing.assert_allclose(stored, np.asarray(X[1000:2000].multiply(X[1000:2000]).sum(axis=1)).ravel(), rtol=1e-6)
     with_norms = LogisticRegression(tol=1e-6, random_state=0).fit(dataset)
-    for chunk in dataset.chunks:  # as a set written before the norms were stored
-        path = tmp_path / "chunks" / chunk.file
-        with np.load(path) as arrays:
-            kept = {name: arrays[name] for name in arrays.files if name != "sqnorms"}
-        np.savez(path, **kept)
+    folder = tmp_path / "chunks"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for chunk in manifest["chunks"]:  # as the first format wrote it: one .npz a chunk, before the norms were stored
+        arrays = {name: np.load(folder / chunk["file"] / f"{name}.npy") for name in ("data", "indices", "indptr", "y")}
+        chunk["file"] += ".npz"
+        np.savez(folder / chunk["file"], **arrays)
+    manifest["format"] = "forklift.ml.chunked/1"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    dataset = ChunkedDataset.open(folder)
+    assert dataset.chunks[1].file.endswith(".npz")
     assert dataset.sqnorms(1) is None
     without = LogisticRegression(tol=1e-6, random_state=0).fit(dataset)
     np.testing.assert_allclose(without.coef_, with_norms.coef_, rtol=1e-6)  # the same steps, norms summed apart

@@ -50,7 +50,7 @@ def main() -> None:
         start = time.perf_counter()
         dataset = write_chunks((X[: args.rows], y[: args.rows]), folder, rows_per_chunk=100_000)
         seconds = time.perf_counter() - start
-        on_disk = sum(path.stat().st_size for path in folder.iterdir())
+        on_disk = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
         print(f"wrote {dataset.n_rows:,} rows in {seconds:.0f} s: {on_disk / 2**20:,.0f} MiB on disk (float32 values), "
               f"{dataset.nbytes / 2**20:,.0f} MiB as float64")  # fmt: skip
         sub_X, sub_y = X[: args.subsample], y[: args.subsample]

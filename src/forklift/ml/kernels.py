@@ -238,7 +238,7 @@ def dual_sum(loss: int, alpha: np.ndarray, bounds: np.ndarray, targets: np.ndarr
     return total
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def row_gaps(
     rows: Rows,
     signs: np.ndarray,
@@ -257,12 +257,11 @@ def row_gaps(
     last = w.shape[0] - 1
     gap = 0.0
     data_loss = 0.0
-    for i in range(alpha.shape[0]):
+    for i in prange(alpha.shape[0]):
         c = bounds[i]
-        if c <= 0.0:
-            continue
-        z = row_dot(rows, i, w) + bias * w[last]
-        term = c * loss_value(loss, z, targets[i])
-        data_loss += term
-        gap += term + dual_term(loss, alpha[i], c, targets[i]) + alpha[i] * signs[i] * z
+        if c > 0.0:
+            z = row_dot(rows, i, w) + bias * w[last]
+            term = c * loss_value(loss, z, targets[i])
+            data_loss += term
+            gap += term + dual_term(loss, alpha[i], c, targets[i]) + alpha[i] * signs[i] * z
     return gap, data_loss
