@@ -332,11 +332,14 @@ def run_train(args: argparse.Namespace) -> int:
 def _check_paths(args: argparse.Namespace) -> None:
     """OUT and --data, checked before a pretrained model or weights file is pulled and before `--nproc` ranks
     start: a typo is one line at once, not a download first or the same line from N ranks."""
+    from forklift.data.dataset import refuse_other_layouts
     from forklift.train.run_dir import check_out
 
     check_out(args.out, args.resume)
     if args.data is not None and not args.data.exists():
         raise ForkliftError(f"--data {args.data}: no such folder")
+    if args.data is not None:
+        refuse_other_layouts(args.data)  # before the training stack is imported (seconds)
 
 
 def add_demo(verbs: Any) -> None:

@@ -195,7 +195,7 @@ def load_dataset_leniently(path: Path) -> tuple[Dataset, list[Finding]]:
 def _load(path: Path, findings: list[Finding] | None) -> Dataset:
     """The loader of both modes: strict when findings is None, else problems of entries go into findings."""
     index = path / INDEX if path.is_dir() else path
-    _not_another_layout(path, index)
+    refuse_other_layouts(path)
     document = _read_json(index)
     where = str(index)
     if not isinstance(document, dict):
@@ -233,9 +233,10 @@ def describe(dataset: Dataset) -> str:
 FOREIGN = (("*.json", "coco"), ("data.yaml", "yolo"), ("Annotations", "voc"), ("*.zip", "powerai"))
 
 
-def _not_another_layout(path: Path, index: Path) -> None:
+def refuse_other_layouts(path: Path) -> None:
     """A zip, or a folder of another tool's layout, where a data set was expected: one line saying how to make a
     data set of it (rather than "not valid JSON" or "no dataset.json")."""
+    index = path / INDEX
     if path.is_file() and zipfile.is_zipfile(path):
         raise ForkliftError(
             f"{path}: a zip, not a data set folder: unpack an export of forklift's own layout, or make a data set "

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-
 from forklift.distributed.places import Place, laid_out_place, places
 from forklift.errors import ForkliftError
 from forklift.system.topology import current, format_cpu_list
@@ -68,6 +65,9 @@ def start(ranks: Ranks, device: str) -> str:
     share a core, and on CUDA it takes the GPU attached to its CPU set's NUMA node."""
     if not ranks.distributed:
         return device
+    import torch  # here, not at the top: a verb checks its arguments before seconds of importing torch
+    import torch.distributed as dist
+
     cuda = torch.device(device).type == "cuda"
     mine = my_place(ranks, cuda=cuda)
     os.sched_setaffinity(0, mine.cpus)
@@ -97,12 +97,16 @@ def my_place(ranks: Ranks, *, cuda: bool) -> Place:
 
 
 def stop(ranks: Ranks) -> None:
+    import torch.distributed as dist
+
     if ranks.distributed and dist.is_initialized():
         dist.destroy_process_group()
 
 
 def gpu_nodes() -> list[int]:
     """The NUMA node of each CUDA device, in device order (-1 where the system does not say)."""
+    import torch
+
     nodes = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
