@@ -72,6 +72,7 @@ def test_a_tampered_or_logged_out_cookie_is_refused(app_database: str | None, tm
         assert client.get("/api/datasets").status_code == 200
 
 
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_an_editor_changes_data_but_not_accounts(app_database: str | None, tmp_path: Path) -> None:
     data, db = _accounts(app_database, tmp_path, ("ana", "admin"), ("ed", "editor"), ("vic", "viewer"))
     with app_client(data, db, host="0.0.0.0") as client:
@@ -103,6 +104,7 @@ def test_an_editor_changes_data_but_not_accounts(app_database: str | None, tmp_p
         assert last.status_code == 409 and "the last admin" in last.json()["error"]
 
 
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_user_remove(app_database: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data, db = _accounts(app_database, tmp_path, ("ana", "admin"), ("ed", "editor"))
     where = _where(data, db)

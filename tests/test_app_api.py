@@ -206,6 +206,7 @@ def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path)
     assert client.get(f"/api/datasets/{dataset}/videos").json()[0]["frames"] == len(times) + 1
 
 
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_accounts_sessions_csrf_roles_and_tokens(app_database: str | None, tmp_path: Path) -> None:
     data = tmp_path / "app"
     data.mkdir()
@@ -286,6 +287,7 @@ def test_augmented_variants_carry_their_boxes_and_polygons(client: TestClient) -
 
 
 @pytest.mark.parametrize("format_name", ["forklift", "voc", "yolo", "powerai"])
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_every_export_format_imports_back(format_name: str, tmp_path: Path) -> None:
     """On SQLite only: the formats are the same code on either database."""
     with app_client(tmp_path, fresh_database(None, tmp_path)) as client:

@@ -60,6 +60,7 @@ def test_coco_gives_polygons_as_segmentations_and_lists_unlabelled_images(api: T
     assert "segmentation" not in square and square["bbox"] == [4, 6, 20, 24] and square["area"] == 480
 
 
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_forklift_format_holds_every_image_and_voc_and_yolo_the_labelled_ones_as_boxes(api: TestClient) -> None:
     dataset = _labelled_set(api)
     forklift = _exported(api, dataset, "forklift")

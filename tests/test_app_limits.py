@@ -227,6 +227,7 @@ def _answer(port: int, request: bytes) -> bytes:
         return answer
 
 
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_oversized_heads_are_refused_and_slow_clients_cut_off(tmp_path: Path) -> None:
     """A 16 MiB header and 100,000 header lines get a 400 (at most MAX_HEAD_BYTES is read of a head); a client that
     sends half a head, or half a body, and then nothing is disconnected (the head's deadline, the body's idle

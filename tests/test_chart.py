@@ -59,6 +59,7 @@ def test_the_generated_templates_are_current() -> None:
 
 
 @pytest.mark.parametrize("values", VALUE_SETS, ids=["default", "everything", "operator"])
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_the_chart_lints_and_renders_valid_objects(values: Path | None) -> None:
     options = ["-f", str(values)] if values else []
     lint = subprocess.run([helm(), "lint", "--strict", CHART, *options], capture_output=True, text=True, timeout=60,

@@ -178,6 +178,7 @@ def test_xml_entities_are_refused(tmp_path: Path) -> None:
 forklift_data = partial(forklift, "data", check=False)
 
 
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_cli_round_trip_and_bad_input(shapes: Dataset, tmp_path: Path) -> None:
     exported = forklift_data("export", "--to", "powerai", shapes.root, tmp_path / "shapes.zip")
     assert exported.returncode == 0, exported.stderr

@@ -86,6 +86,7 @@ def assert_pictures(out: Path, names: list[str]) -> None:
 
 
 @pytest.mark.parametrize("kind", ["binary", "three"])
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_a_classifier_is_measured_as_scikit_learn_measures_its_estimator(
     models: dict[str, tuple[Path, Path]], tmp_path: Path, kind: str
 ) -> None:

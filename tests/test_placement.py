@@ -56,6 +56,7 @@ def check_plan(topology: Topology, plan: Plan, base_port: int = 5001) -> None:
 
 
 @pytest.mark.parametrize("smt", [2, 8])
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_plan_properties(smt: int) -> None:
     topology = sandbox(smt)
     largest = max(len(cpus) for cpus in topology.nodes.values())

@@ -290,6 +290,7 @@ described = schemathesis.openapi.from_dict(openapi(["clf", "reg"])).include(path
 
 @described.parametrize()
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_no_body_the_description_admits_makes_the_server_fail(server: Server, case: schemathesis.Case) -> None:
     """JSON rows (and images) as the description admits them, and as it does not: a 200 or a 4xx, never a 5xx."""
     response = case.call(base_url=server.url, timeout=60)

@@ -54,6 +54,7 @@ def narrow(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize(("suffix", "old"), [(".pth", False), (".model", True)])
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_example_state_dicts_load_and_the_engines_agree(tmp_path: Path, suffix: str, old: bool) -> None:
     state = fresh_style_net(seed=1, width=0.5).state_dict()
     assert set(EXAMPLE_KEYS) <= set(state)
@@ -89,6 +90,7 @@ def test_a_fixed_size_onnx_style_model_answers_any_image_size(tmp_path: Path) ->
         assert isinstance(styled, np.ndarray) and styled.shape == (height, width, 3) and styled.dtype == np.uint8
 
 
+@pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_strength_and_colour_preservation_adjust_the_answer(narrow: Path) -> None:
     image = cv2.imread(str(shared("images/dog.jpg")))[..., ::-1].copy()
     full, _ = load_predictor(open_model_dir(narrow)).predict_image("dog.jpg", image)

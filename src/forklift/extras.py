@@ -31,6 +31,14 @@ EXTRA_OF_MODULE: dict[str, Extra] = {
 }
 
 
+def require(extra: Extra) -> None:
+    """Raise the ModuleNotFoundError of the first module that only ``extra`` brings and is not installed, without
+    importing any: a verb that checks its arguments before its (slow) imports says a missing stage first."""
+    for module, owner in EXTRA_OF_MODULE.items():
+        if owner is extra and importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+
 def missing_module(exc: ModuleNotFoundError) -> str | None:
     """The top-level name of the module `exc` says is missing when it is not installed at all (a missing extra),
     or None when the import failed for another reason (a bug of ours keeps its traceback)."""

@@ -18,7 +18,7 @@ from forklift.cli.common import (
     verb_parser,
 )
 from forklift.errors import ForkliftError
-from forklift.extras import Extra
+from forklift.extras import Extra, require
 from forklift.vocabulary import LrScaling, ModelFormat, Optimizer, Precision, Runtime, Split, words
 
 
@@ -297,6 +297,7 @@ def run_train(args: argparse.Namespace) -> int:
     from forklift.distributed.ranks import from_environment
     from forklift.pretrained.resolve import model_directory, weights_file
 
+    require(Extra.TRAIN)
     ranks = from_environment()
     if not ranks.distributed:  # (a rank would race its leader, which may have started writing OUT)
         _check_paths(args)
