@@ -3,6 +3,8 @@ a memory budget and reaches the test log-loss of in-memory training."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import subprocess
 import sys
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import dump_svmlight_file
+from sklearn.datasets import dump_svmlight_file, make_classification
 from sklearn.metrics import log_loss
 
 from forklift.ml import LogisticRegression, load_svmlight_file
@@ -54,12 +56,84 @@ def test_libsvm_csv_and_arrays_are_written_in_chunks_and_read_back(tmp_path: Pat
     assert ChunkedDataset.open(tmp_path / "chunks-3").part(1, 2).n_rows == 300 + 100
 
 
+def test_compressed_files_and_blank_lines_lose_no_row(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=20_000, n_features=50, n_fields=5, random_state=7)
+    dump_svmlight_file(X, y, str(tmp_path / "rows.svm"), zero_based=False)
+    text = (tmp_path / "rows.svm").read_bytes()
+    with gzip.open(tmp_path / "rows.svm.gz", "wb") as packed:
+        packed.write(text)
+    (tmp_path / "rows.svm.bz2").write_bytes(bz2.compress(text))
+    (tmp_path / "rows.csv.gz").write_bytes(gzip.compress(b"label,a,b\n1,2,3\n\n0,4,5\n1,6,7\n\n"))
+    expected = stacked(write_chunks(tmp_path / "rows.svm", tmp_path / "plain", rows_per_chunk=3000))
+    for name in ("rows.svm.gz", "rows.svm.bz2"):  # their byte windows are longer than the compressed file
+        dataset = write_chunks(tmp_path / name, tmp_path / f"from-{name}", rows_per_chunk=3000)
+        assert dataset.shape == (20_000, 50), name
+        got = stacked(dataset)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+        assert sorted(p.name for p in (tmp_path / f"from-{name}").iterdir() if not p.name.startswith("chunk-")) == [
+            "manifest.json"
+        ]  # the decompressed copy is gone
+    rows, labels = stacked(write_chunks(tmp_path / "rows.csv.gz", tmp_path / "from-csv"))
+    assert rows.tolist() == [[2, 3], [4, 5], [6, 7]] and labels.tolist() == [1, 0, 1]
+
+
 def test_bad_sources_are_named(tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("label,a\n1,2\n0,x\n")
     with pytest.raises(ValueError, match=r"bad\.csv:3: not a row of numbers"):
         write_chunks(tmp_path / "bad.csv", tmp_path / "out")
+    (tmp_path / "short.csv").write_text("label,a,b\n1,2,3\n0,4\n")
+    with pytest.raises(ValueError, match=r"short\.csv:3: 2 values where the rows before have 3"):
+        write_chunks(tmp_path / "short.csv", tmp_path / "out")
+    (tmp_path / "bad.svm.gz").write_bytes(gzip.compress(b"1 1:2\n0 2:x\n"))
+    with pytest.raises(ValueError, match=r"bad\.svm\.gz:2: "):  # the file given, not its decompressed copy
+        write_chunks(tmp_path / "bad.svm.gz", tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match=r"nope\.svm: no such file"):
+        write_chunks(tmp_path / "nope.svm", tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+    X, y = make_sparse_clicks(n_samples=50, n_features=10, n_fields=2, random_state=1)
+    with pytest.raises(ValueError, match="X has 50 rows but y has 10 labels"):
+        write_chunks((X, y[:10]), tmp_path / "never")
+    with pytest.raises(ValueError, match="y holds <U1 labels: a chunked set stores numbers"):
+        write_chunks((X, np.where(y > 0, "a", "b")), tmp_path / "never")
+    with pytest.raises(ValueError, match="rows_per_chunk=0: a chunk holds at least one row"):
+        write_chunks((X, y), tmp_path / "never", rows_per_chunk=0)
+    assert not (tmp_path / "never").exists()
+
+
+def test_what_is_not_a_chunked_set_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="not a chunked data set"):
         ChunkedDataset.open(tmp_path)
+    (tmp_path / "rows.svm").write_text("1 1:2\n")
+    with pytest.raises(ValueError, match=r"rows\.svm: a file, not a chunked data set's folder"):
+        ChunkedDataset.open(tmp_path / "rows.svm")
+    for text, message in [
+        ("{", "manifest.json: not JSON"),
+        ('{"format": "forklift.ml.chunked/2", "rows": 3}', r"manifest.json: a damaged manifest \(KeyError"),
+        ("[1]", r"manifest.json: format \[1\], expected"),
+    ]:
+        (tmp_path / "manifest.json").write_text(text)
+        with pytest.raises(ValueError, match=message):
+            ChunkedDataset.open(tmp_path)
+
+
+@pytest.mark.slow  # over 1 s: left out of make test-fast
+def test_a_streamed_fit_stops_within_tol_of_the_optimum(tmp_path: Path) -> None:
+    """The sum of the chunks' gaps, each measured at the w of its own pass, runs low on this ill-conditioned set
+    (make_classification's redundant features): it stopped at 5e-3 from the optimum with tol 1e-3."""
+    X, y = make_classification(n_samples=20_000, n_features=20, random_state=0)
+    dataset = write_chunks((X, y), tmp_path / "chunks", rows_per_chunk=2000)
+    dataset = ChunkedDataset.open(tmp_path / "chunks", memory_budget=dataset.nbytes // 4)  # most chunks read again
+    best = LogisticRegression(tol=1e-10, max_iter=10_000, dual=True).fit(X, y)
+    streamed = LogisticRegression(tol=1e-3, max_iter=5000).fit(dataset)
+
+    def objective(model: LogisticRegression) -> float:
+        margins = X @ model.coef_.ravel() + model.intercept_[0]
+        return float(
+            np.logaddexp(0, -np.where(y > 0, 1, -1) * margins).sum() + 0.5 * model.coef_.ravel() @ model.coef_.ravel()
+        )
+
+    assert objective(streamed) - objective(best) <= 1e-3 * objective(best)
 
 
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
@@ -68,7 +142,8 @@ def test_a_streamed_fit_reaches_the_in_memory_test_loss(tmp_path: Path) -> None:
     train, test = slice(0, 30_000), slice(30_000, None)
     dataset = write_chunks((X[train], y[train]), tmp_path / "chunks", rows_per_chunk=3000)
     budget = dataset.nbytes // 5 + 30_000 * 8 + 500 * 8 * 5  # a fifth of the data beside the dual variables
-    streamed = LogisticRegression(tol=1e-6).fit(ChunkedDataset.open(tmp_path / "chunks", memory_budget=budget))
+    streamed = LogisticRegression(tol=1e-4).fit(ChunkedDataset.open(tmp_path / "chunks", memory_budget=budget))
+    assert streamed.n_iter_[0] < streamed.max_iter  # stopped by the gap measured at one w
     in_memory = LogisticRegression(tol=1e-6).fit(X[train], y[train])
     assert (
         abs(log_loss(y[test], streamed.predict_proba(X[test])) - log_loss(y[test], in_memory.predict_proba(X[test])))

@@ -35,6 +35,8 @@ def test_a_byte_range_reads_the_lines_that_start_in_it(tmp_path: Path) -> None:
     ]
     assert sum(X.shape[0] for X, _ in parts) == 10
     np.testing.assert_array_equal(np.concatenate([y for _, y in parts]), [i % 2 for i in range(10)])
+    with pytest.raises(ValueError, match=r"rows\.txt: a byte range cannot tell whether the file is 0- or 1-based"):
+        load_svmlight_file(path, n_features=10, offset=size // 2)  # read as 0-based, its columns would shift by one
 
 
 @pytest.mark.parametrize(
@@ -53,3 +55,5 @@ def test_a_malformed_line_is_named(tmp_path: Path, text: str, message: str) -> N
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"nope\.txt: no such file"):
         load_svmlight_file(tmp_path / "nope.txt")
+    with pytest.raises(ValueError, match="a folder, not a libsvm file"):
+        load_svmlight_file(tmp_path)

@@ -11,13 +11,17 @@ Written from a libsvm file, a CSV file or an array (``np.memmap`` included) by :
 
 from __future__ import annotations
 
+import bz2
+import contextlib
 import csv
 import dataclasses
+import gzip
 import json
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,6 +30,7 @@ from forklift.atomic import write_text_atomically
 from forklift.ml.svmlight import load_svmlight_file
 
 MANIFEST = "manifest.json"
+COMPRESSED: dict[str, Callable[..., IO[Any]]] = {".gz": gzip.open, ".bz2": bz2.open}
 FORMAT = "forklift.ml.chunked/2"
 READABLE = (FORMAT, "forklift.ml.chunked/1")
 
@@ -54,20 +59,28 @@ class ChunkedDataset:
     def open(cls, folder: str | os.PathLike[str], *, memory_budget: int = 1 << 30) -> ChunkedDataset:
         """The data set in ``folder``; a fit on it keeps at most ``memory_budget`` bytes of it in memory."""
         folder = Path(folder)
+        if folder.is_file():
+            raise ValueError(f"{folder}: a file, not a chunked data set's folder (write one with write_chunks)")
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
         except FileNotFoundError:
             raise FileNotFoundError(f"{folder}: not a chunked data set (no {MANIFEST})") from None
-        if manifest.get("format") not in READABLE:
-            raise ValueError(f"{folder / MANIFEST}: format {manifest.get('format')!r}, expected {FORMAT!r}")
-        return cls(
-            folder=folder,
-            n_rows=int(manifest["rows"]),
-            n_features=int(manifest["features"]),
-            labels=tuple(manifest["labels"]),
-            chunks=tuple(Chunk(**c) for c in manifest["chunks"]),
-            memory_budget=memory_budget,
-        )
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{folder / MANIFEST}: not JSON ({error})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") not in READABLE:
+            found = manifest.get("format") if isinstance(manifest, dict) else manifest
+            raise ValueError(f"{folder / MANIFEST}: format {found!r}, expected {FORMAT!r}")
+        try:
+            return cls(
+                folder=folder,
+                n_rows=int(manifest["rows"]),
+                n_features=int(manifest["features"]),
+                labels=tuple(manifest["labels"]),
+                chunks=tuple(Chunk(**c) for c in manifest["chunks"]),
+                memory_budget=memory_budget,
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{folder / MANIFEST}: a damaged manifest ({type(error).__name__}: {error})") from None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -111,24 +124,8 @@ def _row_blocks(source: Any, rows_per_chunk: int) -> Iterator[tuple[sp.csr_matri
             yield sp.csr_matrix(X[start : start + rows_per_chunk]), np.asarray(y[start : start + rows_per_chunk])
         return
     path = Path(source)
-    if path.suffix == ".csv":
-        with open(path, newline="") as stream:
-            reader = csv.reader(stream)
-            block: list[list[float]] = []
-            for number, record in enumerate(reader, start=1):
-                try:
-                    block.append([float(v) for v in record])
-                except ValueError:
-                    if number == 1:
-                        continue  # a header
-                    raise ValueError(f"{path}:{number}: not a row of numbers: {','.join(record)[:80]!r}") from None
-                if len(block) == rows_per_chunk:
-                    values = np.array(block)
-                    yield sp.csr_matrix(values[:, 1:]), values[:, 0]
-                    block = []
-            if block:
-                values = np.array(block)
-                yield sp.csr_matrix(values[:, 1:]), values[:, 0]
+    if _is_csv(path):
+        yield from _csv_blocks(path, rows_per_chunk)
         return
     size = path.stat().st_size
     window = max(1 << 20, rows_per_chunk * 64)
@@ -149,6 +146,56 @@ def _row_blocks(source: Any, rows_per_chunk: int) -> Iterator[tuple[sp.csr_matri
         yield sp.vstack([p[0] for p in pending]).tocsr(), np.concatenate([p[1] for p in pending])
 
 
+def _is_csv(path: Path) -> bool:
+    return (Path(path.stem) if path.suffix in COMPRESSED else path).suffix == ".csv"
+
+
+def _csv_blocks(path: Path, rows_per_chunk: int) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
+    """Rows of numbers, the label first; a header line and blank lines are skipped, a short or long row is named."""
+    opener = COMPRESSED.get(path.suffix, open)
+    with opener(path, "rt", newline="") as stream:
+        block: list[list[float]] = []
+        width = None
+        for number, record in enumerate(csv.reader(stream), start=1):
+            if not record or not "".join(record).strip():
+                continue
+            try:
+                values = [float(v) for v in record]
+            except ValueError:
+                if number == 1:
+                    continue  # a header
+                raise ValueError(f"{path}:{number}: not a row of numbers: {','.join(record)[:80]!r}") from None
+            if width is not None and len(values) != width:
+                raise ValueError(f"{path}:{number}: {len(values)} values where the rows before have {width}")
+            width = len(values)
+            block.append(values)
+            if len(block) == rows_per_chunk:
+                yield _csv_block(block)
+                block = []
+        if block:
+            yield _csv_block(block)
+
+
+def _csv_block(block: list[list[float]]) -> tuple[sp.csr_matrix, np.ndarray]:
+    values = np.array(block)
+    return sp.csr_matrix(values[:, 1:]), values[:, 0]
+
+
+@contextlib.contextmanager
+def _plain(path: Path, folder: Path) -> Iterator[Path]:
+    """A compressed libsvm file decompressed into ``folder`` (its byte windows are read by offset), else itself."""
+    if path.suffix not in COMPRESSED or _is_csv(path):
+        yield path
+        return
+    plain = folder / f".{path.stem}.decompressed"
+    try:
+        with COMPRESSED[path.suffix](path, "rb") as packed, open(plain, "wb") as out:
+            shutil.copyfileobj(packed, out, 1 << 20)
+        yield plain
+    finally:
+        plain.unlink(missing_ok=True)
+
+
 def write_chunks(
     source: str | os.PathLike[str] | tuple[Any, Any],
     folder: str | os.PathLike[str],
@@ -158,17 +205,50 @@ def write_chunks(
     n_features: int | None = None,
     dtype: type = np.float32,
 ) -> ChunkedDataset:
-    """Write ``source`` (a libsvm file, a CSV file with the label first, or ``(X, y)`` arrays) in one pass.
+    """Write ``source`` (a libsvm file, a CSV file with the label first, either of them ``.gz`` or ``.bz2``, or
+    ``(X, y)`` arrays) in one pass; a compressed libsvm file is decompressed into ``folder`` while it is read.
 
     libsvm indices are 0- or 1-based as the whole file is (``zero_based="auto"``: an index 0 anywhere); the
     width is the largest index's unless ``n_features`` is given.
     """
     folder = Path(folder)
+    if rows_per_chunk < 1:
+        raise ValueError(f"rows_per_chunk={rows_per_chunk}: a chunk holds at least one row")
+    if isinstance(source, tuple):
+        rows, labelled = _length(source[0]), _length(source[1])
+        if rows != labelled:
+            raise ValueError(f"X has {rows} rows but y has {labelled} labels")
+        kind = np.asarray(source[1][:1]).dtype
+        if not (np.issubdtype(kind, np.number) or np.issubdtype(kind, np.bool_)):
+            raise ValueError(f"y holds {kind} labels: a chunked set stores numbers (encode the classes as 0, 1, ...)")
+    elif not Path(source).is_file():
+        raise FileNotFoundError(f"{source}: no such file")
     folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(source, tuple):
+        return _write(source, folder, rows_per_chunk, zero_based, n_features, dtype)
+    with _plain(Path(source), folder) as plain:
+        try:
+            return _write(plain, folder, rows_per_chunk, zero_based, n_features, dtype)
+        except ValueError as error:  # say the file the user named, not its decompressed copy
+            raise ValueError(str(error).replace(str(plain), str(source))) from error
+
+
+def _length(values: Any) -> int:
+    return int(values.shape[0]) if hasattr(values, "shape") else len(values)
+
+
+def _write(
+    source: Path | tuple[Any, Any],
+    folder: Path,
+    rows_per_chunk: int,
+    zero_based: bool | str,
+    n_features: int | None,
+    dtype: type,
+) -> ChunkedDataset:
     chunks: list[Chunk] = []
     labels: set[float] = set()
     smallest, widest = np.iinfo(np.int64).max, 0
-    is_libsvm = not isinstance(source, tuple) and Path(source).suffix != ".csv"
+    is_libsvm = not isinstance(source, tuple) and not _is_csv(source)
     for index, (X, y) in enumerate(_row_blocks(source, rows_per_chunk)):
         name = f"chunk-{index:05d}"
         X.sort_indices()

@@ -4,7 +4,14 @@ still reduce the duality gap most kept in memory (as published for DuHL), the du
 Each epoch visits every chunk once, in a shuffled order, and takes a dual pass over its rows; a chunk's share of
 the duality gap is measured right after its pass. Chunks are then kept, largest share first, while they fit in
 ``memory_budget`` beside the dual variables, ``w`` and the chunk being read; the others are read again next
-epoch. The stopping test adds the chunks' gaps as measured in the epoch (each at the ``w`` of its own pass).
+epoch. The sum of the shares measured in an epoch (each at the ``w`` of its own pass) is not the gap at the last
+``w``: on an ill-conditioned set it ran 20x low and stopped fits at 5e-3 from the optimum with ``tol`` 1e-3. When
+it passes the stopping test, a pass without updates measures the gap at that ``w`` (at most once in a tenth of the
+epochs so far, so that the measuring passes stay a tenth of the work), and only that stops the fit.
+
+Chunks visited one after another converge in many more epochs than rows dealt freely: on 30k sparse rows in 10
+chunks, 306 epochs to a gap of 1e-4 against 13 with the same rows in one chunk (the order alone: the same rows
+fitted in memory in that block order take 306 too).
 """
 
 from __future__ import annotations
@@ -76,6 +83,22 @@ class _Chunks:
             self.kept[index] = self.get(index)
 
 
+def _measure(
+    chunks: _Chunks, alpha: list[np.ndarray], w: np.ndarray, gaps: np.ndarray, bias: float, loss: Loss
+) -> float:
+    """The primal objective at ``w``, each chunk's share of the duality gap at ``w`` put in ``gaps``: a pass
+    without updates."""
+    data_loss = 0.0
+    for k in range(gaps.size):
+        chunk = chunks.get(k)
+        gaps[k], chunk_loss = kernels.row_gaps(
+            chunk.rows, chunk.signs, chunk.targets, chunk.bounds, alpha[k], w, bias, int(loss)
+        )
+        data_loss += chunk_loss
+        del chunk
+    return data_loss + 0.5 * float(w @ w)
+
+
 def solve_streaming(
     dataset: ChunkedDataset, encode: Encoder, loss: Loss, settings: SolverSettings, *, bias: float = 0.0
 ) -> Solution:
@@ -98,6 +121,7 @@ def solve_streaming(
     start = time.perf_counter()
     history: list[Epoch] = []
     gaps = np.zeros(n_chunks)
+    measured = 0  # the last epoch whose gap was measured at one w
     converged = False
     objective = float("nan")
     number = 0
@@ -119,8 +143,14 @@ def solve_streaming(
         history.append(Epoch(number, time.perf_counter() - start, objective))
         if settings.verbose:
             print(f"epoch {number}: objective {objective:.9g}, gap {gaps.sum():.3g}", flush=True)
-        if gaps.sum() <= settings.tol * abs(objective):
-            converged = True
-            break
+        if gaps.sum() <= settings.tol * abs(objective) and number - measured >= max(1, number // 10):
+            measured = number
+            objective = _measure(chunks, alpha, w, gaps, bias, loss)
+            history[-1] = Epoch(number, time.perf_counter() - start, objective)
+            if settings.verbose:
+                print(f"epoch {number}: measured at one w: objective {objective:.9g}, gap {gaps.sum():.3g}", flush=True)
+            if gaps.sum() <= settings.tol * abs(objective):
+                converged = True
+                break
         chunks.keep([int(k) for k in np.argsort(-gaps)], room)
     return Solution(w[:-1].copy(), float(w[-1] * bias), number, converged, objective, history)

@@ -72,8 +72,14 @@ def load_svmlight_file(
     missing one.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: a folder, not a libsvm file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
+    if zero_based == "auto" and (offset > 0 or length >= 0):
+        raise ValueError(
+            f"{path}: a byte range cannot tell whether the file is 0- or 1-based: give zero_based=True or False"
+        )
     try:
         X, y = _sklearn_load(
             str(path), n_features=n_features, dtype=dtype, zero_based=zero_based, offset=offset, length=length
