@@ -16,7 +16,7 @@ import pytest
 from sklearn.datasets import dump_svmlight_file, make_classification
 from sklearn.metrics import log_loss
 
-from forklift.ml import LogisticRegression, load_svmlight_file
+from forklift.ml import LinearRegression, LogisticRegression, load_svmlight_file
 from forklift.ml.chunked import ChunkedDataset, write_chunks
 from forklift.ml.datasets import make_sparse_clicks
 
@@ -99,6 +99,19 @@ def test_bad_sources_are_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="rows_per_chunk=0: a chunk holds at least one row"):
         write_chunks((X, y), tmp_path / "never", rows_per_chunk=0)
     assert not (tmp_path / "never").exists()
+
+
+def test_a_regression_target_keeps_no_list_of_labels(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=3000, n_features=40, n_fields=4, random_state=8)
+    targets = np.linspace(0.0, 1.0, 3000)  # 3000 distinct values
+    dataset = write_chunks((X, targets), tmp_path / "chunks", rows_per_chunk=1000)
+    assert dataset.labels is None
+    assert json.loads((tmp_path / "chunks" / "manifest.json").read_text())["labels"] is None
+    with pytest.raises(ValueError, match="take more than 1000 values: a regression's"):
+        LogisticRegression().fit(dataset)
+    streamed = LinearRegression(max_iter=3).fit(dataset)
+    assert streamed.coef_.shape == (40,)
+    assert write_chunks((X, y), tmp_path / "classes").labels == (0.0, 1.0)
 
 
 def test_what_is_not_a_chunked_set_is_named(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--subsample", type=int, default=1_000_000)
     parser.add_argument("--ratio", type=float, default=10.0, help="bytes on disk over the budget")
     parser.add_argument("--tol", type=float, default=1e-4)
+    parser.add_argument("--max-passes", type=int, default=1000, help="the streamed fit's max_iter")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
@@ -58,7 +59,7 @@ def main() -> None:
         budget = int(on_disk / args.ratio)
         report_path = Path(tmp) / "streamed.json"
         command = [sys.executable, str(WORKER), str(folder), str(budget), str(report_path)]
-        subprocess.run([*command, str(args.tol), "1000", str(args.threads)], check=True)
+        subprocess.run([*command, str(args.tol), str(args.max_passes), str(args.threads)], check=True)
         report = json.loads(report_path.read_text())
         streamed_w = np.load(report_path.with_suffix(".npy"))
 

@@ -1,10 +1,10 @@
 """A data set on disk in chunks of rows, for data larger than memory: written in one pass, read a chunk at a time.
 
-A folder holds ``manifest.json`` (rows, features, the labels seen, each chunk's file and size) and one folder
-``chunk-NNNNN`` per chunk of ``.npy`` files: the rows as CSR arrays (``data``, ``indices``, ``indptr``), their labels
-``y`` and squared norms ``sqnorms``. Plain ``.npy`` files read 5x faster than one ``.npz`` (a zip file, whose CRC
-check costs more than the read) and a streamed fit reads most chunks every pass; sets written as ``.npz`` chunks
-(format 1) are still read.
+A folder holds ``manifest.json`` (rows, features, the labels seen unless there are more than ``MAX_LABELS``, each
+chunk's file and size) and one folder ``chunk-NNNNN`` per chunk of ``.npy`` files: the rows as CSR arrays (``data``,
+``indices``, ``indptr``), their labels ``y`` and squared norms ``sqnorms``. Plain ``.npy`` files read 5x faster than
+one ``.npz`` (a zip file, whose CRC check costs more than the read) and a streamed fit reads most chunks every pass;
+sets written as ``.npz`` chunks (format 1) are still read.
 Written from a libsvm file, a CSV file or an array (``np.memmap`` included) by :func:`write_chunks`; read by
 :class:`ChunkedDataset`, whose ``part(rank, count)`` is the chunks a rank of a distributed fit reads.
 """
@@ -30,6 +30,7 @@ from forklift.atomic import write_text_atomically
 from forklift.ml.svmlight import load_svmlight_file
 
 MANIFEST = "manifest.json"
+MAX_LABELS = 1000  # more distinct targets than this are a regression's: the manifest keeps no list of them
 COMPRESSED: dict[str, Callable[..., IO[Any]]] = {".gz": gzip.open, ".bz2": bz2.open}
 FORMAT = "forklift.ml.chunked/2"
 READABLE = (FORMAT, "forklift.ml.chunked/1")
@@ -51,7 +52,7 @@ class ChunkedDataset:
     folder: Path
     n_rows: int
     n_features: int
-    labels: tuple[float, ...]
+    labels: tuple[float, ...] | None  # None: more than MAX_LABELS distinct targets
     chunks: tuple[Chunk, ...]
     memory_budget: int = 1 << 30
 
@@ -75,7 +76,7 @@ class ChunkedDataset:
                 folder=folder,
                 n_rows=int(manifest["rows"]),
                 n_features=int(manifest["features"]),
-                labels=tuple(manifest["labels"]),
+                labels=None if manifest["labels"] is None else tuple(manifest["labels"]),
                 chunks=tuple(Chunk(**c) for c in manifest["chunks"]),
                 memory_budget=memory_budget,
             )
@@ -246,7 +247,7 @@ def _write(
     dtype: type,
 ) -> ChunkedDataset:
     chunks: list[Chunk] = []
-    labels: set[float] = set()
+    labels: set[float] | None = set()
     smallest, widest = np.iinfo(np.int64).max, 0
     is_libsvm = not isinstance(source, tuple) and not _is_csv(source)
     for index, (X, y) in enumerate(_row_blocks(source, rows_per_chunk)):
@@ -265,7 +266,9 @@ def _write(
         for key, values in arrays.items():
             np.save(folder / name / f"{key}.npy", values)
         chunks.append(Chunk(name, X.shape[0], X.nnz))
-        labels.update(np.unique(y).tolist())
+        if labels is not None:
+            labels.update(np.unique(y).tolist())
+            labels = labels if len(labels) <= MAX_LABELS else None
         if not is_libsvm:
             widest = max(widest, X.shape[1])
         elif X.nnz:
@@ -286,7 +289,7 @@ def _write(
         "format": FORMAT,
         "rows": sum(c.rows for c in chunks),
         "features": widest,
-        "labels": sorted(labels),
+        "labels": None if labels is None else sorted(labels),
         "chunks": [dataclasses.asdict(c) for c in chunks],
     }
     write_text_atomically(folder / MANIFEST, json.dumps(manifest, indent=1))

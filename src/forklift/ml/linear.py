@@ -29,7 +29,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from forklift.ml import kernels
-from forklift.ml.chunked import ChunkedDataset
+from forklift.ml.chunked import MAX_LABELS, ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
 from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count
 from forklift.ml.linear_onnx import LinearOutput, linear_graph
@@ -300,6 +300,11 @@ class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
         if self.class_weight == "balanced":
             raise ValueError(
                 f"{type(self).__name__}: class_weight='balanced' needs class counts: give a dict for a chunked data set"
+            )
+        if dataset.labels is None:
+            raise ValueError(
+                f"{type(self).__name__}: the targets of {dataset.folder} take more than {MAX_LABELS} values: "
+                "a regression's (LinearRegression), not classes"
             )
         classes = np.array(dataset.labels)
         if len(classes) < 2:
