@@ -187,6 +187,10 @@ def test_what_a_chunked_fit_cannot_do_is_refused(tmp_path: Path) -> None:
     dataset = write_chunks((X, y), tmp_path / "chunks", rows_per_chunk=200)
     with pytest.raises(ValueError, match="holds its labels"):
         LogisticRegression().fit(dataset, y)
+    with pytest.raises(
+        ValueError, match=r"X is a path, .*chunks: give it as forklift\.ml\.chunked\.ChunkedDataset\.open"
+    ):
+        LogisticRegression().fit(str(tmp_path / "chunks"))
     with pytest.raises(ValueError, match="penalty='l1'"):
         LogisticRegression(penalty="l1").fit(dataset)
     with warnings.catch_warnings():

@@ -12,6 +12,7 @@ n_features)``, and ``tol`` bounds the relative change of the objective (primal) 
 from __future__ import annotations
 
 import numbers
+import os
 import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -123,6 +124,11 @@ class _GeneralizedLinearModel(BaseEstimator):
         return X
 
     def _validated(self, X: Any, y: Any = None, *, fitting: bool, y_numeric: bool = False) -> Any:
+        if isinstance(X, (str, os.PathLike)):
+            raise ValueError(
+                f"{type(self).__name__}: X is a path, {X}: give it as forklift.ml.chunked.ChunkedDataset.open(path) "
+                "(a chunked set) or read it with forklift.ml.load_svmlight_file(path)"
+            )
         if fitting and y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         kwargs: dict[str, Any] = dict(accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32), reset=fitting)
