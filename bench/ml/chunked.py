@@ -41,6 +41,7 @@ def main() -> None:
     parser.add_argument("--ratio", type=float, default=10.0, help="bytes on disk over the budget")
     parser.add_argument("--tol", type=float, default=1e-4)
     parser.add_argument("--max-passes", type=int, default=1000, help="the streamed fit's max_iter")
+    parser.add_argument("--rows-per-chunk", type=int, default=100_000)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
@@ -49,7 +50,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         folder = Path(tmp) / "chunks"
         start = time.perf_counter()
-        dataset = write_chunks((X[: args.rows], y[: args.rows]), folder, rows_per_chunk=100_000)
+        dataset = write_chunks((X[: args.rows], y[: args.rows]), folder, rows_per_chunk=args.rows_per_chunk)
         seconds = time.perf_counter() - start
         on_disk = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
         print(f"wrote {dataset.n_rows:,} rows in {seconds:.0f} s: {on_disk / 2**20:,.0f} MiB on disk (float32 values), "
