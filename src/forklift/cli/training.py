@@ -337,9 +337,9 @@ def _check_paths(args: argparse.Namespace) -> None:
     from forklift.train.run_dir import check_out
 
     check_out(args.out, args.resume)
-    if args.data is not None and not args.data.exists():
-        raise ForkliftError(f"--data {args.data}: no such folder")
     if args.data is not None:
+        if not args.data.exists():
+            raise ForkliftError(f"--data {args.data}: no such folder")
         refuse_other_layouts(args.data)  # before the training stack is imported (seconds)
 
 

@@ -107,13 +107,14 @@ def _measure(
     without updates."""
     data_loss = 0.0
     for k in range(gaps.size):
-        chunk = chunks.get(k)
-        gaps[k], chunk_loss = kernels.row_gaps(
-            chunk.rows, chunk.signs, chunk.targets, chunk.bounds, alpha[k], w, bias, int(loss)
-        )
+        gaps[k], chunk_loss = _share(chunks.get(k), alpha[k], w, bias, loss)
         data_loss += chunk_loss
-        del chunk
     return data_loss + 0.5 * float(w @ w)
+
+
+def _share(chunk: _Loaded, alpha: np.ndarray, w: np.ndarray, bias: float, loss: Loss) -> tuple[float, float]:
+    """The chunk's share of the duality gap at ``w`` and its weighted loss (``kernels.row_gaps``)."""
+    return kernels.row_gaps(chunk.rows, chunk.signs, chunk.targets, chunk.bounds, alpha, w, bias, int(loss))
 
 
 def solve_streaming(
@@ -159,9 +160,7 @@ def solve_streaming(
             split = np.split(duals, np.cumsum([alpha[k].size for k in group])[:-1])
             for k, chunk, part in zip(group, loaded, split, strict=True):
                 alpha[k] = part
-                gaps[k], chunk_loss = kernels.row_gaps(
-                    chunk.rows, chunk.signs, chunk.targets, chunk.bounds, part, w, bias, int(loss)
-                )
+                gaps[k], chunk_loss = _share(chunk, part, w, bias, loss)
                 data_loss += chunk_loss
             del loaded, joined  # the chunks read for this pass go before the next are read
         objective = data_loss + 0.5 * float(w @ w)

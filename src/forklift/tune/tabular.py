@@ -125,8 +125,7 @@ def tabular_search(
     assert train.target is not None and validation.target is not None  # a CSV's or a libsvm file's is always read
     estimator, settings = check_tables(train, validation, model=model, task=task)
     classification = settings.classification
-    probabilities = hasattr(estimator, "predict_proba")
-    names = (CLASSIFIER_METRICS if probabilities else ("accuracy",)) if classification else REGRESSOR_METRICS
+    names = (CLASSIFIER_METRICS if settings.probabilities else ("accuracy",)) if classification else REGRESSOR_METRICS
     chosen = metric or names[0]
     if chosen not in names:
         raise ForkliftError(f"--metric {chosen}: {type(estimator).__name__} is measured by {', '.join(names)}")
