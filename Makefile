@@ -6,11 +6,18 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast test-gpu lint docs bench clean webapp chart images images-all test-images
 
+# Installed by uv (from PyPI into the venv): the same resolution as pip in a fifth of the time (about 50 s against
+# 4 minutes here, most of it torch's 5 GB). uv does not read pip's configuration, so the extra indexes pip is
+# configured with (where torch's wheels lie on this disk) are passed on, and every index is searched for the best
+# version, as pip does.
+PIP_EXTRA_INDEXES = $(shell $(PYTHON) -m pip config get global.extra-index-url 2>/dev/null)
+UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode --index-strategy unsafe-best-match \
+	$(foreach index,$(PIP_EXTRA_INDEXES),--extra-index-url $(index))
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.14.1 torchvision==0.29.1
-	$(BIN)/pip install --quiet -e '.[all,dev]'
+	$(BIN)/pip install --quiet uv
+	$(UV_INSTALL) torch==2.14.1 torchvision==0.29.1 -e '.[all,dev]'
 	touch $(STAMP)
 
 # The app's front end (webapp/, Vite + TypeScript) built into the package's static files (not committed).
@@ -75,7 +82,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[bench]'
+	$(UV_INSTALL) -e '.[bench]'
 	$(BIN)/python bench/predict.py --no-spin
 	$(BIN)/python bench/serve/run.py
 
