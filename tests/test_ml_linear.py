@@ -19,8 +19,10 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import check_estimator
 
-from forklift.ml import LinearRegression, LogisticRegression, SupportVectorMachine
+from forklift.ml import LinearRegression, LogisticRegression, SupportVectorMachine, kernels
 from forklift.ml.datasets import make_dense_classification, make_sparse_clicks
+from forklift.ml.layouts import as_rows
+from forklift.ml.losses import Loss
 
 TIGHT = 1e-10
 
@@ -131,6 +133,23 @@ def test_svm_reaches_liblinears_optimum(request, layout, loss) -> None:  # type:
     # liblinear may stop short of the optimum (it warns that it did not converge on the hinge loss): ours must be at
     # least as low, to 1e-5
     assert objective(ours.coef_.ravel()) <= objective(reference.coef_.ravel()) * (1 + 1e-5)
+
+
+def test_the_hinge_dual_shrinks_rows_held_at_a_bound() -> None:
+    """LIBLINEAR's shrinking: a dual at a bound whose gradient pushes it further out than the last epoch's extreme
+    projected gradient is skipped and marked; a free row moves and alone sets this epoch's extremes."""
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.25, 1.0]])  # all labelled +1; w = (2, 0): margins 2, -2, 0.5
+    y = np.ones(3)
+    alpha = np.array([0.0, 1.0, 0.5])  # at 0 (gradient 1), at the bound 1 (gradient -3), free (gradient -0.5)
+    for thresholds, skipped in (([0.5, -0.5], [True, True, False]), ([np.inf, -np.inf], [False, False, False])):
+        moved, extremes, shrunk = alpha.copy(), np.empty((1, 2)), np.zeros(3, dtype=np.bool_)
+        kernels.dual_epoch(as_rows(X), y, y, np.ones(3), (X**2).sum(axis=1), moved, np.array([2.0, 0.0, 0.0]),
+                           np.empty((1, 3)), np.arange(3), 1.0, 0.0, int(Loss.HINGE), np.array(thresholds),
+                           extremes, shrunk)  # fmt: skip
+        assert shrunk.tolist() == skipped
+        assert moved[:2].tolist() == [0.0, 1.0] and moved[2] == pytest.approx(0.5 + 0.5 / 1.0625)
+        # the rows held at their bounds project to 0 when visited
+        assert extremes[0].tolist() == ([-0.5, -0.5] if skipped[0] else [0.0, -0.5])
 
 
 @pytest.mark.parametrize("dual", [False, True, "auto"])

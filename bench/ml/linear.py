@@ -44,6 +44,7 @@ class Model:
     formulations: dict[str, dict[str, bool]]  # engine suffix -> the options that choose it
     sklearn: dict[str, Callable[[float, float], Any]]  # name -> (regularizer, tol) -> estimator
     classification: bool
+    max_iter: int | None = None  # forklift's epochs at most, as liblinear's (None: the default; snapml: 1000)
 
 
 def _logistic(z: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -83,7 +84,7 @@ def _sklearn_models() -> dict[str, Model]:
             _hinge, "SupportVectorMachine", {"loss": "hinge"}, {"dual": {}},
             {"liblinear": lambda lam, tol: LinearSVC(C=1 / lam, loss="hinge", fit_intercept=False, tol=tol,
                                                      max_iter=100_000)},
-            True,
+            True, 100_000,
         ),
     }  # fmt: skip
 
@@ -186,6 +187,7 @@ def main() -> None:
     model = _sklearn_models()[args.model]
     estimator = getattr(forklift.ml, model.forklift)
     lam = 1.0
+    limit = {"max_iter": model.max_iter} if model.max_iter else {}
     sets = {
         "dense 200k x 100": make_dense_classification,
         "sparse 1M x 10k (10 one-hot a row)": make_sparse_clicks,
@@ -213,7 +215,7 @@ def main() -> None:
         for suffix, chosen in formulations.items():
             fits[f"forklift {suffix}"] = timed_fits(
                 lambda tol, chosen=chosen: estimator(
-                    regularizer=lam, n_jobs=args.threads, tol=tol, random_state=0, **chosen, **model.options
+                    regularizer=lam, n_jobs=args.threads, tol=tol, random_state=0, **chosen, **model.options, **limit
                 ),
                 FORKLIFT_TOLS,
                 X,

@@ -79,18 +79,29 @@ def dual_epoch(
     sigma: float,
     bias: float,
     loss: int,
+    thresholds: np.ndarray,
+    extremes: np.ndarray,
+    shrunk: np.ndarray,
 ) -> None:
     """One pass of dual coordinate descent over the rows in ``order``; leaves each part's ``w`` in ``replicas``.
 
     ``w[-1]`` is the weight of the constant feature ``bias`` (0 when there is none). ``signs`` is ``y`` for
     classification and 1 for regression, so ``w = sum_i alpha_i signs_i x_i``.
+
+    Shrinking (the hinge losses, whose duals sit at their bounds for most rows): a row at 0 whose dual gradient is
+    above ``thresholds[0]``, or at its upper bound with the gradient below ``thresholds[1]``, is left alone and
+    marked in ``shrunk``; each part's largest and smallest projected gradient go to ``extremes[part]``, the next
+    epoch's thresholds. Thresholds of +-inf shrink nothing (``shrunk`` is then never written).
     """
     n_parts = replicas.shape[0]
     n = order.shape[0]
     last = w.shape[0] - 1
+    shrinks = loss == 2 or loss == 3
+    upper, lower = thresholds[0], thresholds[1]
     for part in prange(n_parts):
         v = replicas[part]
         v[:] = w
+        largest, smallest = -np.inf, np.inf
         hi = (part + 1) * n // n_parts
         for k in range(part * n // n_parts, hi):
             if k + 2 * AHEAD < hi:
@@ -109,12 +120,28 @@ def dual_epoch(
             s = signs[i]
             margin = row_dot(rows, i, v) + bias * v[last]
             old = alpha[i]
+            if shrinks:
+                gradient = s * margin - 1.0 + (old / (2.0 * c) if loss == 3 else 0.0)
+                at_top = loss == 2 and old == c
+                if (old == 0.0 and gradient > upper) or (at_top and gradient < lower):
+                    shrunk[i] = True
+                    continue
+                projected = min(gradient, 0.0) if old == 0.0 else max(gradient, 0.0) if at_top else gradient
+                largest = max(largest, projected)
+                smallest = min(smallest, projected)
             new = dual_step(loss, old, c, targets[i], s * margin, sigma * (sqnorms[i] + bias * bias))
             step = (new - old) * s
             if step != 0.0:
                 alpha[i] = new
                 row_axpy(rows, i, sigma * step, v)
                 v[last] += sigma * step * bias
+        extremes[part, 0] = largest
+        extremes[part, 1] = smallest
+
+
+def no_shrinking(n_parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``dual_epoch``'s last three arguments for an epoch over every row: thresholds that shrink nothing."""
+    return np.array([np.inf, -np.inf]), np.empty((n_parts, 2)), np.zeros(0, dtype=np.bool_)
 
 
 @njit(parallel=True, cache=True)

@@ -127,6 +127,7 @@ def solve_streaming(
     chunks = _Chunks(dataset, encode, loss)
     parts = max(1, settings.n_jobs)
     replicas = np.empty((parts, w.size))
+    no_shrinking = kernels.no_shrinking(parts)
     sigma = float(parts)
     largest = max((_size(c) for c in dataset.chunks), default=0)
     room = dataset.memory_budget - 8 * dataset.n_rows - 8 * w.size * (parts + 2) - largest
@@ -155,7 +156,7 @@ def solve_streaming(
             duals = np.concatenate([alpha[k] for k in group]) if len(group) > 1 else alpha[group[0]]
             order = kernels.shuffled(duals.size, settings.seed + number * n_chunks + group[0])
             kernels.dual_epoch(joined.rows, joined.signs, joined.targets, joined.bounds, joined.sqnorms, duals, w,
-                               replicas, order, sigma, bias, int(loss))  # fmt: skip
+                               replicas, order, sigma, bias, int(loss), *no_shrinking)  # fmt: skip
             w = kernels.merged(w, replicas, sigma)
             split = np.split(duals, np.cumsum([alpha[k].size for k in group])[:-1])
             for k, chunk, part in zip(group, loaded, split, strict=True):
