@@ -383,7 +383,7 @@ class _DualRun(_Run):
         dual = self.dual_objective()
         settled = abs(self.previous - dual) <= self.settings.tol * abs(dual)
         self.previous = dual
-        if not settled or number < self.next_gap:
+        if not settled or (number < self.next_gap and self.active.rows.size):  # (nothing left to visit: measure)
             return False, float("nan")
         primal = self.primal_objective(self.data.margins(self.w, self.problem.bias))
         if primal + dual <= self.settings.tol * max(abs(primal), 1e-12):
