@@ -105,6 +105,7 @@ def test_predict_writes_a_csv(tables: tuple[Path, Path], tmp_path: Path) -> None
         (["--param", "num_round=0"], "forklift: error: BoostingMachineClassifier: num_round=0: expected"),
         (["--target", "salary"], "no column 'salary' (columns: age, hours, job, income)"),
         (["--model", "logistic"], "train.csv: row 3: feature 'age' is empty or null, and this model takes no missing"),
+        (["--target", "hours", "--model", "svm"], "train.csv: the target 'hours' holds values (1500 distinct, e.g."),
     ],
 )
 def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, arguments: list[str], message: str) -> None:
@@ -171,6 +172,10 @@ def test_bad_cells_of_the_target_the_test_table_and_a_predicted_table_are_one_li
     typo.to_csv(tmp_path / "typo.csv", index=False)
     result = forklift_here("ml", "predict", tmp_path / "tree", tmp_path / "typo.csv", check=False)
     assert result.returncode == 2 and "typo.csv: row 1: feature 'age': 'x' is not a number" in result.stderr
+    for out, problem in ((tmp_path / "nowhere" / "p.csv", "does not exist"), (tmp_path / "tree", "is a folder")):
+        result = forklift_here("ml", "predict", tmp_path / "tree", train, "--out", out, check=False)
+        assert result.returncode == 2 and f"--out {out}: " in result.stderr and problem in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_a_category_value_a_table_adds_sets_none_of_its_columns(

@@ -27,6 +27,7 @@ from sklearn.metrics import (
 )
 
 from forklift.data.synth import synth_shapes
+from forklift.ml.metrics import classifier_scores
 
 CLASSIFIER_PLOTS = ["confusion.png", "roc-curves.png", "pr-curves.png"]
 CLOSE = 1e-6
@@ -143,6 +144,17 @@ def test_the_summary_a_person_reads_and_another_target_column(
     assert printed[4].split() == ["auc", f"{report['auc']:.4f}"]
     assert [line.split() for line in printed[7:10]] == [[name, *map(str, row)] for name, row in zip(
         ["ant", "bee", "cat"], report["confusion"], strict=True)]  # fmt: skip
+
+
+def test_the_log_loss_of_a_float32_graph_is_the_estimators() -> None:
+    """A pure leaf's 0 as the graph answers it (float32) counts what the estimator's float64 0 counts: eval's
+    log-loss equals the one `ml fit` recorded."""
+    truth = np.array([0, 1, 1, 0])
+    probabilities = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.25, 0.75]])  # the third row: wrong and sure
+    as_fitted = classifier_scores(truth, probabilities.argmax(axis=1), probabilities, labels=[0, 1])
+    as_served = classifier_scores(truth, probabilities.argmax(axis=1), probabilities.astype(np.float32), labels=[0, 1])
+    assert as_served.log_loss == pytest.approx(as_fitted.log_loss, rel=1e-6)
+    assert as_fitted.log_loss == pytest.approx(-(np.log(np.finfo(np.float64).eps) + np.log(0.25)) / 4)
 
 
 def test_a_model_without_probabilities_has_curves_but_no_log_loss(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -121,10 +122,19 @@ def run_fit(args: argparse.Namespace) -> int:
         train = read_table(args.data, target=args.target)
         test = read_table(args.test, target=train.target_name) if args.test else None
         task = None if args.task is None else TabularTask(args.task)
-        report = fit_directory(
-            train, args.out, model=args.model, task=task, params=params, threads=args.threads, test=test, stage=stage
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            report = fit_directory(
+                train, args.out, model=args.model, task=task, params=params, threads=args.threads, test=test,
+                stage=stage,
+            )  # fmt: skip
         bar.update(1)
+    for caught_warning in caught:  # a fit that stopped short of its tolerance: one line, as errors are
+        if caught_warning.category.__name__ == "ConvergenceWarning":
+            print(f"forklift: warning: {caught_warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(caught_warning.message, caught_warning.category, caught_warning.filename,
+                                 caught_warning.lineno)  # fmt: skip
     settings = report.settings
     if args.json:
         print(json.dumps({"model_dir": str(args.out), **settings.to_json()}, indent=2))
@@ -147,6 +157,9 @@ def run_predict(args: argparse.Namespace) -> int:
     from forklift.runtime.tabular import TabularModel
     from forklift.vocabulary import ModelFormat
 
+    if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):
+        problem = "is a folder" if args.out.is_dir() else f"its folder {args.out.parent} does not exist"
+        raise ForkliftError(f"--out {args.out}: {problem}; give the CSV file to write")
     model_dir = open_model_dir(args.model_dir)
     if model_dir.format != ModelFormat.TABULAR:
         raise ForkliftError(f"{args.model_dir}: a {model_dir.format} model; 'forklift ml predict' takes tabular models")

@@ -39,7 +39,9 @@ def classifier_scores(
     accuracy = float(accuracy_score(truth, predicted))
     if probabilities is None:
         return ClassifierScores(accuracy, None, None)
-    loss = float(log_loss(truth, probabilities, labels=list(labels)))
+    # float64 whatever the model answered in: log_loss clips at its dtype's eps, and a graph's float32 zeros
+    # would otherwise count log(1.2e-7) where the estimator's own float64 zeros count log(2.2e-16)
+    loss = float(log_loss(truth, np.asarray(probabilities, dtype=np.float64), labels=list(labels)))
     auc = None
     if len(set(truth.tolist())) == len(labels):  # AUC needs every class present
         scores = probabilities[:, 1] if len(labels) == 2 else probabilities

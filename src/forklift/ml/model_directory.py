@@ -60,20 +60,35 @@ class FitReport:
     test: dict[str, float]
 
 
-def is_classification(model: str, target: np.ndarray, task: TabularTask | None) -> bool:
-    """Classes or values: ``--task`` when given, else what the model does, else what the target looks like."""
+def is_classification(model: str, train: Table, task: TabularTask | None) -> bool:
+    """Classes or values: ``--task`` when given, else what the model does, else what the target looks like.
+
+    A model that only classifies refuses a target that looks like values (a fraction, or more whole numbers than
+    classes usually are) rather than fit each value as a class of its own.
+    """
     kind = MODELS[model]
     if task is not None:
         wanted = task is TabularTask.CLASSIFY
         if (kind.classifier if wanted else kind.regressor) is None:
             raise ForkliftError(f"--task {task}: --model {model} does not {task}")
         return wanted
+    assert train.target is not None
+    target = train.target
+    classes = target.dtype == object or target.dtype == bool
+    if not classes:
+        known = target[np.isfinite(target)]  # an empty cell is _target's to name
+        classes = bool(np.all(np.equal(np.mod(known, 1), 0)) and len(np.unique(known)) <= CLASSES_FOR_GUESS)
+    if kind.regressor is None and not classes:
+        *others, last = [name for name, other in MODELS.items() if other.regressor is not None]
+        regressors = f"{', '.join(others)} or {last}"
+        raise ForkliftError(
+            f"{train.source}: the target {train.target_name!r} holds values ({len(np.unique(known))} distinct, "
+            f"e.g. {plain(known[0])!r}), not classes: --model {model} classifies; for values use --model "
+            f"{regressors}, or give --task classify to read each value as a class"
+        )
     if kind.regressor is None or kind.classifier is None:
         return kind.classifier is not None
-    if target.dtype == object or target.dtype == bool:
-        return True
-    whole = np.all(np.equal(np.mod(target, 1), 0))
-    return bool(whole and len(np.unique(target)) <= CLASSES_FOR_GUESS)
+    return classes
 
 
 def make_estimator(model: str, *, classification: bool, params: dict[str, Any], threads: int) -> BaseEstimator:
@@ -147,7 +162,7 @@ def _prepared(
     """The estimator to fit, the model's settings (features, classes) and the target, from the training table."""
     if train.target is None:
         raise ForkliftError(f"{train.source}: no target column")
-    classification = is_classification(model, train.target, task)
+    classification = is_classification(model, train, task)
     y = _target(train, classification=classification)
     estimator = make_estimator(model, classification=classification, params=params, threads=threads)
     settings = TabularSettings(

@@ -131,8 +131,9 @@ class _HostPart:
         self.rows = rows
         self.index = index
         self.X = rows.blocks[index]
-        self.y = torch.as_tensor(targets, dtype=torch.float64)
-        self.c = torch.as_tensor(bounds, dtype=torch.float64)
+        # writable (a table's target may be a read-only view): torch warns of sharing a read-only array
+        self.y = torch.as_tensor(np.require(targets, np.float64, "W"))
+        self.c = torch.as_tensor(np.require(bounds, np.float64, "W"))
 
     def times(self, v: torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(np.asarray(self.X @ v.numpy()).ravel())
