@@ -167,13 +167,19 @@ def test_a_model_without_probabilities_has_curves_but_no_log_loss(
     assert report["plots"] == CLASSIFIER_PLOTS
 
 
-def test_a_class_without_rows_is_noted(models: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+def test_a_class_without_rows_and_a_value_never_seen_are_noted(
+    models: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
     model, data = models["three"]
     frame = pd.read_csv(data)
-    frame[frame["label"] != "cat"].to_csv(tmp_path / "no-cat.csv", index=False)
+    frame = frame[frame["label"] != "cat"].reset_index(drop=True)
+    frame.loc[[0, 4], "colour"] = "mauve"
+    frame.to_csv(tmp_path / "no-cat.csv", index=False)
     report = evaluated(model, tmp_path / "no-cat.csv", tmp_path / "eval")
     assert report["notes"] == [
-        "class 'cat' has no row in the table: it has no curve, and there is no AUC over all classes"
+        f"{tmp_path / 'no-cat.csv'}: feature 'colour': 2 rows hold values the model never saw ('mauve'): they set "
+        "none of its columns",
+        "class 'cat' has no row in the table: it has no curve, and there is no AUC over all classes",
     ]
     assert report["auc"] is None and list(report["class_auc"]) == ["ant", "bee"] and report["plots"] == CLASSIFIER_PLOTS
 
@@ -227,8 +233,18 @@ def test_bad_input_is_one_line(
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_data_set_split_given_for_a_table_is_one_line(models: dict[str, tuple[Path, Path]]) -> None:
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--split", "val"], "--split val: a data set folder's split; a table is measured on all its rows"),
+        (["--threshold", "0.7"], "--threshold 0.7: an option of an image model's evaluation; a tabular model's"),
+        (["--runtime", "openvino"], "--runtime openvino: an option of an image model's evaluation"),
+    ],
+)
+def test_an_image_models_option_given_for_a_table_is_one_line(
+    models: dict[str, tuple[Path, Path]], option: list[str], message: str
+) -> None:
     directory, table = models["binary"]
-    result = forklift_here("eval", directory, "--data", table, "--split", "val", check=False)
+    result = forklift_here("eval", directory, "--data", table, *option, check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "--split val: a data set folder's split; a table is measured on all its rows" in result.stderr
+    assert message in result.stderr

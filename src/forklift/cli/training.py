@@ -49,10 +49,11 @@ def add_eval(verbs: Any) -> None:
     evaluation.add_argument(
         "--split", choices=words(Split), help="the data set's split to measure on (default val; a table is all rows)"
     )
-    evaluation.add_argument("--conf", type=threshold, default=0.001, help="score threshold of detections for mAP")
-    evaluation.add_argument("--iou", type=threshold, default=0.6, help="NMS overlap threshold (default 0.6)")
+    # None where not given: a table's evaluation refuses them rather than ignore them
+    evaluation.add_argument("--conf", type=threshold, help="score threshold of detections for mAP (default 0.001)")
+    evaluation.add_argument("--iou", type=threshold, help="NMS overlap threshold (default 0.6)")
     evaluation.add_argument(
-        "--threshold", type=threshold, default=0.25, help="score of the operating point for precision/recall"
+        "--threshold", type=threshold, help="score of the operating point for precision/recall (default 0.25)"
     )
     add_runtime(evaluation)
     evaluation.add_argument(
@@ -75,16 +76,15 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ForkliftError(f"--target {args.target}: names a table's column; {args.data} is a data set folder")
     split = args.split or Split.VAL.value
     out = args.out or args.model_dir / f"eval-{args.data.resolve().name}-{split}"  # beside the model
+    given = {name: getattr(args, name) for name in ("conf", "iou", "threshold") if getattr(args, name) is not None}
     result = evaluate(
         args.model_dir,
         args.data,
         split=split,
-        conf=args.conf,
-        iou=args.iou,
-        threshold=args.threshold,
         runtime=optional(Runtime, args.runtime),
         precision=optional(Precision, args.precision),
         out=out,
+        **given,
     )
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -123,6 +123,12 @@ def run_table_eval(args: argparse.Namespace) -> int:
 
     if args.split is not None:
         raise ForkliftError(f"--split {args.split}: a data set folder's split; a table is measured on all its rows")
+    for name in ("conf", "iou", "threshold", "runtime", "precision"):
+        if getattr(args, name) is not None:  # an image model's option: said, not silently ignored
+            raise ForkliftError(
+                f"--{name} {getattr(args, name)}: an option of an image model's evaluation; a tabular model's "
+                "graph runs on ONNX Runtime in f32 and is measured at its highest score"
+            )
     out = args.out or args.model_dir / f"eval-{args.data.stem}"  # beside the model
     result = evaluate_table(args.model_dir, args.data, target=args.target, out=out)
     if args.json:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from forklift.ml.metrics import RegressorScores, regressor_scores
 from forklift.ml.tables import SVMLIGHT_SUFFIXES, TABLE_SUFFIXES, encode_table, plain, read_features
 from forklift.model_files.model_dir import open_model_dir
 from forklift.model_files.tabular import Scalar
+from forklift.model_files.tabular import log as encoder_log
 from forklift.runtime.tabular import TabularModel
 from forklift.vocabulary import ModelFormat, Task
 
@@ -37,13 +39,24 @@ class TableEvalResult:
     rows: int
     metrics: TableClassifierMetrics | RegressorScores
     files: list[Path] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # classes without a row in the table
+    notes: list[str] = field(default_factory=list)  # values the model never saw, classes without a row in the table
     task: Task = Task.TABULAR
 
     def to_json(self) -> dict[str, Any]:
         keys = ("model", "data", "task", "estimator", "target", "classes", "rows", "notes")
         plots = [path.name for path in self.files if path.suffix == ".png"]
         return {**{key: getattr(self, key) for key in keys}, **asdict(self.metrics), "plots": plots}
+
+
+class _Heard(logging.Handler):
+    """What the encoder warned of (values the model never saw), kept for eval.json as well as said on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 def evaluate_table(
@@ -68,15 +81,21 @@ def evaluate_table(
     table = read_features(data, settings.names, target=column)
     if table.target is None or table.rows == 0:
         raise ForkliftError(f"{data}: no rows to measure the model on")
-    answer = tabular.answer(encode_table(settings, table))
+    heard = _Heard()
+    encoder_log.addHandler(heard)
+    try:
+        encoded = encode_table(settings, table)
+    finally:
+        encoder_log.removeHandler(heard)
+    answer = tabular.answer(encoded)
     classes = model.labels
-    notes: list[str] = []
+    notes: list[str] = heard.messages
     metrics: TableClassifierMetrics | RegressorScores
     if settings.classification:
         assert answer.scores is not None  # a classifier's graph gives class scores
         truth = _class_indices(table.target, settings.classes, where=table.source)
         metrics = classifier_metrics(truth, answer.scores, classes=classes, probabilities=settings.probabilities)
-        notes = [
+        notes += [
             f"class {name!r} has no row in the table: it has no curve, and there is no AUC over all classes"
             for k, name in enumerate(classes)
             if not np.any(truth == k)
