@@ -96,6 +96,7 @@ def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> Non
         ),
         (["serve", "MODEL", "--url-allow-host", "h:99999"], "'h:99999': the port is not a number from 1 to 65535"),
         (["serve", "MODEL", "--port", "5001", "--url-allow-host", "127.0.0.1:5001"], "the server's own port"),
+        (["serve", "MODEL=a", "MODEL=a"], "two served models have the same name (a, a); name them with DIR=NAME"),
         (["train", "--epochs", "0", "--data", "EMPTY", "OUT"], "forklift train: error: argument --epochs: 0 is"),
         (["train", "--data", "ZIP", "OUT"], "a zip, not a data set folder: unpack"),
         (
@@ -111,11 +112,12 @@ def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[st
     with zipfile.ZipFile(tmp_path / "export.zip", "w") as archive:
         archive.writestr("dataset.json", "{}")
     stand_ins = {"MODEL": str(tiny), "EMPTY": str(tmp_path / "empty"), "ZIP": str(tmp_path / "export.zip"),
-                 "COCO": str(tmp_path / "coco"), "OUT": str(tmp_path / "out")}  # fmt: skip
+                 "COCO": str(tmp_path / "coco"), "OUT": str(tmp_path / "out"), "MODEL=a": f"{tiny}=a"}  # fmt: skip
     result = forklift(*[stand_ins.get(a, a) for a in args], check=False)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # one line, no usage block before it
+    assert "listening" not in result.stdout  # refused before anything starts
 
 
 def test_wrong_runtime_for_caffe_is_clear(tmp_path: Path) -> None:

@@ -41,11 +41,15 @@ def parse_model_argument(text: str) -> tuple[str, str]:
     return directory, name or model.name
 
 
-def build_state(models: list[ServedModel], options: ServeOptions) -> ServeState:
-    metrics = Metrics()
-    names = [m.name for m in models]
+def check_names(names: list[str]) -> None:
+    """Each served model answers under its own name: two alike are refused (before anything starts)."""
     if len(set(names)) != len(names):
         raise ForkliftError(f"two served models have the same name ({', '.join(names)}); name them with DIR=NAME")
+
+
+def build_state(models: list[ServedModel], options: ServeOptions) -> ServeState:
+    metrics = Metrics()
+    check_names([m.name for m in models])
     pools = {}
     for model in models:
         specs = [

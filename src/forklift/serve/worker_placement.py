@@ -10,7 +10,7 @@ from pathlib import Path
 
 from forklift.errors import ForkliftError
 from forklift.serve.recommendation import Recommendation, load_recommendation
-from forklift.serve.server import ServedModel, parse_model_argument
+from forklift.serve.server import ServedModel, check_names, parse_model_argument
 from forklift.serve.worker import WorkerPlace
 from forklift.system.placement import make_plan
 from forklift.system.topology import current
@@ -31,6 +31,7 @@ def served_models(
     With `gpus`, the workers of all models take those CUDA devices in turn (more workers than GPUs: several
     models on one GPU, as the ported demo ran two style models per GPU), on the torch engine."""
     parsed = [parse_model_argument(argument) for argument in arguments]
+    check_names([name for _, name in parsed])
     advice = None
     if instances is None and cpus_per_instance is None and threads is None and len(parsed) == 1:
         advice = load_recommendation(Path(parsed[0][0]))
