@@ -15,6 +15,7 @@ from helpers import forklift, forklift_here
 from sklearn.datasets import dump_svmlight_file
 from sklearn.metrics import log_loss, root_mean_squared_error
 
+from forklift.cli.ml import parse_params
 from forklift.model_files.model_dir import open_model_dir
 from forklift.model_files.tabular import FeatureKind
 from forklift.vocabulary import ModelFormat
@@ -57,7 +58,7 @@ def test_fit_writes_a_model_directory_whose_graph_predicts_as_the_estimator(
     assert settings["features"][2] == {"name": "job", "kind": FeatureKind.CATEGORY, "categories": [
         "clerk", "engineer", "farmer", "nurse"]}  # fmt: skip
     estimator = pickle.loads((out / "model.pkl").read_bytes())
-    assert estimator.get_params()["num_round"] == 30
+    assert estimator.get_params()["num_round"] == 30 and settings["parameters"] == {"num_round": 30, "max_depth": 3}
     frame = pd.read_parquet(test)
     jobs = ["clerk", "engineer", "farmer", "nurse"]
     encoded = np.column_stack([frame["age"], frame["hours"], *[(frame["job"] == job).astype(float) for job in jobs]])
@@ -127,6 +128,14 @@ def test_a_bad_file_names_its_row_and_column(tmp_path: Path) -> None:
     (tmp_path / "ragged.csv").write_text("a,b,y\n1,2,0\n3,4,5,6\n")
     result = forklift_here("ml", "fit", "--data", tmp_path / "ragged.csv", tmp_path / "out2", check=False)
     assert result.returncode == 2 and "Expected 3 fields in line 3, saw 4" in result.stderr
+    (tmp_path / "semicolons.csv").write_text("a;b;y\n1;2;0\n3;4;1\n")
+    (tmp_path / "empty.csv").write_text("")
+    for name, message in (("semicolons.csv", "one column, named 'a;b;y': its values are separated by ';'"),
+                          ("empty.csv", "empty (not even a header line)")):  # fmt: skip
+        result = forklift_here("ml", "fit", "--data", tmp_path / name, tmp_path / "out3", check=False)
+        assert result.returncode == 2 and f"{name}: {message}" in result.stderr, result.stderr
+    result = forklift_here("ml", "fit", "--data", tmp_path / "typo.csv", tmp_path / "empty.csv", check=False)
+    assert result.returncode == 2 and "empty.csv: exists and is a file; give a new OUT_DIR" in result.stderr
 
 
 def test_a_forest_on_separable_rows_gives_probabilities_within_zero_and_one(tmp_path: Path) -> None:
@@ -214,3 +223,9 @@ def test_a_category_column_empty_in_every_row_is_missing_not_unknown(tables: tup
     estimator = pickle.loads((out / "model.pkl").read_bytes())
     missing = np.array([[41.0, 52.5, np.nan, np.nan, np.nan, np.nan]])  # the job's four one-hot columns missing
     np.testing.assert_allclose(alone[0]["score_>50K"], estimator.predict_proba(missing)[0, 1], atol=1e-5)
+
+
+def test_param_values_are_read_as_yaml_and_none_is_null() -> None:
+    assert parse_params(["max_depth=None", "base_score=null", "num_round=3", "lr=0.1", "objective=mse", "x="]) == {
+        "max_depth": None, "base_score": None, "num_round": 3, "lr": 0.1, "objective": "mse", "x": None,
+    }  # fmt: skip

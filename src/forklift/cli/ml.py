@@ -89,14 +89,15 @@ def add_predict(actions: Any) -> None:
 
 
 def parse_params(texts: list[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs; a value is read as YAML reads it (numbers, true/false, null, lists), else text."""
+    """``NAME=VALUE`` pairs; a value is read as YAML reads it (numbers, true/false, null, lists), else text; Python's
+    ``None`` (what the estimators' messages and docs say) is null too."""
     params = {}
     for text in texts:
         name, equals, value = text.partition("=")
         if not equals or not name.strip():
             raise ForkliftError(f"--param {text!r}: expected NAME=VALUE")
         try:
-            params[name.strip()] = yaml.safe_load(value) if value.strip() else None
+            params[name.strip()] = yaml.safe_load(value) if value.strip() not in ("", "None") else None
         except yaml.YAMLError:
             params[name.strip()] = value
     return params
@@ -109,7 +110,8 @@ def run_fit(args: argparse.Namespace) -> int:
     from forklift.ml.tables import read_table
 
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        raise ForkliftError(f"{args.out}: exists and is not an empty folder; give a new OUT_DIR")
+        what = "a folder that is not empty" if args.out.is_dir() else "a file"
+        raise ForkliftError(f"{args.out}: exists and is {what}; give a new OUT_DIR")
     params = parse_params(args.param)
     stages = ("reading", "encoding", "fitting", "measuring", "writing")
     quiet = True if args.json else None  # None: off where stderr is no terminal (a log, a pipe)

@@ -172,6 +172,7 @@ def _prepared(
         probabilities=hasattr(estimator, "predict_proba"),
         missing_values=MODELS[model].trees,
         target=train.target_name,
+        parameters=dict(params),
     )
     return estimator, settings, y
 

@@ -86,9 +86,19 @@ def read_features(path: Path, names: tuple[str, ...], *, target: str | None = No
 def _read_frame(path: Path, suffix: str) -> pd.DataFrame:
     try:
         if suffix == ".csv":
-            return pd.read_csv(path, skipinitialspace=True)
+            frame = pd.read_csv(path, skipinitialspace=True)
+            header = str(frame.columns[0])
+            separator = next((s for s in (";", "\t", "|") if s in header), None)
+            if frame.shape[1] == 1 and separator:
+                raise ForkliftError(
+                    f"{path}: one column, named {header!r}: its values are separated by {separator!r}; "
+                    "forklift reads CSV separated by commas"
+                )
+            return frame
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
+    except pd.errors.EmptyDataError as exc:
+        raise ForkliftError(f"{path}: empty (not even a header line)") from exc
     except (ValueError, OSError, pd.errors.ParserError) as exc:  # the readers name the line or the part
         raise ForkliftError(f"{path}: {' '.join(str(exc).split())}") from exc
     known = ", ".join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)

@@ -63,6 +63,7 @@ class TabularSettings:
     missing_values: bool = False
     target: str = ""  # the column the model was fitted to predict
     metrics: dict[str, float] = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)  # the estimator's options given (--param), else defaults
 
     @property
     def classification(self) -> bool:
@@ -104,6 +105,7 @@ class TabularSettings:
             "missing_values": self.missing_values,
             "target": self.target,
             "metrics": self.metrics,
+            "parameters": self.parameters,
         }
 
     @classmethod
@@ -122,6 +124,7 @@ class TabularSettings:
                 missing_values=bool(data.get("missing_values", False)),
                 target=str(data.get("target", "")),
                 metrics={str(k): float(v) for k, v in data.get("metrics", {}).items()},
+                parameters=dict(data.get("parameters", {})),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ForkliftError(f"{where}: the {TABULAR_KEY!r} settings are malformed ({exc!r})") from exc
