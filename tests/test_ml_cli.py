@@ -12,8 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import forklift, forklift_here
+from sklearn.base import ClassifierMixin
+from sklearn.compose import ColumnTransformer
 from sklearn.datasets import dump_svmlight_file
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, root_mean_squared_error
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC
 
 from forklift.cli.ml import parse_params
 from forklift.model_files.model_dir import open_model_dir
@@ -71,6 +77,44 @@ def test_fit_writes_a_model_directory_whose_graph_predicts_as_the_estimator(
     assert [r["prediction"] for r in rows] == list(estimator.predict(encoded))
 
 
+@pytest.mark.parametrize(
+    ("model", "tol", "reference", "within"),
+    [
+        ("logistic", "1e-6", LogisticRegression(solver="liblinear", C=1.0, tol=1e-10, max_iter=10_000), 2e-3),
+        ("svm", "1e-5", LinearSVC(loss="hinge", C=1.0, tol=1e-10, max_iter=1_000_000), 2e-2),
+    ],
+    ids=["logistic", "svm"],
+)
+def test_a_linear_model_fits_standardised_numbers_and_reads_them_as_given(
+    model: str, tol: str, reference: ClassifierMixin, within: float, tmp_path: Path
+) -> None:
+    """Ages and salaries, units four orders of magnitude apart: the linear models fit an intercept on standardised
+    numbers (the SVM's dual reaches its tol instead of stopping at max_iter), and the model written reads the
+    numbers as given. Reference: liblinear (regularizer 1 is C = 1, its intercept penalised alike) after
+    scikit-learn's StandardScaler of the two number columns. (On the raw numbers the SVM's dual was still at 0.58
+    training accuracy after 100,000 epochs; standardised, it reaches tol 1e-5 in about 260, at liblinear's 0.71.)"""
+    rng = np.random.default_rng(3)
+    rows = 2000
+    age = rng.integers(18, 80, rows).astype(float)
+    salary = rng.lognormal(10.5, 0.6, rows)
+    job = rng.choice(["clerk", "engineer", "nurse"], rows)
+    score = 0.04 * (age - 45) + 1.5 * np.log(salary / 36_000) + np.where(job == "engineer", 1.0, 0.0)
+    label = np.where(rng.random(rows) < 1 / (1 + np.exp(-score)), "yes", "no")
+    pd.DataFrame({"age": age, "salary": salary, "job": job, "label": label}).to_csv(tmp_path / "t.csv", index=False)
+    out = tmp_path / model
+    result = forklift_here("ml", "fit", "--data", tmp_path / "t.csv", "--target", "label", "--model", model,
+                           "--param", f"tol={tol}", out)  # fmt: skip
+    assert "max_iter" not in result.stderr
+    assert json.loads((out / "forklift.json").read_text())["tabular"]["parameters"]["fit_intercept"] is True
+    estimator = pickle.loads((out / "model.pkl").read_bytes())
+    X = np.column_stack([age, salary, *[(job == name).astype(float) for name in ("clerk", "engineer", "nurse")]])
+    scaled = ColumnTransformer([("numbers", StandardScaler(), [0, 1])], remainder="passthrough")
+    expected = make_pipeline(scaled, reference).fit(X, label).decision_function(X)
+    np.testing.assert_allclose(estimator.decision_function(X), expected, atol=within)
+    rows_read = json.loads(forklift_here("ml", "predict", out, tmp_path / "t.csv", "--json").stdout)
+    assert [r["prediction"] for r in rows_read] == list(estimator.predict(X))
+
+
 def test_a_regression_on_a_libsvm_file(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     X = rng.normal(size=(800, 5))
@@ -81,7 +125,8 @@ def test_a_regression_on_a_libsvm_file(tmp_path: Path) -> None:
     settings = json.loads((out / "forklift.json").read_text())["tabular"]
     assert [f["name"] for f in settings["features"]] == [f"f{i}" for i in range(5)] and settings["classes"] == []
     estimator = pickle.loads((out / "model.pkl").read_bytes())
-    assert abs(settings["metrics"]["train_rmse"] - root_mean_squared_error(y, estimator.predict(X))) < 1e-9
+    rmse = root_mean_squared_error(y, estimator.predict(X))
+    assert abs(settings["metrics"]["train_rmse"] - rmse) < 1e-6  # the fit measured X read as float32
     assert settings["metrics"]["train_r2"] > 0.99
     rows = json.loads(forklift_here("ml", "predict", out, tmp_path / "train.svm", "--json").stdout)
     np.testing.assert_allclose([r["prediction"] for r in rows], estimator.predict(X), rtol=1e-5, atol=1e-4)
@@ -226,6 +271,8 @@ def test_a_category_column_empty_in_every_row_is_missing_not_unknown(tables: tup
 
 
 def test_param_values_are_read_as_yaml_and_none_is_null() -> None:
-    assert parse_params(["max_depth=None", "base_score=null", "num_round=3", "lr=0.1", "objective=mse", "x="]) == {
+    assert parse_params(["max_depth=None", "base_score=null", "num_round=3", "lr=0.1", "objective=mse", "x=",
+                         "tol=1e-6", "regularizer=2.5E+3", "name=e5"]) == {
         "max_depth": None, "base_score": None, "num_round": 3, "lr": 0.1, "objective": "mse", "x": None,
+        "tol": 1e-6, "regularizer": 2500.0, "name": "e5",
     }  # fmt: skip

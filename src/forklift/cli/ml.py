@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -19,6 +20,8 @@ from forklift.cli.common import add_json, positive, verb_parser
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
 from forklift.vocabulary import TabularTask, words
+
+EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # a number in e-notation
 
 MODEL_CHOICES = ("logistic", "svm", "ridge", "tree", "forest", "boosting")  # forklift.ml.model_directory.MODELS
 
@@ -90,16 +93,22 @@ def add_predict(actions: Any) -> None:
 
 def parse_params(texts: list[str]) -> dict[str, Any]:
     """``NAME=VALUE`` pairs; a value is read as YAML reads it (numbers, true/false, null, lists), else text; Python's
-    ``None`` (what the estimators' messages and docs say) is null too."""
-    params = {}
+    ``None`` (what the estimators' messages and docs say) is null too, and ``1e-6`` a number (YAML 1.1 wants
+    ``1.0e-6``)."""
+    params: dict[str, Any] = {}
     for text in texts:
         name, equals, value = text.partition("=")
         if not equals or not name.strip():
             raise ForkliftError(f"--param {text!r}: expected NAME=VALUE")
-        try:
-            params[name.strip()] = yaml.safe_load(value) if value.strip() not in ("", "None") else None
-        except yaml.YAMLError:
-            params[name.strip()] = value
+        if value.strip() in ("", "None"):
+            params[name.strip()] = None
+        elif EXPONENT.fullmatch(value.strip()):
+            params[name.strip()] = float(value)
+        else:
+            try:
+                params[name.strip()] = yaml.safe_load(value)
+            except yaml.YAMLError:
+                params[name.strip()] = value
     return params
 
 

@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator
 
 from forklift.errors import ForkliftError
 from forklift.ml.boosting import BoostingMachineClassifier, BoostingMachineRegressor, RoundHook
+from forklift.ml.column_scaling import ColumnScaling
 from forklift.ml.linear import LinearRegression, LogisticRegression, SupportVectorMachine
 from forklift.ml.metrics import ClassifierScores, RegressorScores, classifier_scores, regressor_scores
 from forklift.ml.tables import Table, encode_table, infer_features, plain
@@ -40,17 +41,20 @@ class ModelKind:
     regressor: type[BaseEstimator] | None
     trees: bool  # takes missing values
     rounds: bool = False  # fits round by round (``num_round``), showing the model so far to ``fit(on_rounds=...)``
+    linear: bool = False  # fits an intercept unless told not to, on standardised numbers (forklift.ml.column_scaling)
 
 
 MODELS = {
-    "logistic": ModelKind(LogisticRegression, None, trees=False),
-    "svm": ModelKind(SupportVectorMachine, None, trees=False),
-    "ridge": ModelKind(None, LinearRegression, trees=False),
+    "logistic": ModelKind(LogisticRegression, None, trees=False, linear=True),
+    "svm": ModelKind(SupportVectorMachine, None, trees=False, linear=True),
+    "ridge": ModelKind(None, LinearRegression, trees=False, linear=True),
     "tree": ModelKind(DecisionTreeClassifier, DecisionTreeRegressor, trees=True),
     "forest": ModelKind(RandomForestClassifier, RandomForestRegressor, trees=True),
     "boosting": ModelKind(BoostingMachineClassifier, BoostingMachineRegressor, trees=True, rounds=True),
 }
 CLASSES_FOR_GUESS = 20  # a target of whole numbers with at most this many values is read as classes
+# Where a table's model differs from snapml's defaults: a linear model of a table's columns wants an intercept.
+LINEAR_DEFAULTS: dict[str, Any] = {"fit_intercept": True}
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,13 @@ def fit_directory(
     if on_rounds is not None and measured is not None and MODELS[model].rounds:
         watch = _measuring(on_rounds, measured, settings)
     stage("fitting")
+    scaling = _scaling(estimator, X, settings) if MODELS[model].linear else None
     try:
-        estimator.fit(X, y) if watch is None else estimator.fit(X, y, on_rounds=watch)
+        if scaling is not None:
+            estimator.fit(scaling.apply(X), y)
+            scaling.fold(estimator)
+        else:
+            estimator.fit(X, y) if watch is None else estimator.fit(X, y, on_rounds=watch)
     except ValueError as exc:  # scikit-learn's and forklift.ml's checks of options and data: one line each
         message = str(exc).strip().splitlines()[0]
         named = message if message.startswith(settings.estimator) else f"{settings.estimator}: {message}"
@@ -164,6 +173,7 @@ def _prepared(
         raise ForkliftError(f"{train.source}: no target column")
     classification = is_classification(model, train, task)
     y = _target(train, classification=classification)
+    params = (LINEAR_DEFAULTS if MODELS[model].linear else {}) | params
     estimator = make_estimator(model, classification=classification, params=params, threads=threads)
     settings = TabularSettings(
         estimator=type(estimator).__name__,
@@ -175,6 +185,16 @@ def _prepared(
         parameters=dict(params),
     )
     return estimator, settings, y
+
+
+def _scaling(estimator: BaseEstimator, X: np.ndarray, settings: TabularSettings) -> ColumnScaling | None:
+    """How a linear model's number columns are standardised for its fit (centred where it fits an intercept to take
+    the centring back); None where the scaling could not be folded into its coefficients: rows normalised to unit
+    length or the RBF feature map."""
+    params = estimator.get_params()
+    if params["normalize"] or params["kernel"] != "linear":
+        return None
+    return ColumnScaling.of(X, settings.number_columns, center=bool(params["fit_intercept"]))
 
 
 def _measuring(
