@@ -54,12 +54,10 @@ chart: $(STAMP)
 demo: $(STAMP) $(WEBAPP_BUILT)
 	$(BIN)/forklift demo
 
-# Everything: lint, types, the documentation site, every test. What CI runs. The container image the image test
-# runs is built in the background from the start (tests/image_build.py): lint, types and the docs leave a core idle.
-test: $(STAMP) $(WEBAPP_BUILT)
-	$(BIN)/python tests/image_build.py
-	$(MAKE) --no-print-directory -j3 lint docs $(HELM)
-	FORKLIFT_IMAGE_BUILD=background $(BIN)/pytest -q --durations=25
+# Everything: lint, types, the documentation site, every test. What CI runs.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j3 lint docs $(WEBAPP_BUILT) $(HELM)
+	$(BIN)/pytest -q --durations=25
 
 # The container images' test alone (tests/test_container_images.py, also part of `make test`, where it runs last):
 # builds forklift-serve from Debian's packages and runs it (about 2 minutes).

@@ -2,31 +2,28 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from image_build import IMAGE_BUILD, STARTED, start_build, stop_build
+from image_build import IMAGE_BUILD, start_build
 from postgres import postgres_server
 
 from forklift.nets.fresh_weights import new_darknet_dir
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The image test's build starts now, in the background (tests/image_build.py), when that test will run and
-    `make test` has not started it already."""
-    if os.environ.get(STARTED) != "background" and any(
-        item.path.name == "test_container_images.py" for item in session.items
-    ):
+    """The image test's build starts now, in the background (tests/image_build.py), when that test will run."""
+    if any(item.path.name == "test_container_images.py" for item in session.items):
         session.config.stash[IMAGE_BUILD] = start_build()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     build = session.config.stash.get(IMAGE_BUILD, None)
-    if build is not None:  # the run may have stopped before the image test waited for it
-        stop_build(build)
+    if build is not None and build.poll() is None:  # the run stopped before the image test waited for it
+        build.terminate()
+        build.wait()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from core_parts import image_builders
 from helpers import Server, forklift, shared
-from image_build import IMAGE_BUILD, LOG, STARTED, build_status, start_build
+from image_build import IMAGE_BUILD, LOG, start_build
 
 from forklift import __version__
 from forklift.deployment.kubernetes import SERVE_IMAGE
@@ -37,12 +37,11 @@ def _podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def serve_image(request: pytest.FixtureRequest) -> str:
-    """The image the background build made (`make test`'s or the session's; started here when neither started it)."""
+    """The image the session's background build made (started again here when the session did not start it)."""
     image_builders()
-    started = os.environ.get(STARTED) == "background" or request.config.stash.get(IMAGE_BUILD, None) is not None
-    assert started or start_build() is not None
-    status = build_status(timeout=1200)
-    assert status == 0, f"deploy/images/build.sh serve failed ({status}): {LOG.read_text()[-3000:]}"
+    build = request.config.stash.get(IMAGE_BUILD, None) or start_build()
+    assert build is not None
+    assert build.wait(timeout=1200) == 0, LOG.read_text()[-3000:]
     return SERVE_IMAGE
 
 
