@@ -93,6 +93,34 @@ def test_a_forest_search_keeps_the_best_model_directory(tables: tuple[Path, Path
 
 
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
+def test_settings_drawn_again_take_the_first_trials_value_without_running(
+    tables: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Two depths and four trials: at least two trials draw settings a complete trial had; they take its value and
+    run nothing (no log, no folder), and the search still ends with its best model."""
+    train, val = tables
+    out = tmp_path / "tree"
+    result = forklift_here("tune", "--ml", "tree", "--data", train, "--test", val, "--trials", "4", "--sampler",
+                           "random", "--space", "max_depth=2,3", out)  # fmt: skip
+    trials = optuna.load_study(study_name="tree", storage=journal(out)).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    first: dict[int, optuna.trial.FrozenTrial] = {}
+    for trial in trials:
+        first.setdefault(trial.params["max_depth"], trial)
+    repeats = [t for t in trials if t.number != first[t.params["max_depth"]].number]
+    assert len(repeats) >= 2
+    for trial in repeats:
+        twin = first[trial.params["max_depth"]]
+        assert trial.user_attrs["same_as"] == twin.number and trial.value == twin.value
+        assert f"trial {trial.number:>3} {trial.value:.4f} (trial {twin.number}'s settings: not run again)" in (
+            result.stdout
+        )
+    ran = sorted(path.name for path in (out / "logs").iterdir())
+    assert ran == sorted(f"trial-{t.number:04d}.log" for t in first.values())
+    assert json.loads((out / "best" / "trial.json").read_text())["trial"] in {t.number for t in first.values()}
+
+
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_hopeless_boosting_trial_is_pruned_by_its_rounds(tables: tuple[Path, Path], tmp_path: Path) -> None:
     """40 rounds, reported every 2 (a twentieth of the most rounds), judged from round 20 once two trials are
     complete: a learning rate that cannot learn in 40 rounds trails the median there and is stopped."""

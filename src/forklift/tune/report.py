@@ -13,7 +13,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from forklift.tune.trial import StepUnit
+from forklift.tune.trial import SAME_AS, StepUnit
 
 SHOWN = 10  # rows of the printed table
 TARGET_NAMED = ("history.png", "parallel-coordinates.png", "importance.png")  # plots that take `target_name`
@@ -34,6 +34,8 @@ def describe_trial(trial: FrozenTrial, best: FrozenTrial | None, unit: StepUnit)
         lead = f"{trial.value:.4f}"
         if best is not None and best.number == trial.number:
             lead += " (best so far)"
+        if SAME_AS in trial.user_attrs:
+            lead += f" (trial {trial.user_attrs[SAME_AS]}'s settings: not run again)"
     elif trial.state == TrialState.PRUNED:
         lead = f"pruned after {unit} {trial.last_step}"
     else:

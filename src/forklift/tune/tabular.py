@@ -78,16 +78,19 @@ class TabularJob:
     def inputs(self) -> dict[str, str]:
         return {"data": str(self.data.resolve()), "test": str(self.test.resolve()), "model": self.model}
 
+    def draw(self, trial: optuna.Trial, dimensions: tuple[Dimension, ...]) -> dict[str, Any]:
+        return {d.name: d.draw(trial) for d in dimensions}
+
     def run(
         self,
         trial: optuna.Trial,
-        dimensions: tuple[Dimension, ...],
+        drawn: dict[str, Any],
         folder: Path,
         *,
         device: str,
         deadline: float | None,
     ) -> float:
-        params = {"random_state": self.seed} | {d.name: d.draw(trial) for d in dimensions}
+        params = {"random_state": self.seed} | drawn
         train, test = read_tables(self.data, self.test, self.target)
 
         def measured(rounds: int, metrics: dict[str, float]) -> None:

@@ -68,16 +68,19 @@ class TrainingJob:
         assert self.settings.data is not None  # the CLI requires --data
         return {"data": str(self.settings.data.resolve())}
 
+    def draw(self, trial: optuna.Trial, dimensions: tuple[Dimension, ...]) -> dict[str, Any]:
+        return draw_settings(dimensions, trial)
+
     def run(
         self,
         trial: optuna.Trial,
-        dimensions: tuple[Dimension, ...],
+        drawn: dict[str, Any],
         folder: Path,
         *,
         device: str,
         deadline: float | None,
     ) -> float:
-        settings = self.settings.with_options(**draw_settings(dimensions, trial))
+        settings = self.settings.with_options(**drawn)
         wanted = settings.epochs
 
         def validated(epoch: int, metrics: dict[str, float | None]) -> None:

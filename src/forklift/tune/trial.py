@@ -3,7 +3,8 @@
 (OUT/logs/trial-NNNN.log, so that parallel trials do not mix their lines).
 
 A job reports its metric after some of its steps (epochs, boosting rounds) so that the pruner can stop a hopeless
-trial; a pruned trial's folder is removed, a failed one records why.
+trial; a pruned trial's folder is removed, a failed one records why. A trial drawn with the settings of a complete
+one takes its value without running (each run of the same settings is the same run: the seed is the search's).
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ import shutil
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import optuna
 from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
 
 from forklift.errors import ForkliftError
 from forklift.tune.space import Dimension
 from forklift.tune.storage import mark_owner
+
+SAME_AS = "same_as"  # a trial's user attribute: the complete trial whose settings (and so value) it had
 
 
 class StepUnit(StrEnum):
@@ -56,17 +60,21 @@ class Job(Protocol):
         """What the study must keep measuring on: resuming it on other data is refused."""
         ...
 
+    def draw(self, trial: optuna.Trial, dimensions: tuple[Dimension, ...]) -> dict[str, Any]:
+        """The trial's settings, drawn from the space."""
+        ...
+
     def run(
         self,
         trial: optuna.Trial,
-        dimensions: tuple[Dimension, ...],
+        drawn: dict[str, Any],
         folder: Path,
         *,
         device: str,
         deadline: float | None,
     ) -> float:
-        """Draw the trial's settings, write its model directory in `folder` on `device` (reporting the metric
-        through `report`), and return its metric; after `deadline` (time.time()) a running trial ends pruned."""
+        """Write the model directory of the `drawn` settings in `folder` on `device` (reporting the metric through
+        `report`), and return its metric; after `deadline` (time.time()) a running trial ends pruned."""
         ...
 
 
@@ -87,9 +95,15 @@ class Search:
 
 
 def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
-    """Run the job with the trial's settings; its metric."""
+    """Run the job with the trial's settings; its metric. Settings a complete trial had already (a sampler may draw
+    them again on a small space, or in a resumed search) are not run again: the trial takes that trial's value."""
     mark_owner(trial)
     trial.set_user_attr("cpus", sorted(os.sched_getaffinity(0)))
+    drawn = search.job.draw(trial, search.dimensions)
+    twin = same_settings(trial)
+    if twin is not None and twin.value is not None:
+        trial.set_user_attr(SAME_AS, twin.number)
+        return twin.value
     folder, log = search.folder(trial.number), search.log(trial.number)
     trial.set_user_attr("folder", str(folder))
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -99,13 +113,19 @@ def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
             contextlib.redirect_stdout(handle),
             contextlib.redirect_stderr(handle),
         ):
-            return search.job.run(trial, search.dimensions, folder, device=device, deadline=search.deadline)
+            return search.job.run(trial, drawn, folder, device=device, deadline=search.deadline)
     except optuna.TrialPruned:
         shutil.rmtree(folder, ignore_errors=True)  # a pruned trial's model is of no use
         raise
     except ForkliftError as exc:
         trial.set_user_attr("error", str(exc))
         raise
+
+
+def same_settings(trial: optuna.Trial) -> FrozenTrial | None:
+    """The first complete trial of the study with the settings drawn for `trial`."""
+    complete = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    return next((t for t in complete if t.number != trial.number and t.params == trial.params), None)
 
 
 def report(trial: optuna.Trial, value: float, step: int, *, last: int) -> None:
