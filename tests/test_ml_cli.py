@@ -137,7 +137,8 @@ def test_predict_writes_a_csv(tables: tuple[Path, Path], tmp_path: Path) -> None
     train, test = tables
     out = tmp_path / "tree"
     forklift_here("ml", "fit", "--data", train, "--model", "tree", "--param", "max_depth=3", out)
-    forklift("ml", "predict", out, test, "--out", tmp_path / "p.csv")  # the installed command, in its own process
+    result = forklift("ml", "predict", out, test, "--out", tmp_path / "p.csv")  # the installed command
+    assert f"{test}: a column that is not a feature of the model, left out: 'income'" in result.stderr
     written = pd.read_csv(tmp_path / "p.csv")
     assert list(written.columns) == ["prediction", "score_<=50K", "score_>50K"] and len(written) == 500
 

@@ -138,7 +138,7 @@ def test_the_summary_a_person_reads_and_another_target_column(
     pd.read_csv(data).rename(columns={"label": "species"}).to_parquet(renamed)
     printed = forklift_here("eval", model, "--data", renamed, "--target", "species").stdout.splitlines()
     assert printed[0] == f"three (BoostingMachineClassifier, 3 classes) on {renamed}: 150 rows, target 'species'"
-    report = json.loads((model / "eval-renamed" / "eval.json").read_text())
+    report = json.loads((model / "eval-renamed.parquet" / "eval.json").read_text())
     assert report == {**evaluated(model, data, tmp_path / "eval"), "data": str(renamed), "target": "species"}
     assert printed[2].split() == ["accuracy", f"{report['accuracy']:.4f}"]
     assert printed[4].split() == ["auc", f"{report['auc']:.4f}"]

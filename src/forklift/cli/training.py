@@ -129,7 +129,7 @@ def run_table_eval(args: argparse.Namespace) -> int:
                 f"--{name} {getattr(args, name)}: an option of an image model's evaluation; a tabular model's "
                 "graph runs on ONNX Runtime in f32 and is measured at its highest score"
             )
-    out = args.out or args.model_dir / f"eval-{args.data.stem}"  # beside the model
+    out = args.out or args.model_dir / f"eval-{args.data.name}"  # beside the model; test.csv and test.parquet apart
     result = evaluate_table(args.model_dir, args.data, target=args.target, out=out)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

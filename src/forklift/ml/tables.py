@@ -9,6 +9,7 @@ absent entries are zeros, as libsvm reads them.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
 NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,13 @@ def read_features(path: Path, names: tuple[str, ...], *, target: str | None = No
         raise ForkliftError(f"{path}: no column {missing[0]!r}, a feature of the model")
     if target is not None and target not in frame.columns:
         raise ForkliftError(f"{path}: no target column {target!r} (columns: {', '.join(map(str, frame.columns))})")
+    left_out = [str(name) for name in frame.columns if name not in names and name != target]
+    if left_out:  # an id column, or the target: said, as a misspelt feature would need to be
+        shown = ", ".join(repr(name) for name in left_out[:5]) + (", ..." if len(left_out) > 5 else "")
+        what = (
+            "a column that is not a feature" if len(left_out) == 1 else f"{len(left_out)} columns that are not features"
+        )
+        log.warning("%s: %s of the model, left out: %s", path, what, shown)
     columns = {name: _column(path, name, frame[name]) for name in names}
     truth = None if target is None else frame[target].to_numpy()
     return Table(columns, truth, target or "", frame.shape[0], str(path))
