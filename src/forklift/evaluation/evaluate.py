@@ -30,6 +30,7 @@ from forklift.vision.results import Segment
 from forklift.vocabulary import Precision, Runtime, Task
 
 BATCH = 8  # images per predict call: batched inference without holding the whole split in memory
+EVAL_CONF, EVAL_IOU = 0.001, 0.6  # what mAP is measured on: every box over a floor, NMS at 0.6 (as YOLO evaluates)
 
 
 @dataclass
@@ -58,8 +59,8 @@ def evaluate(
     data: Path,
     *,
     split: str = "val",
-    conf: float = 0.001,
-    iou: float = 0.6,
+    conf: float = EVAL_CONF,
+    iou: float = EVAL_IOU,
     threshold: float = 0.25,
     runtime: Runtime | None = None,
     precision: Precision | None = None,
@@ -96,8 +97,8 @@ def measure(
     dataset: Dataset,
     images: list[ImageRecord],
     *,
-    conf: float = 0.001,
-    iou: float = 0.6,
+    conf: float = EVAL_CONF,
+    iou: float = EVAL_IOU,
     threshold: float = 0.25,
     runtime: Runtime | None = None,
     precision: Precision | None = None,
@@ -109,6 +110,14 @@ def measure(
         raise ForkliftError(
             f"{model.path}: a {predictor.task} model cannot be evaluated on {dataset.root}, a {dataset.task} set"
         )
+    return measure_with(predictor, dataset, images, threshold=threshold)
+
+
+def measure_with(
+    predictor: Predictor, dataset: Dataset, images: list[ImageRecord], *, threshold: float = 0.25
+) -> DetectionMetrics | ClassificationMetrics | SegmentationMetrics:
+    """:func:`measure` with a predictor loaded already (with `measure`'s conf and iou): for a caller that measures
+    one graph on many subsets of the images and would otherwise load (compile) it for each."""
     answers = _predict(predictor, dataset, images)
     if dataset.task == Task.DETECT:
         return detection_metrics(images, answers, dataset.classes, threshold)

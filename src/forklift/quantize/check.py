@@ -9,6 +9,7 @@ tries again before forklift refuses.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -20,12 +21,13 @@ from forklift.data.check import check_dataset, usable_images
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
 from forklift.evaluation import METRICS
-from forklift.evaluation.evaluate import check_labels, measure
+from forklift.evaluation.evaluate import EVAL_CONF, EVAL_IOU, check_labels, measure, measure_with
 from forklift.model_files.model_dir import ModelDirectory, open_model_dir
 from forklift.model_files.precision import INT8_DIR, PrecisionCheck, check_writable, record_checks
 from forklift.quantize.calibration import calibration_inputs
 from forklift.quantize.int8 import quantize_graph, save_graph
-from forklift.runtime.load import PRECISIONS
+from forklift.runtime.base import PredictOptions, Predictor
+from forklift.runtime.load import PRECISIONS, load_predictor
 from forklift.runtime.onnx_export import metadata, source_digest
 from forklift.runtime.onnx_graph import graph_path
 from forklift.vocabulary import ModelFormat, Precision, Runtime
@@ -122,11 +124,27 @@ def _graph_scorer(
     staged: ModelDirectory, dataset: Dataset, facts: dict[str, str], runtime: Runtime, metric: str
 ) -> Any:
     """The validation function NNCF's accuracy control calls with a candidate graph and val images: the graph
-    is written as the staged INT8 graph (with the first one's metadata) and measured as `forklift eval` would."""
+    is written as the staged INT8 graph (with the first one's metadata) and measured as `forklift eval` would.
+    NNCF ranks layers by calling it with one graph on one image at a time, so the graph is loaded once for as long
+    as the files written stay the same (73 loads of 0.17 s each in one refusal, where 2 graphs were measured)."""
+    loaded: dict[str, Predictor] = {}  # the last graph's predictor, by the digest of its files
 
     def score(graph: Any, images: Iterable[ImageRecord]) -> float:
-        save_graph(graph, staged.path, facts=facts)
-        measured = measure(staged, dataset, list(images), runtime=runtime, precision=Precision.INT8)
+        written = save_graph(graph, staged.path, facts=facts)
+        digest = _files_digest([written, written.with_suffix(".bin")])
+        if digest not in loaded:
+            loaded.clear()
+            loaded[digest] = load_predictor(staged, runtime, PredictOptions(conf=EVAL_CONF, iou=EVAL_IOU,
+                                                                            precision=Precision.INT8))  # fmt: skip
+        measured = measure_with(loaded[digest], dataset, list(images))
         return float(getattr(measured, metric) or 0.0)
 
     return score
+
+
+def _files_digest(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
