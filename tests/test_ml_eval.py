@@ -174,9 +174,11 @@ def test_a_class_without_rows_and_a_value_never_seen_are_noted(
     frame = pd.read_csv(data)
     frame = frame[frame["label"] != "cat"].reset_index(drop=True)
     frame.loc[[0, 4], "colour"] = "mauve"
+    frame["id"] = range(len(frame))
     frame.to_csv(tmp_path / "no-cat.csv", index=False)
     report = evaluated(model, tmp_path / "no-cat.csv", tmp_path / "eval")
     assert report["notes"] == [
+        f"{tmp_path / 'no-cat.csv'}: a column that is not a feature of the model, left out: 'id'",
         f"{tmp_path / 'no-cat.csv'}: feature 'colour': 2 rows hold values the model never saw ('mauve'): they set "
         "none of its columns",
         "class 'cat' has no row in the table: it has no curve, and there is no AUC over all classes",

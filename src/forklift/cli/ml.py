@@ -98,17 +98,18 @@ def parse_params(texts: list[str]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for text in texts:
         name, equals, value = text.partition("=")
-        if not equals or not name.strip():
+        key, bare = name.strip(), value.strip()
+        if not equals or not key:
             raise ForkliftError(f"--param {text!r}: expected NAME=VALUE")
-        if value.strip() in ("", "None"):
-            params[name.strip()] = None
-        elif EXPONENT.fullmatch(value.strip()):
-            params[name.strip()] = float(value)
+        if bare in ("", "None"):
+            params[key] = None
+        elif EXPONENT.fullmatch(bare):
+            params[key] = float(bare)
         else:
             try:
-                params[name.strip()] = yaml.safe_load(value)
+                params[key] = yaml.safe_load(value)
             except yaml.YAMLError:
-                params[name.strip()] = value
+                params[key] = value
     return params
 
 

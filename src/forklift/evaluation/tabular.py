@@ -22,7 +22,6 @@ from forklift.ml.metrics import RegressorScores, regressor_scores
 from forklift.ml.tables import SVMLIGHT_SUFFIXES, TABLE_SUFFIXES, encode_table, plain, read_features
 from forklift.model_files.model_dir import open_model_dir
 from forklift.model_files.tabular import Scalar
-from forklift.model_files.tabular import log as encoder_log
 from forklift.runtime.tabular import TabularModel
 from forklift.vocabulary import ModelFormat, Task
 
@@ -39,7 +38,7 @@ class TableEvalResult:
     rows: int
     metrics: TableClassifierMetrics | RegressorScores
     files: list[Path] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # values the model never saw, classes without a row in the table
+    notes: list[str] = field(default_factory=list)  # columns left out, values never seen, classes without a row
     task: Task = Task.TABULAR
 
     def to_json(self) -> dict[str, Any]:
@@ -49,7 +48,8 @@ class TableEvalResult:
 
 
 class _Heard(logging.Handler):
-    """What the encoder warned of (values the model never saw), kept for eval.json as well as said on stderr."""
+    """What reading and encoding the table warned of (columns left out, values the model never saw), kept for
+    eval.json as well as said on stderr."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -78,15 +78,16 @@ def evaluate_table(
     column = target or settings.target
     if not column:
         raise ForkliftError(f"{model_dir}: its forklift.json names no target column; --target names the table's")
-    table = read_features(data, settings.names, target=column)
-    if table.target is None or table.rows == 0:
-        raise ForkliftError(f"{data}: no rows to measure the model on")
     heard = _Heard()
-    encoder_log.addHandler(heard)
+    said = logging.getLogger("forklift")  # where the table's reader and the encoder warn
+    said.addHandler(heard)
     try:
+        table = read_features(data, settings.names, target=column)
+        if table.target is None or table.rows == 0:
+            raise ForkliftError(f"{data}: no rows to measure the model on")
         encoded = encode_table(settings, table)
     finally:
-        encoder_log.removeHandler(heard)
+        said.removeHandler(heard)
     answer = tabular.answer(encoded)
     classes = model.labels
     notes: list[str] = heard.messages
