@@ -83,13 +83,15 @@ def test_use_gpu_trains_on_cuda_to_the_cpu_optimum() -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_newton_on_the_threads_of_one_process_reaches_sklearns_optimum(threads: int) -> None:
+def test_newton_on_the_threads_of_one_process_reaches_sklearns_optimum_and_leaves_torchs_count(threads: int) -> None:
     X, y = make_sparse_clicks(n_samples=5000, n_features=300, n_fields=6, random_state=2)
     X = X.tocsr()
     X.data[::7] = 0.5  # not one-hot: the preconditioner's squares differ from X
     signs = np.where(y > 0, 1.0, -1.0)
     problem = LinearProblem(X=X, targets=signs, bounds=np.full(len(y), 0.5), loss=Loss.LOGISTIC, bias=1.0)
+    callers = torch.get_num_threads()
     solution = solve_on_host(problem, SolverSettings(dual=False, max_iter=100, tol=1e-12, n_jobs=threads))
+    assert torch.get_num_threads() == callers  # the fit's threads are its own: the rest of the program keeps its count
     reference = SkLogisticRegression(C=0.5, solver="liblinear", intercept_scaling=1.0, tol=1e-12, max_iter=10_000).fit(
         X, y
     )

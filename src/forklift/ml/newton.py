@@ -243,12 +243,14 @@ def solve_on_host(
     parts = [
         _HostPart(rows, index, problem.targets[a:b], problem.bounds[a:b]) for index, (a, b) in enumerate(rows.bounds)
     ]
+    caller_threads = torch.get_num_threads()  # a fit's thread count is its own, not the rest of the program's
     torch.set_num_threads(rows.threads)
     model = _Model(problem, parts, peers or Alone(), threads=rows.threads)
     try:
         with threadpool_limits(limits=1, user_api="blas"):  # the threads are the blocks': BLAS's own would fight them
             return _solve_lbfgs(problem, settings, model) if quasi else _solve(problem, settings, model)
     finally:
+        torch.set_num_threads(caller_threads)
         if model.pool is not None:  # one pool per fit: its threads end with it, not when it is collected
             model.pool.shutdown()
 
