@@ -34,6 +34,7 @@ from forklift.ml import (
     RandomForestRegressor,
     trees,
 )
+from forklift.ml.column_bundles import ColumnBundles
 
 
 def binned_classification(classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -268,6 +269,41 @@ def test_many_rows_are_binned_by_cuts_on_a_sample_that_keeps_each_columns_extrem
     label = (rare[:, 0] > 0).astype(int)
     stump = DecisionTreeClassifier(max_depth=1).fit(rare, label)
     assert stump.predict(rare[2345:2346])[0] == 1 and (stump.predict(rare) == label).all()
+
+
+def one_hot_table(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A number, a colour of 5 one-hot, a size of 3 one-hot, a lone 0/1 flag and another number (on a grid of 0.1,
+    so that histogram splits are exact); the label depends on each."""
+    rng = np.random.default_rng(seed)
+    numbers = np.round(rng.normal(size=(3000, 2)), 1)
+    colour, size, flag = rng.integers(0, 5, 3000), rng.integers(0, 3, 3000), rng.integers(0, 2, 3000)
+    X = np.hstack([numbers[:, :1], np.eye(5)[colour], np.eye(3)[size], flag[:, None], numbers[:, 1:]])
+    score = numbers[:, 0] + 1.5 * (colour == 2) - (colour == 4) - (size == 0) + 0.5 * flag + rng.normal(size=3000)
+    return X, (score > 0.3).astype(int)
+
+
+def test_a_one_hot_is_grown_on_as_one_category_and_read_back_as_splits_on_its_columns() -> None:
+    X, y = one_hot_table(0)
+    bundles = ColumnBundles.of(X)
+    assert bundles is not None
+    assert [g.tolist() for g in bundles.groups] == [[1, 2, 3, 4, 5], [6, 7, 8]]
+    assert bundles.plain.tolist() == [0, 9, 10]  # the lone flag is no one-hot
+    assert len(bundles.keeping_to(X[::2]).groups) == 2  # type: ignore[union-attr]  # other rows, the same one-hots
+    unseen = X.copy()
+    unseen[:5, 1:6] = 0.0  # rows of a colour the columns do not hold
+    assert [g.tolist() for g in bundles.keeping_to(unseen).groups] == [[6, 7, 8]]  # type: ignore[union-attr]
+    # exact trees: scikit-learn's on the columns, also for rows of no colour
+    ours = DecisionTreeClassifier(max_depth=5).fit(X, y)
+    theirs = sk_tree.DecisionTreeClassifier(max_depth=5, random_state=0).fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(unseen), theirs.predict_proba(unseen), atol=1e-6)
+    np.testing.assert_allclose(ours.feature_importances_, theirs.feature_importances_, atol=1e-2)
+    assert ours.ensemble_.n_features == X.shape[1]
+    # boosting: XGBoost's own boosting on the columns, with early stopping on rows of no colour
+    model = BoostingMachineClassifier(num_round=20, max_depth=4).fit(X, y, X_val=unseen[:500], y_val=y[:500])
+    start = np.log(np.bincount(y)[1:] / np.bincount(y)[:1])
+    reference = boosting_reference(X, y, start, {"objective": "binary:logistic", "max_depth": 4}, model.n_rounds_)
+    expected = reference.predict(xgboost.DMatrix(unseen, base_margin=np.full(len(X), start[0])))
+    np.testing.assert_allclose(model.predict_proba(unseen)[:, 1], expected, atol=1e-5)
 
 
 def test_missing_values_and_a_sparse_matrixs_absent_entries_are_the_same() -> None:

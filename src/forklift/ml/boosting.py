@@ -24,6 +24,7 @@ from sklearn.utils import check_random_state, compute_class_weight
 from sklearn.utils.validation import _check_sample_weight
 
 from forklift.ml.boosting_losses import BoostingLoss, LossKind
+from forklift.ml.column_bundles import ColumnBundles
 from forklift.ml.estimators import keep_parameters, real, whole
 from forklift.ml.ridge_rounds import RidgeRound, fit_ridge_round, fourier_term
 from forklift.ml.tree_ensemble import Link
@@ -153,13 +154,14 @@ class _Boosting(_TreeModel):
         if self.tree_select_probability < 1.0:
             self._boost_mixed(X, label, weight, validation, objective=objective, on_rounds=on_rounds)
             return
-        parameters = self._round_parameters() | objective.parameters | {"eval_metric": objective.metric}
-        train = self._matrix(X, label, weight)
+        bundles = self._round_bundles(X, validation)
+        parameters = self._round_parameters(bundles) | objective.parameters | {"eval_metric": objective.metric}
+        train = self._matrix(X, label, weight, bundles=bundles)
         train.set_base_margin(np.tile(objective.start, (X.shape[0], 1)).ravel())
         matrices = [train]
         if validation is not None:
             X_val, y_val, w_val = validation
-            val = self._matrix(X_val, y_val, w_val, reference=train)
+            val = self._matrix(X_val, y_val, w_val, bundles=bundles, reference=train)
             val.set_base_margin(np.tile(objective.start, (X_val.shape[0], 1)).ravel())
             matrices.append(val)
         booster = xgboost.Booster(parameters, matrices)
@@ -168,7 +170,7 @@ class _Boosting(_TreeModel):
             booster.set_param("max_depth", str(depth))
             booster.update(train, round_)
             if self._wants_report(on_rounds, round_):
-                self._keep(booster, objective)
+                self._keep(booster, objective, bundles)
                 on_rounds.call(round_ + 1, self)  # type: ignore[union-attr]  # _wants_report checked it
             if validation is None:
                 continue
@@ -176,7 +178,7 @@ class _Boosting(_TreeModel):
             self._say(round_, f"tree of depth {depth}", objective.metric, loss)
             if best.stops_after(round_, loss):
                 break
-        self._keep(booster if validation is None else booster[: best.round + 1], objective)
+        self._keep(booster if validation is None else booster[: best.round + 1], objective, bundles)
 
     def _boost_mixed(
         self,
@@ -202,15 +204,16 @@ class _Boosting(_TreeModel):
         shape = (
             {"objective": "multi:softprob", "num_class": outputs} if outputs > 1 else {"objective": "reg:squarederror"}
         )
-        train = self._matrix(X, None, weight)
-        booster = xgboost.Booster(self._round_parameters() | shape | {"base_score": 0.0}, [train])
+        if validation is not None and (sp.issparse(validation[0]) or np.isnan(validation[0]).any()):
+            raise ValueError(f"{name}: with ridge rounds, X_val must be dense without missing values too")
+        bundles = self._round_bundles(X, validation)
+        train = self._matrix(X, None, weight, bundles=bundles)
+        booster = xgboost.Booster(self._round_parameters(bundles) | shape | {"base_score": 0.0}, [train])
         rng = np.random.default_rng(self._seed())
         margin = np.tile(objective.start, (X.shape[0], 1))
         if validation is not None:
             X_val, y_val, w_val = validation
-            if sp.issparse(X_val) or np.isnan(X_val).any():
-                raise ValueError(f"{name}: with ridge rounds, X_val must be dense without missing values too")
-            val = xgboost.DMatrix(X_val, nthread=self._threads())
+            val = self._matrix(X_val, None, w_val, bundles=bundles, reference=train)
             val_margin = np.tile(objective.start, (X_val.shape[0], 1))
         trees, ridges, made = 0, [], []  # made: (trees, ridge rounds) after each round
         best = _BestRound(int(self.early_stopping_rounds), name)
@@ -237,7 +240,7 @@ class _Boosting(_TreeModel):
                 learner = "ridge round"
             made.append((trees, len(ridges)))
             if self._wants_report(on_rounds, round_):
-                self._keep(booster[:trees], objective, ridges)
+                self._keep(booster[:trees], objective, bundles, ridges)
                 on_rounds.call(round_ + 1, self)  # type: ignore[union-attr]  # _wants_report checked it
             if validation is None:
                 continue
@@ -248,7 +251,7 @@ class _Boosting(_TreeModel):
         if validation is not None:
             trees, kept = made[best.round]
             ridges = ridges[:kept]
-        self._keep(booster[:trees], objective, ridges)
+        self._keep(booster[:trees], objective, bundles, ridges)
 
     @staticmethod
     def _tree_margin(
@@ -257,14 +260,23 @@ class _Boosting(_TreeModel):
         """What the round's tree adds to each row's margin."""
         return booster.predict(matrix, output_margin=True, iteration_range=trees).reshape(shape)
 
-    def _round_parameters(self) -> dict[str, Any]:
+    def _round_bundles(self, X: Any, validation: tuple[Any, np.ndarray, np.ndarray] | None) -> ColumnBundles | None:
+        """The one-hots of ``X`` the rounds grow on as categories, those the validation rows keep to."""
+        bundles = self._bundles(X, sampled=self.colsample_bytree < 1.0)
+        return bundles if bundles is None or validation is None else bundles.keeping_to(validation[0])
+
+    def _round_parameters(self, bundles: ColumnBundles | None) -> dict[str, Any]:
         """XGBoost's parameters every round shares: the learning rate, the leaves' l2 and the sampling."""
-        return self._base_parameters(self._seed()) | {
-            "learning_rate": float(self.learning_rate),
-            "reg_lambda": float(self.lambda_l2),
-            "subsample": float(self.subsample),
-            "colsample_bytree": float(self.colsample_bytree),
-        }
+        return (
+            self._base_parameters(self._seed())
+            | (bundles.parameters if bundles else {})
+            | {
+                "learning_rate": float(self.learning_rate),
+                "reg_lambda": float(self.lambda_l2),
+                "subsample": float(self.subsample),
+                "colsample_bytree": float(self.colsample_bytree),
+            }
+        )
 
     def _wants_report(self, on_rounds: RoundHook[_Boosting] | None, round_: int) -> bool:
         return on_rounds is not None and (round_ + 1) % on_rounds.every == 0 and round_ + 1 < self.num_round
@@ -273,9 +285,16 @@ class _Boosting(_TreeModel):
         if self.verbose:
             print(f"round {round_}: {learner}, validation {metric} {loss:.6g}", flush=True)
 
-    def _keep(self, booster: xgboost.Booster, objective: _Objective, ridges: Sequence[RidgeRound] = ()) -> None:
-        """Predict with the booster's trees (and the ridge rounds) from here on."""
-        ensemble = read_booster(booster, two_classes=objective.two_classes, link=objective.link)
+    def _keep(
+        self,
+        booster: xgboost.Booster,
+        objective: _Objective,
+        bundles: ColumnBundles | None,
+        ridges: Sequence[RidgeRound] = (),
+    ) -> None:
+        """Predict with the booster's trees (grown on ``bundles``' features if any; and the ridge rounds) from here
+        on."""
+        ensemble = read_booster(booster, two_classes=objective.two_classes, link=objective.link, bundles=bundles)
         base, fourier = objective.start, None
         if ridges:
             fourier, intercept = fourier_term(ridges)

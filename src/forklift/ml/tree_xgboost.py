@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import xgboost
 
+from forklift.ml.column_bundles import ColumnBundles
 from forklift.ml.tree_ensemble import Comparison, Link, Tree, TreeEnsemble
 
 LINKS = {
@@ -35,10 +36,18 @@ LINKS = {
 }
 
 
-def read_booster(booster: xgboost.Booster, *, two_classes: bool = False, link: Link | None = None) -> TreeEnsemble:
+def read_booster(
+    booster: xgboost.Booster,
+    *,
+    two_classes: bool = False,
+    link: Link | None = None,
+    bundles: ColumnBundles | None = None,
+) -> TreeEnsemble:
     """The booster's trees, base margin and link (``link`` overrides the objective's, for forklift's own
-    objectives trained through XGBoost's squared error)."""
-    return ensemble_from_json(json.loads(booster.save_raw(raw_format="json")), two_classes=two_classes, link=link)
+    objectives trained through XGBoost's squared error), over the data's columns when it was grown on
+    ``bundles``' features."""
+    document = json.loads(booster.save_raw(raw_format="json"))
+    return ensemble_from_json(document, two_classes=two_classes, link=link, bundles=bundles)
 
 
 def read_model_file(path: Path) -> tuple[TreeEnsemble, str]:
@@ -58,7 +67,9 @@ def read_model_file(path: Path) -> tuple[TreeEnsemble, str]:
     return ensemble, objective
 
 
-def ensemble_from_json(document: dict[str, Any], *, two_classes: bool, link: Link | None = None) -> TreeEnsemble:
+def ensemble_from_json(
+    document: dict[str, Any], *, two_classes: bool, link: Link | None = None, bundles: ColumnBundles | None = None
+) -> TreeEnsemble:
     learner = document["learner"]
     booster = learner["gradient_booster"]
     if booster.get("name") not in ("gbtree", "dart"):
@@ -77,12 +88,12 @@ def ensemble_from_json(document: dict[str, Any], *, two_classes: bool, link: Lin
         base = np.log(base)
     weights = [float(w) for w in booster["weight_drop"]] if booster["name"] == "dart" else [1.0] * len(model["trees"])
     trees = tuple(
-        _tree(tree, group, n_outputs, weight)
+        _tree(tree, group, n_outputs, weight, bundles)
         for tree, group, weight in zip(model["trees"], model["tree_info"], weights, strict=True)
     )
     return TreeEnsemble(
         trees=trees,
-        n_features=int(parameters["num_feature"]),
+        n_features=int(parameters["num_feature"]) if bundles is None else bundles.width,
         base=base,
         link=link or LINKS[objective],
         comparison=Comparison.LESS,
@@ -90,13 +101,16 @@ def ensemble_from_json(document: dict[str, Any], *, two_classes: bool, link: Lin
     )
 
 
-def _tree(tree: dict[str, Any], group: int, n_outputs: int, weight: float) -> Tree:
-    if any(tree.get("split_type", [])):
-        raise ValueError("XGBoost model with categorical splits: forklift.ml reads numerical splits only")
+def _tree(tree: dict[str, Any], group: int, n_outputs: int, weight: float, bundles: ColumnBundles | None) -> Tree:
     left = np.asarray(tree["left_children"], dtype=np.int64)
     right = np.asarray(tree["right_children"], dtype=np.int64)
     leaf = left < 0
     conditions = np.asarray(tree["split_conditions"], dtype=np.float32)
+    features = np.asarray(tree["split_indices"], dtype=np.int64)
+    if bundles is not None:
+        features, conditions = _on_columns(tree, features, conditions, leaf, bundles)
+    elif any(tree.get("split_type", [])):
+        raise ValueError("XGBoost model with categorical splits: forklift.ml reads numerical splits only")
     width = int(tree["tree_param"].get("size_leaf_vector", "1") or 1)
     if width > 1:
         vectors = np.asarray(tree["leaf_weights"], dtype=np.float64).reshape(-1, width)
@@ -107,7 +121,7 @@ def _tree(tree: dict[str, Any], group: int, n_outputs: int, weight: float) -> Tr
         values = np.where(leaf, conditions, 0.0).astype(np.float64)[:, None]
         outputs = (int(group),)
     return Tree(
-        feature=np.where(leaf, -1, np.asarray(tree["split_indices"], dtype=np.int64)),
+        feature=np.where(leaf, -1, features),
         threshold=np.where(leaf, 0.0, conditions).astype(np.float32),
         left=np.where(leaf, -1, left),
         right=np.where(leaf, -1, right),
@@ -116,3 +130,23 @@ def _tree(tree: dict[str, Any], group: int, n_outputs: int, weight: float) -> Tr
         gain=np.where(leaf, 0.0, np.asarray(tree["loss_changes"], dtype=np.float64)),
         outputs=outputs,
     )
+
+
+def _on_columns(
+    tree: dict[str, Any], features: np.ndarray, conditions: np.ndarray, leaf: np.ndarray, bundles: ColumnBundles
+) -> tuple[np.ndarray, np.ndarray]:
+    """The splits of a tree grown on ``bundles``' features as splits on the data's columns: a number's split on its
+    column; a one-hot split (category ``k`` to the right, the rest to the left) as its column ``< 0.5`` to the
+    left."""
+    category = dict.fromkeys(np.flatnonzero(~leaf).tolist())
+    segments = zip(tree["categories_nodes"], tree["categories_segments"], tree["categories_sizes"], strict=True)
+    for node, start, size in segments:
+        if size != 1:
+            raise ValueError(f"XGBoost split on {size} categories at node {node}: forklift.ml reads one-hot ones only")
+        category[node] = int(tree["categories"][start])
+    columns, thresholds = features.copy(), conditions.copy()
+    for node, chosen in category.items():
+        columns[node] = bundles.column(int(features[node]), chosen)
+        if chosen is not None:
+            thresholds[node] = 0.5
+    return columns, thresholds

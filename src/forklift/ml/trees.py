@@ -12,6 +12,7 @@ then a :class:`~forklift.ml.tree_ensemble.TreeEnsemble` predicted through its ON
   no sampling with replacement.
 - SnapBoost draws each round's tree depth in ``[min_max_depth, max_max_depth]`` (``max_depth`` fixes it).
 - Missing values are NaN; a sparse matrix's absent entries are missing too (as XGBoost reads them).
+- A dense category one-hot is grown on as one categorical feature (:mod:`forklift.ml.column_bundles`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from forklift.ml.column_bundles import ColumnBundles
 from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count, whole
 from forklift.ml.tree_ensemble import TreeEnsemble
 from forklift.ml.tree_import import Task, read_model
@@ -93,14 +95,27 @@ class _TreeModel(BaseEstimator):
             return validate_data(self, X, **kwargs)
         return validate_data(self, X, y, y_numeric=not self._is_classifier, **kwargs)
 
-    def _matrix(self, X: Any, label: Any, weight: np.ndarray, *, reference: Any = None) -> xgboost.QuantileDMatrix:
-        """``X`` binned; the bins of a dense ``X`` of many rows are cut on a sample of them (:func:`_cut_rows`)."""
+    @staticmethod
+    def _bundles(X: Any, *, sampled: bool, vector_leaves: bool = False) -> ColumnBundles | None:
+        """The one-hots of a dense ``X`` to grow on as categories (:mod:`forklift.ml.column_bundles`); none when
+        features are sampled (a bundle would be drawn as one feature) or leaves hold vectors (XGBoost grows those
+        on numbers only)."""
+        return None if sp.issparse(X) or sampled or vector_leaves else ColumnBundles.of(X)
+
+    def _matrix(
+        self, X: Any, label: Any, weight: np.ndarray, *, bundles: ColumnBundles | None, reference: Any = None
+    ) -> xgboost.QuantileDMatrix:
+        """``X`` binned (as ``bundles``' features if any); the bins of a dense ``X`` of many rows are cut on a
+        sample of them (:func:`_cut_rows`)."""
         X = X.tocsr() if sp.issparse(X) else X
-        bins, threads = int(self.hist_nbins), self._threads()
+        options: dict[str, Any] = {"max_bin": int(self.hist_nbins), "nthread": self._threads()}
+        if bundles is not None:
+            X = bundles.apply(X)
+            options |= {"feature_types": bundles.feature_types, "enable_categorical": True}
         if reference is None and not sp.issparse(X) and len(X) > SKETCH_ROWS:
             rows, row_weights = _cut_rows(X, weight)
-            reference = xgboost.QuantileDMatrix(rows, weight=row_weights, max_bin=bins, nthread=threads)
-        return xgboost.QuantileDMatrix(X, label=label, weight=weight, max_bin=bins, nthread=threads, ref=reference)
+            reference = xgboost.QuantileDMatrix(rows, weight=row_weights, **options)
+        return xgboost.QuantileDMatrix(X, label=label, weight=weight, ref=reference, **options)
 
     def _predicted(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         check_is_fitted(self, "ensemble_")
@@ -256,8 +271,11 @@ class _Forest(_TreeModel):
         }
         if label.ndim == 2:
             parameters["multi_strategy"] = "multi_output_tree"
-        booster = xgboost.train(parameters, self._matrix(X, label, weight), num_boost_round=1)
-        self.ensemble_ = read_booster(booster, two_classes=two_classes)
+        bundles = self._bundles(X, sampled=parameters["colsample_bynode"] < 1.0, vector_leaves=label.ndim == 2)
+        if bundles is not None:
+            parameters |= bundles.parameters
+        booster = xgboost.train(parameters, self._matrix(X, label, weight, bundles=bundles), num_boost_round=1)
+        self.ensemble_ = read_booster(booster, two_classes=two_classes, bundles=bundles)
 
 
 class _ForestClassifier(_TreeClassifierMixin, _Forest):
