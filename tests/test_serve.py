@@ -201,6 +201,9 @@ def test_v2_with_tritonclient(server: Server, models) -> None:
     assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("tiny")
     metadata = client.get_model_metadata("tiny")
     assert metadata["inputs"][0] == {"name": "images", "datatype": "FP32", "shape": [-1, 3, 416, 416]}
+    described = httpx.get(f"{server.url}/predict/tiny").json()  # forklift's own description of the model
+    coco = shared("darknet/coco.names").read_text().splitlines()
+    assert described == {"name": "tiny", "task": "detect", "labels": coco, "input_size": [416, 416]}
     predictor = TorchPredictor(open_model_dir(models["tiny"]), PredictOptions())
     for binary, size in ((True, 3), (False, 1)):  # JSON tensors are ten times larger: one image
         batch = np.random.default_rng(size).random((size, 3, 416, 416), dtype=np.float32)

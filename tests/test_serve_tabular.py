@@ -178,6 +178,41 @@ def test_v2_with_tritonclient(server: Server, fitted) -> None:
     np.testing.assert_allclose(result[:, 0], _estimator(fitted["reg"]).predict(values), rtol=1e-5, atol=1e-4)
 
 
+def test_a_client_builds_the_v2_tensor_from_the_models_description(server: Server, fitted) -> None:
+    """The description (GET /predict/{model}) names the v2 tensor's columns in order: a client that knows only it
+    turns rows of features into the tensor, and v2 answers what JSON rows get."""
+    described = httpx.get(f"{server.url}/predict/clf").json()
+    categories = list(_settings(fitted["clf"]).features[2].categories)
+    assert sorted(categories) == sorted(COLOURS)
+    assert described["features"] == [
+        {"name": "a", "kind": "number"},
+        {"name": "b", "kind": "number"},
+        {"name": "colour", "kind": "category", "categories": categories},
+    ]
+    assert described["v2_columns"] == ["a", "b", *(f"colour={value}" for value in categories)]
+    assert described["task"] == "tabular" and described["classes"] == ["no", "yes"] and described["target"] == "label"
+    assert described["missing_values"] and described["estimator"] == "BoostingMachineClassifier"
+
+    def column(row: Row, name: str) -> float:
+        feature, is_value, value = name.partition("=")
+        if is_value:
+            return float(row[feature] == value)
+        return np.nan if row[feature] is None else row[feature]
+
+    rows = _rows(20, seed=11, missing=True)
+    matrix = np.array([[column(row, name) for name in described["v2_columns"]] for row in rows], dtype=np.float32)
+    tensor = triton.InferInput("X", list(matrix.shape), "FP32")
+    tensor.set_data_from_numpy(matrix, binary_data=True)
+    client = triton.InferenceServerClient(url=server.url.removeprefix("http://"))
+    result = client.infer("clf", [tensor]).as_numpy("probabilities")
+    np.testing.assert_allclose(
+        result, _predict(f"{server.url}/predict/clf", {"rows": rows})["probabilities"], atol=1e-6
+    )
+    regression = httpx.get(f"{server.url}/predict/reg").json()
+    assert regression["classes"] == [] and regression["v2_columns"] == list(_settings(fitted["reg"]).columns)
+    assert_error(httpx.get(f"{server.url}/predict/nope"), 404, "unknown model 'nope'")
+
+
 @pytest.mark.parametrize(
     ("name", "columns", "datatype", "message"),
     [

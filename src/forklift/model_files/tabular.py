@@ -79,6 +79,17 @@ class TabularSettings:
         return tuple(feature.name for feature in self.features)
 
     @cached_property
+    def columns(self) -> tuple[str, ...]:
+        """The graph's input columns in order: a number's name, then ``name=value`` for each known value of a
+        category (its one-hot columns)."""
+        return tuple(
+            chain.from_iterable(
+                (f"{f.name}={value}" for value in f.categories) if f.kind is FeatureKind.CATEGORY else (f.name,)
+                for f in self.features
+            )
+        )
+
+    @cached_property
     def offsets(self) -> tuple[int, ...]:
         """Each feature's first column in the graph's input."""
         return tuple(int(o) for o in np.cumsum([0, *(feature.width for feature in self.features)])[:-1])

@@ -104,7 +104,12 @@ def openapi(models: list[str]) -> Schema:
                 "a tabular model's predictions of JSON rows",
                 parameters=[model, conf],
                 body=_predict_body(),
-            )
+            ),
+            "get": _operation(
+                "forklift: what the model takes and answers (a tabular model's features and the columns of its v2 "
+                "tensor in order; an image model's task, labels and input size)",
+                parameters=[model],
+            ),
         },
         "/": {
             "post": _operation("forklift: /predict of the one model served", parameters=[conf], body=_predict_body())

@@ -1,7 +1,8 @@
 """forklift's own protocol: `POST /predict/{model}` (and `POST /` for a single model) -> the result JSON, or for
 an image-to-image model the answered image (JPEG, or PNG when `Accept` asks for it; `quality` sets JPEG's,
 `strength` and `keep_colour` how the answer is applied). A tabular model takes JSON rows instead of images
-(`{"rows": [...]}`, see `forklift.serve.rows`) and answers their predictions."""
+(`{"rows": [...]}`, see `forklift.serve.rows`) and answers their predictions. `GET /predict/{model}` describes
+what the model takes and answers."""
 
 from __future__ import annotations
 
@@ -51,6 +52,28 @@ async def predict(request: Request) -> Response:
             raise HttpError(400, body["error"])
         return JSONResponse(body, status_code=400)
     return JSONResponse(body)
+
+
+@endpoint("native")
+async def describe(request: Request) -> Response:
+    """What a model takes and answers, for a client to build its requests from: a tabular model's features and the
+    columns of its v2 tensor in order; an image model's task, labels and input size."""
+    state: ServeState = request.app.state.serve
+    pool = state.pool(request.path_params.get("model"))
+    served = pool.served
+    if served.tabular is None:
+        size = None if served.input_size is None else list(served.input_size)
+        return JSONResponse({"name": pool.name, "task": served.task, "labels": served.labels, "input_size": size})
+    settings = served.tabular
+    features = [
+        {"name": f.name, "kind": f.kind} | ({"categories": list(f.categories)} if f.categories else {})
+        for f in settings.features
+    ]
+    return JSONResponse({
+        "name": pool.name, "task": served.task, "estimator": settings.estimator, "target": settings.target,
+        "classes": list(settings.classes), "features": features, "missing_values": settings.missing_values,
+        "v2_columns": list(settings.columns),
+    })  # fmt: skip
 
 
 async def _answer_rows(request: Request, state: ServeState, pool: ModelPool, settings: TabularSettings) -> Response:
@@ -118,5 +141,6 @@ def parse_quality(text: str | None) -> int:
 
 ROUTES = [
     Route("/predict/{model}", predict, methods=["POST"]),
+    Route("/predict/{model}", describe, methods=["GET"]),
     Route("/", predict, methods=["POST"]),
 ]
