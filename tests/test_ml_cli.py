@@ -163,7 +163,7 @@ def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, argume
     assert message in line and "Traceback" not in result.stderr
 
 
-def test_a_bad_file_names_its_row_and_column(tmp_path: Path) -> None:
+def test_a_bad_file_names_its_row_and_column(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     frame = income_table(50, 4)
     frame["hours"] = frame["hours"].astype(object)
     frame.loc[7, "hours"] = "forty"
@@ -174,6 +174,11 @@ def test_a_bad_file_names_its_row_and_column(tmp_path: Path) -> None:
     (tmp_path / "ragged.csv").write_text("a,b,y\n1,2,0\n3,4,5,6\n")
     result = forklift_here("ml", "fit", "--data", tmp_path / "ragged.csv", tmp_path / "out2", check=False)
     assert result.returncode == 2 and "Expected 3 fields in line 3, saw 4" in result.stderr
+    income_table(50, 4).dropna().to_csv(tmp_path / "headless.csv", index=False, header=False)
+    result = forklift_here("ml", "fit", "--data", tmp_path / "headless.csv", tmp_path / "headless", check=False)
+    assert result.returncode == 0  # said, not refused: a table may name its columns by numbers
+    assert "headless.csv: 2 of its 4 column names are numbers" in caplog.text
+    assert "if the file has no header line, its first row was read as the names" in caplog.text
     (tmp_path / "semicolons.csv").write_text("a;b;y\n1;2;0\n3;4;1\n")
     (tmp_path / "empty.csv").write_text("")
     for name, message in (("semicolons.csv", "one column, named 'a;b;y': its values are separated by ';'"),

@@ -103,6 +103,7 @@ def _read_frame(path: Path, suffix: str) -> pd.DataFrame:
                     f"{path}: one column, named {header!r}: its values are separated by {separator!r}; "
                     "forklift reads CSV separated by commas"
                 )
+            _say_if_headless(path, [str(name) for name in frame.columns])
             return frame
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
@@ -112,6 +113,27 @@ def _read_frame(path: Path, suffix: str) -> pd.DataFrame:
         raise ForkliftError(f"{path}: {' '.join(str(exc).split())}") from exc
     known = ", ".join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)
     raise ForkliftError(f"{path}: not a table forklift reads (by its suffix: {known})")
+
+
+def _say_if_headless(path: Path, names: list[str]) -> None:
+    """Warn when half the column names or more are numbers: a file without a header line has its first row read as
+    names (not refused: a table may name its columns by years)."""
+    numbers = [name for name in names if _is_number(name)]
+    if len(numbers) * 2 >= len(names):
+        shown = ", ".join(repr(name) for name in numbers[:4]) + (", ..." if len(numbers) > 4 else "")
+        log.warning(
+            "%s: %d of its %d column names are numbers (%s): if the file has no header line, its first row was read "
+            "as the names; give it one",
+            path, len(numbers), len(names), shown,
+        )  # fmt: skip
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _column(path: Path, name: str, values: pd.Series) -> np.ndarray:
