@@ -33,14 +33,14 @@ class ColumnBundles:
         if rows == 0:
             return None
         candidates = np.flatnonzero((X[0] == 0) | (X[0] == 1))  # the first row rules out most number columns
-        values = X[:, candidates]
-        binary = ((values == 0) | (values == 1)).all(axis=0)
-        bits = np.asfortranarray(values[:, binary], dtype=np.int8)  # one column's rows side by side
+        values = np.take(X, candidates, axis=1)
+        binary = np.flatnonzero(((values == 0) | (values == 1)).all(axis=0))
+        bits = np.ascontiguousarray(values.astype(np.int8).T)  # a column's rows side by side
         groups: list[np.ndarray] = []
         run: list[int] = []
         ones = np.zeros(rows, dtype=np.int8)  # whether one of the run's columns is 1, row by row
-        for index, column in enumerate(candidates[binary].tolist()):
-            bit = bits[:, index]
+        for index, column in zip(binary.tolist(), candidates[binary].tolist(), strict=True):
+            bit = bits[index]
             if run and (column != run[-1] + 1 or (ones & bit).any()):
                 run, ones = [], np.zeros(rows, dtype=np.int8)
             run.append(column)
@@ -78,9 +78,9 @@ class ColumnBundles:
         """``X`` (whose rows keep to the groups) as XGBoost's features: each group's column holds the index of its
         1."""
         out = np.empty((X.shape[0], len(self.plain) + len(self.groups)), dtype=X.dtype)
-        out[:, : len(self.plain)] = X[:, self.plain]
-        for index, group in enumerate(self.groups):
-            out[:, len(self.plain) + index] = X[:, group] @ np.arange(len(group), dtype=X.dtype)
+        out[:, : len(self.plain)] = np.take(X, self.plain, axis=1)
+        for index, group in enumerate(self.groups):  # adjacent columns: a view
+            out[:, len(self.plain) + index] = X[:, group[0] : group[-1] + 1] @ np.arange(len(group), dtype=X.dtype)
         return out
 
     def column(self, feature: int, category: int | None) -> int:
