@@ -1,12 +1,12 @@
-"""Serving a forest: rows/s and latency through `forklift serve` (JSON rows on /predict) against ONNX Runtime on
-the same graph in this process, at batch 1 and 64 rows a request.
+"""Serving a forest: rows/s and latency through `forklift serve` (JSON rows on /predict, KServe v2 binary tensors)
+against ONNX Runtime on the same graph in this process, at batch 1 and 64 rows a request.
 
 A RandomForestClassifier (50 trees of depth 8) is fitted on the dense generated set and written as a tabular model
 directory. In process, `TabularModel.answer` runs the graph on encoded rows (the ceiling: no HTTP, no JSON). Through
-the server, ``--clients`` concurrent clients (httpx, one connection each) post JSON rows for ``--seconds`` per point
-(the bodies are encoded before the clock starts: the clients share the machine with the server, and their own JSON
-encoding is not the server's cost); the server encodes them, batches the callers' rows and answers JSON. Both use
-the same threads (``--threads``: one instance of that many threads for the server).
+the server, ``--clients`` concurrent clients (httpx, one connection each) post JSON rows, then v2 binary tensors, for
+``--seconds`` per point (the bodies are encoded before the clock starts: the clients share the machine with the
+server, and their own encoding is not the server's cost); the server reads them, batches the callers' rows and
+answers. Both use the same threads (``--threads``: one instance of that many threads for the server).
 
     .venv/bin/python bench/ml/serve_forest.py [--threads 2] [--clients 8] [--seconds 10]
 """
@@ -71,14 +71,36 @@ def in_process(directory: Path, X: np.ndarray, batch: int, seconds: float, threa
     return done / (time.perf_counter() - start), times
 
 
+def json_rows(X: np.ndarray, batch: int) -> list[tuple[bytes, dict[str, str]]]:
+    """forklift's own protocol: ``{"rows": [[...], ...]}``."""
+    return [
+        (json.dumps({"rows": X[k * batch :][:batch].tolist()}).encode(), {"content-type": "application/json"})
+        for k in range(BODIES)
+    ]
+
+
+def v2_binary(X: np.ndarray, batch: int) -> list[tuple[bytes, dict[str, str]]]:
+    """KServe v2 with the binary tensor extension (as tritonclient sends it): a JSON header, then the rows' float32
+    bytes; the probabilities asked for as binary too."""
+    bodies = []
+    for k in range(BODIES):
+        data = np.ascontiguousarray(X[k * batch :][:batch], dtype=np.float32).tobytes()
+        header = json.dumps({
+            "inputs": [{"name": "X", "shape": [batch, X.shape[1]], "datatype": "FP32",
+                        "parameters": {"binary_data_size": len(data)}}],
+            "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}],
+        }).encode()  # fmt: skip
+        length = {"Inference-Header-Content-Length": str(len(header)), "content-type": "application/octet-stream"}
+        bodies.append((header + data, length))
+    return bodies
+
+
 async def through_server(
-    url: str, X: np.ndarray, batch: int, seconds: float, clients: int
+    url: str, bodies: list[tuple[bytes, dict[str, str]]], batch: int, seconds: float, clients: int
 ) -> tuple[float, list[float]]:
     times: list[float] = []
     rows_done = 0
     deadline = time.perf_counter() + seconds
-
-    bodies = [json.dumps({"rows": X[k * batch :][:batch].tolist()}).encode() for k in range(BODIES)]
 
     async def client(index: int) -> None:
         nonlocal rows_done
@@ -86,8 +108,8 @@ async def through_server(
             request = index
             while time.perf_counter() < deadline:
                 began = time.perf_counter()
-                response = await http.post(url, content=bodies[request % BODIES],
-                                           headers={"content-type": "application/json"})  # fmt: skip
+                content, headers = bodies[request % BODIES]
+                response = await http.post(url, content=content, headers=headers)
                 response.raise_for_status()
                 times.append(time.perf_counter() - began)
                 rows_done += batch
@@ -115,16 +137,22 @@ def main() -> None:
             server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         try:
             wait_until_answering(f"http://127.0.0.1:{port}/healthz", server, log)
-            url = f"http://127.0.0.1:{port}/predict/forest"
+            base = f"http://127.0.0.1:{port}"
+            protocols = {
+                "JSON rows": (f"{base}/predict/forest", json_rows),
+                "v2 binary": (f"{base}/v2/models/forest/infer", v2_binary),
+            }
             for batch in BATCHES:
                 rate, times = in_process(directory, X, batch, args.seconds, args.threads)
                 print(f"batch {batch:>3} | ONNX Runtime in process: {rate:,.0f} rows/s, {percentiles(times)}")
-                served, served_times = asyncio.run(through_server(url, X, batch, args.seconds, args.clients))
-                print(
-                    f"batch {batch:>3} | forklift serve, {args.clients} clients: {served:,.0f} rows/s "
-                    f"({served / rate:.2f}x in process), {percentiles(served_times)} a request",
-                    flush=True,
-                )
+                for protocol, (url, encode) in protocols.items():
+                    bodies = encode(X, batch)
+                    served, served_times = asyncio.run(through_server(url, bodies, batch, args.seconds, args.clients))
+                    print(
+                        f"batch {batch:>3} | forklift serve, {protocol}, {args.clients} clients: {served:,.0f} rows/s "
+                        f"({served / rate:.2f}x in process), {percentiles(served_times)} a request",
+                        flush=True,
+                    )
         finally:
             server.terminate()
             server.wait(timeout=60)
