@@ -89,9 +89,13 @@ def test_newton_on_the_threads_of_one_process_reaches_sklearns_optimum_and_leave
     X.data[::7] = 0.5  # not one-hot: the preconditioner's squares differ from X
     signs = np.where(y > 0, 1.0, -1.0)
     problem = LinearProblem(X=X, targets=signs, bounds=np.full(len(y), 0.5), loss=Loss.LOGISTIC, bias=1.0)
-    callers = torch.get_num_threads()
-    solution = solve_on_host(problem, SolverSettings(dual=False, max_iter=100, tol=1e-12, n_jobs=threads))
-    assert torch.get_num_threads() == callers  # the fit's threads are its own: the rest of the program keeps its count
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)  # a count the fit does not use
+    try:
+        solution = solve_on_host(problem, SolverSettings(dual=False, max_iter=100, tol=1e-12, n_jobs=threads))
+        assert torch.get_num_threads() == threads + 1  # the fit's threads are its own: the program keeps its count
+    finally:
+        torch.set_num_threads(before)
     reference = SkLogisticRegression(C=0.5, solver="liblinear", intercept_scaling=1.0, tol=1e-12, max_iter=10_000).fit(
         X, y
     )

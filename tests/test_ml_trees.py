@@ -287,7 +287,7 @@ def test_a_one_hot_is_grown_on_as_one_category_and_read_back_as_splits_on_its_co
     bundles = ColumnBundles.of(X)
     assert bundles is not None
     assert [g.tolist() for g in bundles.groups] == [[1, 2, 3, 4, 5], [6, 7, 8]]
-    assert bundles.plain.tolist() == [0, 9, 10]  # the lone flag is no one-hot
+    assert bundles.feature_types == ["q", "c", "c", "q", "q"]  # in the columns' order; the lone flag is no one-hot
     assert len(bundles.keeping_to(X[::2]).groups) == 2  # type: ignore[union-attr]  # other rows, the same one-hots
     unseen = X.copy()
     unseen[:5, 1:6] = 0.0  # rows of a colour the columns do not hold
@@ -298,12 +298,36 @@ def test_a_one_hot_is_grown_on_as_one_category_and_read_back_as_splits_on_its_co
     np.testing.assert_allclose(ours.predict_proba(unseen), theirs.predict_proba(unseen), atol=1e-6)
     np.testing.assert_allclose(ours.feature_importances_, theirs.feature_importances_, atol=1e-2)
     assert ours.ensemble_.n_features == X.shape[1]
-    # boosting: XGBoost's own boosting on the columns, with early stopping on rows of no colour
+    # grown on categories: a missing colour (which the columns never had) goes as no colour at every split
+    missing = unseen[:5].copy()
+    missing[:, 1:6] = np.nan
+    np.testing.assert_array_equal(ours.predict_proba(missing), ours.predict_proba(unseen[:5]))
+    # boosting: XGBoost's own boosting on the columns, with early stopping on rows of no colour, then on rows that
+    # keep to both one-hots (sparse or dense)
     model = BoostingMachineClassifier(num_round=20, max_depth=4).fit(X, y, X_val=unseen[:500], y_val=y[:500])
     start = np.log(np.bincount(y)[1:] / np.bincount(y)[:1])
     reference = boosting_reference(X, y, start, {"objective": "binary:logistic", "max_depth": 4}, model.n_rounds_)
     expected = reference.predict(xgboost.DMatrix(unseen, base_margin=np.full(len(X), start[0])))
     np.testing.assert_allclose(model.predict_proba(unseen)[:, 1], expected, atol=1e-5)
+    for X_val in (X[:500], sp.csr_matrix(X[:500])):  # a sparse X_val's absent entries are missing: no bundles
+        stopped = BoostingMachineClassifier(num_round=20, max_depth=4).fit(X, y, X_val=X_val, y_val=y[:500])
+        reference = boosting_reference(X, y, start, {"objective": "binary:logistic", "max_depth": 4}, stopped.n_rounds_)
+        expected = reference.predict(xgboost.DMatrix(X, base_margin=np.full(len(X), start[0])))
+        np.testing.assert_allclose(stopped.predict_proba(X)[:, 1], expected, atol=1e-5)
+
+
+def test_a_tie_between_splits_goes_as_on_the_columns() -> None:
+    """Splits of equal gain on a number and on a category's column: XGBoost takes the lower feature, so the bundled
+    features keep the columns' order and the tree is XGBoost's own on the columns."""
+    rng = np.random.default_rng(3)
+    size, colour = rng.integers(0, 3, 400), rng.integers(0, 6, 400)
+    X = np.hstack([np.eye(3)[size], rng.normal(size=(400, 2)).round(1), np.eye(6)[colour]])
+    y = (X[:, 3] + (colour == 1) - (colour == 3) + 0.7 * (size == 0) + rng.normal(size=400) > 0).astype(int)
+    ours = DecisionTreeClassifier(max_depth=5, min_samples_leaf=7).fit(X, y)
+    parameters = {"objective": "reg:squarederror", "max_depth": 5, "min_child_weight": 7, "learning_rate": 1.0,
+                  "reg_lambda": 0.0, "base_score": 0.0, "tree_method": "hist", "max_bin": 256}  # fmt: skip
+    reference = xgboost.train(parameters, xgboost.DMatrix(X, label=y), num_boost_round=1)
+    np.testing.assert_allclose(ours.predict_proba(X)[:, 1], reference.predict(xgboost.DMatrix(X)), atol=1e-6)
 
 
 def test_missing_values_and_a_sparse_matrixs_absent_entries_are_the_same() -> None:

@@ -263,7 +263,9 @@ class _Boosting(_TreeModel):
     def _round_bundles(self, X: Any, validation: tuple[Any, np.ndarray, np.ndarray] | None) -> ColumnBundles | None:
         """The one-hots of ``X`` the rounds grow on as categories, those the validation rows keep to."""
         bundles = self._bundles(X, sampled=self.colsample_bytree < 1.0)
-        return bundles if bundles is None or validation is None else bundles.keeping_to(validation[0])
+        if bundles is None or validation is None:
+            return bundles
+        return None if sp.issparse(validation[0]) else bundles.keeping_to(validation[0])
 
     def _round_parameters(self, bundles: ColumnBundles | None) -> dict[str, Any]:
         """XGBoost's parameters every round shares: the learning rate, the leaves' l2 and the sampling."""

@@ -11,6 +11,7 @@ columns, and the model, its graph and its importances never see the bundles.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -19,12 +20,13 @@ MIN_COLUMNS = 2  # a one-hot of fewer columns is not a bundle worth making
 
 @dataclass(frozen=True, eq=False)
 class ColumnBundles:
-    """XGBoost's features: ``plain``'s columns as they are, then one categorical feature per group of ``groups``,
-    whose category ``i`` is the group's ``i``-th column being 1."""
+    """XGBoost's features, in the columns' order: a column as it is (a number), or in place of a group of
+    ``groups`` one categorical feature whose category ``i`` is the group's ``i``-th column being 1. (In the
+    columns' order, XGBoost breaks a tie between two splits of equal gain as it does on the columns: for the lower
+    column.)"""
 
     width: int  # the columns of the data
-    plain: np.ndarray  # int64: the columns passed as they are, in order
-    groups: tuple[np.ndarray, ...]  # int64 each: a one-hot's columns, in order
+    groups: tuple[np.ndarray, ...]  # int64 each: a one-hot's adjacent columns, in order
 
     @classmethod
     def of(cls, X: np.ndarray) -> ColumnBundles | None:
@@ -35,12 +37,11 @@ class ColumnBundles:
         candidates = np.flatnonzero((X[0] == 0) | (X[0] == 1))  # the first row rules out most number columns
         values = np.take(X, candidates, axis=1)
         binary = np.flatnonzero(((values == 0) | (values == 1)).all(axis=0))
-        bits = np.ascontiguousarray(values.astype(np.int8).T)  # a column's rows side by side
+        bits = np.ascontiguousarray(values[:, binary].astype(np.int8).T)  # a column's rows side by side
         groups: list[np.ndarray] = []
         run: list[int] = []
         ones = np.zeros(rows, dtype=np.int8)  # whether one of the run's columns is 1, row by row
-        for index, column in zip(binary.tolist(), candidates[binary].tolist(), strict=True):
-            bit = bits[index]
+        for bit, column in zip(bits, candidates[binary].tolist(), strict=True):
             if run and (column != run[-1] + 1 or (ones & bit).any()):
                 run, ones = [], np.zeros(rows, dtype=np.int8)
             run.append(column)
@@ -49,25 +50,30 @@ class ColumnBundles:
                 if len(run) >= MIN_COLUMNS:
                     groups.append(np.array(run, dtype=np.int64))
                 run, ones = [], np.zeros(rows, dtype=np.int8)
-        if not groups:
-            return None
-        bundled = np.concatenate(groups)
-        plain = np.setdiff1d(np.arange(width, dtype=np.int64), bundled)
-        return cls(width=width, plain=plain, groups=tuple(groups))
+        return cls(width=width, groups=tuple(groups)) if groups else None
 
     def keeping_to(self, X: np.ndarray) -> ColumnBundles | None:
         """These bundles less the groups that ``X`` (other rows: a validation set) does not keep to, or None when
         none is left."""
         kept = [g for g in self.groups if ((X[:, g] == 0) | (X[:, g] == 1)).all() and (X[:, g].sum(axis=1) == 1).all()]
-        if not kept:
-            return None
-        plain = np.setdiff1d(np.arange(self.width, dtype=np.int64), np.concatenate(kept))
-        return ColumnBundles(width=self.width, plain=plain, groups=tuple(kept))
+        return ColumnBundles(width=self.width, groups=tuple(kept)) if kept else None
+
+    @cached_property
+    def features(self) -> tuple[np.ndarray, ...]:
+        """Each XGBoost feature's columns: one (a number) or a group's (a category)."""
+        first = {int(group[0]): group for group in self.groups}
+        features: list[np.ndarray] = []
+        column = 0
+        while column < self.width:
+            group = first.get(column)
+            features.append(np.array([column], dtype=np.int64) if group is None else group)
+            column += 1 if group is None else len(group)
+        return tuple(features)
 
     @property
     def feature_types(self) -> list[str]:
         """XGBoost's type of each feature: ``q`` (a number) or ``c`` (a category)."""
-        return ["q"] * len(self.plain) + ["c"] * len(self.groups)
+        return ["c" if len(columns) > 1 else "q" for columns in self.features]
 
     @property
     def parameters(self) -> dict[str, int]:
@@ -75,16 +81,16 @@ class ColumnBundles:
         return {"max_cat_to_onehot": max(len(g) for g in self.groups) + 1}
 
     def apply(self, X: np.ndarray) -> np.ndarray:
-        """``X`` (whose rows keep to the groups) as XGBoost's features: each group's column holds the index of its
+        """``X`` (whose rows keep to the groups) as XGBoost's features: a group's feature holds the index of its
         1."""
-        out = np.empty((X.shape[0], len(self.plain) + len(self.groups)), dtype=X.dtype)
-        out[:, : len(self.plain)] = np.take(X, self.plain, axis=1)
-        for index, group in enumerate(self.groups):  # adjacent columns: a view
-            out[:, len(self.plain) + index] = X[:, group[0] : group[-1] + 1] @ np.arange(len(group), dtype=X.dtype)
+        out = np.empty((X.shape[0], len(self.features)), dtype=X.dtype)
+        numbers = [index for index, columns in enumerate(self.features) if len(columns) == 1]
+        out[:, numbers] = np.take(X, [int(self.features[index][0]) for index in numbers], axis=1)
+        for index, columns in enumerate(self.features):
+            if len(columns) > 1:  # adjacent columns: a view
+                out[:, index] = X[:, columns[0] : columns[-1] + 1] @ np.arange(len(columns), dtype=X.dtype)
         return out
 
     def column(self, feature: int, category: int | None) -> int:
         """The data's column that XGBoost's ``feature`` (and, for a categorical one, its ``category``) is."""
-        if category is None:
-            return int(self.plain[feature])
-        return int(self.groups[feature - len(self.plain)][category])
+        return int(self.features[feature][0 if category is None else category])

@@ -10,6 +10,7 @@ absent entries are zeros, as libsvm reads them.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
 NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
+NUMBER_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 log = logging.getLogger(__name__)
 
 
@@ -129,11 +131,8 @@ def _say_if_headless(path: Path, names: list[str]) -> None:
 
 
 def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    """Written as a number is in a data row (not 'nan' or 'inf', which may name a column)."""
+    return NUMBER_TEXT.fullmatch(text.strip()) is not None
 
 
 def _column(path: Path, name: str, values: pd.Series) -> np.ndarray:

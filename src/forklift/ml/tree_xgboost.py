@@ -136,8 +136,9 @@ def _on_columns(
     tree: dict[str, Any], features: np.ndarray, conditions: np.ndarray, leaf: np.ndarray, bundles: ColumnBundles
 ) -> tuple[np.ndarray, np.ndarray]:
     """The splits of a tree grown on ``bundles``' features as splits on the data's columns: a number's split on its
-    column; a one-hot split (category ``k`` to the right, the rest to the left) as its column ``< 0.5`` to the
-    left."""
+    column; a one-hot split (category ``k`` to the right, the rest to the left) as its column ``< 1`` to the left,
+    where XGBoost splits a 0/1 column. A missing category goes with the rest (XGBoost's default for a one-hot
+    split), as a row of no known category."""
     category = dict.fromkeys(np.flatnonzero(~leaf).tolist())
     segments = zip(tree["categories_nodes"], tree["categories_segments"], tree["categories_sizes"], strict=True)
     for node, start, size in segments:
@@ -148,5 +149,5 @@ def _on_columns(
     for node, chosen in category.items():
         columns[node] = bundles.column(int(features[node]), chosen)
         if chosen is not None:
-            thresholds[node] = 0.5
+            thresholds[node] = 1.0
     return columns, thresholds
