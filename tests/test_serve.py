@@ -437,6 +437,6 @@ def test_single_model_root_and_json_errors_are_json(models) -> None:
     try:
         response = httpx.post(f"{server.url}/", files={"files": ("dog.jpg", dog())}, timeout=60)
         assert response.status_code == 200 and json.loads(response.text)["status"] == "OK"
-        assert_error(httpx.get(f"{server.url}/predict/shapes"), 405, "Method Not Allowed")
+        assert_error(httpx.delete(f"{server.url}/predict/shapes"), 405, "Method Not Allowed")
     finally:
         assert server.stop() == 0
