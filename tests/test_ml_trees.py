@@ -32,6 +32,7 @@ from forklift.ml import (
     DecisionTreeRegressor,
     RandomForestClassifier,
     RandomForestRegressor,
+    column_bundles,
     trees,
 )
 from forklift.ml.column_bundles import ColumnBundles
@@ -282,11 +283,17 @@ def one_hot_table(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return X, (score > 0.3).astype(int)
 
 
-def test_a_one_hot_is_grown_on_as_one_category_and_read_back_as_splits_on_its_columns() -> None:
+def test_a_one_hot_is_grown_on_as_one_category_and_read_back_as_splits_on_its_columns(monkeypatch) -> None:
     X, y = one_hot_table(0)
     bundles = ColumnBundles.of(X)
     assert bundles is not None
     assert [g.tolist() for g in bundles.groups] == [[1, 2, 3, 4, 5], [6, 7, 8]]
+    monkeypatch.setattr(column_bundles, "CHUNK_ROWS", 7)  # the rows read in blocks find the same one-hots
+    assert [g.tolist() for g in ColumnBundles.of(X).groups] == [[1, 2, 3, 4, 5], [6, 7, 8]]  # type: ignore[union-attr]
+    X_broken = X.copy()
+    X_broken[2999, 1] = 0.5  # in the last block: the colour's columns are no one-hot
+    assert [g.tolist() for g in ColumnBundles.of(X_broken).groups] == [[6, 7, 8]]  # type: ignore[union-attr]
+    monkeypatch.undo()
     assert bundles.feature_types == ["q", "c", "c", "q", "q"]  # in the columns' order; the lone flag is no one-hot
     assert len(bundles.keeping_to(X[::2]).groups) == 2  # type: ignore[union-attr]  # other rows, the same one-hots
     unseen = X.copy()

@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 MIN_COLUMNS = 2  # a one-hot of fewer columns is not a bundle worth making
+CHUNK_ROWS = 65_536  # rows checked at a time: the copy made is of these rows' candidate columns
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,9 +36,13 @@ class ColumnBundles:
         if rows == 0:
             return None
         candidates = np.flatnonzero((X[0] == 0) | (X[0] == 1))  # the first row rules out most number columns
-        values = np.take(X, candidates, axis=1)
-        binary = np.flatnonzero(((values == 0) | (values == 1)).all(axis=0))
-        bits = np.ascontiguousarray(values[:, binary].astype(np.int8).T)  # a column's rows side by side
+        binary = np.ones(len(candidates), dtype=bool)
+        ones_at = np.empty((len(candidates), rows), dtype=bool)  # a candidate's rows side by side: is it 1 there
+        for start in range(0, rows, CHUNK_ROWS):  # a block of rows copied at a time, not the columns of all of X
+            values = np.take(X[start : start + CHUNK_ROWS], candidates, axis=1)
+            binary &= ((values == 0) | (values == 1)).all(axis=0)
+            ones_at[:, start : start + CHUNK_ROWS] = (values == 1).T
+        bits = ones_at[binary].view(np.int8)
         groups: list[np.ndarray] = []
         run: list[int] = []
         ones = np.zeros(rows, dtype=np.int8)  # whether one of the run's columns is 1, row by row
