@@ -4,7 +4,7 @@ feature, and the trees' splits read back onto the columns.
 Why: XGBoost builds a histogram of every column for every row. The adult census is 6 numbers and 8 categories
 one-hot in 102 columns; as 14 features, of which 8 categorical split one category against the rest (XGBoost's
 one-hot splits), the trees can split exactly where they could on the columns, for a fraction of the work. A split
-"category k, or not" is the split "column k at 0.5" on the columns, so the trees are read back as trees over the
+"category k, or not" is the split "column k at 1" on the columns, so the trees are read back as trees over the
 columns, and the model, its graph and its importances never see the bundles.
 """
 
@@ -60,7 +60,12 @@ class ColumnBundles:
     def keeping_to(self, X: np.ndarray) -> ColumnBundles | None:
         """These bundles less the groups that ``X`` (other rows: a validation set) does not keep to, or None when
         none is left."""
-        kept = [g for g in self.groups if ((X[:, g] == 0) | (X[:, g] == 1)).all() and (X[:, g].sum(axis=1) == 1).all()]
+
+        def kept_to(group: np.ndarray) -> bool:
+            block = X[:, group[0] : group[-1] + 1]  # adjacent columns: a view
+            return bool(((block == 0) | (block == 1)).all() and (block.sum(axis=1) == 1).all())
+
+        kept = [group for group in self.groups if kept_to(group)]
         return ColumnBundles(width=self.width, groups=tuple(kept)) if kept else None
 
     @cached_property

@@ -65,15 +65,9 @@ async def describe(request: Request) -> Response:
         size = None if served.input_size is None else list(served.input_size)
         return JSONResponse({"name": pool.name, "task": served.task, "labels": served.labels, "input_size": size})
     settings = served.tabular
-    features = [
-        {"name": f.name, "kind": f.kind} | ({"categories": list(f.categories)} if f.categories else {})
-        for f in settings.features
-    ]
-    return JSONResponse({
-        "name": pool.name, "task": served.task, "estimator": settings.estimator, "target": settings.target,
-        "classes": list(settings.classes), "features": features, "missing_values": settings.missing_values,
-        "v2_columns": list(settings.columns),
-    })  # fmt: skip
+    written = settings.to_json()  # as forklift.json holds them
+    described = {key: written[key] for key in ("estimator", "target", "classes", "features", "missing_values")}
+    return JSONResponse({"name": pool.name, "task": served.task, **described, "v2_columns": list(settings.columns)})
 
 
 async def _answer_rows(request: Request, state: ServeState, pool: ModelPool, settings: TabularSettings) -> Response:
