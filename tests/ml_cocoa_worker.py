@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch.distributed as dist
 
 from forklift.ml import LinearRegression, LogisticRegression, SupportVectorMachine, load_svmlight_part
 
@@ -28,18 +27,13 @@ def main() -> None:
     if sys.argv[5:] == ["dense"]:
         X = X.toarray()
     fitted = MODELS[model](tol=1e-9, n_jobs=threads, max_iter=5000, **options).fit(X, y)
-    rank = dist.get_rank()
+    rank = os.environ["RANK"]  # a program that never touches torch.distributed: forklift starts and ends the group
     np.save(out / f"coef-{rank}.npy", np.ravel(fitted.coef_))
     np.save(
         out / f"rows-{rank}.npy",
         np.array([X.shape[0], X.shape[1], fitted.n_iter_.max() if np.ndim(fitted.n_iter_) else 0]),
     )
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     main()
-    sys.stdout.flush()
-    # a rank once aborted at its exit ("terminate called without an active exception", in a fresh-clone CI run)
-    # after writing its results: the test checks the results, not the interpreter's teardown
-    os._exit(0)
