@@ -7,7 +7,8 @@ is solved by conjugate gradients (products with X and X' only), preconditioned b
 tens), then the step is line-searched on the true objective; the stopping test is the CPU primal's gradient
 bound. Each partition holds some rows; the products with ``X'`` are added across partitions and then across the
 ranks of a distributed job (one all-reduce of a vector of the features' length per product, as distributed
-Newton methods for logistic regression do), so every rank takes the same steps and ends with the same model.
+Newton methods for logistic regression do; a trial point's objective, gradient and diagonal travel in one), so every
+rank takes the same steps and ends with the same model.
 
 Partitions are devices (torch tensors: CUDA, or ``cpu`` in the tests) or the threads of one process (scipy and
 numpy products, which release the GIL, one thread per partition).
@@ -19,6 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Protocol, TypeAlias, TypeVar
 
 import numpy as np
@@ -163,6 +165,19 @@ def _row_bounds(n: int, parts: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
 
 
+@dataclass(frozen=True)
+class _Point:
+    """The model at some weights: margins (per partition), objective, gradient and, for a Newton step, the loss's
+    second derivatives (per partition) and the system's diagonal."""
+
+    z: list[torch.Tensor]
+    w: torch.Tensor
+    value: float
+    gradient: torch.Tensor
+    second: list[torch.Tensor]
+    diagonal: torch.Tensor | None
+
+
 class _Model:
     """The problem over the partitions and ranks: margins, objective, gradient and Hessian products."""
 
@@ -191,8 +206,8 @@ class _Model:
             return local
         return torch.from_numpy(self.peers.sum(local.cpu().numpy())).to(self.home)
 
-    def transpose_sum(self, values: list[torch.Tensor], *, squares: bool = False) -> torch.Tensor:
-        """``sum over partitions and ranks of [X_p' u_p, bias * sum(u_p)]`` (of the squares' if asked)."""
+    def _transpose(self, values: list[torch.Tensor], *, squares: bool = False) -> torch.Tensor:
+        """``sum over this rank's partitions of [X_p' u_p, bias * sum(u_p)]`` (of the squares' if asked)."""
 
         def one(p: _Partition, u: torch.Tensor) -> torch.Tensor:
             return p.squares_transpose_times(u) if squares else p.transpose_times(u)
@@ -202,20 +217,37 @@ class _Model:
         for u, product in zip(values, self.map(one, values), strict=True):
             out[:-1] += product.to(self.home)
             out[-1] += (bias * u.sum()).to(self.home)
-        return self._sum(out)
+        return out
 
-    def derivatives(self, z: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Each partition's weighted first and second derivatives of the loss."""
+    def transpose_sum(self, values: list[torch.Tensor]) -> torch.Tensor:
+        """``sum over partitions and ranks of [X_p' u_p, bias * sum(u_p)]``."""
+        return self._sum(self._transpose(values))
 
-        def one(p: _Partition, zp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def point(self, z: list[torch.Tensor], w: torch.Tensor, *, curvature: bool) -> _Point:
+        """The objective and its gradient at ``w`` (margins ``z``), with ``curvature`` also the loss's second
+        derivatives and the system's diagonal: one sum over the ranks for all of them (across processes each sum
+        is an all-reduce, whose latency is most of its cost)."""
+
+        def one(p: _Partition, zp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             first, second = _loss_derivatives(self.loss, zp, p.y)
-            return p.c * first, p.c * second
+            return p.c * first, p.c * second, (p.c @ _loss_values(self.loss, zp, p.y)).to(self.home)
 
-        return self.map(one, z)
-
-    def objective(self, z: list[torch.Tensor], w: torch.Tensor) -> float:
-        local = sum(self.map(lambda p, zp: float(p.c @ _loss_values(self.loss, zp, p.y)), z))
-        return float(self.peers.sum(np.array([local]))[0]) + 0.5 * float(w @ w)
+        terms = self.map(one, z)
+        second = [t[1] for t in terms]
+        pieces = [self._transpose([t[0] for t in terms])]
+        if curvature:
+            pieces.append(self._transpose(second, squares=True))
+        pieces.append(torch.stack([t[2] for t in terms]).sum().reshape(1))
+        total = self._sum(torch.cat(pieces))
+        n = self.width
+        return _Point(
+            z=z,
+            w=w,
+            value=float(total[-1]) + 0.5 * float(w @ w),
+            gradient=total[:n] + w,
+            second=second,
+            diagonal=total[n : 2 * n] + 1.0 if curvature else None,
+        )
 
 
 def solve_on_devices(problem: LinearProblem, settings: SolverSettings, *, devices: Sequence[torch.device]) -> Solution:
@@ -264,11 +296,10 @@ def _solve_lbfgs(problem: LinearProblem, settings: SolverSettings, model: _Model
 
     def objective_and_gradient(w: np.ndarray) -> tuple[float, np.ndarray]:
         weights = torch.from_numpy(w)
-        z = model.margins(weights)
-        value = model.objective(z, weights)
-        gradient = (model.transpose_sum([t[0] for t in model.derivatives(z)]) + weights).numpy()
-        last.update(value=value, gradient=gradient)
-        return value, gradient
+        here = model.point(model.margins(weights), weights, curvature=False)
+        gradient = here.gradient.numpy()
+        last.update(value=here.value, gradient=gradient)
+        return here.value, gradient
 
     def after_iteration(intermediate_result: scipy.optimize.OptimizeResult) -> None:  # scipy passes it by this name
         value = float(intermediate_result.fun)
@@ -303,42 +334,37 @@ def _check_smooth(problem: LinearProblem) -> None:
 def _solve(problem: LinearProblem, settings: SolverSettings, model: _Model) -> Solution:
     _check_smooth(problem)
     w = torch.zeros(model.width, dtype=torch.float64, device=model.home)
-    z = model.margins(w)
-    value = model.objective(z, w)
+    here = model.point(model.margins(w), w, curvature=True)
     start = time.perf_counter()
     history: list[Epoch] = []
     converged = False
     number = 0
     for number in range(1, settings.max_iter + 1):
-        terms = model.derivatives(z)
-        second = [t[1] for t in terms]
-        gradient = model.transpose_sum([t[0] for t in terms]) + w
-        if _small(gradient.cpu().numpy(), value, settings.tol):
+        if _small(here.gradient.cpu().numpy(), here.value, settings.tol):
             converged = True
             break
 
-        def hessian_times(v: torch.Tensor, second: list[torch.Tensor] = second) -> torch.Tensor:
+        def hessian_times(v: torch.Tensor, second: list[torch.Tensor] = here.second) -> torch.Tensor:
             return model.transpose_sum([s * xv for s, xv in zip(second, model.margins(v), strict=True)]) + v
 
-        diagonal = model.transpose_sum(second, squares=True) + 1.0
-        direction = _conjugate_gradients(hessian_times, -gradient, diagonal)
+        assert here.diagonal is not None  # a point with curvature
+        direction = _conjugate_gradients(hessian_times, -here.gradient, here.diagonal)
         dz = model.margins(direction)
         step = 1.0
-        for _ in range(40):
-            trial_z = [zp + step * d for zp, d in zip(z, dz, strict=True)]
-            trial_w = w + step * direction
-            trial = model.objective(trial_z, trial_w)
-            if trial <= value:
-                z, w, value = trial_z, trial_w, trial
+        for _ in range(40):  # the trial's gradient and curvature come in the same sum: the next step's, if it is taken
+            trial_z = [zp + step * d for zp, d in zip(here.z, dz, strict=True)]
+            trial = model.point(trial_z, here.w + step * direction, curvature=True)
+            if trial.value <= here.value:
+                here = trial
                 break
             step *= 0.5
-        history.append(Epoch(number, time.perf_counter() - start, value))
+        history.append(Epoch(number, time.perf_counter() - start, here.value))
         if settings.verbose:
-            print(f"newton step {number}: objective {value:.9g}", flush=True)
-    out = w.cpu().numpy()
+            print(f"newton step {number}: objective {here.value:.9g}", flush=True)
+    out = here.w.cpu().numpy()
     if not history or history[-1].epoch != number:
-        history.append(Epoch(number, time.perf_counter() - start, value))
-    return Solution(out[:-1].copy(), float(out[-1] * problem.bias), number, converged, value, history)
+        history.append(Epoch(number, time.perf_counter() - start, here.value))
+    return Solution(out[:-1].copy(), float(out[-1] * problem.bias), number, converged, here.value, history)
 
 
 def _conjugate_gradients(
