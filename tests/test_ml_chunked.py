@@ -99,6 +99,27 @@ def test_bad_sources_are_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="rows_per_chunk=0: a chunk holds at least one row"):
         write_chunks((X, y), tmp_path / "never", rows_per_chunk=0)
     assert not (tmp_path / "never").exists()
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(ValueError, match=r"taken: a file, not a folder to write the chunks in"):
+        write_chunks((X, y), tmp_path / "taken")
+    (tmp_path / "zero.svm").write_text("1 1:2\n0 0:1 2:1\n")
+    with pytest.raises(ValueError, match=r"zero\.svm:2: index 0 in a file read as 1-based"):
+        write_chunks(tmp_path / "zero.svm", tmp_path / "z", zero_based=False)
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "1e39"])  # 1e39: beyond float32, as the chunks store values
+def test_a_value_that_is_not_a_finite_number_is_named_by_its_row(tmp_path: Path, bad: str) -> None:
+    # the dual solver would turn one NaN into a model of NaN weights that predicts one class, with only a warning
+    (tmp_path / "rows.svm").write_text(f"1 1:0.5\n0 2:1\n1 1:1 2:{bad}\n")
+    with pytest.raises(ValueError, match=r"rows\.svm: data row 3 holds a value or label that is not a finite number"):
+        write_chunks(tmp_path / "rows.svm", tmp_path / "a", rows_per_chunk=2)  # row 3 is the second chunk's first
+    (tmp_path / "rows.csv").write_text(f"label,a\n1,0.5\n0,{bad}\n")
+    with pytest.raises(ValueError, match=r"rows\.csv: data row 2 holds"):
+        write_chunks(tmp_path / "rows.csv", tmp_path / "b")
+    X = np.ones((4, 2))
+    X[3, 1] = float(bad)
+    with pytest.raises(ValueError, match="the arrays: data row 4 holds"):
+        write_chunks((X, np.array([0, 1, 0, 1])), tmp_path / "c")
 
 
 def test_a_regression_target_keeps_no_list_of_labels(tmp_path: Path) -> None:
@@ -128,6 +149,9 @@ def test_what_is_not_a_chunked_set_is_named(tmp_path: Path) -> None:
         (tmp_path / "manifest.json").write_text(text)
         with pytest.raises(ValueError, match=message):
             ChunkedDataset.open(tmp_path)
+    for budget in (0, -1, "1GB", True):
+        with pytest.raises(ValueError, match=rf"memory_budget={budget!r}: expected bytes, a whole number >= 1"):
+            ChunkedDataset.open(tmp_path, memory_budget=budget)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow  # over 1 s: left out of make test-fast
@@ -209,7 +233,9 @@ def test_what_a_chunked_fit_cannot_do_is_refused(tmp_path: Path) -> None:
         LogisticRegression(penalty="l1").fit(dataset)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        LogisticRegression(max_iter=2).fit(dataset)
+        fitted = LogisticRegression(max_iter=2).fit(dataset)
+    with pytest.raises(ValueError, match="X is a chunked data set: predict on rows in memory"):
+        fitted.predict(dataset)
 
 
 def test_chunks_store_their_squared_row_norms_and_sets_of_the_first_format_still_fit(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import csv
 import dataclasses
 import gzip
 import json
+import numbers
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from forklift.atomic import write_text_atomically
-from forklift.ml.svmlight import load_svmlight_file
+from forklift.ml.svmlight import load_svmlight_file, malformed_line
 
 MANIFEST = "manifest.json"
 MAX_LABELS = 1000  # more distinct targets than this are a regression's: the manifest keeps no list of them
@@ -60,6 +61,8 @@ class ChunkedDataset:
     def open(cls, folder: str | os.PathLike[str], *, memory_budget: int = 1 << 30) -> ChunkedDataset:
         """The data set in ``folder``; a fit on it keeps at most ``memory_budget`` bytes of it in memory."""
         folder = Path(folder)
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, numbers.Integral) or memory_budget < 1:
+            raise ValueError(f"memory_budget={memory_budget!r}: expected bytes, a whole number >= 1 (1 << 30 is 1 GiB)")
         if folder.is_file():
             raise ValueError(f"{folder}: a file, not a chunked data set's folder (write one with write_chunks)")
         try:
@@ -224,6 +227,8 @@ def write_chunks(
             raise ValueError(f"y holds {kind} labels: a chunked set stores numbers (encode the classes as 0, 1, ...)")
     elif not Path(source).is_file():
         raise FileNotFoundError(f"{source}: no such file")
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder}: a file, not a folder to write the chunks in")
     folder.mkdir(parents=True, exist_ok=True)
     if isinstance(source, tuple):
         return _write(source, folder, rows_per_chunk, zero_based, n_features, dtype)
@@ -232,6 +237,22 @@ def write_chunks(
             return _write(plain, folder, rows_per_chunk, zero_based, n_features, dtype)
         except ValueError as error:  # say the file the user named, not its decompressed copy
             raise ValueError(str(error).replace(str(plain), str(source))) from error
+
+
+def _check_finite(
+    source: Path | tuple[Any, Any], X: sp.csr_matrix, data: np.ndarray, y: Any, *, first_row: int
+) -> None:
+    """Refuse a NaN or infinite value or label (or a value beyond the stored precision's range), naming its row: the
+    dual solver would make every weight NaN from it."""
+    bad = ~np.isfinite(np.asarray(y, dtype=np.float64))
+    bad[np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[~np.isfinite(data)]] = True
+    if bad.any():
+        where = "the arrays" if isinstance(source, tuple) else str(source)
+        limit = ", or beyond float32's range" if data.dtype == np.float32 else ""
+        raise ValueError(
+            f"{where}: data row {first_row + int(np.argmax(bad)) + 1} holds a value or label that is not a finite "
+            f"number (NaN or infinite{limit}): a chunked set holds finite numbers"
+        )
 
 
 def _length(values: Any) -> int:
@@ -250,10 +271,13 @@ def _write(
     labels: set[float] | None = set()
     smallest, widest = np.iinfo(np.int64).max, 0
     is_libsvm = not isinstance(source, tuple) and not _is_csv(source)
+    first_row = 0
     for index, (X, y) in enumerate(_row_blocks(source, rows_per_chunk)):
         name = f"chunk-{index:05d}"
         X.sort_indices()
         data = X.data.astype(dtype)
+        _check_finite(source, X, data, y, first_row=first_row)
+        first_row += X.shape[0]
         squares = sp.csr_matrix((data.astype(np.float64) ** 2, X.indices, X.indptr), shape=X.shape)
         arrays = {
             "data": data,
@@ -276,7 +300,8 @@ def _write(
             widest = max(widest, int(X.indices.max()) + 1)
     if is_libsvm and (zero_based is False or (zero_based == "auto" and smallest >= 1)):
         if smallest == 0:
-            raise ValueError(f"{source}: index 0 in a file read as 1-based (zero_based=False)")
+            located = malformed_line(source, zero_based=False) if isinstance(source, Path) else None  # (a libsvm file)
+            raise ValueError(located or f"{source}: index 0 in a file read as 1-based (zero_based=False)")
         for chunk in chunks:  # one more pass over what was written, not over the source
             path = folder / chunk.file / "indices.npy"
             np.save(path, np.load(path) - 1)
