@@ -44,6 +44,8 @@ def test_a_byte_range_reads_the_lines_that_start_in_it(tmp_path: Path) -> None:
     [
         ("1 1:1.5 4:2\n0 2:1 3:-1\n1 2:x\n", r"bad\.txt:3: not 'label index:value \.\.\.': '1 2:x'"),
         ("1 1:1.5 4:2\n0 3:1 2:-1\n", r"bad\.txt:2: indices not in increasing order"),
+        ("1 1:0.5\n1,2 1:0.5\n", r"bad\.txt:2: several labels \(1,2\): a line has one label"),  # multi-label
+        ("0 1:1\n0 3000000000:1\n", r"bad\.txt:2: index 3000000000 beyond 2147483646"),  # a hashed feature's
     ],
 )
 def test_a_malformed_line_is_named(tmp_path: Path, text: str, message: str) -> None:

@@ -1,8 +1,8 @@
 """libsvm/svmlight files: scikit-learn's compiled reader, with the line of a malformed entry named.
 
-Indices are 0- or 1-based: by default the file decides (an index 0 anywhere means 0-based), so a 0-based
-file never loses its first column or loads as no columns. ``offset``/``length`` read a byte range (lines that
-start in it), which is how each rank of a distributed fit reads its own part of one file.
+One label a line (not multi-label). Indices are 0- or 1-based: by default the file decides (an index 0 anywhere
+means 0-based), so a 0-based file never loses its first column or loads as no columns. ``offset``/``length`` read
+a byte range (lines that start in it), which is how each rank of a distributed fit reads its own part of one file.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file as _sklearn_load
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)"
-_LINE = re.compile(
-    rf"^\s*(?:{_NUMBER})(?:,(?:{_NUMBER}))*(?:\s+qid:\d+)?(?:\s+\d+:(?:{_NUMBER}))*\s*(?:#.*)?$", re.IGNORECASE
-)
+LARGEST_INDEX = int(np.iinfo(np.int32).max) - 1  # the reader's indices are C ints (a 1-based index less 1)
+_LINE = re.compile(rf"^\s*(?:{_NUMBER})(?:\s+qid:\d+)?(?:\s+\d+:(?:{_NUMBER}))*\s*(?:#.*)?$", re.IGNORECASE)
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -47,9 +46,13 @@ def malformed_line(path: str | os.PathLike[str], *, zero_based: bool | Literal["
         body = text.split("#", 1)[0].strip()
         if not body:
             continue
+        if "," in body.split()[0]:
+            return f"{path}:{number}: several labels ({body.split()[0]}): a line has one label: {text[:80]!r}"
         if not _LINE.match(body):
             return f"{path}:{number}: not 'label index:value ...': {text[:80]!r}"
         indices = [int(item.split(":", 1)[0]) for item in body.split()[1:] if not item.startswith("qid:")]
+        if indices and max(indices) > LARGEST_INDEX:
+            return f"{path}:{number}: index {max(indices)} beyond {LARGEST_INDEX}, the largest read: {text[:80]!r}"
         if zero_based is False and 0 in indices:
             return f"{path}:{number}: index 0 in a file read as 1-based (zero_based=False): {text[:80]!r}"
         if any(b <= a for a, b in itertools.pairwise(indices)):
@@ -84,7 +87,7 @@ def load_svmlight_file(
         X, y = _sklearn_load(
             str(path), n_features=n_features, dtype=dtype, zero_based=zero_based, offset=offset, length=length
         )
-    except ValueError as error:
+    except (ValueError, OverflowError) as error:  # an index beyond a C int overflows
         problem = malformed_line(path, zero_based=zero_based)
         raise ValueError(problem or f"{path}: {error}") from error
     return X, y
