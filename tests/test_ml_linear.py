@@ -19,7 +19,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import check_estimator
 
-from forklift.ml import LinearRegression, LogisticRegression, SupportVectorMachine, kernels
+from forklift.ml import LinearRegression, LogisticRegression, SupportVectorMachine, kernels, linear
 from forklift.ml.datasets import make_dense_classification, make_sparse_clicks
 from forklift.ml.layouts import as_rows
 from forklift.ml.losses import Loss
@@ -231,6 +231,20 @@ def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type:
         y = y[:-1]
     with pytest.raises(ValueError, match=message):
         make().fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: SupportVectorMachine(use_gpu=True), lambda: LogisticRegression(use_gpu=True, penalty="l1")]
+)
+def test_what_the_device_path_cannot_fit_is_named(make, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # as on a machine with a GPU: the device check passes, the fit reaches the device path and refuses first
+    monkeypatch.setattr(linear, "check_cuda", lambda *args, **kwargs: None)
+    model = make()
+    X = np.random.default_rng(0).normal(size=(30, 4))
+    with pytest.raises(
+        ValueError, match=rf"{type(model).__name__}: use_gpu=True fits smooth losses with an l2 penalty"
+    ):
+        model.fit(X, (X[:, 0] > 0).astype(int))
 
 
 def test_predicting_with_the_wrong_number_of_features_is_refused(dense) -> None:  # type: ignore[no-untyped-def]

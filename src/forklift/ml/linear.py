@@ -124,6 +124,11 @@ class _GeneralizedLinearModel(BaseEstimator):
         return X
 
     def _validated(self, X: Any, y: Any = None, *, fitting: bool, y_numeric: bool = False) -> Any:
+        if isinstance(X, ChunkedDataset):  # fit takes one; it reaches here from predict and the like
+            raise ValueError(
+                f"{type(self).__name__}: X is a chunked data set: predict on rows in memory (an array or a sparse "
+                "matrix), such as one chunk's: X, y = dataset.load(i)"
+            )
         if isinstance(X, (str, os.PathLike)):
             raise ValueError(
                 f"{type(self).__name__}: X is a path, {X}: give it as forklift.ml.chunked.ChunkedDataset.open(path) "
@@ -185,6 +190,11 @@ class _GeneralizedLinearModel(BaseEstimator):
             for t in targets
         ]
         if self.use_gpu:
+            if self._penalty() == "l1" or loss is Loss.HINGE:
+                raise ValueError(
+                    f"{type(self).__name__}: use_gpu=True fits smooth losses with an l2 penalty (truncated Newton on "
+                    "the device), not penalty='l1' or loss='hinge': fit those on the CPU"
+                )
             if peers is not None:
                 raise ValueError(f"{type(self).__name__}: use_gpu=True takes one process (give it device_ids instead)")
             devices = [torch.device("cuda", i) for i in device_ids(self.device_ids) or [0]]
