@@ -96,6 +96,10 @@ def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> Non
         ),
         (["serve", "MODEL", "--url-allow-host", "h:99999"], "'h:99999': the port is not a number from 1 to 65535"),
         (["serve", "MODEL", "--port", "5001", "--url-allow-host", "127.0.0.1:5001"], "the server's own port"),
+        (
+            ["run", "--port", "70000", "python", "x.py"],
+            "forklift run: error: argument --port: 70000 is not a port (1..65535)",
+        ),
         (["serve", "MODEL=a", "MODEL=a"], "two served models have the same name (a, a); name them with DIR=NAME"),
         (["train", "--epochs", "0", "--data", "EMPTY", "OUT"], "forklift train: error: argument --epochs: 0 is"),
         (["train", "--data", "ZIP", "OUT"], "a zip, not a data set folder: unpack"),

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forklift.cli.common import positive, verb_parser
+from forklift.cli.common import port, positive, verb_parser
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
 
@@ -33,7 +33,7 @@ def register(verbs: Any) -> None:
     )
     _where(app)
     app.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: no login)")
-    app.add_argument("--port", type=positive, default=8080, help="(default 8080)")
+    app.add_argument("--port", type=port, default=8080, help="(default 8080)")
     app.add_argument(
         "--login",
         action="store_true",

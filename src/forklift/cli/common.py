@@ -55,13 +55,21 @@ def threshold(text: str) -> float:
 
 
 def positive(text: str) -> int:
-    """A whole number of at least 1 (counts, ports, sizes)."""
+    """A whole number of at least 1 (counts, sizes)."""
     try:
         value = int(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number") from exc
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port: a whole number in 1..65535."""
+    value = positive(text)
+    if value > 65_535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (1..65535)")
     return value
 
 

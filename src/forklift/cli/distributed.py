@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forklift.cli.common import positive, verb_parser
+from forklift.cli.common import port, positive, verb_parser
 from forklift.deployment.kubernetes import RENDEZVOUS_PORT
 from forklift.deployment.scheduler import WRITERS
 from forklift.errors import ForkliftError
@@ -48,7 +48,7 @@ def register(verbs: Any) -> None:
     run.add_argument("--skip-checks", action="store_true", help="start without comparing the hosts")
     run.add_argument("--ssh-port", type=positive, metavar="P", help="ssh port of every host")
     run.add_argument("--ssh-config", type=Path, metavar="FILE", help="ssh client config file (ssh -F)")
-    run.add_argument("--port", type=positive, default=RENDEZVOUS_PORT,
+    run.add_argument("--port", type=port, default=RENDEZVOUS_PORT,
                      help=f"rendezvous port on the first host (default {RENDEZVOUS_PORT})")  # fmt: skip
     run.add_argument(
         "--max-restarts",

@@ -9,7 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forklift.cli.common import add_json, add_runtime, count_or_auto, optional, positive, positive_list, verb_parser
+from forklift.cli.common import (
+    add_json,
+    add_runtime,
+    count_or_auto,
+    optional,
+    port,
+    positive,
+    positive_list,
+    verb_parser,
+)
 from forklift.errors import ForkliftError
 from forklift.serve.config import UrlOrigin
 from forklift.vocabulary import Precision, Runtime
@@ -33,7 +42,7 @@ def add_serve(verbs: Any) -> None:
     )
     serve.add_argument("models", nargs="+", metavar="MODEL_DIR[=NAME]", help="model directories, each with a name")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    serve.add_argument("--port", type=positive, default=5000)
+    serve.add_argument("--port", type=port, default=5000)
     serve.add_argument(
         "--instances",
         type=count_or_auto,
@@ -387,7 +396,7 @@ def add_pod(verbs: Any) -> None:
     )
     pod.add_argument("model_dir", type=Path, metavar="MODEL_DIR|stop")
     pod.add_argument("-n", "--instances", type=positive, help="instances to start")
-    pod.add_argument("--port", type=positive, default=5000, help="NGINX's port; instances use the next ones")
+    pod.add_argument("--port", type=port, default=5000, help="NGINX's port; instances use the next ones")
     pod.add_argument("--cpus-per-instance", type=positive, help="CPUs of each instance (default: from the plan)")
     pod.set_defaults(handler=run_pod)
 

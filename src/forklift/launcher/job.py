@@ -82,7 +82,8 @@ def run_job(command: tuple[str, ...], options: LaunchOptions) -> int:
     if options.emit is not None:  # the rankfile: the one the hosts' facts shape
         print(layout.rankfile(slots), end="")
         return 0
-    print(f"forklift run: {len(slots)} ranks on {len(names)} hosts (checked in {time.perf_counter() - started:.1f} s)")
+    ranks, hosts = f"{len(slots)} rank{'s' * (len(slots) != 1)}", f"{len(names)} host{'s' * (len(names) != 1)}"
+    print(f"forklift run: {ranks} on {hosts} (checked in {time.perf_counter() - started:.1f} s)")
     print(layout.describe_layout(slots))
     lines = {name: commands.torchrun_args(job, places=layout.host_places(slots, name), local_addr=addresses[name],
                                           is_host=name == first) for name in names}  # fmt: skip
