@@ -44,3 +44,17 @@ def test_two_ranks_end_with_the_single_process_model(clicks: Path, tmp_path: Pat
     assert rows[0][0] + rows[1][0] == X.shape[0] and min(rows[0][0], rows[1][0]) > 0.4 * X.shape[0]
     assert rows[0][1] == rows[1][1] == X.shape[1] == 400
     np.testing.assert_allclose(rank0, np.ravel(alone.coef_), atol=2e-4 * np.abs(alone.coef_).max())
+
+
+def test_a_rank_whose_share_holds_no_line_is_named_on_every_rank(tmp_path: Path) -> None:
+    (tmp_path / "one.svm").write_text("1 1:2\n")  # rank 1's half of the bytes starts no line
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(WORKER)]
+    done = subprocess.run(
+        [*command, str(tmp_path / "one.svm"), str(tmp_path), "logistic", "1"],
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    message = "one.svm: rank 1's share of the file holds no line (1 in all for 2 ranks): give each rank some rows"
+    assert (done.stdout + done.stderr).count(message) >= 2  # both ranks refuse: neither waits for the other

@@ -105,9 +105,15 @@ def load_svmlight_part(
     )
     smallest = int(X.indices.min()) if X.nnz else unbounded
     widest = int(X.indices.max()) + 1 if X.nnz else 0
-    if peers is not None:
-        smallest = min(peers.gather(smallest))
-        widest = max(peers.gather(widest))
+    if peers is not None:  # one gather: every rank learns the same, and refuses the same way
+        parts = peers.gather((smallest, widest, X.shape[0]))
+        smallest, widest = min(p[0] for p in parts), max(p[1] for p in parts)
+        empty = [r for r, p in enumerate(parts) if p[2] == 0]
+        if empty:
+            raise ValueError(
+                f"{path}: rank {empty[0]}'s share of the file holds no line ({sum(p[2] for p in parts)} in all for "
+                f"{count} ranks): give each rank some rows"
+            )
     if zero_based is False and smallest == 0:
         raise ValueError(f"{path}: index 0 in a file read as 1-based (zero_based=False)")
     shift = 1 if zero_based is False or (zero_based == "auto" and smallest >= 1) else 0
