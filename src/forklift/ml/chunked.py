@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from forklift.atomic import write_text_atomically
-from forklift.ml.svmlight import load_svmlight_file, malformed_line
+from forklift.ml.svmlight import load_svmlight_file, one_based_refusal
 
 MANIFEST = "manifest.json"
 MAX_LABELS = 1000  # more distinct targets than this are a regression's: the manifest keeps no list of them
@@ -240,11 +240,11 @@ def write_chunks(
 
 
 def _check_finite(
-    source: Path | tuple[Any, Any], X: sp.csr_matrix, data: np.ndarray, y: Any, *, first_row: int
+    source: Path | tuple[Any, Any], X: sp.csr_matrix, data: np.ndarray, y: np.ndarray, *, first_row: int
 ) -> None:
     """Refuse a NaN or infinite value or label (or a value beyond the stored precision's range), naming its row: the
     dual solver would make every weight NaN from it."""
-    bad = ~np.isfinite(np.asarray(y, dtype=np.float64))
+    bad = ~np.isfinite(y)
     bad[np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[~np.isfinite(data)]] = True
     if bad.any():
         where = "the arrays" if isinstance(source, tuple) else str(source)
@@ -276,6 +276,7 @@ def _write(
         name = f"chunk-{index:05d}"
         X.sort_indices()
         data = X.data.astype(dtype)
+        y = np.asarray(y, dtype=np.float64)
         _check_finite(source, X, data, y, first_row=first_row)
         first_row += X.shape[0]
         squares = sp.csr_matrix((data.astype(np.float64) ** 2, X.indices, X.indptr), shape=X.shape)
@@ -283,7 +284,7 @@ def _write(
             "data": data,
             "indices": X.indices.astype(np.int32),
             "indptr": X.indptr.astype(np.int64),
-            "y": np.asarray(y, dtype=np.float64),
+            "y": y,
             "sqnorms": np.asarray(squares.sum(axis=1), dtype=np.float64).ravel(),  # saves each streamed pass one read
         }
         (folder / name).mkdir(exist_ok=True)
@@ -300,8 +301,7 @@ def _write(
             widest = max(widest, int(X.indices.max()) + 1)
     if is_libsvm and (zero_based is False or (zero_based == "auto" and smallest >= 1)):
         if smallest == 0:
-            located = malformed_line(source, zero_based=False) if isinstance(source, Path) else None  # (a libsvm file)
-            raise ValueError(located or f"{source}: index 0 in a file read as 1-based (zero_based=False)")
+            raise one_based_refusal(str(source))
         for chunk in chunks:  # one more pass over what was written, not over the source
             path = folder / chunk.file / "indices.npy"
             np.save(path, np.load(path) - 1)

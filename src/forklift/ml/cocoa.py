@@ -20,7 +20,7 @@ import scipy.sparse as sp
 import torch
 import torch.distributed as dist
 
-from forklift.ml.svmlight import load_svmlight_file
+from forklift.ml.svmlight import load_svmlight_file, one_based_refusal
 
 
 class TorchPeers:
@@ -115,7 +115,7 @@ def load_svmlight_part(
                 f"{count} ranks): give each rank some rows"
             )
     if zero_based is False and smallest == 0:
-        raise ValueError(f"{path}: index 0 in a file read as 1-based (zero_based=False)")
+        raise one_based_refusal(path)
     shift = 1 if zero_based is False or (zero_based == "auto" and smallest >= 1) else 0
     width = n_features if n_features is not None else widest - shift
     if widest - shift > width:

@@ -46,11 +46,12 @@ def malformed_line(path: str | os.PathLike[str], *, zero_based: bool | Literal["
         body = text.split("#", 1)[0].strip()
         if not body:
             continue
-        if "," in body.split()[0]:
-            return f"{path}:{number}: several labels ({body.split()[0]}): a line has one label: {text[:80]!r}"
+        label, *items = body.split()
+        if "," in label:
+            return f"{path}:{number}: several labels ({label}): a line has one label: {text[:80]!r}"
         if not _LINE.match(body):
             return f"{path}:{number}: not 'label index:value ...': {text[:80]!r}"
-        indices = [int(item.split(":", 1)[0]) for item in body.split()[1:] if not item.startswith("qid:")]
+        indices = [int(item.split(":", 1)[0]) for item in items if not item.startswith("qid:")]
         if indices and max(indices) > LARGEST_INDEX:
             return f"{path}:{number}: index {max(indices)} beyond {LARGEST_INDEX}, the largest read: {text[:80]!r}"
         if zero_based is False and 0 in indices:
@@ -58,6 +59,12 @@ def malformed_line(path: str | os.PathLike[str], *, zero_based: bool | Literal["
         if any(b <= a for a, b in itertools.pairwise(indices)):
             return f"{path}:{number}: indices not in increasing order: {text[:80]!r}"
     return None
+
+
+def one_based_refusal(path: str | os.PathLike[str]) -> ValueError:
+    """The error for an index 0 found in a file read as 1-based, naming its line (found again: an error path)."""
+    located = malformed_line(path, zero_based=False)
+    return ValueError(located or f"{path}: index 0 in a file read as 1-based (zero_based=False)")
 
 
 def load_svmlight_file(
