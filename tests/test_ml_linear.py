@@ -19,7 +19,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import check_estimator
 
-from forklift.ml import LinearRegression, LogisticRegression, SupportVectorMachine, kernels, linear
+from forklift.ml import LinearRegression, LogisticRegression, SupportVectorMachine, estimators, kernels
 from forklift.ml.datasets import make_dense_classification, make_sparse_clicks
 from forklift.ml.layouts import as_rows
 from forklift.ml.losses import Loss
@@ -215,6 +215,8 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
         (lambda: LogisticRegression(use_gpu=True, device_ids=[99]), "ok", "use_gpu=True: no CUDA device 99"),
         (lambda: LogisticRegression(privacy=True), "ok", "privacy=True"),
         (lambda: LogisticRegression(), "wrong_shape", "inconsistent numbers of samples"),
+        (lambda: LinearRegression(fit_intercept="maybe"), "ok", "fit_intercept='maybe': expected True or False"),
+        (lambda: SupportVectorMachine(), "negative_weight", "SupportVectorMachine: sample_weight: Negative values"),
     ],
 )
 def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type: ignore[no-untyped-def]
@@ -229,8 +231,9 @@ def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type:
         y = rng.normal(size=30)
     elif fit_args == "wrong_shape":
         y = y[:-1]
+    weights = np.where(np.arange(30) == 2, -0.5, 1.0) if fit_args == "negative_weight" else None
     with pytest.raises(ValueError, match=message):
-        make().fit(X, y)
+        make().fit(X, y, sample_weight=weights)
 
 
 @pytest.mark.parametrize(
@@ -238,7 +241,7 @@ def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type:
 )
 def test_what_the_device_path_cannot_fit_is_named(make, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # as on a machine with a GPU: the device check passes, the fit reaches the device path and refuses first
-    monkeypatch.setattr(linear, "check_cuda", lambda *args, **kwargs: None)
+    monkeypatch.setattr(estimators, "check_cuda", lambda *args, **kwargs: None)
     model = make()
     X = np.random.default_rng(0).normal(size=(30, 4))
     with pytest.raises(

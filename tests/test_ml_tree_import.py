@@ -200,6 +200,16 @@ def test_unreadable_lightgbm_file_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error("not a LightGBM model", BoostingMachineRegressor(), path, "lightgbm")
 
 
+def test_unreadable_xgboost_file_is_one_line_without_xgboosts_source_lines(tmp_path: Path) -> None:
+    path = tmp_path / "table.json"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError) as raised:
+        BoostingMachineClassifier().import_model(path, "xgb_json")
+    said = str(raised.value)
+    assert said.startswith(f"{path}: not an XGBoost model (JSON or UBJSON) XGBoost can read: ") and "\n" not in said
+    assert ".cc:" not in said and "Check failed" not in said
+
+
 def categorical_data() -> tuple[np.ndarray, np.ndarray]:
     """Feature 0 holds categories 0..7 whose target no single threshold separates."""
     rng = np.random.default_rng(4)

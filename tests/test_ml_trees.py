@@ -410,10 +410,15 @@ def test_scikit_learn_tools_work_with_them() -> None:
         (lambda: BoostingMachineRegressor(objective="cross_entropy"), "", "objective='cross_entropy' needs y in"),
         (lambda: BoostingMachineClassifier(), "val-only", "give X_val and y_val together"),
         (lambda: BoostingMachineClassifier(), "unknown-class", "y_val holds 7.0, a class not in y"),
+        (lambda: BoostingMachineClassifier(), "narrow-val", "X_val: X has 2 features, but BoostingMachine"),
         (lambda: BoostingMachineClassifier(tree_select_probability=0.0), "", "expected a number in (0, 1]"),
         (lambda: BoostingMachineClassifier(tree_select_probability=0.5, gamma=0), "", "gamma=0: expected a number > 0"),
         (lambda: BoostingMachineClassifier(tree_select_probability=0.5), "missing", "which read every feature"),
         (lambda: DecisionTreeClassifier(), "infinite", "Input X contains infinity"),
+        (lambda: RandomForestClassifier(bootstrap="no"), "", "bootstrap='no': expected True or False"),
+        (lambda: BoostingMachineRegressor(verbose="yes"), "", "verbose='yes': expected True or False"),
+        (lambda: BoostingMachineClassifier(), "negative-weight", "BoostingMachineClassifier: sample_weight: Negative"),
+        (lambda: RandomForestRegressor(), "negative-weight", "RandomForestRegressor: sample_weight: Negative"),
     ],
 )
 def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) -> None:
@@ -428,10 +433,14 @@ def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) ->
         kwargs = {"X_val": X}
     elif fit_args == "unknown-class":
         kwargs = {"X_val": X[:3], "y_val": np.array([0.0, 3.0, 7.0])}
+    elif fit_args == "narrow-val":
+        kwargs = {"X_val": X[:, :2], "y_val": y}
     elif fit_args == "infinite":
         X[0, 0] = np.inf
     elif fit_args == "missing":
         X[0, 0] = np.nan
+    elif fit_args == "negative-weight":
+        kwargs = {"sample_weight": np.where(np.arange(60) == 5, -1.0, 1.0)}
     with pytest.raises(ValueError) as caught:
         make().fit(X, y, **kwargs)
     assert message in str(caught.value) and "\n" not in str(caught.value)

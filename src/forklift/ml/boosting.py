@@ -21,11 +21,10 @@ import scipy.sparse as sp
 import xgboost
 from scipy.special import logit
 from sklearn.utils import check_random_state, compute_class_weight
-from sklearn.utils.validation import _check_sample_weight
 
 from forklift.ml.boosting_losses import BoostingLoss, LossKind
 from forklift.ml.column_bundles import ColumnBundles
-from forklift.ml.estimators import keep_parameters, real, whole
+from forklift.ml.estimators import keep_parameters, real, row_weights, whole
 from forklift.ml.ridge_rounds import RidgeRound, fit_ridge_round, fourier_term
 from forklift.ml.tree_ensemble import Link
 from forklift.ml.tree_xgboost import read_booster
@@ -95,7 +94,7 @@ class _Boosting(_TreeModel):
     tree_select_probability: float
     n_rounds_: int
 
-    def _check(self) -> None:
+    def check_parameters(self) -> None:
         self._check_common()
         name = type(self).__name__
 
@@ -309,10 +308,13 @@ class _Boosting(_TreeModel):
             raise ValueError(f"{type(self).__name__}: give X_val and y_val together")
         if X_val is None:
             return None
-        X_val, y_val = self._validated(X_val, y_val, fitting=False), np.asarray(y_val)
+        try:
+            X_val, y_val = self._validated(X_val, y_val, fitting=False), np.asarray(y_val)
+        except ValueError as exc:  # scikit-learn's check calls it X
+            raise ValueError(f"X_val: {exc}") from exc
         if len(y_val) != X_val.shape[0]:
             raise ValueError(f"{type(self).__name__}: y_val has {len(y_val)} labels for {X_val.shape[0]} rows of X_val")
-        return X_val, _check_sample_weight(sample_weight_val, X_val, dtype=np.float64)
+        return X_val, row_weights(self, sample_weight_val, X_val, name="sample_weight_val")
 
 
 class BoostingMachineClassifier(_TreeClassifierMixin, _Boosting):
@@ -369,10 +371,10 @@ class BoostingMachineClassifier(_TreeClassifierMixin, _Boosting):
     ) -> BoostingMachineClassifier:
         """Boost on ``X`` (dense or CSR/CSC, NaN = missing) and labels of two or more classes; stop early on
         ``X_val``/``y_val`` when given; ``on_rounds`` sees the model every few rounds."""
-        self._check()
+        self.check_parameters()
         X, y = self._validated(X, y, fitting=True)
         encoded = self._encoded(y)
-        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        weight = row_weights(self, sample_weight, X)
         if self.class_weight is not None:
             weight = weight * compute_class_weight(self.class_weight, classes=self.classes_, y=y)[encoded]
         validation = self._validation(X_val, y_val, sample_weight_val)
@@ -460,7 +462,7 @@ class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
     ) -> BoostingMachineRegressor:
         """Boost on ``X`` (dense or CSR/CSC, NaN = missing) and real targets; stop early on ``X_val``/``y_val``;
         ``on_rounds`` sees the model every few rounds."""
-        self._check()
+        self.check_parameters()
         if self.objective not in REGRESSION_OBJECTIVES:
             known = ", ".join(REGRESSION_OBJECTIVES)
             raise ValueError(f"{type(self).__name__}: objective={self.objective!r}: expected one of {known}")
@@ -469,7 +471,7 @@ class BoostingMachineRegressor(_TreeRegressorMixin, _Boosting):
         X, y = self._validated(X, y, fitting=True)
         y = np.asarray(y, dtype=np.float64)
         self._check_targets(y, "y")
-        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        weight = row_weights(self, sample_weight, X)
         validation = self._validation(X_val, y_val, sample_weight_val)
         if validation is not None:
             self._check_targets(np.asarray(y_val, dtype=np.float64), "y_val")

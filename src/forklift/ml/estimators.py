@@ -1,15 +1,59 @@
 """What forklift.ml's linear and tree estimators share: keeping constructor parameters as scikit-learn wants them,
-counting threads, and refusing a CUDA device that is not there in one line."""
+checking them before any data is read, counting threads, and refusing a CUDA device that is not there in one line."""
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import _check_sample_weight
+
+
+class Estimator(BaseEstimator):
+    """A forklift.ml estimator: its parameters can be checked without data, so that a command refuses a bad one
+    before it reads a table (and a search before it starts a trial)."""
+
+    n_jobs: Any
+    use_gpu: bool
+
+    def check_parameters(self) -> None:
+        """Raise ValueError naming the first parameter that is not valid (``fit`` calls it first)."""
+        raise NotImplementedError
+
+    def _check_shared(self, gpus: Sequence[int], *, option: str) -> None:
+        """What every model checks: ``n_jobs``, its flags, and the CUDA devices ``option`` names if ``use_gpu``."""
+        self._threads()
+        check_flags(self)
+        if self.use_gpu:
+            check_cuda(self, gpus, option=option)
+
+    def _threads(self) -> int:
+        return thread_count(self, self.n_jobs)
+
+
+def check_flags(model: BaseEstimator) -> None:
+    """Refuse a flag (a parameter whose default is True or False) given anything else: a text such as 'no' would
+    count as true; ``verbose`` may be a whole number too."""
+    for name, parameter in inspect.signature(type(model).__init__).parameters.items():
+        value = getattr(model, name, None)
+        a_count = name == "verbose" and whole(value) is not None
+        if isinstance(parameter.default, bool) and not isinstance(value, bool | np.bool_) and not a_count:
+            raise ValueError(f"{type(model).__name__}: {name}={value!r}: expected True or False")
+
+
+def row_weights(model: BaseEstimator, sample_weight: Any, X: Any, *, name: str = "sample_weight") -> np.ndarray:
+    """float64 weights of ``X``'s rows (ones where None); a negative one is refused naming the estimator (a
+    negative weight turns a convex loss into one without a minimum)."""
+    try:
+        return _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    except ValueError as exc:
+        raise ValueError(f"{type(model).__name__}: {name}: {exc}") from exc
 
 
 def keep_parameters(model: BaseEstimator, parameters: dict[str, Any]) -> None:

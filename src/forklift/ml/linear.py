@@ -21,18 +21,23 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.preprocessing import normalize as normalize_rows
 from sklearn.utils import check_random_state, compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from forklift.ml import kernels
 from forklift.ml.chunked import MAX_LABELS, ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
-from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count
+from forklift.ml.estimators import (
+    Estimator,
+    device_ids,
+    keep_parameters,
+    row_weights,
+)
 from forklift.ml.linear_onnx import LinearOutput, linear_graph
 from forklift.ml.losses import Loss
 from forklift.ml.newton import HostRows, solve_on_devices, solve_on_host
@@ -42,7 +47,7 @@ from forklift.ml.streaming import Encoder, solve_streaming
 DualChoice = bool | Literal["auto"]
 
 
-class _GeneralizedLinearModel(BaseEstimator):
+class _GeneralizedLinearModel(Estimator):
     """What the three models share: checking options, preparing data, solving, predicting a linear function."""
 
     _losses: ClassVar[tuple[str, ...]] = ()
@@ -73,7 +78,7 @@ class _GeneralizedLinearModel(BaseEstimator):
         """``dual`` where the model has one (the SVM is always solved in the dual)."""
         return getattr(self, "dual", True)
 
-    def _check_options(self) -> None:
+    def check_parameters(self) -> None:
         def fail(name: str, expected: str) -> None:
             raise ValueError(f"{type(self).__name__}: {name}={getattr(self, name)!r} is not valid: expected {expected}")
 
@@ -83,7 +88,7 @@ class _GeneralizedLinearModel(BaseEstimator):
             fail("regularizer", "a number > 0")
         if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
             fail("tol", "a number >= 0")
-        self._threads()
+        self._check_shared(device_ids(self.device_ids), option="device_ids")
         if self._penalty() not in ("l1", "l2"):
             fail("penalty", "'l1' or 'l2'")
         if self._dual_choice() not in (True, False, "auto"):
@@ -102,11 +107,6 @@ class _GeneralizedLinearModel(BaseEstimator):
             fail("n_components", "an integer >= 1")
         if getattr(self, "privacy", False):
             raise ValueError(f"{type(self).__name__}: privacy=True (differentially private training) is not supported")
-        if self.use_gpu:
-            check_cuda(self, device_ids(self.device_ids))
-
-    def _threads(self) -> int:
-        return thread_count(self, self.n_jobs)
 
     def _features(self, X: Any, *, seed: int | None = None) -> Any:
         """The matrix the linear function reads: rows normalised and the RBF feature map applied, if asked.
@@ -285,7 +285,7 @@ class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
 
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> Any:
         """Fit on ``X`` (dense or CSR/CSC) and labels ``y`` of two or more classes, or on a chunked data set."""
-        self._check_options()
+        self.check_parameters()
         if isinstance(X, ChunkedDataset):
             return self._fit_chunked(X, y, sample_weight)
         peers = current_peers()
@@ -299,7 +299,7 @@ class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: {classes[0]!r}"
             )
-        weights = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        weights = row_weights(self, sample_weight, X)
         if self.class_weight is not None:
             weights = weights * self._class_weights(classes, encoded, peers)[encoded]
         seed = self._seed(peers)
@@ -493,7 +493,7 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
 
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> LinearRegression:
         """Fit on ``X`` (dense or CSR/CSC) and real targets ``y``, or on a chunked data set."""
-        self._check_options()
+        self.check_parameters()
         if isinstance(X, ChunkedDataset):
             self._refuse_for_chunks(y, sample_weight)
             bound = 1.0 / float(self.regularizer)
@@ -504,7 +504,7 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
             return self
         peers = current_peers()
         X, y = self._validated(X, y, fitting=True, y_numeric=True)
-        weights = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        weights = row_weights(self, sample_weight, X)
         seed = self._seed(peers)
         X = self._features(X, seed=seed)
         coef, intercept, _ = self._solve_all(

@@ -11,6 +11,7 @@ whose base scores are margins.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import xgboost
 from forklift.ml.column_bundles import ColumnBundles
 from forklift.ml.tree_ensemble import Comparison, Link, Tree, TreeEnsemble
 
+XGBOOST_SOURCE = re.compile(r"^\[[\d:]+\] \S+:\d+: (Check failed: .*? : )?")
 LINKS = {
     "reg:squarederror": Link.IDENTITY,
     "reg:absoluteerror": Link.IDENTITY,
@@ -57,7 +59,8 @@ def read_model_file(path: Path) -> tuple[TreeEnsemble, str]:
         booster.load_model(str(path))
     except xgboost.core.XGBoostError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
-        raise ValueError(f"{path}: not an XGBoost model XGBoost can read: {first}") from exc
+        said = XGBOOST_SOURCE.sub("", first)  # XGBoost's time, source line and failed check: its own, not the user's
+        raise ValueError(f"{path}: not an XGBoost model (JSON or UBJSON) XGBoost can read: {said}") from exc
     document = json.loads(booster.save_raw(raw_format="json"))
     objective = document["learner"]["objective"]["name"]
     try:

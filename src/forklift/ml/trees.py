@@ -26,13 +26,19 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 import xgboost
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from forklift.ml.column_bundles import ColumnBundles
-from forklift.ml.estimators import check_cuda, device_ids, keep_parameters, thread_count, whole
+from forklift.ml.estimators import (
+    Estimator,
+    device_ids,
+    keep_parameters,
+    row_weights,
+    whole,
+)
 from forklift.ml.tree_ensemble import TreeEnsemble
 from forklift.ml.tree_import import Task, read_model
 from forklift.ml.tree_pmml import write_pmml
@@ -46,7 +52,7 @@ BOOTSTRAP_SHARE = 1.0 - math.exp(-1.0)  # the expected share of distinct rows in
 SKETCH_ROWS = 50_000
 
 
-class _TreeModel(BaseEstimator):
+class _TreeModel(Estimator):
     """What every tree model shares: checking data, growing with XGBoost, predicting through the ensemble."""
 
     _is_classifier: ClassVar[bool] = False
@@ -57,9 +63,6 @@ class _TreeModel(BaseEstimator):
     hist_nbins: int
     verbose: bool
 
-    def _threads(self) -> int:
-        return thread_count(self, self.n_jobs)
-
     def _seed(self) -> int:
         """XGBoost's seed, drawn from ``random_state``."""
         return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
@@ -68,12 +71,9 @@ class _TreeModel(BaseEstimator):
         return device_ids(getattr(self, "gpu_ids", getattr(self, "gpu_id", 0)))
 
     def _check_common(self) -> None:
-        self._threads()
+        self._check_shared(self._gpu_ids(), option="gpu_ids" if hasattr(self, "gpu_ids") else "gpu_id")
         if not isinstance(self.hist_nbins, numbers.Integral) or not 2 <= self.hist_nbins <= 65_536:
             raise ValueError(f"{type(self).__name__}: hist_nbins={self.hist_nbins!r}: expected an integer in 2..65536")
-        if self.use_gpu:
-            option = "gpu_ids" if hasattr(self, "gpu_ids") else "gpu_id"
-            check_cuda(self, self._gpu_ids(), option=option)
 
     def _base_parameters(self, seed: int) -> dict[str, Any]:
         return {
@@ -224,7 +224,7 @@ class _Forest(_TreeModel):
     def _row_share(self) -> float:
         return 1.0
 
-    def _check(self) -> None:
+    def check_parameters(self) -> None:
         self._check_common()
         name = type(self).__name__
         if self.criterion != self._criterion:
@@ -284,10 +284,10 @@ class _ForestClassifier(_TreeClassifierMixin, _Forest):
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
         """Grow on ``X`` (dense or CSR/CSC, NaN = missing) and labels of two or more classes."""
-        self._check()
+        self.check_parameters()
         X, y = self._validated(X, y, fitting=True)
         encoded = self._encoded(y)
-        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        weight = row_weights(self, sample_weight, X)
         indicators = np.eye(len(self.classes_), dtype=np.float32)[encoded]
         label = indicators[:, 1] if len(self.classes_) == 2 else indicators
         self._grow(X, label, weight, two_classes=len(self.classes_) == 2)
@@ -300,9 +300,9 @@ class _ForestRegressor(_TreeRegressorMixin, _Forest):
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
         """Grow on ``X`` (dense or CSR/CSC, NaN = missing) and real targets."""
-        self._check()
+        self.check_parameters()
         X, y = self._validated(X, y, fitting=True)
-        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        weight = row_weights(self, sample_weight, X)
         self._grow(X, np.asarray(y, dtype=np.float64), weight, two_classes=False)
         return self
 
