@@ -131,6 +131,9 @@ def test_a_regression_on_a_libsvm_file(tmp_path: Path) -> None:
     assert settings["metrics"]["train_r2"] > 0.99
     rows = json.loads(forklift_here("ml", "predict", out, tmp_path / "train.svm", "--json").stdout)
     np.testing.assert_allclose([r["prediction"] for r in rows], estimator.predict(X), rtol=1e-5, atol=1e-4)
+    wrong = ["--target", "price", tmp_path / "p"]
+    result = forklift_here("ml", "fit", "--data", tmp_path / "train.svm", *wrong, check=False)
+    assert result.returncode == 2 and "train.svm: a libsvm file has no column 'price': its target is" in result.stderr
 
 
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
@@ -154,6 +157,11 @@ def test_predict_writes_a_csv(tables: tuple[Path, Path], tmp_path: Path) -> None
         (["--target", "salary"], "no column 'salary' (columns: age, hours, job, income)"),
         (["--model", "logistic"], "train.csv: row 3: feature 'age' is empty or null, and this model takes no missing"),
         (["--target", "hours", "--model", "svm"], "train.csv: the target 'hours' holds values (1500 distinct, e.g."),
+        (["--model", "logistic", "--param", "fit_intercept=maybe"], "LogisticRegression: fit_intercept='maybe': expec"),
+        (  # ridge rounds read every feature
+            ["--param", "tree_select_probability=0.5"],
+            "train.csv: row 3: feature 'age' is empty or null, and this model takes no missing",
+        ),
     ],
 )
 def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, arguments: list[str], message: str) -> None:
@@ -162,6 +170,16 @@ def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, argume
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()[-1:]
     assert message in line and "Traceback" not in result.stderr
+
+
+def test_predict_with_an_image_model_says_it_takes_a_tabular_one(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    """Not the labels file an image model without one lacks: the model is the wrong kind."""
+    _, test = tables
+    (tmp_path / "detector").mkdir()
+    (tmp_path / "detector" / "model.onnx").write_bytes(b"")
+    result = forklift_here("ml", "predict", tmp_path / "detector", test, check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert f"{tmp_path / 'detector'}: not a tabular model; 'forklift ml predict' takes what" in result.stderr
 
 
 def test_a_bad_file_names_its_row_and_column(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -239,6 +257,25 @@ def test_bad_cells_of_the_target_the_test_table_and_a_predicted_table_are_one_li
         assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_boosting_machine_with_ridge_rounds_refuses_a_row_with_a_missing_value(
+    tables: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A ridge round reads every feature: the model directory says it takes no missing values, so a table with an
+    empty cell is refused by row, as for a linear model, where the scores would be NaN."""
+    train, _ = tables
+    complete = pd.read_csv(train).dropna()
+    complete.to_csv(tmp_path / "complete.csv", index=False)
+    out = tmp_path / "mixed"
+    options = ["--param", "tree_select_probability=0.5", "--param", "num_round=10", "--param", "random_state=3"]
+    forklift_here("ml", "fit", "--data", tmp_path / "complete.csv", "--model", "boosting", *options, out)
+    assert json.loads((out / "forklift.json").read_text())["tabular"]["missing_values"] is False
+    assert pickle.loads((out / "model.pkl").read_bytes()).ensemble_.fourier is not None  # it drew ridge rounds
+    result = forklift_here("ml", "predict", out, train, check=False)
+    assert result.returncode == 2 and "train.csv: row 3: feature 'age' is empty or null" in result.stderr
+    predicted = json.loads(forklift_here("ml", "predict", out, tmp_path / "complete.csv", "--json").stdout)
+    assert len(predicted) == len(complete) and all(np.isfinite(row["score_>50K"]) for row in predicted)
+
+
 def test_a_category_value_a_table_adds_sets_none_of_its_columns(
     tables: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -278,8 +315,8 @@ def test_a_category_column_empty_in_every_row_is_missing_not_unknown(tables: tup
 
 
 def test_param_values_are_read_as_yaml_and_none_is_null() -> None:
-    assert parse_params(["max_depth=None", "base_score=null", "num_round=3", "lr=0.1", "objective=mse", "x=",
-                         "tol=1e-6", "regularizer=2.5E+3", "name=e5"]) == {
-        "max_depth": None, "base_score": None, "num_round": 3, "lr": 0.1, "objective": "mse", "x": None,
-        "tol": 1e-6, "regularizer": 2500.0, "name": "e5",
+    assert parse_params(["max_depth=None", "base_score=null", "max_features=none", "num_round=3", "lr=0.1",
+                         "objective=mse", "x=", "tol=1e-6", "regularizer=2.5E+3", "name=e5"]) == {
+        "max_depth": None, "base_score": None, "max_features": None, "num_round": 3, "lr": 0.1, "objective": "mse",
+        "x": None, "tol": 1e-6, "regularizer": 2500.0, "name": "e5",
     }  # fmt: skip

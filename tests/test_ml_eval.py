@@ -212,7 +212,10 @@ def bad_inputs(models: dict[str, tuple[Path, Path]], tmp_path_factory: pytest.Te
     (folder / "onnx").mkdir()  # an image model: its files' names tell its format before it is loaded
     (folder / "onnx" / "model.onnx").write_bytes(b"")
     (folder / "onnx" / "labels.txt").write_text("circle\n")
-    return {name: folder / f"{name}.csv" for name in tables} | {"shapes": folder / "shapes", "onnx": folder / "onnx"}
+    (folder / "no-labels").mkdir()  # one that open_model_dir would refuse for its missing labels
+    (folder / "no-labels" / "model.onnx").write_bytes(b"")
+    folders = {name: folder / name for name in ("shapes", "onnx", "no-labels")}
+    return {name: folder / f"{name}.csv" for name in tables} | folders
 
 
 @pytest.mark.parametrize(
@@ -224,6 +227,7 @@ def bad_inputs(models: dict[str, tuple[Path, Path]], tmp_path_factory: pytest.Te
         ("values", "empty", "empty.csv: row 7: the target is empty"),
         ("binary", "shapes", "shapes: a folder; "),
         ("onnx", "maybe", "maybe.csv: a table measures only tabular models ('forklift ml fit');"),
+        ("no-labels", "maybe", "maybe.csv: a table measures only tabular models ('forklift ml fit');"),
     ],
 )
 def test_bad_input_is_one_line(

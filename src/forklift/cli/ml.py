@@ -93,15 +93,15 @@ def add_predict(actions: Any) -> None:
 
 def parse_params(texts: list[str]) -> dict[str, Any]:
     """``NAME=VALUE`` pairs; a value is read as YAML reads it (numbers, true/false, null, lists), else text; Python's
-    ``None`` (what the estimators' messages and docs say) is null too, and ``1e-6`` a number (YAML 1.1 wants
-    ``1.0e-6``)."""
+    ``None`` (what the estimators' messages and docs say) is null too, in any case as ``--space`` reads it, and
+    ``1e-6`` a number (YAML 1.1 wants ``1.0e-6``)."""
     params: dict[str, Any] = {}
     for text in texts:
         name, equals, value = text.partition("=")
         key, bare = name.strip(), value.strip()
         if not equals or not key:
             raise ForkliftError(f"--param {text!r}: expected NAME=VALUE")
-        if bare in ("", "None"):
+        if bare.lower() in ("", "none"):
             params[key] = None
         elif EXPONENT.fullmatch(bare):
             params[key] = float(bare)
@@ -165,31 +165,30 @@ def run_predict(args: argparse.Namespace) -> int:
     import csv
 
     from forklift.ml.tables import encode_table, read_features
-    from forklift.model_files.model_dir import open_model_dir
+    from forklift.model_files.model_dir import holds_tabular_model, open_model_dir
     from forklift.runtime.tabular import TabularModel
-    from forklift.vocabulary import ModelFormat
 
     if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):
         problem = "is a folder" if args.out.is_dir() else f"its folder {args.out.parent} does not exist"
         raise ForkliftError(f"--out {args.out}: {problem}; give the CSV file to write")
+    if args.model_dir.is_dir() and not holds_tabular_model(args.model_dir):
+        raise ForkliftError(f"{args.model_dir}: not a tabular model; 'forklift ml predict' takes what 'ml fit' wrote")
     model_dir = open_model_dir(args.model_dir)
-    if model_dir.format != ModelFormat.TABULAR:
-        raise ForkliftError(f"{args.model_dir}: a {model_dir.format} model; 'forklift ml predict' takes tabular models")
     model = TabularModel(model_dir, threads=args.threads)
     table = read_features(args.data, model.settings.names)
     answer = model.answer(encode_table(model.settings, table))
-    classes = [str(c) for c in model.settings.classes]
+    scores = [f"score_{c}" for c in model.settings.classes] if answer.scores is not None else []
     rows = []
     for index, prediction in enumerate(answer.predictions):
         row: dict[str, Any] = {"prediction": prediction}
         if answer.scores is not None:
-            row |= {f"score_{c}": float(s) for c, s in zip(classes, answer.scores[index], strict=True)}
+            row |= {name: float(s) for name, s in zip(scores, answer.scores[index], strict=True)}
         rows.append(row)
     if args.json:
         print(json.dumps(rows))
         return 0
     stream = args.out.open("w", newline="", encoding="utf-8") if args.out else sys.stdout
-    writer = csv.DictWriter(stream, fieldnames=list(rows[0]) if rows else ["prediction"])
+    writer = csv.DictWriter(stream, fieldnames=["prediction", *scores])  # a table of no rows: the header alone
     writer.writeheader()
     writer.writerows(rows)
     if args.out:

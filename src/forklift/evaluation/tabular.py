@@ -20,10 +20,10 @@ from forklift.evaluation.tabular_metrics import TableClassifierMetrics, classifi
 from forklift.evaluation.tabular_report import write_table_report
 from forklift.ml.metrics import RegressorScores, regressor_scores
 from forklift.ml.tables import SVMLIGHT_SUFFIXES, TABLE_SUFFIXES, encode_table, plain, read_features
-from forklift.model_files.model_dir import open_model_dir
+from forklift.model_files.model_dir import holds_tabular_model, open_model_dir
 from forklift.model_files.tabular import Scalar
 from forklift.runtime.tabular import TabularModel
-from forklift.vocabulary import ModelFormat, Task
+from forklift.vocabulary import Task
 
 
 @dataclass(frozen=True)
@@ -64,13 +64,13 @@ def evaluate_table(
 ) -> TableEvalResult:
     """Measure the tabular model in ``model_dir`` on the table ``data``, against its column ``target`` (default:
     the one the model was fitted on); with ``out``, write eval.json and the pictures there."""
-    model = open_model_dir(model_dir)
     suffixes = ", ".join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)
-    if model.format != ModelFormat.TABULAR:
+    if model_dir.is_dir() and not holds_tabular_model(model_dir):
         raise ForkliftError(
-            f"{data}: a table measures only tabular models ('forklift ml fit'); {model_dir} is a {model.format} "
-            "model, measured on a data set folder"
+            f"{data}: a table measures only tabular models ('forklift ml fit'); {model_dir} is not one: an image "
+            "model is measured on a data set folder"
         )
+    model = open_model_dir(model_dir)
     if data.is_dir():
         raise ForkliftError(f"{data}: a folder; {model_dir} is a tabular model, measured on a table ({suffixes})")
     tabular = TabularModel(model)

@@ -40,8 +40,10 @@ def classifier_scores(
     if probabilities is None:
         return ClassifierScores(accuracy, None, None)
     # float64 whatever the model answered in: log_loss clips at its dtype's eps, and a graph's float32 zeros
-    # would otherwise count log(1.2e-7) where the estimator's own float64 zeros count log(2.2e-16)
-    loss = float(log_loss(truth, np.asarray(probabilities, dtype=np.float64), labels=list(labels)))
+    # would otherwise count log(1.2e-7) where the estimator's own float64 zeros count log(2.2e-16); rows scaled to
+    # sum to one, as float32 rows miss it by about 1e-7, which log_loss warns of
+    rows = np.asarray(probabilities, dtype=np.float64)
+    loss = float(log_loss(truth, rows / rows.sum(axis=1, keepdims=True), labels=list(labels)))
     auc = None
     if len(set(truth.tolist())) == len(labels):  # AUC needs every class present
         scores = probabilities[:, 1] if len(labels) == 2 else probabilities

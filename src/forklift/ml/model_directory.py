@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator
 from forklift.errors import ForkliftError
 from forklift.ml.boosting import BoostingMachineClassifier, BoostingMachineRegressor, RoundHook
 from forklift.ml.column_scaling import ColumnScaling
+from forklift.ml.estimators import Estimator
 from forklift.ml.linear import LinearRegression, LogisticRegression, SupportVectorMachine
 from forklift.ml.metrics import ClassifierScores, RegressorScores, classifier_scores, regressor_scores
 from forklift.ml.tables import Table, encode_table, infer_features, plain
@@ -37,9 +38,9 @@ ESTIMATOR_FILE = "model.pkl"
 class ModelKind:
     """One ``--model`` choice: its classifier and regressor classes (None where there is none)."""
 
-    classifier: type[BaseEstimator] | None
-    regressor: type[BaseEstimator] | None
-    trees: bool  # takes missing values
+    classifier: type[Estimator] | None
+    regressor: type[Estimator] | None
+    trees: bool  # takes missing values (unless boosting with ridge rounds)
     rounds: bool = False  # fits round by round (``num_round``), showing the model so far to ``fit(on_rounds=...)``
     linear: bool = False  # fits an intercept unless told not to, on standardised numbers (forklift.ml.column_scaling)
 
@@ -95,18 +96,24 @@ def is_classification(model: str, train: Table, task: TabularTask | None) -> boo
     return classes
 
 
-def make_estimator(model: str, *, classification: bool, params: dict[str, Any], threads: int) -> BaseEstimator:
-    """The estimator of ``--model`` with ``--param`` values; an unknown parameter is one line listing the known."""
+def make_estimator(model: str, *, classification: bool, params: dict[str, Any], threads: int) -> Estimator:
+    """The estimator of ``--model`` with ``--param`` values; an unknown parameter is one line listing the known, a
+    value out of its parameter's range one line naming it."""
     kind = MODELS[model]
     chosen = kind.classifier if classification else kind.regressor
     assert chosen is not None  # is_classification chose a task the model does
-    estimator: BaseEstimator = chosen(n_jobs=threads)
+    estimator = chosen(n_jobs=threads)
     known = estimator.get_params()
     unknown = [key for key in params if key not in known]
     if unknown:
         name = chosen.__name__
         raise ForkliftError(f"--param {unknown[0]}: {name} has no such parameter ({', '.join(sorted(known))})")
-    return estimator.set_params(**params)
+    estimator.set_params(**params)
+    try:
+        estimator.check_parameters()
+    except ValueError as exc:
+        raise ForkliftError(str(exc)) from exc
+    return estimator
 
 
 def fit_directory(
@@ -156,7 +163,7 @@ def fit_directory(
 
 def check_tables(
     train: Table, test: Table, *, model: str, task: TabularTask | None
-) -> tuple[BaseEstimator, TabularSettings]:
+) -> tuple[Estimator, TabularSettings]:
     """Refuse what :func:`fit_directory` would refuse of the two tables (a bad target, a test table without a
     feature or with a class the training table lacks) before a search starts trials that would each fail on it;
     the estimator with its defaults and the model's settings, as a fit would make them."""
@@ -167,12 +174,17 @@ def check_tables(
 
 def _prepared(
     train: Table, *, model: str, task: TabularTask | None, params: dict[str, Any], threads: int
-) -> tuple[BaseEstimator, TabularSettings, np.ndarray]:
+) -> tuple[Estimator, TabularSettings, np.ndarray]:
     """The estimator to fit, the model's settings (features, classes) and the target, from the training table."""
     if train.target is None:
         raise ForkliftError(f"{train.source}: no target column")
     classification = is_classification(model, train, task)
     y = _target(train, classification=classification)
+    if classification and len(np.unique(y)) < 2:
+        raise ForkliftError(
+            f"{train.source}: the target {train.target_name!r} holds one class ({plain(y[0])!r}) in every row; a "
+            "classifier learns from two or more"
+        )
     params = (LINEAR_DEFAULTS if MODELS[model].linear else {}) | params
     estimator = make_estimator(model, classification=classification, params=params, threads=threads)
     settings = TabularSettings(
@@ -180,7 +192,8 @@ def _prepared(
         features=infer_features(train),
         classes=tuple(plain(c) for c in np.unique(y)) if classification else (),
         probabilities=hasattr(estimator, "predict_proba"),
-        missing_values=MODELS[model].trees,
+        # a ridge round reads every feature, so a boosting machine that may draw one takes no missing values
+        missing_values=MODELS[model].trees and estimator.get_params().get("tree_select_probability", 1.0) >= 1,
         target=train.target_name,
         parameters=dict(params),
     )

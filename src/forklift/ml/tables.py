@@ -24,6 +24,7 @@ from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, 
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
+LIBSVM_TARGET = "label"  # what a libsvm file's labels are called: its target
 NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
 NUMBER_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 log = logging.getLogger(__name__)
@@ -47,13 +48,17 @@ def read_table(path: Path, *, target: str | None, n_features: int | None = None)
         raise ForkliftError(f"{path}: no such file")
     suffix = path.suffix.lower()
     if suffix in SVMLIGHT_SUFFIXES:
+        if target not in (None, LIBSVM_TARGET):
+            raise ForkliftError(
+                f"{path}: a libsvm file has no column {target!r}: its target is each line's label ({LIBSVM_TARGET!r})"
+            )
         try:
             X, y = load_svmlight_file(path, n_features=n_features)
         except ValueError as exc:  # names the line and the problem
             raise ForkliftError(str(exc)) from exc
         dense = np.asarray(X.toarray(), dtype=np.float64)
         columns = {f"f{i}": dense[:, i] for i in range(dense.shape[1])}
-        return Table(columns, np.asarray(y), "label", dense.shape[0], str(path))
+        return Table(columns, np.asarray(y), LIBSVM_TARGET, dense.shape[0], str(path))
     frame = _read_frame(path, suffix)
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise ForkliftError(f"{path}: no rows or no columns")

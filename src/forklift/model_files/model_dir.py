@@ -106,6 +106,12 @@ def find_format(directory: Path, config: ModelConfig) -> ModelFormat:
     )
 
 
+def holds_tabular_model(path: Path) -> bool:
+    """Whether ``path`` is a folder whose forklift.json describes a tabular model: the verbs that take only those
+    say so, where :func:`open_model_dir` would name a file an image model lacks."""
+    return path.is_dir() and TABULAR_KEY in load_config(path)[0].extra
+
+
 def open_model_dir(path: str | Path) -> ModelDirectory:
     """Recognise the model in `path`; every missing or ambiguous file is a one-line error naming it."""
     directory = Path(path)
