@@ -177,6 +177,22 @@ def test_the_space_of_an_estimators_parameters() -> None:
     assert job.direction == StudyDirection.MAXIMIZE and (job.steps.every, job.steps.last) == (15, 300)
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
+def test_a_trial_that_fails_says_why_in_one_line(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    """Each depth range is valid beside some value of the other, so the search starts; the one combination that is
+    not fails its trial with the estimator's line, no traceback, and the others complete."""
+    train, val = tables
+    out = tmp_path / "depths"
+    space = ["--space", "min_max_depth=2,5", "--space", "max_max_depth=3,6", "--space", "max_depth=None"]
+    result = forklift_here("tune", "--ml", "boosting", "--data", train, "--test", val, "--trials", "4", "--sampler",
+                           "grid", *space, "--space", "num_round=5", "--pruner", "none", out)  # fmt: skip
+    states = [t.state for t in optuna.load_study(study_name="depths", storage=journal(out)).get_trials()]
+    assert sorted(states, key=str) == sorted([TrialState.COMPLETE] * 3 + [TrialState.FAIL], key=str)
+    (failed,) = [line for line in result.stdout.splitlines() if " failed: " in line]
+    assert "BoostingMachineClassifier: min_max_depth=5 is above max_max_depth=3" in failed
+    assert "Traceback" not in result.stdout + result.stderr and "failed with value" not in result.stderr
+
+
 @pytest.mark.parametrize(
     ("options", "line"),
     [
@@ -192,6 +208,12 @@ def test_the_space_of_an_estimators_parameters() -> None:
         (["--test", "VAL"], "--test: only with --ml"),
         (["--ml", "forest", "--test", "NO_B"], "no_b.csv: no column 'b', a feature of the training table"),
         (["--ml", "forest", "--test", "NEW_CLASS"], "new_class.csv: row 1: 'maybe' is not a class of the training"),
+        (["--ml", "tree", "--test", "VAL", "--space", "max_depth=0,3"], "--space max_depth: DecisionTreeClassifier: "),
+        (["--ml", "forest", "--test", "VAL", "--space", "bootstrap=true,maybe"], "bootstrap='maybe': expected True"),
+        (
+            ["--ml", "boosting", "--test", "VAL", "--space", "min_max_depth=3..9", "--space", "max_max_depth=4..8"],
+            "--space min_max_depth: BoostingMachineClassifier: min_max_depth=9 is above max_max_depth=",
+        ),
     ],
     ids=[
         "unknown-parameter",
@@ -203,6 +225,9 @@ def test_the_space_of_an_estimators_parameters() -> None:
         "test",
         "test-table-lacks-a-feature",
         "test-table-has-a-new-class",
+        "value-out-of-range",
+        "flag-not-true-or-false",
+        "never-valid-beside-the-others",
     ],
 )
 def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, options: list[str], line: str) -> None:

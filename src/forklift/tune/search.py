@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import socket
@@ -41,6 +43,7 @@ from forklift.tune.trial import Search, StepUnit, run_trial
 MEDIAN_STARTUP_TRIALS = 2  # complete trials before the median pruner judges others (small searches prune too)
 MEDIAN_WARMUP_SHARE = 0.5  # a trial is judged from half its steps on: before that its mAP is noise (bench/tune)
 POLL_S = 1.0
+FAILED_WITHOUT_VALUE = re.compile(r"Trial \d+ failed with value None\.")  # Optuna's second line of a failed trial
 STOP_GRACE_S = 60.0
 MAX_RESTARTS = 3  # workers that die (not trials that fail) before the search gives up
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -216,6 +219,7 @@ def work(search: Search, plan: Plan, cpus: tuple[int, ...] | None, device: str, 
         torch.set_num_threads(len(cpus))
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("optuna.study._optimize").addFilter(_without_forklift_failures)
     storage = open_storage(plan.storage, search.out, parallel=plan.parallel)
     study = optuna.load_study(
         study_name=plan.study,
@@ -234,6 +238,14 @@ def work(search: Search, plan: Plan, cpus: tuple[int, ...] | None, device: str, 
             catch=(ForkliftError,),
             gc_after_trial=True,
         )
+
+
+def _without_forklift_failures(record: logging.LogRecord) -> bool:
+    """Keep Optuna's record of a trial unless the trial failed with a ForkliftError: the search prints that
+    trial's one line itself, where Optuna would add the traceback and a line saying its value was None."""
+    if record.exc_info is not None and isinstance(record.exc_info[1], ForkliftError):
+        return False
+    return not FAILED_WITHOUT_VALUE.fullmatch(record.getMessage())
 
 
 def _interrupt_once(_signum: int, _frame: object) -> None:

@@ -11,6 +11,7 @@ step and are not pruned. Fits run on the worker's CPUs (its CPU set with `--para
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ from typing import Any
 
 import optuna
 from optuna.study import StudyDirection
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 
 from forklift.errors import ForkliftError
 from forklift.ml.boosting import RoundHook
+from forklift.ml.estimators import Estimator
 from forklift.ml.model_directory import MODELS, check_tables, fit_directory
 from forklift.ml.tables import Table, read_table
 from forklift.tune import CLASSIFIER_METRICS, MINIMISED, REGRESSOR_METRICS
@@ -31,6 +33,7 @@ from forklift.tune.trial import Steps, StepUnit, report
 from forklift.vocabulary import TabularTask
 
 REPORTS = 20  # reports of a trial that boosts the most rounds the space allows
+COMBINATIONS = 256  # the most combinations of the other parameters' ends a value of the space is checked with
 NOT_DRAWN = ("n_jobs",)  # the worker's CPU set decides it
 DEFAULT_SPACES: dict[str, tuple[str, ...]] = {  # snapml's parameters, in ranges that suit most tables
     "logistic": ("regularizer=1e-4..1e2:log",),
@@ -135,6 +138,7 @@ def tabular_search(
     if chosen == "auc" and (absent := set(train.target.tolist()) - set(validation.target.tolist())):
         raise ForkliftError(f"--metric auc: {test} has no row of class {sorted(absent, key=str)[0]!r}")
     dimensions = tuple(parse_space(specs or DEFAULT_SPACES[model], parameter_settings(estimator)))
+    check_space(estimator, dimensions)
     rounds = _most_rounds(dimensions, estimator) if MODELS[model].rounds else 1
     job = TabularJob(
         model=model,
@@ -166,6 +170,35 @@ def parameter_settings(estimator: BaseEstimator) -> dict[str, Setting]:
         number = isinstance(default, int | float) and not isinstance(default, bool)
         settings[name] = Setting(Kind.VALUE if not number else Kind.WHOLE if isinstance(default, int) else Kind.REAL)
     return settings
+
+
+def check_space(estimator: Estimator, dimensions: Sequence[Dimension]) -> None:
+    """Refuse a value of the space that no trial could fit with, before a trial starts: each end of a range and each
+    listed value is checked with the other parameters at their ends and listed values, and refused only where no
+    such combination is valid (``min_max_depth=4..8`` is fine beside ``max_max_depth=8..12``)."""
+    ends = {d.name: _ends(d) for d in dimensions}
+    for dimension in dimensions:
+        others = [[(name, value) for value in values] for name, values in ends.items() if name != dimension.name]
+        for value in ends[dimension.name]:
+            errors: list[ValueError] = []
+            for combination in itertools.islice(itertools.product(*others), COMBINATIONS):
+                try:
+                    clone(estimator).set_params(**dict(combination), **{dimension.name: value}).check_parameters()
+                    break
+                except ValueError as exc:
+                    errors.append(exc)
+            else:
+                raise ForkliftError(f"--space {dimension.name}: {errors[0]}")
+
+
+def _ends(dimension: Dimension) -> tuple[Any, ...]:
+    """A range's two ends (whole numbers where it draws them) or the listed values."""
+    if dimension.choices is not None:
+        return dimension.choices
+    assert dimension.low is not None and dimension.high is not None
+    if dimension.step is not None:
+        return int(dimension.low), int(dimension.high)
+    return dimension.low, dimension.high
 
 
 def _most_rounds(dimensions: Sequence[Dimension], estimator: Any) -> int:
