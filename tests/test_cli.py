@@ -101,6 +101,7 @@ def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> Non
             "forklift run: error: argument --port: 70000 is not a port (1..65535)",
         ),
         (["serve", "MODEL=a", "MODEL=a"], "two served models have the same name (a, a); name them with DIR=NAME"),
+        (["serve", "MODEL=a/b"], "the model name 'a/b' is not one URL path segment; name it with DIR=NAME"),
         (["train", "--epochs", "0", "--data", "EMPTY", "OUT"], "forklift train: error: argument --epochs: 0 is"),
         (["train", "--data", "ZIP", "OUT"], "a zip, not a data set folder: unpack"),
         (
@@ -116,7 +117,8 @@ def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[st
     with zipfile.ZipFile(tmp_path / "export.zip", "w") as archive:
         archive.writestr("dataset.json", "{}")
     stand_ins = {"MODEL": str(tiny), "EMPTY": str(tmp_path / "empty"), "ZIP": str(tmp_path / "export.zip"),
-                 "COCO": str(tmp_path / "coco"), "OUT": str(tmp_path / "out"), "MODEL=a": f"{tiny}=a"}  # fmt: skip
+                 "COCO": str(tmp_path / "coco"), "OUT": str(tmp_path / "out"), "MODEL=a": f"{tiny}=a",
+                 "MODEL=a/b": f"{tiny}=a/b"}  # fmt: skip
     result = forklift(*[stand_ins.get(a, a) for a in args], check=False)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr

@@ -214,20 +214,24 @@ def test_a_client_builds_the_v2_tensor_from_the_models_description(server: Serve
 
 
 @pytest.mark.parametrize(
-    ("name", "columns", "datatype", "message"),
+    ("name", "rows", "columns", "datatype", "wanted", "message"),
     [
-        ("X", 1, "FP32", "input 'X': shape [2, 6] does not match [-1, 5]"),
-        ("X", 0, "INT32", "input 'X': datatype 'INT32' is not supported"),
-        ("images", 0, "FP32", "unknown input 'images': this model takes 'X'"),
+        ("X", 2, 1, "FP32", "probabilities", "input 'X': shape [2, 6] does not match [-1, 5]"),
+        ("X", 2, 0, "INT32", "probabilities", "input 'X': datatype 'INT32' is not supported"),
+        ("images", 2, 0, "FP32", "probabilities", "unknown input 'images': this model takes 'X'"),
+        ("X", 0, 0, "FP32", "probabilities", "input 'X': shape [0, 5] holds no rows; send a batch of 1 or more"),
+        ("X", 2, 0, "FP32", "scores", "unknown output 'scores': this model gives 'probabilities'"),
     ],
 )
-def test_v2_wrong_input(server: Server, fitted, name: str, columns: int, datatype: str, message: str) -> None:
+def test_v2_wrong_input(
+    server: Server, fitted, name: str, rows: int, columns: int, datatype: str, wanted: str, message: str
+) -> None:
     client = triton.InferenceServerClient(url=server.url.removeprefix("http://"))
-    shape = [2, _settings(fitted["clf"]).width + columns]
+    shape = [rows, _settings(fitted["clf"]).width + columns]
     tensor = triton.InferInput(name, shape, datatype)
     tensor.set_data_from_numpy(np.zeros(shape, dtype=np.float32 if datatype == "FP32" else np.int32))
     with pytest.raises(InferenceServerException, match=re.escape(message)) as error:
-        client.infer("clf", [tensor])
+        client.infer("clf", [tensor], outputs=[triton.InferRequestedOutput(wanted)])
     assert error.value.status() == "400"
 
 

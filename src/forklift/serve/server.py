@@ -38,7 +38,10 @@ def parse_model_argument(text: str) -> tuple[str, str]:
     """`models/yolov3=yolo` -> (directory, name); the name defaults to the directory's name."""
     directory, _, name = text.partition("=")
     model = open_model_dir(directory)
-    return directory, name or model.name
+    name = name or model.name
+    if "/" in name or name in (".", ".."):  # no URL reaches it: /predict/{name} is one path segment
+        raise ForkliftError(f"{text}: the model name {name!r} is not one URL path segment; name it with DIR=NAME")
+    return directory, name
 
 
 def check_names(names: list[str]) -> None:

@@ -180,8 +180,10 @@ def _input_tensor(spec: TensorIn, binary: bytes, signature: Signature) -> np.nda
         raise HttpError(400, f"unknown input {name!r}: this model takes {signature.input_name!r}")
     if datatype not in DATATYPES:
         raise HttpError(400, f"input {name!r}: datatype {datatype!r} is not supported (use FP32)")
-    if len(shape) != len(expected_shape) or shape[1:] != expected_shape[1:] or shape[0] < 1:
+    if len(shape) != len(expected_shape) or shape[1:] != expected_shape[1:]:
         raise HttpError(400, f"input {name!r}: shape {shape} does not match {expected_shape} (-1: any batch)")
+    if shape[0] < 1:
+        raise HttpError(400, f"input {name!r}: shape {shape} holds no rows; send a batch of 1 or more")
     count = int(np.prod(shape))
     size = spec.parameters.get("binary_data_size")
     if size is not None:
@@ -225,6 +227,9 @@ async def infer(request: Request) -> Response:
     inputs = request_json.inputs
     if len(inputs) != 1:
         raise HttpError(400, f"this model takes one input ({signature.input_name!r}), not {len(inputs)}")
+    unknown = [output.name for output in request_json.outputs if output.name != output_name]
+    if unknown:
+        raise HttpError(400, f"unknown output {unknown[0]!r}: this model gives {output_name!r}")
     tensor = _input_tensor(inputs[0], binary, signature)
     output = np.ascontiguousarray(await _run(state, pool, tensor), dtype=np.float32)
     answer: InferAnswer = {"model_name": pool.name, "model_version": "1", "outputs": []}
