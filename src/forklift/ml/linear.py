@@ -32,12 +32,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from forklift.ml import kernels
 from forklift.ml.chunked import MAX_LABELS, ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
-from forklift.ml.estimators import (
-    Estimator,
-    device_ids,
-    keep_parameters,
-    row_weights,
-)
+from forklift.ml.estimators import Estimator, device_ids, keep_parameters, row_weights
 from forklift.ml.linear_onnx import LinearOutput, linear_graph
 from forklift.ml.losses import Loss
 from forklift.ml.newton import HostRows, solve_on_devices, solve_on_host

@@ -32,13 +32,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from forklift.ml.column_bundles import ColumnBundles
-from forklift.ml.estimators import (
-    Estimator,
-    device_ids,
-    keep_parameters,
-    row_weights,
-    whole,
-)
+from forklift.ml.estimators import Estimator, device_ids, keep_parameters, row_weights, whole
 from forklift.ml.tree_ensemble import TreeEnsemble
 from forklift.ml.tree_import import Task, read_model
 from forklift.ml.tree_pmml import write_pmml
