@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight
 
@@ -88,6 +87,8 @@ def device_ids(ids: Any) -> list[int]:
 
 def check_cuda(model: BaseEstimator, ids: Sequence[int], *, option: str = "device_ids") -> None:
     """Refuse ``use_gpu=True`` in one line when a wanted CUDA device is not here."""
+    import torch  # here: the tree models need torch for nothing else, and importing it takes 1.5 s
+
     count = torch.cuda.device_count()
     missing = [i for i in (list(ids) or [0]) if not 0 <= i < count]
     if missing:

@@ -98,15 +98,21 @@ class _TreeModel(Estimator):
 
     def _matrix(
         self, X: Any, label: Any, weight: np.ndarray, *, bundles: ColumnBundles | None, reference: Any = None
-    ) -> xgboost.QuantileDMatrix:
+    ) -> xgboost.DMatrix:
         """``X`` binned (as ``bundles``' features if any); the bins of a dense ``X`` of many rows are cut on a
-        sample of them (:func:`_cut_rows`)."""
+        sample of them (:func:`_cut_rows`). A dense ``X`` of fewer rows (and a validation set beside it) stays a
+        plain DMatrix, binned by the first round: on the adult census's 26k rows a QuantileDMatrix took 26 ms, the
+        DMatrix and its bins 8 ms."""
         X = X.tocsr() if sp.issparse(X) else X
-        options: dict[str, Any] = {"max_bin": int(self.hist_nbins), "nthread": self._threads()}
+        options: dict[str, Any] = {"nthread": self._threads()}
         if bundles is not None:
             X = bundles.apply(X)
             options |= {"feature_types": bundles.feature_types, "enable_categorical": True}
-        if reference is None and not sp.issparse(X) and len(X) > SKETCH_ROWS:
+        few_rows = reference is None and not sp.issparse(X) and len(X) <= SKETCH_ROWS
+        if few_rows or (reference is not None and not isinstance(reference, xgboost.QuantileDMatrix)):
+            return xgboost.DMatrix(X, label=label, weight=weight, **options)
+        options["max_bin"] = int(self.hist_nbins)
+        if reference is None and not sp.issparse(X):
             rows, row_weights = _cut_rows(X, weight)
             reference = xgboost.QuantileDMatrix(rows, weight=row_weights, **options)
         return xgboost.QuantileDMatrix(X, label=label, weight=weight, ref=reference, **options)
