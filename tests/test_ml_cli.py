@@ -251,6 +251,14 @@ def test_bad_cells_of_the_target_the_test_table_and_a_predicted_table_are_one_li
     typo.to_csv(tmp_path / "typo.csv", index=False)
     result = forklift_here("ml", "predict", tmp_path / "tree", tmp_path / "typo.csv", check=False)
     assert result.returncode == 2 and "typo.csv: row 1: feature 'age': 'x' is not a number" in result.stderr
+    for name, value in (("inf", np.inf), ("huge", 1e300)):  # refused as a request's row is, not predicted from
+        endless = income_table(20, 8)
+        endless.loc[2, "hours"] = value
+        endless.to_csv(tmp_path / f"{name}.csv", index=False)
+        result = forklift_here("ml", "predict", tmp_path / "tree", tmp_path / f"{name}.csv", check=False)
+        assert result.returncode == 2 and f"{name}.csv: row 3: feature 'hours': {value!r} is not a finite" in (
+            result.stderr
+        )
     for out, problem in ((tmp_path / "nowhere" / "p.csv", "does not exist"), (tmp_path / "tree", "is a folder")):
         result = forklift_here("ml", "predict", tmp_path / "tree", train, "--out", out, check=False)
         assert result.returncode == 2 and f"--out {out}: " in result.stderr and problem in result.stderr

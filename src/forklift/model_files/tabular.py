@@ -155,11 +155,6 @@ def encode_records(settings: TabularSettings, records: Sequence[Any]) -> np.ndar
         value = number_rows[row][j]  # JSON's numbers and nulls only: a string or a bool is refused by name
         raise ForkliftError(f"row {row}: feature {names[numbers[j]]!r}: {value!r} is not a number")
     grid = np.array(number_rows, dtype=np.float64).reshape(len(table), -1)
-    too_big = ~(np.abs(np.nan_to_num(grid)) <= FLOAT32_MAX)  # the graph's float32 would make it infinite
-    if too_big.any():
-        row, column = (int(i) for i in np.argwhere(too_big)[0])
-        value = table[row][numbers[column]]
-        raise ForkliftError(f"row {row}: feature {names[numbers[column]]!r}: {value!r} is not a finite float32 number")
     categories = {
         feature.name: [values[i] for values in table]
         for i, feature in enumerate(settings.features)
@@ -225,6 +220,13 @@ def _encoded(
         row, j = (int(i) for i in np.argwhere(np.isnan(block))[0])
         name = settings.names[settings.number_features[j]]
         raise ForkliftError(f"{prefix}row {row + first_row}: feature {name!r} {missing_message}")
+    too_big = ~(np.abs(np.nan_to_num(block)) <= FLOAT32_MAX)  # the graph's float32 would make it infinite
+    if too_big.any():  # a request's or a file's: served, predicted and measured alike
+        row, j = (int(i) for i in np.argwhere(too_big)[0])
+        name = settings.names[settings.number_features[j]]
+        value = float(block[row, j])
+        where = f"{prefix}row {row + first_row}: feature {name!r}"
+        raise ForkliftError(f"{where}: {value!r} is not a finite float32 number")
     encoded[:, settings.number_columns] = block
     for feature, column in zip(settings.features, settings.offsets, strict=True):
         if feature.kind is not FeatureKind.CATEGORY:
