@@ -25,8 +25,10 @@ from forklift.ml import BoostingMachineClassifier, RandomForestClassifier
 from forklift.ml.boosting import RoundHook
 from forklift.ml.model_directory import MODELS, make_estimator
 from forklift.tune import CLASSIFIER_METRICS
+from forklift.tune.report import describe_trial
 from forklift.tune.space import parse_space
 from forklift.tune.tabular import DEFAULT_SPACES, TabularJob, parameter_settings
+from forklift.tune.trial import StepUnit
 
 ROWS = 400
 
@@ -243,3 +245,16 @@ def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, option
     (printed,) = result.stderr.strip().splitlines()
     assert printed.startswith("forklift: error: ") and line in printed, printed
     assert not (tmp_path / "out").exists()
+
+
+def test_the_report_tells_a_whole_fraction_from_a_count() -> None:
+    """max_features=1.0 (every feature) and max_features=1 (one feature) are different settings."""
+    trials = [
+        optuna.trial.create_trial(params={"max_features": value, "max_depth": 3}, distributions={
+            "max_features": optuna.distributions.CategoricalDistribution([1, 1.0, 0.25]),
+            "max_depth": optuna.distributions.IntDistribution(2, 8)}, value=0.5)
+        for value in (1.0, 1, 0.25)
+    ]  # fmt: skip
+    lines = [describe_trial(trial, None, StepUnit.ROUND) for trial in trials]
+    for line, written in zip(lines, ("1.0", "1", "0.25"), strict=True):
+        assert f"  max_features={written} max_depth=3  " in line

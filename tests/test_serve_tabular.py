@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import os
 import pickle
 import re
 from pathlib import Path
@@ -26,9 +27,11 @@ from hypothesis import HealthCheck, settings
 from tritonclient.utils import InferenceServerException
 
 from forklift.cli import main
+from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir, tabular_settings
 from forklift.model_files.tabular import TabularSettings, encode_columns
 from forklift.serve.openapi import openapi
+from forklift.serve.worker_placement import served_models
 
 COLOURS = ("red", "green", "blue")
 NAMES = ("a", "b", "colour")
@@ -235,6 +238,27 @@ def test_v2_wrong_input(
     assert error.value.status() == "400"
 
 
+@pytest.mark.parametrize(
+    ("model", "value", "message"),
+    [
+        ("clf", 1e300, "input 'X': 1e+300 at [1, 0] is not a finite float32 number (NaN is a missing value)"),
+        ("reg", None, "input 'X': nan at [1, 0] is not a finite float32 number (this model takes no missing values)"),
+    ],
+)
+def test_v2_json_values_beyond_float32_are_named_by_position(
+    server: Server, fitted, model: str, value: float | None, message: str
+) -> None:
+    """JSON data as sent: a number float32 cannot hold, or NaN (JSON's null) for a model without missing values."""
+    width = _settings(fitted[model]).width
+    data: list[float | None] = [0.5] * (2 * width)
+    data[width] = value
+    tensor = {"name": "X", "datatype": "FP32", "shape": [2, width], "data": data}
+    response = httpx.post(f"{server.url}/v2/models/{model}/infer", json={"inputs": [tensor]})
+    assert_error(response, 400, message)
+    log = server.log.read_text()
+    assert "RuntimeWarning" not in log and "overflow" not in log
+
+
 # ---- batching ----------------------------------------------------------------------------------------------------
 
 
@@ -303,8 +327,9 @@ def test_a_batch_timeout_waits_for_requests_that_come_later(fitted, timeout_ms: 
     [
         ("clf", {"rows": [{"a": 1.0, "colour": "red"}]}, "row 0: missing feature 'b'"),
         ("clf", {"rows": [{"a": 1, "b": 2, "colour": "red", "d": 3}]}, "row 0: unknown feature 'd' (features: a, b,"),
-        ("clf", [[1, 2, "red"], ["x", 2, "red"]], "row 1: feature 'a': 'x' is not a number"),
-        ("clf", [[1, 2, "red"], [3, 4, "blue"], [5, True, "red"]], "row 2: feature 'b': True is not a number"),
+        ("clf", {"rows": [{"a": 1, "bb": 2, "colour": "red"}]}, "row 0: missing feature 'b', and 'bb' is not one"),
+        ("clf", [[1, 2, "red"], ["x", 2, "red"]], "row 1: feature 'a': \"x\" is not a number"),
+        ("clf", [[1, 2, "red"], [3, 4, "blue"], [5, True, "red"]], "row 2: feature 'b': true is not a number"),
         ("clf", {"rows": [{"a": 1, "b": [2], "colour": "red"}]}, "row 0: feature 'b': [2] is not a number"),
         ("clf", [[1, 2, "purple"]], "row 0: feature 'colour': unknown category 'purple'"),
         ("clf", [[1, 2]], "row 0: 2 values for 3 features (a, b, colour)"),
@@ -402,3 +427,20 @@ def test_a_detector_and_a_tabular_model_side_by_side(darknet_models, fitted) -> 
         assert client.get_model_metadata("detector")["inputs"][0]["name"] == "images"
         tasks = {name: model["task"] for name, model in httpx.get(f"{running.url}/healthz").json()["models"].items()}
         assert tasks == {"detector": "detect", "svm": "tabular"}
+
+
+# ---- placement ---------------------------------------------------------------------------------------------------
+
+
+def test_models_without_instances_given_get_one_each_or_are_refused_saying_why(fitted, monkeypatch) -> None:
+    """Models never share CPUs: on two CPUs the automatic plan (one instance of both) makes way for one instance of
+    one CPU per model; three models do not fit, which the error says with what to do."""
+    two = sorted(os.sched_getaffinity(0))[:2]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(two))
+    models, _ = served_models([str(fitted["clf"]), str(fitted["reg"])], runtime=None, instances=None,
+                              cpus_per_instance=None, threads=None)  # fmt: skip
+    assert [[place.cpus for place in model.places] for model in models] == [[(two[0],)], [(two[1],)]]
+    with pytest.raises(ForkliftError, match=r"3 models need an instance each, and models never share CPUs: .*3 "
+                       r"instances of 1 CPU do not fit; 2 fit .*; serve them from separate servers"):  # fmt: skip
+        served_models([f"{fitted['clf']}=a", f"{fitted['clf']}=b", f"{fitted['reg']}=c"], runtime=None,
+                      instances=None, cpus_per_instance=None, threads=None)  # fmt: skip

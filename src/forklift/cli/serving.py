@@ -38,7 +38,8 @@ def add_serve(verbs: Any) -> None:
         verbs,
         "serve",
         "Serve model directories over REST (native, PowerAI Vision, KServe v2) with pinned, batching workers.",
-        "forklift serve models/yolov3-tiny=yolo --port 5000 --instances 2 --threads 1",
+        "forklift serve models/yolov3-tiny=yolo --port 5000 --instances 2 --threads 1\n"
+        "  forklift serve models/yolov3-tiny=yolo models/adult=adult  # and a tabular model 'forklift ml fit' wrote",
     )
     serve.add_argument("models", nargs="+", metavar="MODEL_DIR[=NAME]", help="model directories, each with a name")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
@@ -61,7 +62,9 @@ def add_serve(verbs: Any) -> None:
         help="run the workers on these CUDA devices in turn (torch engine; more workers than GPUs share them)",
     )
     add_runtime(serve)
-    serve.add_argument("--max-batch", type=positive, help="images per batch sent to a worker (default 8)")
+    serve.add_argument(
+        "--max-batch", type=positive, help="images (or table rows) per batch sent to a worker (default 8)"
+    )
     serve.add_argument(
         "--batch-timeout-ms",
         type=float,
@@ -142,8 +145,8 @@ def run_serve(args: argparse.Namespace) -> int:
         gpus = [place.gpu for place in model.places if place.gpu is not None]
         on_gpus = f" (GPUs {', '.join(map(str, gpus))})" if gpus else ""
         print(
-            f"serving {model.name} from {model.model_dir}{precision}: {len(model.places)} workers on CPUs {sets}"
-            + on_gpus
+            f"serving {model.name} from {model.model_dir}{precision}: {len(model.places)} "
+            f"worker{'' if len(model.places) == 1 else 's'} on CPUs {sets}" + on_gpus
         )
     print(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)", flush=True)
     serve(models, options)

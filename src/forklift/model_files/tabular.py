@@ -9,6 +9,7 @@ function here, so a served model reads a row exactly as its training read the ta
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections import Counter
@@ -153,7 +154,8 @@ def encode_records(settings: TabularSettings, records: Sequence[Any]) -> np.ndar
         row, j = next((r, j) for r, values in enumerate(number_rows) for j, v in enumerate(values)
                       if type(v) not in NUMBER_TYPES)  # fmt: skip
         value = number_rows[row][j]  # JSON's numbers and nulls only: a string or a bool is refused by name
-        raise ForkliftError(f"row {row}: feature {names[numbers[j]]!r}: {value!r} is not a number")
+        as_sent = json.dumps(value, default=repr)  # `true`, as the request wrote it, not Python's True
+        raise ForkliftError(f"row {row}: feature {names[numbers[j]]!r}: {as_sent} is not a number")
     grid = np.array(number_rows, dtype=np.float64).reshape(len(table), -1)
     categories = {
         feature.name: [values[i] for values in table]
@@ -168,10 +170,11 @@ def _record_values(names: tuple[str, ...], record: Any, index: int) -> list[Any]
     if isinstance(record, Mapping):
         if record.keys() != set(names):
             missing = [name for name in names if name not in record]
-            if missing:
-                raise ForkliftError(f"row {index}: missing feature {missing[0]!r}")
             extra = [key for key in record if key not in names]
-            raise ForkliftError(f"row {index}: unknown feature {extra[0]!r} (features: {', '.join(names)})")
+            problem = f"missing feature {missing[0]!r}" if missing else f"unknown feature {extra[0]!r}"
+            if missing and extra:  # a misspelt name: both halves help
+                problem += f", and {extra[0]!r} is not one"
+            raise ForkliftError(f"row {index}: {problem} (features: {', '.join(names)})")
         return list(map(record.__getitem__, names))
     if isinstance(record, Sequence) and not isinstance(record, str):
         if len(record) != len(names):

@@ -52,6 +52,14 @@ class UrlFetch:
 
 
 @dataclass(frozen=True)
+class BodyLimit:
+    """A request body's largest size and the `forklift serve` option that sets it, which a 413 names."""
+
+    size: int
+    option: str
+
+
+@dataclass(frozen=True)
 class ServeOptions:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -63,3 +71,11 @@ class ServeOptions:
     max_pixels: int = 100_000_000
     url_fetch: UrlFetch = field(default_factory=UrlFetch)
     drain_timeout_s: float = 30.0
+
+    @property
+    def upload_limit(self) -> BodyLimit:
+        return BodyLimit(self.max_upload_bytes, "--max-upload-mb")
+
+    @property
+    def tensor_limit(self) -> BodyLimit:
+        return BodyLimit(self.max_tensor_bytes, "--max-tensor-mb")

@@ -113,13 +113,15 @@ class Worker:
             raise WorkerCrashed(f"worker {self.index} (pid {self.process.pid if self.process else '?'}) died") from exc
 
     def stop(self) -> None:
+        """Close the pipe (the worker ends when it reads the end), then kill one still busy after 5 s: a
+        worker ignores SIGTERM and SIGINT, which are the server's to drain on."""
         if self.connection is not None:
             self.connection.close()
         if self.process is not None and self.process.is_alive():
-            self.process.terminate()
             self.process.join(timeout=5)
             if self.process.is_alive():
                 self.process.kill()
+                self.process.join(timeout=5)
 
 
 class ModelPool:

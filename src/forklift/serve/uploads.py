@@ -6,6 +6,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.types import Message
 
+from forklift.serve.config import BodyLimit
 from forklift.serve.responses import HttpError
 from forklift.vision.images import declared_pixels
 
@@ -18,25 +19,30 @@ def sends_images(request: Request) -> bool:
     return content_type.startswith(("multipart/", "image/"))
 
 
-def _check_declared_size(request: Request, limit: int) -> None:
+def _too_large(limit: BodyLimit, size: int | None = None) -> HttpError:
+    body = "request body" if size is None else f"request body of {size:,} bytes"
+    return HttpError(413, f"{body} is over this server's limit of {limit.size:,} bytes ({limit.option})")
+
+
+def _check_declared_size(request: Request, limit: BodyLimit) -> None:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HttpError(413, f"request body of {int(declared)} bytes is over the upload limit of {limit} bytes")
+    if declared is not None and declared.isdigit() and int(declared) > limit.size:
+        raise _too_large(limit, int(declared))
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: BodyLimit) -> bytes:
     """The raw body, refused as soon as it passes the limit (chunked bodies have no length to check first)."""
     _check_declared_size(request, limit)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > limit:
-            raise HttpError(413, f"request body is over the upload limit of {limit} bytes")
+        if size > limit.size:
+            raise _too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-async def read_form(request: Request, limit: int):
+async def read_form(request: Request, limit: BodyLimit):
     """The multipart form, its bytes counted as they arrive: a chunked body (no length to check first) is refused
     as soon as it passes the limit, before its files are spooled whole."""
     _check_declared_size(request, limit)
@@ -47,12 +53,12 @@ async def read_form(request: Request, limit: int):
         message = await request.receive()
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
-            if received > limit:
-                raise HttpError(413, f"request body is over the upload limit of {limit} bytes")
+            if received > limit.size:
+                raise _too_large(limit)
         return message
 
     try:
-        return await Request(request.scope, counted).form(max_files=256, max_part_size=limit)
+        return await Request(request.scope, counted).form(max_files=256, max_part_size=limit.size)
     except HttpError:
         raise
     except Exception as exc:  # Starlette raises its own parse errors with a message worth passing on
@@ -69,7 +75,7 @@ def pixels_within(images: list[tuple[str, bytes]], max_pixels: int) -> int:
     return total
 
 
-async def read_images(request: Request, limit: int) -> tuple[list[tuple[str, bytes]], dict[str, str]]:
+async def read_images(request: Request, limit: BodyLimit) -> tuple[list[tuple[str, bytes]], dict[str, str]]:
     """(name, bytes) of each uploaded image and the form's other fields (confthre, ...)."""
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):

@@ -7,6 +7,7 @@ the GIL or their own thread pools: one process per CPU set is what lets instance
 from __future__ import annotations
 
 import os
+import signal
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -230,7 +231,14 @@ def _load_tabular(spec: WorkerSpec, model: ModelDirectory) -> tuple[ServedModel,
 
 
 def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
-    """Entry point of the worker process: load, say Ready (with what it serves), then answer jobs."""
+    """Entry point of the worker process: load, say Ready (with what it serves), then answer jobs.
+
+    Ctrl-C (SIGINT to the terminal's whole process group) and a service manager's SIGTERM to every process
+    are the server's to act on: it drains, and the requests in flight need their workers until it closes the
+    pipe, which ends this loop.
+    """
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_IGN)
     _pin(spec)
     from forklift.errors import ForkliftError
 
@@ -252,4 +260,7 @@ def serve_worker(spec: WorkerSpec, connection: Connection) -> None:
             reply = Refused(str(exc))
         except Exception:  # a bug in one batch must not kill the worker; the server answers 500
             reply = Crashed(traceback.format_exc(limit=5))
-        connection.send(reply)
+        try:
+            connection.send(reply)
+        except OSError:  # the server stopped waiting (it closed the pipe)
+            return

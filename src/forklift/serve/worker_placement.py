@@ -41,11 +41,15 @@ def served_models(
     topology = current()
     size = cpus_per_instance or threads
     plan = make_plan(topology, instances=None if instances is None else instances * len(parsed), cpus_per_instance=size)
+    if len(plan.instances) < len(parsed):  # the automatic plan made fewer (larger) instances than models
+        try:
+            plan = make_plan(topology, instances=len(parsed), cpus_per_instance=size)
+        except ForkliftError as exc:
+            raise ForkliftError(
+                f"{len(parsed)} models need an instance each, and models never share CPUs: {exc}; "
+                "serve them from separate servers"
+            ) from exc
     per_model = len(plan.instances) // len(parsed)
-    if per_model == 0:
-        raise ForkliftError(
-            f"{len(parsed)} models need at least one instance each; this machine's plan has {len(plan.instances)}"
-        )
     if threads is not None and threads > plan.cpus_per_instance:
         raise ForkliftError(f"--threads {threads} is more than the {plan.cpus_per_instance} CPUs of each instance")
     if gpus:

@@ -123,4 +123,8 @@ def _plots(study: optuna.Study, out: Path, metric: str, unit: StepUnit) -> list[
 
 
 def _short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    """Four significant digits; a whole float keeps its point, as max_features=1.0 (all) is not 1 (one)."""
+    if not isinstance(value, float):
+        return str(value)
+    text = f"{value:.4g}"
+    return text if any(mark in text for mark in ".eni") else f"{text}.0"

@@ -189,18 +189,23 @@ def _input_tensor(spec: TensorIn, binary: bytes, signature: Signature) -> np.nda
     if size is not None:
         if size != count * 4 or len(binary) < size:
             raise HttpError(400, f"input {name!r}: binary data of {size} bytes does not hold shape {shape} FP32")
-        values = np.frombuffer(binary[: count * 4], dtype="<f4")
+        values = given = np.frombuffer(binary[: count * 4], dtype="<f4")
     else:
         try:
-            values = np.asarray(spec.data, dtype=np.float32)
+            given = np.asarray(spec.data, dtype=np.float64)  # as sent: 1e300 is named, not an overflow warning
         except (TypeError, ValueError) as exc:
             raise HttpError(400, f"input {name!r}: data is not a list of numbers") from exc
-        if values.size != count:
-            raise HttpError(400, f"input {name!r}: {values.size} values do not fill shape {shape}")
-    if signature.missing_values and np.isinf(values).any():
-        raise HttpError(400, f"input {name!r}: has infinite values (NaN is a missing value)")
-    if not signature.missing_values and not np.isfinite(values).all():
-        raise HttpError(400, f"input {name!r}: has NaN or infinite values")
+        if given.size != count:
+            raise HttpError(400, f"input {name!r}: {given.size} values do not fill shape {shape}")
+        with np.errstate(over="ignore"):
+            values = given.astype(np.float32)
+    bad = np.isinf(values) if signature.missing_values else ~np.isfinite(values)
+    if bad.any():
+        first = int(np.argmax(bad.reshape(-1)))
+        where = [int(i) for i in np.unravel_index(first, shape)]
+        allowed = "NaN is a missing value" if signature.missing_values else "this model takes no missing values"
+        number = given.reshape(-1)[first]
+        raise HttpError(400, f"input {name!r}: {number:g} at {where} is not a finite float32 number ({allowed})")
     return values.reshape(shape)
 
 
@@ -223,7 +228,7 @@ async def infer(request: Request) -> Response:
     state: ServeState = request.app.state.serve
     pool, signature = _v2_model(request)
     output_name = signature.output_name
-    request_json, binary = _split_body(request, await read_body(request, state.options.max_tensor_bytes))
+    request_json, binary = _split_body(request, await read_body(request, state.options.tensor_limit))
     inputs = request_json.inputs
     if len(inputs) != 1:
         raise HttpError(400, f"this model takes one input ({signature.input_name!r}), not {len(inputs)}")

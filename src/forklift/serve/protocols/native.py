@@ -38,7 +38,7 @@ async def predict(request: Request) -> Response:
         return await _answer_rows(request, state, pool, pool.served.tabular)
     if sends_json(request):
         raise HttpError(400, f"model {pool.name!r} takes images (multipart '{FIELD}' or an image body), not JSON rows")
-    images, fields = await read_images(request, state.options.max_upload_bytes)
+    images, fields = await read_images(request, state.options.upload_limit)
     conf = parse_conf(fields.get("conf") or request.query_params.get("conf"), "conf")
     if pool.served.task == Task.STYLE:
         return await _answer_image(request, state, pool, images, fields)
@@ -74,7 +74,7 @@ async def _answer_rows(request: Request, state: ServeState, pool: ModelPool, set
     """JSON rows in, their predictions out; the rows are encoded here, so a bad one never reaches a worker."""
     if sends_images(request):
         raise HttpError(400, f"model {pool.name!r} is a tabular model: it takes JSON rows ({BODY}), not images")
-    body = await read_body(request, state.options.max_upload_bytes)
+    body = await read_body(request, state.options.upload_limit)
     start = time.perf_counter()
     rows = parse_rows(body, settings)
     preprocessing_s = time.perf_counter() - start

@@ -96,7 +96,7 @@ async def _detect(request: Request, model: str | None, images: list[tuple[str, b
 
 async def _from_upload(request: Request, model: str | None) -> Response:
     state: ServeState = request.app.state.serve
-    images, fields = await read_images(request, state.options.max_upload_bytes)
+    images, fields = await read_images(request, state.options.upload_limit)
     return await _detect(request, model or fields.get("model"), images, fields.get("confthre"))
 
 
