@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +77,19 @@ def test_fit_writes_a_model_directory_whose_graph_predicts_as_the_estimator(
     assert len(rows) == 500
     np.testing.assert_allclose([r["score_>50K"] for r in rows], expected[:, 1], atol=1e-5)
     assert [r["prediction"] for r in rows] == list(estimator.predict(encoded))
+
+
+def test_a_tree_fit_and_predict_do_not_import_torch(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    """torch is the linear models' (1.3 s of every command): a tree's fit and predict go without it."""
+    train, test = tables
+    script = (
+        "import sys; from forklift.cli import main; "
+        f"main(['ml', 'fit', '--data', {str(train)!r}, '--model', 'tree', {str(tmp_path / 'tree')!r}]); "
+        f"main(['ml', 'predict', {str(tmp_path / 'tree')!r}, {str(test)!r}, '--out', {str(tmp_path / 'p.csv')!r}]); "
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300)
+    assert result.stdout.strip().splitlines()[-1] == "False" and (tmp_path / "p.csv").exists()
 
 
 @pytest.mark.parametrize(

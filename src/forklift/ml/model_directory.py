@@ -14,19 +14,13 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
+import forklift.ml
 from forklift.errors import ForkliftError
-from forklift.ml.boosting import BoostingMachineClassifier, BoostingMachineRegressor, RoundHook
+from forklift.ml.boosting import RoundHook
 from forklift.ml.column_scaling import ColumnScaling
 from forklift.ml.estimators import Estimator
-from forklift.ml.linear import LinearRegression, LogisticRegression, SupportVectorMachine
 from forklift.ml.metrics import ClassifierScores, RegressorScores, classifier_scores, regressor_scores
 from forklift.ml.tables import Table, encode_table, infer_features, plain
-from forklift.ml.trees import (
-    DecisionTreeClassifier,
-    DecisionTreeRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-)
 from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.model_files.tabular import GRAPH_FILE, TABULAR_KEY, TabularSettings
 from forklift.vocabulary import TabularTask, Task
@@ -36,22 +30,29 @@ ESTIMATOR_FILE = "model.pkl"
 
 @dataclass(frozen=True)
 class ModelKind:
-    """One ``--model`` choice: its classifier and regressor classes (None where there is none)."""
+    """One ``--model`` choice: the names of its classifier and regressor in forklift.ml (None where there is none),
+    loaded when one is made: a tree's fit need not import the linear models' torch (1.3 s)."""
 
-    classifier: type[Estimator] | None
-    regressor: type[Estimator] | None
+    classifier: str | None
+    regressor: str | None
     trees: bool  # takes missing values (unless boosting with ridge rounds)
     rounds: bool = False  # fits round by round (``num_round``), showing the model so far to ``fit(on_rounds=...)``
     linear: bool = False  # fits an intercept unless told not to, on standardised numbers (forklift.ml.column_scaling)
 
+    def estimator_class(self, *, classification: bool) -> type[Estimator]:
+        name = self.classifier if classification else self.regressor
+        assert name is not None  # is_classification chose a task the model does
+        chosen: type[Estimator] = getattr(forklift.ml, name)
+        return chosen
+
 
 MODELS = {
-    "logistic": ModelKind(LogisticRegression, None, trees=False, linear=True),
-    "svm": ModelKind(SupportVectorMachine, None, trees=False, linear=True),
-    "ridge": ModelKind(None, LinearRegression, trees=False, linear=True),
-    "tree": ModelKind(DecisionTreeClassifier, DecisionTreeRegressor, trees=True),
-    "forest": ModelKind(RandomForestClassifier, RandomForestRegressor, trees=True),
-    "boosting": ModelKind(BoostingMachineClassifier, BoostingMachineRegressor, trees=True, rounds=True),
+    "logistic": ModelKind("LogisticRegression", None, trees=False, linear=True),
+    "svm": ModelKind("SupportVectorMachine", None, trees=False, linear=True),
+    "ridge": ModelKind(None, "LinearRegression", trees=False, linear=True),
+    "tree": ModelKind("DecisionTreeClassifier", "DecisionTreeRegressor", trees=True),
+    "forest": ModelKind("RandomForestClassifier", "RandomForestRegressor", trees=True),
+    "boosting": ModelKind("BoostingMachineClassifier", "BoostingMachineRegressor", trees=True, rounds=True),
 }
 CLASSES_FOR_GUESS = 20  # a target of whole numbers with at most this many values is read as classes
 # Where a table's model differs from snapml's defaults: a linear model of a table's columns wants an intercept.
@@ -99,9 +100,7 @@ def is_classification(model: str, train: Table, task: TabularTask | None) -> boo
 def make_estimator(model: str, *, classification: bool, params: dict[str, Any], threads: int) -> Estimator:
     """The estimator of ``--model`` with ``--param`` values; an unknown parameter is one line listing the known, a
     value out of its parameter's range one line naming it."""
-    kind = MODELS[model]
-    chosen = kind.classifier if classification else kind.regressor
-    assert chosen is not None  # is_classification chose a task the model does
+    chosen = MODELS[model].estimator_class(classification=classification)
     estimator = chosen(n_jobs=threads)
     known = estimator.get_params()
     unknown = [key for key in params if key not in known]
