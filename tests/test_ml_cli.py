@@ -343,3 +343,15 @@ def test_param_values_are_read_as_yaml_and_none_is_null() -> None:
         "max_depth": None, "base_score": None, "max_features": None, "num_round": 3, "lr": 0.1, "objective": "mse",
         "x": None, "tol": 1e-6, "regularizer": 2500.0, "name": "e5",
     }  # fmt: skip
+
+
+def test_a_column_named_as_a_category_value_column_is_refused(tmp_path: Path) -> None:
+    """`colour=red` beside colour's value red would be two input columns of one name (v2 clients go by the names)."""
+    table = pd.DataFrame({"colour": ["red", "blue"] * 10, "colour=red": np.arange(20.0), "y": ["a", "b"] * 10})
+    table.to_csv(tmp_path / "t.csv", index=False)
+    result = forklift_here("ml", "fit", "--data", tmp_path / "t.csv", "--model", "tree", tmp_path / "out", check=False)
+    assert result.returncode == 2 and not (tmp_path / "out").exists()
+    assert result.stderr.strip().endswith(
+        "t.csv: two of the model's input columns would be named 'colour=red' (a category's value 'NAME=VALUE' and a "
+        "column of that name); rename the column"
+    )

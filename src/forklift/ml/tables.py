@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pandas as pd
 
 from forklift.errors import ForkliftError
 from forklift.ml.svmlight import load_svmlight_file
-from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns
+from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns, input_columns
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
@@ -161,6 +162,13 @@ def infer_features(table: Table) -> tuple[Feature, ...]:
             features.append(Feature(name, FeatureKind.CATEGORY, categories))
         else:
             features.append(Feature(name))
+    columns = Counter(input_columns(features))
+    twice = [column for column, count in columns.items() if count > 1]
+    if twice:  # a column named `colour=red` beside colour's value red: v2 clients find columns by these names
+        raise ForkliftError(
+            f"{table.source}: two of the model's input columns would be named {twice[0]!r} (a category's value "
+            f"'NAME=VALUE' and a column of that name); rename the column"
+        )
     return tuple(features)
 
 

@@ -52,6 +52,17 @@ class Feature:
         return len(self.categories) if self.kind is FeatureKind.CATEGORY else 1
 
 
+def input_columns(features: Sequence[Feature]) -> tuple[str, ...]:
+    """The graph's input columns in order: a number's name, then ``name=value`` for each known value of a category
+    (its one-hot columns)."""
+    return tuple(
+        chain.from_iterable(
+            (f"{f.name}={value}" for value in f.categories) if f.kind is FeatureKind.CATEGORY else (f.name,)
+            for f in features
+        )
+    )
+
+
 @dataclass(frozen=True)
 class TabularSettings:
     """What forklift.json says of a tabular model: its estimator, classes (none for a regressor), features, and
@@ -81,14 +92,7 @@ class TabularSettings:
 
     @cached_property
     def columns(self) -> tuple[str, ...]:
-        """The graph's input columns in order: a number's name, then ``name=value`` for each known value of a
-        category (its one-hot columns)."""
-        return tuple(
-            chain.from_iterable(
-                (f"{f.name}={value}" for value in f.categories) if f.kind is FeatureKind.CATEGORY else (f.name,)
-                for f in self.features
-            )
-        )
+        return input_columns(self.features)
 
     @cached_property
     def offsets(self) -> tuple[int, ...]:
