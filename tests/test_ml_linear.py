@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import warnings
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -286,3 +287,12 @@ def test_check_estimator(estimator) -> None:  # type: ignore[no-untyped-def]
             from sklearn.utils.estimator_checks import check_class_weight_classifiers
 
             check_class_weight_classifiers(type(estimator).__name__, clone(estimator).set_params(fit_intercept=True))
+
+
+def test_a_fit_and_predict_leave_the_programs_kernel_thread_count_as_it_was(sparse) -> None:  # type: ignore[no-untyped-def]
+    """An estimator's n_jobs is its own: the numba threads of the rest of the program are not changed by it."""
+    X, y = sparse
+    before = numba.get_num_threads()
+    model = LogisticRegression(dual=True, n_jobs=1, tol=1e-3).fit(X, y)
+    model.predict_proba(X[:10])
+    assert numba.get_num_threads() == before

@@ -240,7 +240,8 @@ class _GeneralizedLinearModel(Estimator):
             seed=self._seed(None), verbose=bool(self.verbose),
         )  # fmt: skip
         bias = float(self.intercept_scaling) if self.fit_intercept else 0.0
-        solutions = [solve_streaming(dataset, encode, loss, settings, bias=bias) for encode in encoders]
+        with use_threads(settings.n_jobs):
+            solutions = [solve_streaming(dataset, encode, loss, settings, bias=bias) for encode in encoders]
         self.n_iter_ = np.array([s.n_iter for s in solutions])
         if not all(s.converged for s in solutions):
             warnings.warn(
@@ -406,8 +407,8 @@ class LogisticRegression(_LinearClassifier):
         scores = self._linear(X)
         if scores.shape[1] > 1:
             return normalize_rows(expit(scores), norm="l1", copy=False)
-        use_threads(self._threads())
-        return kernels.binary_probabilities(scores[:, 0].astype(np.float64, copy=False))
+        with use_threads(self._threads()):
+            return kernels.binary_probabilities(scores[:, 0].astype(np.float64, copy=False))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """The logarithm of :meth:`predict_proba`."""

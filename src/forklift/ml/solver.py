@@ -7,8 +7,10 @@ ranks adds the parts' changes with one all-reduce per epoch, a single process ad
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+from collections.abc import Iterator
 from typing import Protocol, TypeAlias
 
 import numba
@@ -158,14 +160,21 @@ def solve(
     """
     data = data or PreparedData(problem.X)
     peers = peers or Alone()
-    use_threads(settings.n_jobs)
     run = _DualRun(problem, settings, data, peers) if settings.dual else _PrimalRun(problem, settings, data, peers)
-    return run.solve()
+    with use_threads(settings.n_jobs):
+        return run.solve()
 
 
-def use_threads(n_jobs: int) -> None:
-    """Run the compiled kernels on ``n_jobs`` threads (as many as numba has, at most)."""
+@contextlib.contextmanager
+def use_threads(n_jobs: int) -> Iterator[None]:
+    """Run the compiled kernels on ``n_jobs`` threads (as many as numba has, at most), then on the caller's again:
+    an estimator's ``n_jobs`` is its own, not the rest of the program's."""
+    caller = numba.get_num_threads()
     numba.set_num_threads(max(1, min(n_jobs, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        numba.set_num_threads(caller)
 
 
 class _Run:
