@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pickle
+import re
 import warnings
 
 import numba
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
@@ -218,6 +220,8 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
         (lambda: LogisticRegression(), "wrong_shape", "inconsistent numbers of samples"),
         (lambda: LinearRegression(fit_intercept="maybe"), "ok", "fit_intercept='maybe': expected True or False"),
         (lambda: SupportVectorMachine(), "negative_weight", "SupportVectorMachine: sample_weight: Negative values"),
+        (lambda: LinearRegression(), "short_weight", "sample_weight has 29 values for the 30 rows of X"),
+        (lambda: LogisticRegression(), "text", "LogisticRegression: X's column 'c' holds text ('high')"),
     ],
 )
 def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type: ignore[no-untyped-def]
@@ -232,8 +236,13 @@ def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type:
         y = rng.normal(size=30)
     elif fit_args == "wrong_shape":
         y = y[:-1]
+    elif fit_args == "text":  # a table's column of words, not yet one-hot
+        X = pd.DataFrame(X, columns=list("abcd")).astype({"c": object})
+        X.loc[5, "c"] = "high"
     weights = np.where(np.arange(30) == 2, -0.5, 1.0) if fit_args == "negative_weight" else None
-    with pytest.raises(ValueError, match=message):
+    if fit_args == "short_weight":
+        weights = np.ones(29)
+    with pytest.raises(ValueError, match=re.escape(message)):
         make().fit(X, y, sample_weight=weights)
 
 

@@ -316,7 +316,7 @@ class _Boosting(_TreeModel):
             raise ValueError(f"X_val: {exc}") from exc
         if len(y_val) != X_val.shape[0]:
             raise ValueError(f"{type(self).__name__}: y_val has {len(y_val)} labels for {X_val.shape[0]} rows of X_val")
-        return X_val, row_weights(self, sample_weight_val, X_val, name="sample_weight_val")
+        return X_val, row_weights(self, sample_weight_val, X_val, name="sample_weight_val", of="X_val")
 
 
 def _set_depth(booster: xgboost.Booster, depth: int, depth_set: int | None) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, validate_data
 
 
 class Estimator(BaseEstimator):
@@ -46,9 +46,49 @@ def check_flags(model: BaseEstimator) -> None:
             raise ValueError(f"{type(model).__name__}: {name}={value!r}: expected True or False")
 
 
-def row_weights(model: BaseEstimator, sample_weight: Any, X: Any, *, name: str = "sample_weight") -> np.ndarray:
+def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric: bool, **options: Any) -> Any:
+    """scikit-learn's ``validate_data`` (``X``, or with ``fitting`` ``(X, y)``), but a text cell in ``X`` is refused
+    naming its column, where scikit-learn says only that a string could not be converted to a float."""
+    if fitting and y is None:
+        raise ValueError(f"{type(model).__name__} requires y to be passed, but the target y is None")
+    try:
+        if not fitting:
+            return validate_data(model, X, reset=False, **options)
+        return validate_data(model, X, y, y_numeric=y_numeric, reset=True, **options)
+    except ValueError as exc:
+        if "could not convert string to float" not in str(exc):
+            raise
+        column, value = _first_text_cell(X)
+        raise ValueError(
+            f"{type(model).__name__}: X's column {column!r} holds text ({value!r}): the estimators take numbers; "
+            "one-hot it first (scikit-learn's OneHotEncoder, or `forklift ml fit`, which does it for a table)"
+        ) from exc
+
+
+def _first_text_cell(X: Any) -> tuple[Any, Any]:
+    """The column (its name in a DataFrame, else its index) and the value of the first cell that is not a number."""
+    import pandas as pd
+
+    frame = X if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
+    for name in frame.columns:
+        values = frame[name]
+        numbers = pd.to_numeric(values, errors="coerce")
+        bad = numbers.isna() & values.notna()
+        if bad.any():
+            return name, values[bad].iloc[0]
+    return "?", None
+
+
+def row_weights(
+    model: BaseEstimator, sample_weight: Any, X: Any, *, name: str = "sample_weight", of: str = "X"
+) -> np.ndarray:
     """float64 weights of ``X``'s rows (ones where None); a negative one is refused naming the estimator (a
     negative weight turns a convex loss into one without a minimum)."""
+    rows = X.shape[0]
+    given = None if sample_weight is None or np.isscalar(sample_weight) else np.asarray(sample_weight).shape
+    if given is not None and given != (rows,):
+        size = f"{given[0]} values" if len(given) == 1 else f"shape {given}"
+        raise ValueError(f"{type(model).__name__}: {name} has {size} for the {rows} rows of {of}")
     try:
         return _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     except ValueError as exc:

@@ -27,12 +27,12 @@ from sklearn.kernel_approximation import RBFSampler
 from sklearn.preprocessing import normalize as normalize_rows
 from sklearn.utils import check_random_state, compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from forklift.ml import kernels
 from forklift.ml.chunked import MAX_LABELS, ChunkedDataset
 from forklift.ml.cocoa import TorchPeers, current_peers
-from forklift.ml.estimators import Estimator, device_ids, keep_parameters, row_weights
+from forklift.ml.estimators import Estimator, device_ids, keep_parameters, row_weights, validated
 from forklift.ml.linear_onnx import LinearOutput, linear_graph
 from forklift.ml.losses import Loss
 from forklift.ml.newton import HostRows, solve_on_devices, solve_on_host
@@ -129,12 +129,10 @@ class _GeneralizedLinearModel(Estimator):
                 f"{type(self).__name__}: X is a path, {X}: give it as forklift.ml.chunked.ChunkedDataset.open(path) "
                 "(a chunked set) or read it with forklift.ml.load_svmlight_file(path)"
             )
-        if fitting and y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        kwargs: dict[str, Any] = dict(accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32), reset=fitting)
-        if not fitting:
-            return validate_data(self, X, **kwargs)
-        return validate_data(self, X, y, y_numeric=y_numeric, **kwargs)
+        return validated(
+            self, X, y, fitting=fitting, y_numeric=y_numeric, accept_sparse=("csr", "csc"),
+            dtype=(np.float64, np.float32),
+        )  # fmt: skip
 
     def _seed(self, peers: TorchPeers | None) -> int:
         """This fit's seed: from ``random_state``, rank 0's for every rank of a distributed fit."""

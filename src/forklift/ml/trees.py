@@ -29,10 +29,10 @@ import xgboost
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from forklift.ml.column_bundles import ColumnBundles
-from forklift.ml.estimators import Estimator, device_ids, keep_parameters, row_weights, whole
+from forklift.ml.estimators import Estimator, device_ids, keep_parameters, row_weights, validated, whole
 from forklift.ml.tree_ensemble import TreeEnsemble
 from forklift.ml.tree_import import Task, read_model
 from forklift.ml.tree_pmml import write_pmml
@@ -80,14 +80,10 @@ class _TreeModel(Estimator):
         }
 
     def _validated(self, X: Any, y: Any = None, *, fitting: bool) -> Any:
-        if fitting and y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        kwargs: dict[str, Any] = dict(
-            accept_sparse=("csr", "csc"), dtype=(np.float32, np.float64), ensure_all_finite="allow-nan", reset=fitting
-        )
-        if not fitting:
-            return validate_data(self, X, **kwargs)
-        return validate_data(self, X, y, y_numeric=not self._is_classifier, **kwargs)
+        return validated(
+            self, X, y, fitting=fitting, y_numeric=not self._is_classifier, accept_sparse=("csr", "csc"),
+            dtype=(np.float32, np.float64), ensure_all_finite="allow-nan",
+        )  # fmt: skip
 
     @staticmethod
     def _bundles(X: Any, *, sampled: bool, vector_leaves: bool = False) -> ColumnBundles | None:
