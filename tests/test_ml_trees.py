@@ -420,6 +420,7 @@ def test_scikit_learn_tools_work_with_them() -> None:
         (lambda: BoostingMachineClassifier(), "negative-weight", "BoostingMachineClassifier: sample_weight: Negative"),
         (lambda: RandomForestRegressor(), "negative-weight", "RandomForestRegressor: sample_weight: Negative"),
         (lambda: BoostingMachineClassifier(), "short-val-weight", "sample_weight_val has 2 values for the 3 rows"),
+        (lambda: DecisionTreeRegressor(), "words", "DecisionTreeRegressor: y holds text ('"),
         (lambda: DecisionTreeClassifier(), "text", "DecisionTreeClassifier: X's column 2 holds text ('blue')"),
     ],
 )
@@ -445,6 +446,8 @@ def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) ->
         kwargs = {"sample_weight": np.where(np.arange(60) == 5, -1.0, 1.0)}
     elif fit_args == "short-val-weight":
         kwargs = {"X_val": X[:3], "y_val": y[:3], "sample_weight_val": np.ones(2)}
+    elif fit_args == "words":
+        y = np.where(y > 0, "yes", "no")
     elif fit_args == "text":  # an array of objects, a word among the numbers
         X = X.astype(object)
         X[7, 2] = "blue"

@@ -54,7 +54,8 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
     try:
         if not fitting:
             return validate_data(model, X, reset=False, **options)
-        return validate_data(model, X, y, y_numeric=y_numeric, reset=True, **options)
+        X, y = validate_data(model, X, y, y_numeric=y_numeric, reset=True, **options)
+        return X, _numbers(model, y) if y_numeric else y
     except ValueError as exc:
         if "could not convert string to float" not in str(exc):
             raise
@@ -63,6 +64,18 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
             f"{type(model).__name__}: X's column {column!r} holds text ({value!r}): the estimators take numbers; "
             "one-hot it first (scikit-learn's OneHotEncoder, or `forklift ml fit`, which does it for a table)"
         ) from exc
+
+
+def _numbers(model: BaseEstimator, y: np.ndarray) -> np.ndarray:
+    """A regressor's target as numbers; words (scikit-learn lets an array of strings through) are one line."""
+    if y.dtype.kind not in "OSU":
+        return y
+    _, value = _first_text_cell(y.reshape(-1, 1))
+    if value is None:
+        return y.astype(np.float64)
+    raise ValueError(
+        f"{type(model).__name__}: y holds text ({value!r}): a regressor predicts numbers; labels want a classifier"
+    )
 
 
 def _first_text_cell(X: Any) -> tuple[Any, Any]:
