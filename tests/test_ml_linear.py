@@ -207,7 +207,7 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
 @pytest.mark.parametrize(
     ("make", "fit_args", "message"),
     [
-        (lambda: LogisticRegression(), "nan", "NaN"),
+        (lambda: LogisticRegression(), "nan", "X[3, 1] is nan: LogisticRegression takes finite numbers only"),
         (lambda: LogisticRegression(), "one_class", "one class"),
         (lambda: LogisticRegression(), "continuous", "Unknown label type"),
         (lambda: SupportVectorMachine(), "continuous", "Unknown label type"),

@@ -414,7 +414,11 @@ def test_scikit_learn_tools_work_with_them() -> None:
         (lambda: BoostingMachineClassifier(tree_select_probability=0.0), "", "expected a number in (0, 1]"),
         (lambda: BoostingMachineClassifier(tree_select_probability=0.5, gamma=0), "", "gamma=0: expected a number > 0"),
         (lambda: BoostingMachineClassifier(tree_select_probability=0.5), "missing", "which read every feature"),
-        (lambda: DecisionTreeClassifier(), "infinite", "Input X contains infinity"),
+        (
+            lambda: DecisionTreeClassifier(),
+            "infinite",
+            "X[0, 0] is inf: DecisionTreeClassifier takes NaN as a missing value, but no infinite numbers",
+        ),
         (lambda: RandomForestClassifier(bootstrap="no"), "", "bootstrap='no': expected True or False"),
         (lambda: BoostingMachineRegressor(verbose="yes"), "", "verbose='yes': expected True or False"),
         (lambda: BoostingMachineClassifier(), "negative-weight", "BoostingMachineClassifier: sample_weight: Negative"),

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
@@ -57,6 +58,8 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
         X, y = validate_data(model, X, y, y_numeric=y_numeric, reset=True, **options)
         return X, _numbers(model, y) if y_numeric else y
     except ValueError as exc:
+        if str(exc).startswith("Input X contains"):  # scikit-learn's words suggest its own estimators
+            raise _not_finite(model, X, allow_nan=options.get("ensure_all_finite") == "allow-nan") or exc from exc
         if "could not convert string to float" not in str(exc):
             raise
         column, value = _first_text_cell(X)
@@ -64,6 +67,29 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
             f"{type(model).__name__}: X's column {column!r} holds text ({value!r}): the estimators take numbers; "
             "one-hot it first (scikit-learn's OneHotEncoder, or `forklift ml fit`, which does it for a table)"
         ) from exc
+
+
+def _not_finite(model: BaseEstimator, X: Any, *, allow_nan: bool) -> ValueError | None:
+    """The first cell of ``X`` (in row order) that the estimator does not take, named by its position (None if
+    none is NaN or infinite)."""
+    name = type(model).__name__
+    if sp.issparse(X):
+        cells = sp.coo_matrix(X)
+        rows, columns, values = cells.row, cells.col, cells.data
+    else:
+        values = np.asarray(X, dtype=np.float64)
+        rows, columns = np.indices(values.shape).reshape(2, -1)
+        values = values.ravel()
+    bad = np.flatnonzero(np.isinf(values) if allow_nan else ~np.isfinite(values))
+    if bad.size == 0:
+        return None
+    first = bad[np.lexsort((columns[bad], rows[bad]))[0]]
+    takes = (
+        "NaN as a missing value, but no infinite numbers"
+        if allow_nan
+        else "finite numbers only (impute missing values, or fit a tree model, which takes NaN as missing)"
+    )
+    return ValueError(f"{name}: X[{rows[first]}, {columns[first]}] is {values[first]}: {name} takes {takes}")
 
 
 def _numbers(model: BaseEstimator, y: np.ndarray) -> np.ndarray:
