@@ -221,6 +221,7 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
         (lambda: LinearRegression(fit_intercept="maybe"), "ok", "fit_intercept='maybe': expected True or False"),
         (lambda: SupportVectorMachine(), "negative_weight", "SupportVectorMachine: sample_weight: Negative values"),
         (lambda: LinearRegression(), "short_weight", "sample_weight has 29 values for the 30 rows of X"),
+        (lambda: LinearRegression(), "one_column", "LinearRegression: X has shape (30,). Reshape your data to rows"),
         (lambda: LinearRegression(), "words", "LinearRegression: y holds text ('yes'): a regressor predicts numbers"),
         (lambda: LogisticRegression(), "text", "LogisticRegression: X's column 'c' holds text ('high')"),
     ],
@@ -237,6 +238,8 @@ def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type:
         y = rng.normal(size=30)
     elif fit_args == "wrong_shape":
         y = y[:-1]
+    elif fit_args == "one_column":
+        X = X[:, 0]
     elif fit_args == "words":
         y = np.where(y == 1, "yes", "no")
     elif fit_args == "text":  # a table's column of words, not yet one-hot

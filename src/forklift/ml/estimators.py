@@ -48,8 +48,9 @@ def check_flags(model: BaseEstimator) -> None:
 
 
 def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric: bool, **options: Any) -> Any:
-    """scikit-learn's ``validate_data`` (``X``, or with ``fitting`` ``(X, y)``), but a text cell in ``X`` is refused
-    naming its column, where scikit-learn says only that a string could not be converted to a float."""
+    """scikit-learn's ``validate_data`` (``X``, or with ``fitting`` ``(X, y)``), its refusals made one line that
+    names the place: a text cell's column (scikit-learn says only that a string could not be converted to a float),
+    a NaN's or an infinity's row and column, a one-dimensional X's shape."""
     if fitting and y is None:
         raise ValueError(f"{type(model).__name__} requires y to be passed, but the target y is None")
     try:
@@ -60,6 +61,11 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
     except ValueError as exc:
         if str(exc).startswith("Input X contains"):  # scikit-learn's words suggest its own estimators
             raise _not_finite(model, X, allow_nan=options.get("ensure_all_finite") == "allow-nan") or exc from exc
+        if str(exc).startswith("Expected 2D array"):  # scikit-learn's message prints the array and runs to lines
+            raise ValueError(
+                f"{type(model).__name__}: X has shape {np.shape(X)}. Reshape your data to rows of features: "
+                "X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row"
+            ) from exc
         if "could not convert string to float" not in str(exc):
             raise
         column, value = _first_text_cell(X)
