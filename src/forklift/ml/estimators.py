@@ -60,19 +60,19 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
         return X, _numbers(model, y) if y_numeric else y
     except ValueError as exc:
         if str(exc).startswith("Input X contains"):  # scikit-learn's words suggest its own estimators
-            raise _not_finite(model, X, allow_nan=options.get("ensure_all_finite") == "allow-nan") or exc from exc
+            raise _not_finite(model, X, allow_nan=options.get("ensure_all_finite") == "allow-nan") or exc from None
         if str(exc).startswith("Expected 2D array"):  # scikit-learn's message prints the array and runs to lines
             raise ValueError(
                 f"{type(model).__name__}: X has shape {np.shape(X)}. Reshape your data to rows of features: "
                 "X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row"
-            ) from exc
+            ) from None
         if "could not convert string to float" not in str(exc):
             raise
         column, value = _first_text_cell(X)
         raise ValueError(
             f"{type(model).__name__}: X's column {column!r} holds text ({value!r}): the estimators take numbers; "
             "one-hot it first (scikit-learn's OneHotEncoder, or `forklift ml fit`, which does it for a table)"
-        ) from exc
+        ) from None
 
 
 def _not_finite(model: BaseEstimator, X: Any, *, allow_nan: bool) -> ValueError | None:
