@@ -18,10 +18,12 @@ from forklift.ml.datasets import make_sparse_clicks
 WORKER = Path(__file__).with_name("ml_cocoa_worker.py")
 
 
-def torchrun(*args: str, nproc: int = 2) -> None:
+def torchrun(*args: str, nproc: int = 2, ok: bool = True) -> str:
+    """Run the worker on ``nproc`` ranks; what they printed (asserting they succeeded, or with ``ok=False`` failed)."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
     done = subprocess.run([*command, str(WORKER), *args], timeout=300, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (done.returncode == 0) is ok, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +50,28 @@ def test_two_ranks_end_with_the_single_process_model(clicks: Path, tmp_path: Pat
 
 def test_a_rank_whose_share_holds_no_line_is_named_on_every_rank(tmp_path: Path) -> None:
     (tmp_path / "one.svm").write_text("1 1:2\n")  # rank 1's half of the bytes starts no line
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(WORKER)]
-    done = subprocess.run(
-        [*command, str(tmp_path / "one.svm"), str(tmp_path), "logistic", "1"],
-        timeout=300,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode != 0
+    printed = torchrun(str(tmp_path / "one.svm"), str(tmp_path), "logistic", "1", ok=False)
     message = "one.svm: rank 1's share of the file holds no line (1 in all for 2 ranks): give each rank some rows"
-    assert (done.stdout + done.stderr).count(message) >= 2  # both ranks refuse: neither waits for the other
+    assert printed.count(message) >= 2  # both ranks refuse: neither waits for the other
+
+
+@pytest.mark.parametrize(
+    ("case", "messages"),
+    [
+        (  # each rank would fit its own model, or the collectives would not match
+            "differ",
+            ["LogisticRegression: the ranks were given different parameters: regularizer=1.0 on rank 0, 2.0 on rank 1"],
+        ),
+        (  # rank 1 refuses its rows; rank 0, past its own checks, would wait for it in the next all-reduce
+            "nan-on-1",
+            ["ValueError: LogisticRegression: X[2, 3] is nan", "rank 1 stopped the fit: LogisticRegression: X[2, 3]"],
+        ),
+    ],
+)
+def test_ranks_that_cannot_fit_one_model_all_stop_with_one_line(
+    clicks: Path, tmp_path: Path, case: str, messages: list[str]
+) -> None:
+    printed = torchrun(str(clicks), str(tmp_path), "logistic", "1", case, ok=False)
+    for message in messages:
+        assert message in printed, printed[-3000:]
+    assert "Timeout" not in printed and not list(tmp_path.glob("coef-*.npy"))

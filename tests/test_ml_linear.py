@@ -8,6 +8,7 @@ import warnings
 
 import numba
 import numpy as np
+import onnxruntime
 import pandas as pd
 import pytest
 import scipy.sparse as sp
@@ -208,7 +209,11 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
     ("make", "fit_args", "message"),
     [
         (lambda: LogisticRegression(), "nan", "X[3, 1] is nan: LogisticRegression takes finite numbers only"),
-        (lambda: LogisticRegression(), "one_class", "one class"),
+        (lambda: LogisticRegression(), "one_class", "got only one class: 1"),
+        (lambda: LogisticRegression(), "nullable_na", "X[4, 2] is nan: LogisticRegression takes finite numbers"),
+        (lambda: LinearRegression(), "y_none", "LinearRegression: y[6] is None: y needs a finite number for every"),
+        (lambda: LogisticRegression(), "y_nan", "LogisticRegression: y[6] is nan: y needs a label for every row"),
+        (lambda: LogisticRegression(class_weight="balance"), "ok", "class_weight='balance' is not valid: expected"),
         (lambda: LogisticRegression(), "continuous", "Unknown label type"),
         (lambda: SupportVectorMachine(), "continuous", "Unknown label type"),
         (lambda: LogisticRegression(regularizer=0), "ok", "regularizer=0 is not valid"),
@@ -245,11 +250,43 @@ def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type:
     elif fit_args == "text":  # a table's column of words, not yet one-hot
         X = pd.DataFrame(X, columns=list("abcd")).astype({"c": object})
         X.loc[5, "c"] = "high"
+    elif fit_args == "nullable_na":  # pandas' nullable column, a row without a value
+        X = pd.DataFrame(X, columns=list("abcd")).astype({"c": "Float64"})
+        X.loc[4, "c"] = pd.NA
+    elif fit_args == "y_none":  # a target column read as objects, one row empty
+        y = y.astype(object)
+        y[6] = None
+    elif fit_args == "y_nan":
+        y = y.astype(float)
+        y[6] = np.nan
     weights = np.where(np.arange(30) == 2, -0.5, 1.0) if fit_args == "negative_weight" else None
     if fit_args == "short_weight":
         weights = np.ones(29)
-    with pytest.raises(ValueError, match=re.escape(message)):
+    with pytest.raises(ValueError, match=re.escape(message)) as caught:
         make().fit(X, y, sample_weight=weights)
+    assert "\n" not in str(caught.value)
+
+
+def test_export_model_writes_onnx_that_predicts_the_same_and_refuses_a_name_that_says_pmml(  # type: ignore[no-untyped-def]
+    dense, tmp_path
+) -> None:
+    X, y = dense
+    model = LogisticRegression().fit(X, y)
+    model.export_model(tmp_path / "model.onnx")
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    (probabilities,) = session.run(["prediction"], {"X": X[:200].astype(np.float32)})
+    np.testing.assert_allclose(probabilities, model.predict_proba(X[:200]), atol=1e-5)
+    refusals = [  # snapml's trees write PMML by default: a name that says PMML must not get an ONNX graph
+        (
+            tmp_path / "model.pmml",
+            "model.pmml is named as PMML, but output_type='onnx' writes ONNX: name it model.onnx",
+        ),
+        (tmp_path / "no-such-folder" / "m.onnx", f"the folder {tmp_path / 'no-such-folder'} does not exist"),
+    ]
+    for path, message in refusals:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            model.export_model(path)
+        assert not path.exists()
 
 
 @pytest.mark.parametrize(

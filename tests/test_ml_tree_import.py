@@ -194,10 +194,11 @@ def test_wrong_input_type_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error("input_type='onnx'", BoostingMachineRegressor(), path, "onnx")
 
 
-def test_unreadable_lightgbm_file_is_one_line(tmp_path: Path) -> None:
+def test_unreadable_lightgbm_file_is_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "model.txt"
     path.write_text("not a model\n")
     assert_one_line_error("not a LightGBM model", BoostingMachineRegressor(), path, "lightgbm")
+    assert "[LightGBM]" not in capfd.readouterr().err  # LightGBM's own "[Fatal]" line would say it twice
 
 
 def test_unreadable_xgboost_file_is_one_line_without_xgboosts_source_lines(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,17 @@ def test_an_unknown_output_type_is_one_line_naming_it(tmp_path: Path) -> None:
         model.export_model(tmp_path / "model.csv", output_type="csv")
     assert "\n" not in str(error.value)
     assert not (tmp_path / "model.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "output_type", "message"),
+    [
+        ("model.onnx", "pmml", "model.onnx is named as ONNX, but output_type='pmml' writes PMML: name it model.pmml"),
+        ("model.xml", "onnx", "model.xml is named as PMML, but output_type='onnx' writes ONNX: name it model.onnx"),
+    ],
+)
+def test_a_name_that_says_another_format_is_refused(tmp_path: Path, name: str, output_type: str, message: str) -> None:
+    model = DecisionTreeClassifier(max_depth=2).fit(X_GRID, Y_GRID)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        model.export_model(tmp_path / name, output_type=output_type)
+    assert not (tmp_path / name).exists()

@@ -390,7 +390,11 @@ def test_scikit_learn_tools_work_with_them() -> None:
 @pytest.mark.parametrize(
     ("make", "fit_args", "message"),
     [
-        (lambda: DecisionTreeClassifier(), "one-class", "needs samples of at least 2 classes"),
+        (
+            lambda: DecisionTreeClassifier(),
+            "one-class",
+            "needs samples of at least 2 classes in y; got only one class: 0.0",
+        ),
         (lambda: DecisionTreeClassifier(criterion="entropy"), "", "criterion='entropy': expected 'gini'"),
         (lambda: DecisionTreeClassifier(max_depth=0), "", "max_depth=0: expected None or an integer >= 1"),
         (lambda: RandomForestClassifier(n_estimators=0), "", "n_estimators=0: expected an integer >= 1"),
@@ -426,6 +430,9 @@ def test_scikit_learn_tools_work_with_them() -> None:
         (lambda: BoostingMachineClassifier(), "short-val-weight", "sample_weight_val has 2 values for the 3 rows"),
         (lambda: DecisionTreeRegressor(), "words", "DecisionTreeRegressor: y holds text ('"),
         (lambda: DecisionTreeClassifier(), "text", "DecisionTreeClassifier: X's column 2 holds text ('blue')"),
+        (lambda: DecisionTreeClassifier(), "y-nan", "DecisionTreeClassifier: y[4] is nan: y needs a label for every"),
+        (lambda: BoostingMachineRegressor(), "y-inf", "BoostingMachineRegressor: y[4] is inf: y needs a finite number"),
+        (lambda: BoostingMachineClassifier(class_weight="balance"), "", "class_weight='balance' is not valid"),
     ],
 )
 def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) -> None:
@@ -455,6 +462,8 @@ def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) ->
     elif fit_args == "text":  # an array of objects, a word among the numbers
         X = X.astype(object)
         X[7, 2] = "blue"
+    elif fit_args in ("y-nan", "y-inf"):
+        y[4] = np.nan if fit_args == "y-nan" else np.inf
     with pytest.raises(ValueError) as caught:
         make().fit(X, y, **kwargs)
     assert message in str(caught.value) and "\n" not in str(caught.value)

@@ -10,8 +10,10 @@ for these CPU arrays.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 import torch.distributed as dist
+from sklearn.base import BaseEstimator
 
 from forklift.ml.svmlight import load_svmlight_file, one_based_refusal
 
@@ -64,6 +67,40 @@ atexit.register(_gloo_beside.cache_clear)
 def _leave() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+PER_RANK_PARAMETERS = frozenset({"n_jobs", "device_ids"})  # a rank's own machine; not the model's
+
+
+@contextlib.contextmanager
+def agreed(model: BaseEstimator, peers: TorchPeers | None) -> Iterator[None]:
+    """Run the checks of a fit's start, then agree across the ranks in one gather: a rank whose checks failed
+    stops every rank (the others would wait for it in the next collective until gloo's timeout), and ranks given
+    different parameters (a silently different model, or collectives of different sizes) are refused."""
+    if peers is None:
+        yield
+        return
+    failure: Exception | None = None
+    try:
+        yield
+    except Exception as exc:  # told to every rank below, then raised here as it was
+        failure = exc
+    settings = {k: repr(v) for k, v in model.get_params(deep=False).items() if k not in PER_RANK_PARAMETERS}
+    views = peers.gather((None if failure is None else str(failure), settings))
+    if failure is not None:
+        raise failure
+    failed = [(rank, message) for rank, (message, _) in enumerate(views) if message is not None]
+    if failed:
+        rank, message = failed[0]
+        raise ValueError(f"rank {rank} stopped the fit: {message}")
+    differing = [name for name in settings if len({theirs[name] for _, theirs in views}) > 1]
+    if differing:
+        name = differing[0]
+        values = ", ".join(f"{theirs[name]} on rank {rank}" for rank, (_, theirs) in enumerate(views))
+        raise ValueError(
+            f"{type(model).__name__}: the ranks were given different parameters: {name}={values}; every rank "
+            "must fit the same model"
+        )
 
 
 def current_peers() -> TorchPeers | None:

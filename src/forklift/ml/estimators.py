@@ -4,9 +4,11 @@ checking them before any data is read, counting threads, and refusing a CUDA dev
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,8 @@ class Estimator(BaseEstimator):
         """What every model checks: ``n_jobs``, its flags, and the CUDA devices ``option`` names if ``use_gpu``."""
         self._threads()
         check_flags(self)
+        if hasattr(self, "class_weight"):
+            check_class_weight(self)
         if self.use_gpu:
             check_cuda(self, gpus, option=option)
 
@@ -47,12 +51,60 @@ def check_flags(model: BaseEstimator) -> None:
             raise ValueError(f"{type(model).__name__}: {name}={value!r}: expected True or False")
 
 
+def check_class_weight(model: BaseEstimator) -> None:
+    """Refuse a ``class_weight`` other than None, 'balanced' or a dict in the estimator's words (scikit-learn's
+    would name its own helper, ``compute_class_weight``, from deep in the fit)."""
+    value = model.class_weight
+    if not (value is None or isinstance(value, Mapping) or (isinstance(value, str) and value == "balanced")):
+        raise ValueError(
+            f"{type(model).__name__}: class_weight={value!r} is not valid: expected None, 'balanced' or a dict "
+            "of class: weight"
+        )
+
+
+def check_two_classes(model: BaseEstimator, classes: np.ndarray) -> None:
+    """Refuse labels of one class, shown as the user wrote it (``1.0``, not ``np.float64(1.0)``)."""
+    if len(classes) < 2:
+        raise ValueError(
+            f"{type(model).__name__} needs samples of at least 2 classes in y; got only one class: "
+            f"{classes[0].tolist()!r}"
+        )
+
+
+_FORMAT_OF_SUFFIX = {".onnx": "onnx", ".pmml": "pmml", ".xml": "pmml"}
+
+
+def export_path(model: BaseEstimator, output_file: str | Path, output_type: str, *, formats: Sequence[str]) -> Path:
+    """Where ``export_model`` may write ``output_type``: a format the model writes, a name whose suffix does not
+    say another format (``model.pmml`` written as ONNX would be read as PMML and fail), in a folder that exists."""
+    name = f"{type(model).__name__}.export_model"
+    if output_type not in formats:
+        raise ValueError(f"{name}: output_type={output_type!r}: expected {' or '.join(map(repr, formats))}")
+    path = Path(output_file)
+    named = _FORMAT_OF_SUFFIX.get(path.suffix.lower())
+    if named is not None and named != output_type:
+        instead = (
+            f" or pass output_type={named!r}"
+            if named in formats
+            else f" ({type(model).__name__} writes {output_type.upper()} only)"
+        )
+        raise ValueError(
+            f"{name}: {path.name} is named as {named.upper()}, but output_type={output_type!r} writes "
+            f"{output_type.upper()}: name it {path.with_suffix('.' + output_type).name}{instead}"
+        )
+    if not path.parent.is_dir():
+        raise ValueError(f"{name}: {path}: the folder {path.parent} does not exist")
+    return path
+
+
 def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric: bool, **options: Any) -> Any:
     """scikit-learn's ``validate_data`` (``X``, or with ``fitting`` ``(X, y)``), its refusals made one line that
     names the place: a text cell's column (scikit-learn says only that a string could not be converted to a float),
     a NaN's or an infinity's row and column, a one-dimensional X's shape."""
     if fitting and y is None:
         raise ValueError(f"{type(model).__name__} requires y to be passed, but the target y is None")
+    if fitting:
+        _check_target(model, y, numeric=y_numeric)
     try:
         if not fitting:
             return validate_data(model, X, reset=False, **options)
@@ -83,7 +135,7 @@ def _not_finite(model: BaseEstimator, X: Any, *, allow_nan: bool) -> ValueError 
         cells = sp.coo_matrix(X)
         rows, columns, values = cells.row, cells.col, cells.data
     else:
-        values = np.asarray(X, dtype=np.float64)
+        values = _floats(X)
         rows, columns = np.indices(values.shape).reshape(2, -1)
         values = values.ravel()
     bad = np.flatnonzero(np.isinf(values) if allow_nan else ~np.isfinite(values))
@@ -96,6 +148,38 @@ def _not_finite(model: BaseEstimator, X: Any, *, allow_nan: bool) -> ValueError 
         else "finite numbers only (impute missing values, or fit a tree model, which takes NaN as missing)"
     )
     return ValueError(f"{name}: X[{rows[first]}, {columns[first]}] is {values[first]}: {name} takes {takes}")
+
+
+def _floats(X: Any) -> np.ndarray:
+    """A dense ``X`` as float64, pandas' missing values (``pd.NA`` of its nullable columns) as NaN."""
+    import pandas as pd
+
+    if isinstance(X, pd.DataFrame):
+        return X.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(X, dtype=np.float64)
+
+
+def _check_target(model: BaseEstimator, y: Any, *, numeric: bool) -> None:
+    """Refuse a target with a row that has none (None, NaN, pandas' NA) or an infinite number, naming the row:
+    scikit-learn says only "Input y contains NaN", or for None that the label type is unknown."""
+    import pandas as pd
+
+    values = np.asarray(y.to_numpy(dtype=object, na_value=None) if isinstance(y, pd.Series) else y)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1 or values.dtype.kind not in "fO":
+        return
+    if values.dtype.kind == "f":
+        bad = ~np.isfinite(values)
+    else:
+        bad = np.array(
+            [v is None or v is pd.NA or (isinstance(v, numbers.Real) and not math.isfinite(v)) for v in values]
+        )
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        value = values[row] if values[row] is None or values[row] is pd.NA else float(values[row])
+        wanted = "a finite number for every row" if numeric else "a label for every row"
+        raise ValueError(f"{type(model).__name__}: y[{row}] is {value}: y needs {wanted} (drop the rows without one)")
 
 
 def _numbers(model: BaseEstimator, y: np.ndarray) -> np.ndarray:

@@ -31,8 +31,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from forklift.ml import kernels
 from forklift.ml.chunked import MAX_LABELS, ChunkedDataset
-from forklift.ml.cocoa import TorchPeers, current_peers
-from forklift.ml.estimators import Estimator, device_ids, keep_parameters, row_weights, validated
+from forklift.ml.cocoa import TorchPeers, agreed, current_peers
+from forklift.ml.estimators import (
+    Estimator,
+    check_two_classes,
+    device_ids,
+    export_path,
+    keep_parameters,
+    row_weights,
+    validated,
+)
 from forklift.ml.linear_onnx import LinearOutput, linear_graph
 from forklift.ml.losses import Loss
 from forklift.ml.newton import HostRows, solve_on_devices, solve_on_host
@@ -258,9 +266,8 @@ class _GeneralizedLinearModel(Estimator):
     def export_model(self, output_file: str | Path, output_type: str = "onnx") -> None:
         """Write the fitted model as an ONNX graph (``forklift.ml.linear_onnx``) that other tools run."""
         check_is_fitted(self)
-        if output_type != "onnx":
-            raise ValueError(f"{type(self).__name__}.export_model: output_type={output_type!r}: expected 'onnx'")
-        Path(output_file).write_bytes(linear_graph(self, output=self._onnx_output).SerializeToString())
+        path = export_path(self, output_file, output_type, formats=("onnx",))
+        path.write_bytes(linear_graph(self, output=self._onnx_output).SerializeToString())
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -279,21 +286,20 @@ class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
 
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> Any:
         """Fit on ``X`` (dense or CSR/CSC) and labels ``y`` of two or more classes, or on a chunked data set."""
-        self.check_parameters()
         if isinstance(X, ChunkedDataset):
+            self.check_parameters()
             return self._fit_chunked(X, y, sample_weight)
         peers = current_peers()
-        X, y = self._validated(X, y, fitting=True)
-        check_classification_targets(y)
+        with agreed(self, peers):
+            self.check_parameters()
+            X, y = self._validated(X, y, fitting=True)
+            check_classification_targets(y)
+            weights = row_weights(self, sample_weight, X)
         classes = np.unique(y)
         if peers is not None:  # every rank knows every class, whichever rows it holds
             classes = np.unique(np.concatenate(peers.gather(classes)))
         encoded = np.searchsorted(classes, y)
-        if len(classes) < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: {classes[0]!r}"
-            )
-        weights = row_weights(self, sample_weight, X)
+        check_two_classes(self, classes)
         if self.class_weight is not None:
             weights = weights * self._class_weights(classes, encoded, peers)[encoded]
         seed = self._seed(peers)
@@ -487,8 +493,8 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
 
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> LinearRegression:
         """Fit on ``X`` (dense or CSR/CSC) and real targets ``y``, or on a chunked data set."""
-        self.check_parameters()
         if isinstance(X, ChunkedDataset):
+            self.check_parameters()
             self._refuse_for_chunks(y, sample_weight)
             bound = 1.0 / float(self.regularizer)
             coef, intercept = self._stream(
@@ -497,8 +503,10 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
             self.coef_, self.intercept_ = coef[0], float(intercept[0])
             return self
         peers = current_peers()
-        X, y = self._validated(X, y, fitting=True, y_numeric=True)
-        weights = row_weights(self, sample_weight, X)
+        with agreed(self, peers):
+            self.check_parameters()
+            X, y = self._validated(X, y, fitting=True, y_numeric=True)
+            weights = row_weights(self, sample_weight, X)
         seed = self._seed(peers)
         X = self._features(X, seed=seed)
         coef, intercept, _ = self._solve_all(

@@ -19,6 +19,10 @@ refused, as are categorical splits, linear trees and objectives whose prediction
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +49,26 @@ ZERO_BAND = float(np.float32(1e-35))  # LightGBM's kZeroThreshold: `const double
 BELOW_ZERO_BAND = float(np.nextafter(np.float32(-ZERO_BAND), np.float32(-np.inf)))  # the float32 just below it
 
 
+@contextlib.contextmanager
+def _stderr_dropped() -> Iterator[None]:
+    """Drop what is written to the process's stderr meanwhile: LightGBM's C++ writes "[LightGBM] [Fatal] ..."
+    there before it raises the error that the caller reports in its own words."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def read_lightgbm_file(path: Path) -> tuple[TreeEnsemble, bool]:
     """A LightGBM text model as an ensemble, and whether it is a classifier."""
     try:
-        booster = lightgbm.Booster(model_file=str(path))
+        with _stderr_dropped():
+            booster = lightgbm.Booster(model_file=str(path))
     except lightgbm.basic.LightGBMError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
         raise ValueError(f"{path}: not a LightGBM model LightGBM can read: {first}") from exc

@@ -32,7 +32,16 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from forklift.ml.column_bundles import ColumnBundles
-from forklift.ml.estimators import Estimator, device_ids, keep_parameters, row_weights, validated, whole
+from forklift.ml.estimators import (
+    Estimator,
+    check_two_classes,
+    device_ids,
+    export_path,
+    keep_parameters,
+    row_weights,
+    validated,
+    whole,
+)
 from forklift.ml.tree_ensemble import TreeEnsemble
 from forklift.ml.tree_import import Task, read_model
 from forklift.ml.tree_pmml import write_pmml
@@ -148,19 +157,16 @@ class _TreeModel(Estimator):
         """Write the model for other tools: ``"pmml"`` (PMML 4.4, features ``x0 ..``, a classifier's ``classes_``
         as the target's categories) or ``"onnx"`` (the graph that predicts here)."""
         check_is_fitted(self, "ensemble_")
+        path = export_path(self, output_file, output_type, formats=("pmml", "onnx"))
         if output_type == "pmml" and self.ensemble_.fourier is not None:
             raise ValueError(
                 f"{type(self).__name__}.export_model: ridge rounds (tree_select_probability < 1) are written as ONNX "
                 "only: output_type='onnx'"
             )
         if output_type == "pmml":
-            write_pmml(self.ensemble_, Path(output_file), classes=list(self.classes_) if self._is_classifier else None)
-        elif output_type == "onnx":
-            Path(output_file).write_bytes(self.ensemble_.to_onnx().SerializeToString())
+            write_pmml(self.ensemble_, path, classes=list(self.classes_) if self._is_classifier else None)
         else:
-            raise ValueError(
-                f"{type(self).__name__}.export_model: output_type={output_type!r}: expected 'pmml' or 'onnx'"
-            )
+            path.write_bytes(self.ensemble_.to_onnx().SerializeToString())
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -178,11 +184,7 @@ class _TreeClassifierMixin(ClassifierMixin):
     def _encoded(self, y: Any) -> np.ndarray:
         check_classification_targets(y)
         self.classes_, encoded = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: "
-                f"{self.classes_[0]!r}"
-            )
+        check_two_classes(self, self.classes_)
         return np.asarray(encoded)
 
     def predict_proba(self, X: Any) -> np.ndarray:
