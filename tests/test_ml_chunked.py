@@ -6,6 +6,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
+import shutil
 import subprocess
 import sys
 import warnings
@@ -118,8 +119,9 @@ def test_a_value_that_is_not_a_finite_number_is_named_by_its_row(tmp_path: Path,
         write_chunks(tmp_path / "rows.csv", tmp_path / "b")
     X = np.ones((4, 2))
     X[3, 1] = float(bad)
-    with pytest.raises(ValueError, match="the arrays: data row 4 holds"):
+    with pytest.raises(ValueError, match=r"X\[3\] or y\[3\] holds"):  # an array's rows are counted from 0
         write_chunks((X, np.array([0, 1, 0, 1])), tmp_path / "c")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv", "rows.svm"]  # no folder, no half-written set
 
 
 def test_a_regression_target_keeps_no_list_of_labels(tmp_path: Path) -> None:
@@ -133,6 +135,43 @@ def test_a_regression_target_keeps_no_list_of_labels(tmp_path: Path) -> None:
     streamed = LinearRegression(max_iter=3).fit(dataset)
     assert streamed.coef_.shape == (40,)
     assert write_chunks((X, y), tmp_path / "classes").labels == (0.0, 1.0)
+
+
+def test_a_set_written_again_replaces_the_old_only_once_whole(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=100, n_features=10, n_fields=2, random_state=2)
+    write_chunks((X, y), tmp_path / "set", rows_per_chunk=10)
+    bad = X.toarray()
+    bad[50, 1] = np.nan
+    with pytest.raises(ValueError, match=r"X\[50\] or y\[50\] holds"):
+        write_chunks((bad, y), tmp_path / "set", rows_per_chunk=10)
+    assert ChunkedDataset.open(tmp_path / "set").n_rows == 100  # the failed write left the old set as it was
+    smaller = write_chunks((X[:20], y[:20]), tmp_path / "set", rows_per_chunk=10)
+    assert smaller.n_rows == 20 and sorted(p.name for p in (tmp_path / "set").iterdir()) == [
+        "chunk-00000",
+        "chunk-00001",
+        "manifest.json",
+    ]  # the old set's other eight chunks went with it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    with pytest.raises(
+        ValueError, match=r"notes: holds todo\.txt, and is not a chunked set: give a new or empty folder"
+    ):
+        write_chunks((X, y), tmp_path / "notes")
+    assert [p.name for p in (tmp_path / "notes").iterdir()] == ["todo.txt"]
+
+
+def test_a_damaged_chunk_is_named(tmp_path: Path) -> None:
+    X, y = make_sparse_clicks(n_samples=40, n_features=10, n_fields=2, random_state=3)
+    dataset = write_chunks((X, y), tmp_path / "set", rows_per_chunk=10)
+    shutil.rmtree(tmp_path / "set" / "chunk-00001")
+    (tmp_path / "set" / "chunk-00002" / "indices.npy").write_bytes(b"not numpy")
+    with pytest.raises(ValueError, match=r"chunk-00001: missing: the chunked set in .*set is damaged"):
+        dataset.load(1)
+    with pytest.raises(ValueError, match=r"chunk-00002/indices\.npy: not a numpy array file numpy can read"):
+        dataset.load(2)
+    with pytest.raises(ValueError, match=r"chunk-00001: missing"):
+        LogisticRegression().fit(dataset)
 
 
 def test_what_is_not_a_chunked_set_is_named(tmp_path: Path) -> None:

@@ -113,11 +113,28 @@ class ChunkedDataset:
 
 
 def _read(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The arrays ``names`` of a chunk that has them: a folder of ``.npy`` files or (format 1) an ``.npz`` file."""
-    if path.is_dir():
-        return {name: np.load(path / f"{name}.npy") for name in names if (path / f"{name}.npy").exists()}
-    with np.load(path) as stored:
-        return {name: stored[name] for name in names if name in stored}
+    """The arrays ``names`` of a chunk that has them: a folder of ``.npy`` files or (format 1) an ``.npz`` file; a
+    missing or unreadable one is one line naming it (numpy's would not say it is a chunk of a set)."""
+    damaged = f"the chunked set in {path.parent} is damaged (write it again with write_chunks)"
+    if not path.exists():
+        raise ValueError(f"{path}: missing: {damaged}")
+    files = [path / f"{name}.npy" for name in names] if path.is_dir() else [path]
+    try:
+        if path.is_dir():
+            return {file.stem: np.load(file) for file in files if file.exists()}
+        with np.load(path) as stored:
+            return {name: stored[name] for name in names if name in stored}
+    except (OSError, ValueError, EOFError):
+        unreadable = next((file for file in files if not _loads(file)), path)
+        raise ValueError(f"{unreadable}: not a numpy array file numpy can read: {damaged}") from None
+
+
+def _loads(file: Path) -> bool:
+    try:
+        np.load(file, mmap_mode="r")
+    except (OSError, ValueError, EOFError):
+        return not file.exists()  # an absent optional array is no error
+    return True
 
 
 def _row_blocks(source: Any, rows_per_chunk: int) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
@@ -227,16 +244,50 @@ def write_chunks(
             raise ValueError(f"y holds {kind} labels: a chunked set stores numbers (encode the classes as 0, 1, ...)")
     elif not Path(source).is_file():
         raise FileNotFoundError(f"{source}: no such file")
+    _check_writable(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = folder.parent / f".{folder.name}.writing-{os.getpid()}"  # beside it: renamed into place when done
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        if isinstance(source, tuple):
+            _write(source, staging, rows_per_chunk, zero_based, n_features, dtype)
+        else:
+            with _plain(Path(source), staging) as plain:
+                try:
+                    _write(plain, staging, rows_per_chunk, zero_based, n_features, dtype)
+                except ValueError as error:  # say the file the user named, not its decompressed copy
+                    raise ValueError(str(error).replace(str(plain), str(source))) from error
+        _replace(folder, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ChunkedDataset.open(folder)
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuse a folder that holds something other than a chunked set: the chunks would be mixed with it."""
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder}: a file, not a folder to write the chunks in")
-    folder.mkdir(parents=True, exist_ok=True)
-    if isinstance(source, tuple):
-        return _write(source, folder, rows_per_chunk, zero_based, n_features, dtype)
-    with _plain(Path(source), folder) as plain:
-        try:
-            return _write(plain, folder, rows_per_chunk, zero_based, n_features, dtype)
-        except ValueError as error:  # say the file the user named, not its decompressed copy
-            raise ValueError(str(error).replace(str(plain), str(source))) from error
+    if folder.is_dir() and not (folder / MANIFEST).is_file():
+        other = next(folder.iterdir(), None)
+        if other is not None:
+            raise ValueError(
+                f"{folder}: holds {other.name}, and is not a chunked set: give a new or empty folder (a chunked "
+                "set's folder is written over)"
+            )
+
+
+def _replace(folder: Path, staging: Path) -> None:
+    """Put the set written in ``staging`` in ``folder``: a set there before goes (its chunks too, where the new set
+    has fewer), only once the new one is whole; a failed write leaves the old set and no new folder."""
+    if not folder.exists():
+        staging.rename(folder)
+        return
+    (folder / MANIFEST).unlink(missing_ok=True)
+    for old in folder.glob("chunk-*"):
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    for new in staging.iterdir():
+        new.rename(folder / new.name)
 
 
 def _check_finite(
@@ -247,11 +298,12 @@ def _check_finite(
     bad = ~np.isfinite(y)
     bad[np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[~np.isfinite(data)]] = True
     if bad.any():
-        where = "the arrays" if isinstance(source, tuple) else str(source)
+        row = first_row + int(np.argmax(bad))
+        where = f"X[{row}] or y[{row}]" if isinstance(source, tuple) else f"{source}: data row {row + 1}"
         limit = ", or beyond float32's range" if data.dtype == np.float32 else ""
         raise ValueError(
-            f"{where}: data row {first_row + int(np.argmax(bad)) + 1} holds a value or label that is not a finite "
-            f"number (NaN or infinite{limit}): a chunked set holds finite numbers"
+            f"{where} holds a value or label that is not a finite number (NaN or infinite{limit}): a chunked set "
+            "holds finite numbers"
         )
 
 
@@ -266,7 +318,7 @@ def _write(
     zero_based: bool | str,
     n_features: int | None,
     dtype: type,
-) -> ChunkedDataset:
+) -> None:
     chunks: list[Chunk] = []
     labels: set[float] | None = set()
     smallest, widest = np.iinfo(np.int64).max, 0
@@ -318,4 +370,3 @@ def _write(
         "chunks": [dataclasses.asdict(c) for c in chunks],
     }
     write_text_atomically(folder / MANIFEST, json.dumps(manifest, indent=1))
-    return ChunkedDataset.open(folder)
