@@ -136,16 +136,27 @@ def test_a_regression_on_a_libsvm_file(tmp_path: Path) -> None:
     X = rng.normal(size=(800, 5))
     y = X @ np.array([1.0, -2.0, 0.5, 0.0, 3.0]) + rng.normal(scale=0.1, size=800)
     dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=True)
+    X_test = rng.normal(size=(50, 5))
+    X_test[:, 0] = 0.0  # no index 0 in the file: read alone it would be taken as 1-based, each feature one over
+    y_test = X_test @ np.array([1.0, -2.0, 0.5, 0.0, 3.0])
+    dump_svmlight_file(X_test, y_test, str(tmp_path / "test.svm"), zero_based=True)
     out = tmp_path / "ridge"
-    forklift_here("ml", "fit", "--data", tmp_path / "train.svm", "--model", "ridge", "--param", "regularizer=0.01", out)
+    forklift_here(
+        "ml", "fit", "--data", tmp_path / "train.svm", "--test", tmp_path / "test.svm", "--model", "ridge",
+        "--param", "regularizer=0.01", out,
+    )  # fmt: skip
     settings = json.loads((out / "forklift.json").read_text())["tabular"]
     assert [f["name"] for f in settings["features"]] == [f"f{i}" for i in range(5)] and settings["classes"] == []
+    assert settings["libsvm_zero_based"] is True  # the training file's base, for the files the model reads later
     estimator = pickle.loads((out / "model.pkl").read_bytes())
     rmse = root_mean_squared_error(y, estimator.predict(X))
     assert abs(settings["metrics"]["train_rmse"] - rmse) < 1e-6  # the fit measured X read as float32
     assert settings["metrics"]["train_r2"] > 0.99
     rows = json.loads(forklift_here("ml", "predict", out, tmp_path / "train.svm", "--json").stdout)
     np.testing.assert_allclose([r["prediction"] for r in rows], estimator.predict(X), rtol=1e-5, atol=1e-4)
+    assert settings["metrics"]["test_rmse"] < 0.1  # read one column over, the test rows would miss by about 3
+    rows = json.loads(forklift_here("ml", "predict", out, tmp_path / "test.svm", "--json").stdout)
+    np.testing.assert_allclose([r["prediction"] for r in rows], estimator.predict(X_test), rtol=1e-5, atol=1e-4)
     wrong = ["--target", "price", tmp_path / "p"]
     result = forklift_here("ml", "fit", "--data", tmp_path / "train.svm", *wrong, check=False)
     assert result.returncode == 2 and "train.svm: a libsvm file has no column 'price': its target is" in result.stderr

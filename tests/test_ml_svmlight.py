@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,7 @@ def test_a_byte_range_reads_the_lines_that_start_in_it(tmp_path: Path) -> None:
         ("1 1:1.5 4:2\n0 3:1 2:-1\n", r"bad\.txt:2: indices not in increasing order"),
         ("1 1:0.5\n1,2 1:0.5\n", r"bad\.txt:2: several labels \(1,2\): a line has one label"),  # multi-label
         ("0 1:1\n0 3000000000:1\n", r"bad\.txt:2: index 3000000000 beyond 2147483646"),  # a hashed feature's
+        ("\x00\x01\x02\n\x89PNG\n", r"bad\.txt:1: binary data, not a libsvm text file \(a model, an archive\?\)$"),
     ],
 )
 def test_a_malformed_line_is_named(tmp_path: Path, text: str, message: str) -> None:
@@ -59,3 +61,5 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
         load_svmlight_file(tmp_path / "nope.txt")
     with pytest.raises(ValueError, match="a folder, not a libsvm file"):
         load_svmlight_file(tmp_path)
+    with pytest.raises(ValueError, match=r"takes a file's path \(str or os.PathLike\), not BytesIO"):
+        load_svmlight_file(io.BytesIO(b"1 1:2\n"))  # type: ignore[arg-type]

@@ -132,7 +132,7 @@ def run_fit(args: argparse.Namespace) -> int:
             bar.set_description(name)
 
         train = read_table(args.data, target=args.target)
-        test = read_table(args.test, target=train.target_name) if args.test else None
+        test = read_table(args.test, target=train.target_name, zero_based=train.zero_based) if args.test else None
         task = None if args.task is None else TabularTask(args.task)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")
@@ -175,7 +175,7 @@ def run_predict(args: argparse.Namespace) -> int:
         raise ForkliftError(f"{args.model_dir}: not a tabular model; 'forklift ml predict' takes what 'ml fit' wrote")
     model_dir = open_model_dir(args.model_dir)
     model = TabularModel(model_dir, threads=args.threads)
-    table = read_features(args.data, model.settings.names)
+    table = read_features(args.data, model.settings.names, zero_based=model.settings.libsvm_zero_based)
     answer = model.answer(encode_table(model.settings, table))
     scores = [f"score_{c}" for c in model.settings.classes] if answer.scores is not None else []
     rows = []

@@ -195,6 +195,7 @@ def _prepared(
         missing_values=MODELS[model].trees and estimator.get_params().get("tree_select_probability", 1.0) >= 1,
         target=train.target_name,
         parameters=dict(params),
+        libsvm_zero_based=train.zero_based,
     )
     return estimator, settings, y
 

@@ -46,6 +46,8 @@ def malformed_line(path: str | os.PathLike[str], *, zero_based: bool | Literal["
         body = text.split("#", 1)[0].strip()
         if not body:
             continue
+        if "\x00" in text or "\ufffd" in text:  # NUL bytes, or bytes that are no UTF-8 text
+            return f"{path}:{number}: binary data, not a libsvm text file (a model, an archive?)"
         label, *items = body.split()
         if "," in label:
             return f"{path}:{number}: several labels ({label}): a line has one label: {text[:80]!r}"
@@ -81,6 +83,8 @@ def load_svmlight_file(
     Raises ``ValueError("path:line: problem: 'text'")`` for a malformed file and ``FileNotFoundError`` for a
     missing one.
     """
+    if not isinstance(path, str | os.PathLike):  # its lines are named, and read again by name to find a bad one
+        raise ValueError(f"load_svmlight_file takes a file's path (str or os.PathLike), not {type(path).__name__}")
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path}: a folder, not a libsvm file")

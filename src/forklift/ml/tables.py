@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from forklift.errors import ForkliftError
-from forklift.ml.svmlight import load_svmlight_file
+from forklift.ml.svmlight import load_svmlight_file, one_based_refusal
 from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns, input_columns
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -40,11 +41,16 @@ class Table:
     target_name: str
     rows: int
     source: str  # the file it was read from, named in errors
+    zero_based: bool | None = None  # a libsvm file's index base, as read (None: not a libsvm file)
 
 
-def read_table(path: Path, *, target: str | None, n_features: int | None = None) -> Table:
+def read_table(
+    path: Path, *, target: str | None, n_features: int | None = None, zero_based: bool | None = None
+) -> Table:
     """The table in ``path``; ``target`` names its target column (None: the last one; a libsvm file's labels).
-    ``n_features``: a libsvm file's width, where its highest index may fall short of the model's."""
+    ``n_features``: a libsvm file's width, where its highest index may fall short of the model's; ``zero_based``:
+    its index base where another file decided it (the training file's for its test file: a 0-based test file may
+    happen to hold no index 0, and read by itself it would be taken as 1-based, each feature one column over)."""
     if not path.is_file():
         raise ForkliftError(f"{path}: no such file")
     suffix = path.suffix.lower()
@@ -54,12 +60,12 @@ def read_table(path: Path, *, target: str | None, n_features: int | None = None)
                 f"{path}: a libsvm file has no column {target!r}: its target is each line's label ({LIBSVM_TARGET!r})"
             )
         try:
-            X, y = load_svmlight_file(path, n_features=n_features)
+            X, y, zero = _read_libsvm(path, n_features=n_features, zero_based=zero_based)
         except ValueError as exc:  # names the line and the problem
             raise ForkliftError(str(exc)) from exc
         dense = np.asarray(X.toarray(), dtype=np.float64)
         columns = {f"f{i}": dense[:, i] for i in range(dense.shape[1])}
-        return Table(columns, np.asarray(y), LIBSVM_TARGET, dense.shape[0], str(path))
+        return Table(columns, np.asarray(y), LIBSVM_TARGET, dense.shape[0], str(path), zero_based=zero)
     frame = _read_frame(path, suffix)
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise ForkliftError(f"{path}: no rows or no columns")
@@ -72,13 +78,16 @@ def read_table(path: Path, *, target: str | None, n_features: int | None = None)
     return Table(columns, frame[target_name].to_numpy(), target_name, frame.shape[0], str(path))
 
 
-def read_features(path: Path, names: tuple[str, ...], *, target: str | None = None) -> Table:
+def read_features(
+    path: Path, names: tuple[str, ...], *, target: str | None = None, zero_based: bool | None = None
+) -> Table:
     """A table to predict on: the model's features by name; a target column beside them is left out, unless
-    ``target`` names it (to measure the model: a libsvm file's labels are always its target)."""
+    ``target`` names it (to measure the model: a libsvm file's labels are always its target). ``zero_based``: the
+    index base of the libsvm file the model was fitted on."""
     if not path.is_file():
         raise ForkliftError(f"{path}: no such file")
     if path.suffix.lower() in SVMLIGHT_SUFFIXES:
-        table = read_table(path, target=None, n_features=len(names))
+        table = read_table(path, target=None, n_features=len(names), zero_based=zero_based)
         if list(table.columns) != list(names):
             raise ForkliftError(f"{path}: {len(table.columns)} features; the model takes {len(names)}")
         return table
@@ -98,6 +107,28 @@ def read_features(path: Path, names: tuple[str, ...], *, target: str | None = No
     columns = {name: _column(path, name, frame[name]) for name in names}
     truth = None if target is None else frame[target].to_numpy()
     return Table(columns, truth, target or "", frame.shape[0], str(path))
+
+
+def _read_libsvm(
+    path: Path, *, n_features: int | None, zero_based: bool | None
+) -> tuple[sp.csr_matrix, np.ndarray, bool]:
+    """A libsvm file's rows, labels and index base: ``zero_based``, else 0-based when it holds an index 0."""
+    X, y = load_svmlight_file(path, zero_based=True)  # column i is index i, whatever the base
+    lowest = int(X.indices.min()) if X.nnz else None
+    zero = zero_based if zero_based is not None else lowest == 0
+    if not zero:
+        if lowest == 0:
+            raise one_based_refusal(path)
+        X = X[:, 1:]
+    if n_features is not None:
+        if X.shape[1] > n_features:
+            highest = X.shape[1] - (1 if zero else 0)
+            raise ValueError(
+                f"{path}: index {highest} is beyond the {n_features} features the model takes "
+                f"({'0' if zero else '1'}-based, as the file it was fitted on)"
+            )
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    return X, y, zero
 
 
 def _read_frame(path: Path, suffix: str) -> pd.DataFrame:

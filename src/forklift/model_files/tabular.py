@@ -76,6 +76,7 @@ class TabularSettings:
     target: str = ""  # the column the model was fitted to predict
     metrics: dict[str, float] = field(default_factory=dict)
     parameters: dict[str, Any] = field(default_factory=dict)  # the estimator's options given (--param), else defaults
+    libsvm_zero_based: bool | None = None  # the index base of the libsvm file it was fitted on (None: a table)
 
     @property
     def classification(self) -> bool:
@@ -122,6 +123,7 @@ class TabularSettings:
             "target": self.target,
             "metrics": self.metrics,
             "parameters": self.parameters,
+            **({} if self.libsvm_zero_based is None else {"libsvm_zero_based": self.libsvm_zero_based}),
         }
 
     @classmethod
@@ -141,6 +143,7 @@ class TabularSettings:
                 target=str(data.get("target", "")),
                 metrics={str(k): float(v) for k, v in data.get("metrics", {}).items()},
                 parameters=dict(data.get("parameters", {})),
+                libsvm_zero_based=None if data.get("libsvm_zero_based") is None else bool(data["libsvm_zero_based"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ForkliftError(f"{where}: the {TABULAR_KEY!r} settings are malformed ({exc!r})") from exc

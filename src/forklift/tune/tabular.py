@@ -157,7 +157,7 @@ def tabular_search(
 def read_tables(data: Path, test: Path, target: str | None) -> tuple[Table, Table]:
     """The training and the validation table, read once in each process (a worker runs many trials)."""
     train = read_table(data, target=target)
-    return train, read_table(test, target=train.target_name)
+    return train, read_table(test, target=train.target_name, zero_based=train.zero_based)
 
 
 def parameter_settings(estimator: BaseEstimator) -> dict[str, Setting]:
