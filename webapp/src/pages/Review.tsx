@@ -2,7 +2,7 @@
 // images where the model found nothing after them (or first, as the person chooses). Keys: A accept, E correct in the editor, R reject, U undo the last decision,
 // → skip. Where the model found nothing, Correct is the suggested action and Accept (which would keep a "nothing
 // here" example for training) asks to be pressed a second time.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, json, type Annotations, type DataSet, type ReviewPage } from "../api";
 
 type ReviewItem = ReviewPage["items"][number];
@@ -18,6 +18,7 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   const [last, setLast] = useState<{ item: ReviewItem; doc: Annotations; action: "accept" | "reject" } | null>(null);
   const [message, say] = useMessage();
   const [first, setFirst] = useState<"found" | "nothing">("found");
+  const busy = useRef(false);  // a decision or an undo on its way: a key pressed meanwhile would act on the same image
 
   const reload = () => {
     api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, (e) => say(e.message, true));
@@ -37,12 +38,13 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     else reload();
   };
   const review = async (action: "accept" | "reject") => {
-    if (!item || !doc || !canEdit) return;
+    if (!item || !doc || !canEdit || busy.current) return;
     if (action === "accept" && nothingFound && !confirming) {
       setConfirming(true);
       say(`The model found nothing in ${item.image.original_name}. Accept keeps it as an example of "nothing here" for training: press Accept (A) again if nothing is there, or Correct (E) to label what is.`, true);
       return;
     }
+    busy.current = true;
     try {
       await api<Annotations>(`/api/images/${item.image.id}/review`, json("POST", { action, version: doc.version }));
       say(action === "accept" ? `Accepted ${item.image.original_name}. (U undoes it.)` : `Rejected ${item.image.original_name}: it is unlabelled again. (U undoes it.)`);
@@ -53,13 +55,16 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     } catch (e) {
       say((e as Error).message, true);
       if (e instanceof ApiError && e.status === 409) reload();
+    } finally {
+      busy.current = false;
     }
   };
   const correct = () => { if (item) location.hash = `#/datasets/${datasetId}/images/${item.image.id}?from=review`; };
   // Undo the last accept or reject: the image waits for review again, with the labels it was shown with.
   const undo = async () => {
-    if (!last || !canEdit) return;
+    if (!last || !canEdit || busy.current) return;
     const { item: undone, doc: was, action } = last;
+    busy.current = true;
     try {
       const current = await api<Annotations>(`/api/images/${undone.image.id}/annotations`);
       const body = action === "reject"
@@ -70,23 +75,29 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
       setReviewed((n) => n - 1);
       setQueue((q) => q ? { ...q, total: q.total + 1, items: [...q.items.slice(0, at), undone, ...q.items.slice(at)] } : q);
       say(`Undone: ${undone.image.original_name} waits for review again.`);
-    } catch (e) { say((e as Error).message, true); }
+    } catch (e) { say((e as Error).message, true); } finally { busy.current = false; }
   };
 
+  // The keys act through this render's handlers, set as it renders: an effect would replace them only after the
+  // page is painted, and a key pressed before that (A A in quick succession on a slow machine) would find the last
+  // render's, to which the first A had not happened.
+  const keys = useRef({ review, correct, undo, next });
+  keys.current = { review, correct, undo, next };
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if ((e.target as HTMLElement).tagName === "INPUT" || e.ctrlKey || e.metaKey) return;
-      if (e.key === "a") review("accept");
-      else if (e.key === "r") review("reject");
-      else if (e.key === "e") correct();
-      else if (e.key === "u") undo();
-      else if (e.key === "ArrowRight") next();
+      const act = keys.current;
+      if (e.key === "a") act.review("accept");
+      else if (e.key === "r") act.review("reject");
+      else if (e.key === "e") act.correct();
+      else if (e.key === "u") act.undo();
+      else if (e.key === "ArrowRight") act.next();
       else return;
       e.preventDefault();
     };
     addEventListener("keydown", onKey);
     return () => removeEventListener("keydown", onKey);
-  });
+  }, []);
 
   return (
     <section class="review" data-ready={item && doc?.image_id === item.image.id ? item.image.id : undefined}>
