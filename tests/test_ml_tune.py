@@ -25,7 +25,7 @@ from forklift.ml import BoostingMachineClassifier, RandomForestClassifier
 from forklift.ml.boosting import RoundHook
 from forklift.ml.model_directory import MODELS, make_estimator
 from forklift.tune import CLASSIFIER_METRICS
-from forklift.tune.report import describe_trial
+from forklift.tune.report import describe_trial, write_report
 from forklift.tune.space import parse_space
 from forklift.tune.tabular import DEFAULT_SPACES, TabularJob, parameter_settings
 from forklift.tune.trial import StepUnit
@@ -258,3 +258,17 @@ def test_the_report_tells_a_whole_fraction_from_a_count() -> None:
     lines = [describe_trial(trial, None, StepUnit.ROUND) for trial in trials]
     for line, written in zip(lines, ("1.0", "1", "0.25"), strict=True):
         assert f"  max_features={written} max_depth=3  " in line
+
+
+def test_the_printed_table_gives_each_value_four_decimals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Values of 6 significant digits were printed as written to trials.csv: 0.69532 beside 0.486569."""
+    study = optuna.create_study(direction="minimize")
+    for value, depth in ((0.69532, 2), (0.486569, 3), (0.5, 4)):
+        study.add_trial(optuna.trial.create_trial(
+            params={"max_depth": depth}, distributions={"max_depth": optuna.distributions.IntDistribution(2, 8)},
+            value=value))  # fmt: skip
+    write_report(study, tmp_path, "log_loss", StepUnit.ROUND)
+    table = capsys.readouterr().out.split("best trials by log_loss:\n", 1)[1].splitlines()
+    assert [line.split()[2] for line in table[1:]] == ["0.4866", "0.5000", "0.6953"]
+    assert len({len(line) for line in table}) == 1  # the columns aligned
+    assert "0.486569" in (tmp_path / "trials.csv").read_text()  # the file keeps the digits

@@ -77,7 +77,8 @@ def _print_table(header: list[str], rows: list[list[Any]], metric: str, directio
     print(", ".join(f"{n} {state}" for state, n in states.items() if n), flush=True)
     if not complete:
         return
-    shown = sorted(complete, key=lambda r: float(r[2]), reverse=direction == StudyDirection.MAXIMIZE)[:SHOWN]
+    best = sorted(complete, key=lambda r: float(r[2]), reverse=direction == StudyDirection.MAXIMIZE)[:SHOWN]
+    shown = [[*r[:2], f"{float(r[2]):.4f}", *r[3:]] for r in best]  # as the trials' lines say it, the points aligned
     widths = [max(len(str(h)), *(len(str(r[i])) for r in shown)) for i, h in enumerate(header)]
     print(f"best trials by {metric}:")
     for row in [header, *shown]:
