@@ -160,6 +160,12 @@ def test_a_regression_on_a_libsvm_file(tmp_path: Path) -> None:
     wrong = ["--target", "price", tmp_path / "p"]
     result = forklift_here("ml", "fit", "--data", tmp_path / "train.svm", *wrong, check=False)
     assert result.returncode == 2 and "train.svm: a libsvm file has no column 'price': its target is" in result.stderr
+    (tmp_path / "one.svm").write_text("1 1:2 2:1\n0 2:3\n")  # 1-based: no index 0
+    (tmp_path / "zero.svm").write_text("1 1:2\n0 0:1 2:3\n")
+    result = forklift_here("ml", "fit", "--data", tmp_path / "one.svm", "--test", tmp_path / "zero.svm",
+                           tmp_path / "q", check=False)  # fmt: skip
+    said = "zero.svm:2: index 0 in a file read as 1-based (as the model's training file, which holds no index 0)"
+    assert result.returncode == 2 and said in result.stderr
 
 
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast

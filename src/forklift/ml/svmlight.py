@@ -39,8 +39,11 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
-def malformed_line(path: str | os.PathLike[str], *, zero_based: bool | Literal["auto"] = "auto") -> str | None:
-    """``"path:line: problem: 'text'"`` for the first line that is not ``label [qid:N] index:value ...``."""
+def malformed_line(
+    path: str | os.PathLike[str], *, zero_based: bool | Literal["auto"] = "auto", why: str = "zero_based=False"
+) -> str | None:
+    """``"path:line: problem: 'text'"`` for the first line that is not ``label [qid:N] index:value ...``; ``why``
+    says why a file is read as 1-based."""
     path = Path(path)
     for number, text in _lines(path):
         body = text.split("#", 1)[0].strip()
@@ -57,16 +60,16 @@ def malformed_line(path: str | os.PathLike[str], *, zero_based: bool | Literal["
         if indices and max(indices) > LARGEST_INDEX:
             return f"{path}:{number}: index {max(indices)} beyond {LARGEST_INDEX}, the largest read: {text[:80]!r}"
         if zero_based is False and 0 in indices:
-            return f"{path}:{number}: index 0 in a file read as 1-based (zero_based=False): {text[:80]!r}"
+            return f"{path}:{number}: index 0 in a file read as 1-based ({why}): {text[:80]!r}"
         if any(b <= a for a, b in itertools.pairwise(indices)):
             return f"{path}:{number}: indices not in increasing order: {text[:80]!r}"
     return None
 
 
-def one_based_refusal(path: str | os.PathLike[str]) -> ValueError:
+def one_based_refusal(path: str | os.PathLike[str], *, why: str = "zero_based=False") -> ValueError:
     """The error for an index 0 found in a file read as 1-based, naming its line (found again: an error path)."""
-    located = malformed_line(path, zero_based=False)
-    return ValueError(located or f"{path}: index 0 in a file read as 1-based (zero_based=False)")
+    located = malformed_line(path, zero_based=False, why=why)
+    return ValueError(located or f"{path}: index 0 in a file read as 1-based ({why})")
 
 
 def load_svmlight_file(

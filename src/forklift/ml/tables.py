@@ -118,7 +118,7 @@ def _read_libsvm(
     zero = zero_based if zero_based is not None else lowest == 0
     if not zero:
         if lowest == 0:
-            raise one_based_refusal(path)
+            raise one_based_refusal(path, why="as the model's training file, which holds no index 0")
         X = X[:, 1:]
     if n_features is not None:
         if X.shape[1] > n_features:
