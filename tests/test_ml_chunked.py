@@ -97,6 +97,9 @@ def test_bad_sources_are_named(tmp_path: Path) -> None:
         write_chunks((X, y[:10]), tmp_path / "never")
     with pytest.raises(ValueError, match="y holds <U1 labels: a chunked set stores numbers"):
         write_chunks((X, np.where(y > 0, "a", "b")), tmp_path / "never")
+    (tmp_path / "empty.svm").write_text("")
+    with pytest.raises(ValueError, match=r"empty\.svm: no rows: a chunked set holds some"):
+        write_chunks(tmp_path / "empty.svm", tmp_path / "never")
     with pytest.raises(ValueError, match="rows_per_chunk=0: a chunk holds at least one row"):
         write_chunks((X, y), tmp_path / "never", rows_per_chunk=0)
     assert not (tmp_path / "never").exists()

@@ -166,6 +166,15 @@ def test_a_regression_on_a_libsvm_file(tmp_path: Path) -> None:
                            tmp_path / "q", check=False)  # fmt: skip
     said = "zero.svm:2: index 0 in a file read as 1-based (as the model's training file, which holds no index 0)"
     assert result.returncode == 2 and said in result.stderr
+    (tmp_path / "wide.svm").write_text("1 0:1 5:2\n")  # index 5 of a 0-based file: a sixth feature the model has not
+    (tmp_path / "empty.svm").write_text("# no rows\n")
+    for data, test, said in [
+        ("train.svm", "wide.svm", "wide.svm: index 5 is beyond the 5 features the model takes (0-based, as the file"),
+        ("empty.svm", None, "empty.svm: no rows or no features"),
+    ]:
+        options = ["--test", tmp_path / test] if test else []
+        result = forklift_here("ml", "fit", "--data", tmp_path / data, *options, tmp_path / "w", check=False)
+        assert result.returncode == 2 and said in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
@@ -190,6 +199,8 @@ def test_predict_writes_a_csv(tables: tuple[Path, Path], tmp_path: Path) -> None
         (["--model", "logistic"], "train.csv: row 3: feature 'age' is empty or null, and this model takes no missing"),
         (["--target", "hours", "--model", "svm"], "train.csv: the target 'hours' holds values (1500 distinct, e.g."),
         (["--model", "logistic", "--param", "fit_intercept=maybe"], "LogisticRegression: fit_intercept='maybe': expec"),
+        (["--model", "logistic", "--param", "use_gpu=yes"], "LogisticRegression: use_gpu='yes': expected True or"),
+        (["--param", "random_state=abc"], "random_state='abc' is not valid: expected None, an integer or a numpy"),
         (  # ridge rounds read every feature
             ["--param", "tree_select_probability=0.5"],
             "train.csv: row 3: feature 'age' is empty or null, and this model takes no missing",
@@ -202,6 +213,33 @@ def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, argume
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()[-1:]
     assert message in line and "Traceback" not in result.stderr
+
+
+def test_a_word_in_a_target_of_numbers_and_an_output_under_a_file_are_one_line(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"size": rng.uniform(10, 90, 60).round(1)}).assign(price=lambda f: f["size"] * 3.1)
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    typo = frame.astype({"price": object})
+    typo.loc[6, "price"] = "abc"  # the seventh data row
+    typo.to_csv(tmp_path / "typo.csv", index=False)
+    for task, said in [
+        ([], f"row 7: the target 'price' holds 'abc' among {frame['price'].drop(index=6).nunique()} distinct numbers"),
+        (["--task", "regress"], "typo.csv: row 7: the target 'price' holds 'abc', not a number"),
+    ]:  # a classifier of 59 classes, one a value, was fitted without a word before
+        result = forklift_here("ml", "fit", "--data", tmp_path / "typo.csv", *task, tmp_path / "m", check=False)
+        assert result.returncode == 2 and said in result.stderr, result.stderr
+    out = tmp_path / "model"
+    forklift_here("ml", "fit", "--data", tmp_path / "train.csv", "--model", "tree", out)
+    result = forklift_here("eval", out, "--data", tmp_path / "typo.csv", check=False)
+    assert result.returncode == 2 and "typo.csv: row 7: the target 'abc' is not a number" in result.stderr
+    (tmp_path / "afile").write_text("")
+    for command, said in [
+        (["ml", "fit", "--data", tmp_path / "train.csv", tmp_path / "afile" / "sub"], "OUT_DIR"),
+        (["eval", out, "--data", tmp_path / "train.csv", "--out", tmp_path / "afile" / "x"], "--out"),
+    ]:  # refused before the work, not a NotADirectoryError after it
+        result = forklift_here(*command, check=False)
+        assert result.returncode == 2 and f"{said} {tmp_path / 'afile'}" in result.stderr
+        assert f"cannot be made, {tmp_path / 'afile'} is a file" in result.stderr
 
 
 def test_predict_with_an_image_model_says_it_takes_a_tabular_one(tables: tuple[Path, Path], tmp_path: Path) -> None:

@@ -213,6 +213,7 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
         (lambda: LogisticRegression(), "nullable_na", "X[4, 2] is nan: LogisticRegression takes finite numbers"),
         (lambda: LinearRegression(), "y_none", "LinearRegression: y[6] is None: y needs a finite number for every"),
         (lambda: LogisticRegression(), "y_nan", "LogisticRegression: y[6] is nan: y needs a label for every row"),
+        (lambda: LinearRegression(), "words_series", "LinearRegression: y holds text ('yes'): a regressor predicts"),
         (lambda: LogisticRegression(class_weight="balance"), "ok", "class_weight='balance' is not valid: expected"),
         (lambda: LogisticRegression(), "continuous", "Unknown label type"),
         (lambda: SupportVectorMachine(), "continuous", "Unknown label type"),
@@ -256,6 +257,8 @@ def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type:
     elif fit_args == "y_none":  # a target column read as objects, one row empty
         y = y.astype(object)
         y[6] = None
+    elif fit_args == "words_series":  # pandas' column of words: it was blamed on a column '?' of X
+        y = pd.Series(np.where(y == 1, "yes", "no"))
     elif fit_args == "y_nan":
         y = y.astype(float)
         y[6] = np.nan

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 import xgboost
@@ -433,6 +434,7 @@ def test_scikit_learn_tools_work_with_them() -> None:
         (lambda: DecisionTreeClassifier(), "y-nan", "DecisionTreeClassifier: y[4] is nan: y needs a label for every"),
         (lambda: BoostingMachineRegressor(), "y-inf", "BoostingMachineRegressor: y[4] is inf: y needs a finite number"),
         (lambda: BoostingMachineClassifier(class_weight="balance"), "", "class_weight='balance' is not valid"),
+        (lambda: BoostingMachineClassifier(), "categorical", "BoostingMachineClassifier: X's column 'c' holds text"),
     ],
 )
 def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) -> None:
@@ -462,6 +464,8 @@ def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) ->
     elif fit_args == "text":  # an array of objects, a word among the numbers
         X = X.astype(object)
         X[7, 2] = "blue"
+    elif fit_args == "categorical":  # pandas' categorical column of words: numpy's "Cannot cast str dtype"
+        X = pd.DataFrame(X, columns=list("abc")).assign(c=pd.Categorical(np.where(y > 0, "red", "blue")))
     elif fit_args in ("y-nan", "y-inf"):
         y[4] = np.nan if fit_args == "y-nan" else np.inf
     with pytest.raises(ValueError) as caught:

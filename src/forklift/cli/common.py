@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from forklift.errors import ForkliftError
 from forklift.extras import Extra
 from forklift.vocabulary import Precision, Runtime, Word, words
 
@@ -121,3 +122,12 @@ def add_data(parser: argparse.ArgumentParser, *, flag: bool = False, help: str =
         parser.add_argument("--data", type=Path, required=True, metavar="DATA", help=help)
     else:
         parser.add_argument("data", type=Path, metavar="DATA", help=help)
+
+
+def check_folder_to_write(out: Path, *, what: str) -> None:
+    """Refuse, before any work, a folder to write that cannot be: a file by its name, or under a file."""
+    if out.exists() and not out.is_dir():
+        raise ForkliftError(f"{what} {out}: a file, not a folder to write in")
+    above = next((p for p in out.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise ForkliftError(f"{what} {out}: cannot be made, {above} is a file")

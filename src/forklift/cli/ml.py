@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from forklift.cli.common import add_json, positive, verb_parser
+from forklift.cli.common import add_json, check_folder_to_write, positive, verb_parser
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
 from forklift.vocabulary import TabularTask, words
@@ -91,6 +91,9 @@ def add_predict(actions: Any) -> None:
     predict.set_defaults(handler=run_predict)
 
 
+YAML_1_1_FLAGS = frozenset({"yes", "no", "on", "off", "y", "n"})
+
+
 def parse_params(texts: list[str]) -> dict[str, Any]:
     """``NAME=VALUE`` pairs; a value is read as YAML reads it (numbers, true/false, null, lists), else text; Python's
     ``None`` (what the estimators' messages and docs say) is null too, in any case as ``--space`` reads it, and
@@ -105,6 +108,8 @@ def parse_params(texts: list[str]) -> dict[str, Any]:
             params[key] = None
         elif EXPONENT.fullmatch(bare):
             params[key] = float(bare)
+        elif bare.lower() in YAML_1_1_FLAGS:  # "yes" stays a word, which a flag refuses: true and false say it
+            params[key] = bare
         else:
             try:
                 params[key] = yaml.safe_load(value)
@@ -117,11 +122,12 @@ def run_fit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from forklift.ml.model_directory import fit_directory
-    from forklift.ml.tables import read_table
+    from forklift.ml.tables import read_table, read_test_table
 
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         what = "a folder that is not empty" if args.out.is_dir() else "a file"
         raise ForkliftError(f"{args.out}: exists and is {what}; give a new OUT_DIR")
+    check_folder_to_write(args.out, what="OUT_DIR")
     params = parse_params(args.param)
     stages = ("reading", "encoding", "fitting", "measuring", "writing")
     quiet = True if args.json else None  # None: off where stderr is no terminal (a log, a pipe)
@@ -132,7 +138,7 @@ def run_fit(args: argparse.Namespace) -> int:
             bar.set_description(name)
 
         train = read_table(args.data, target=args.target)
-        test = read_table(args.test, target=train.target_name, zero_based=train.zero_based) if args.test else None
+        test = read_test_table(args.test, train) if args.test else None
         task = None if args.task is None else TabularTask(args.task)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")

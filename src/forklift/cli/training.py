@@ -11,6 +11,7 @@ from forklift.cli.common import (
     add_data,
     add_json,
     add_runtime,
+    check_folder_to_write,
     optional,
     positive,
     positive_list,
@@ -76,6 +77,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ForkliftError(f"--target {args.target}: names a table's column; {args.data} is a data set folder")
     split = args.split or Split.VAL.value
     out = args.out or args.model_dir / f"eval-{args.data.resolve().name}-{split}"  # beside the model
+    check_folder_to_write(out, what="--out")
     given = {name: getattr(args, name) for name in ("conf", "iou", "threshold") if getattr(args, name) is not None}
     result = evaluate(
         args.model_dir,
@@ -130,6 +132,7 @@ def run_table_eval(args: argparse.Namespace) -> int:
                 "graph runs on ONNX Runtime in f32 and is measured at its highest score"
             )
     out = args.out or args.model_dir / f"eval-{args.data.name}"  # beside the model; test.csv and test.parquet apart
+    check_folder_to_write(out, what="--out")
     result = evaluate_table(args.model_dir, args.data, target=args.target, out=out)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

@@ -136,6 +136,11 @@ def _values(values: np.ndarray, *, where: str) -> np.ndarray:
 
 def _number(value: Any) -> bool:
     value = plain(value)
+    if isinstance(value, str):  # a column that holds a word somewhere is read as text: its numbers are strings
+        try:
+            value = float(value)
+        except ValueError:
+            return False
     return isinstance(value, int | float) and not isinstance(value, bool) and not _missing(value)
 
 

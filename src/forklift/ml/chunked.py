@@ -351,6 +351,8 @@ def _write(
         elif X.nnz:
             smallest = min(smallest, int(X.indices.min()))
             widest = max(widest, int(X.indices.max()) + 1)
+    if not chunks:
+        raise ValueError(f"{'the arrays' if isinstance(source, tuple) else source}: no rows: a chunked set holds some")
     if is_libsvm and (zero_based is False or (zero_based == "auto" and smallest >= 1)):
         if smallest == 0:
             raise one_based_refusal(str(source))

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
 
@@ -34,6 +35,8 @@ class Estimator(BaseEstimator):
         check_flags(self)
         if hasattr(self, "class_weight"):
             check_class_weight(self)
+        if hasattr(self, "random_state"):
+            check_seed(self)
         if self.use_gpu:
             check_cuda(self, gpus, option=option)
 
@@ -49,6 +52,17 @@ def check_flags(model: BaseEstimator) -> None:
         a_count = name == "verbose" and whole(value) is not None
         if isinstance(parameter.default, bool) and not isinstance(value, bool | np.bool_) and not a_count:
             raise ValueError(f"{type(model).__name__}: {name}={value!r}: expected True or False")
+
+
+def check_seed(model: BaseEstimator) -> None:
+    """Refuse a ``random_state`` numpy cannot seed from, naming the parameter (numpy's message does not)."""
+    try:
+        check_random_state(model.random_state)
+    except ValueError:
+        raise ValueError(
+            f"{type(model).__name__}: random_state={model.random_state!r} is not valid: expected None, an integer or "
+            "a numpy RandomState"
+        ) from None
 
 
 def check_class_weight(model: BaseEstimator) -> None:
@@ -110,7 +124,7 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
             return validate_data(model, X, reset=False, **options)
         X, y = validate_data(model, X, y, y_numeric=y_numeric, reset=True, **options)
         return X, _numbers(model, y) if y_numeric else y
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         if str(exc).startswith("Input X contains"):  # scikit-learn's words suggest its own estimators
             raise _not_finite(model, X, allow_nan=options.get("ensure_all_finite") == "allow-nan") or exc from None
         if str(exc).startswith("Expected 2D array"):  # scikit-learn's message prints the array and runs to lines
@@ -118,13 +132,17 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
                 f"{type(model).__name__}: X has shape {np.shape(X)}. Reshape your data to rows of features: "
                 "X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row"
             ) from None
-        if "could not convert string to float" not in str(exc):
-            raise
+        # numpy's and pandas' words for text where numbers belong ("could not convert string to float", "Cannot
+        # cast str dtype", ...) name neither the array nor the place: find it
         column, value = _first_text_cell(X)
-        raise ValueError(
-            f"{type(model).__name__}: X's column {column!r} holds text ({value!r}): the estimators take numbers; "
-            "one-hot it first (scikit-learn's OneHotEncoder, or `forklift ml fit`, which does it for a table)"
-        ) from None
+        if isinstance(value, str | bytes):  # another object (a dict) keeps its TypeError, as scikit-learn asks
+            raise ValueError(
+                f"{type(model).__name__}: X's column {column!r} holds text ({value!r}): the estimators take numbers; "
+                "one-hot it first (scikit-learn's OneHotEncoder, or `forklift ml fit`, which does it for a table)"
+            ) from None
+        if fitting and y_numeric:
+            _refuse_words(model, y)
+        raise
 
 
 def _not_finite(model: BaseEstimator, X: Any, *, allow_nan: bool) -> ValueError | None:
@@ -186,12 +204,17 @@ def _numbers(model: BaseEstimator, y: np.ndarray) -> np.ndarray:
     """A regressor's target as numbers; words (scikit-learn lets an array of strings through) are one line."""
     if y.dtype.kind not in "OSU":
         return y
-    _, value = _first_text_cell(y.reshape(-1, 1))
-    if value is None:
-        return y.astype(np.float64)
-    raise ValueError(
-        f"{type(model).__name__}: y holds text ({value!r}): a regressor predicts numbers; labels want a classifier"
-    )
+    _refuse_words(model, y)
+    return y.astype(np.float64)
+
+
+def _refuse_words(model: BaseEstimator, y: Any) -> None:
+    """Refuse a regressor's target that holds text, naming a word of it."""
+    _, value = _first_text_cell(np.asarray(y, dtype=object).reshape(-1, 1))
+    if isinstance(value, str | bytes):
+        raise ValueError(
+            f"{type(model).__name__}: y holds text ({value!r}): a regressor predicts numbers; labels want a classifier"
+        )
 
 
 def _first_text_cell(X: Any) -> tuple[Any, Any]:
@@ -200,8 +223,11 @@ def _first_text_cell(X: Any) -> tuple[Any, Any]:
 
     frame = X if isinstance(X, pd.DataFrame) else pd.DataFrame(np.asarray(X, dtype=object))
     for name in frame.columns:
-        values = frame[name]
-        numbers = pd.to_numeric(values, errors="coerce")
+        values = frame[name].astype(object)  # a categorical or string column's values as they are
+        try:
+            numbers = pd.to_numeric(values, errors="coerce")
+        except (TypeError, ValueError):  # complex numbers and the like: not text, left to the error that came
+            continue
         bad = numbers.isna() & values.notna()
         if bad.any():
             return name, values[bad].iloc[0]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator
 
 import forklift.ml
@@ -81,6 +82,8 @@ def is_classification(model: str, train: Table, task: TabularTask | None) -> boo
     assert train.target is not None
     target = train.target
     classes = target.dtype == object or target.dtype == bool
+    if target.dtype == object:
+        _refuse_a_word_among_values(train)
     if not classes:
         known = target[np.isfinite(target)]  # an empty cell is _target's to name
         classes = bool(np.all(np.equal(np.mod(known, 1), 0)) and len(np.unique(known)) <= CLASSES_FOR_GUESS)
@@ -95,6 +98,26 @@ def is_classification(model: str, train: Table, task: TabularTask | None) -> boo
     if kind.regressor is None or kind.classifier is None:
         return kind.classifier is not None
     return classes
+
+
+def _refuse_a_word_among_values(train: Table) -> None:
+    """A target of values (numbers, not few whole ones) with a word in it is a mistake in a row, not a classifier's
+    labels: each value would become a class (hundreds of them). ``--task classify`` asks for that all the same."""
+    assert train.target is not None
+    cells = pd.Series(train.target)
+    numbers = pd.to_numeric(cells, errors="coerce")
+    words = cells.notna() & numbers.isna()
+    known = numbers.dropna().to_numpy()
+    if not words.any() or len(known) < len(cells) / 2:
+        return
+    if np.all(np.mod(known, 1) == 0) and len(np.unique(known)) <= CLASSES_FOR_GUESS:
+        return  # few whole numbers and a word: labels, such as 0, 1 and "unknown"
+    row = int(np.flatnonzero(words.to_numpy())[0])
+    raise ForkliftError(
+        f"{train.source}: row {row + 1}: the target {train.target_name!r} holds {cells.iloc[row]!r} among "
+        f"{len(np.unique(known))} distinct numbers: correct the row, or give --task classify to read each value as a "
+        "class"
+    )
 
 
 def make_estimator(model: str, *, classification: bool, params: dict[str, Any], threads: int) -> Estimator:
@@ -244,10 +267,14 @@ def _target(table: Table, *, classification: bool) -> np.ndarray:
         raise ForkliftError(f"{table.source}: row {row + 1}: the target {table.target_name!r} is empty or not finite")
     if classification:
         return np.array([plain(v) for v in values], dtype=object if values.dtype == object else values.dtype)
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ForkliftError(f"{table.source}: the target {table.target_name!r} is not numeric: {exc}") from exc
+    numbers = pd.to_numeric(pd.Series(values), errors="coerce")
+    if numbers.isna().any():  # the empty cells were refused above: these are words
+        row = int(np.flatnonzero(numbers.isna().to_numpy())[0])
+        raise ForkliftError(
+            f"{table.source}: row {row + 1}: the target {table.target_name!r} holds {plain(values[row])!r}, not a "
+            "number: a regressor predicts numbers"
+        )
+    return numbers.to_numpy(dtype=np.float64)
 
 
 def measure(estimator: BaseEstimator, X: np.ndarray, y: np.ndarray, settings: TabularSettings) -> dict[str, float]:

@@ -63,6 +63,8 @@ def read_table(
             X, y, zero = _read_libsvm(path, n_features=n_features, zero_based=zero_based)
         except ValueError as exc:  # names the line and the problem
             raise ForkliftError(str(exc)) from exc
+        if X.shape[0] == 0 or X.shape[1] == 0:
+            raise ForkliftError(f"{path}: no rows or no features (a libsvm file of 'label index:value ...' lines)")
         dense = np.asarray(X.toarray(), dtype=np.float64)
         columns = {f"f{i}": dense[:, i] for i in range(dense.shape[1])}
         return Table(columns, np.asarray(y), LIBSVM_TARGET, dense.shape[0], str(path), zero_based=zero)
@@ -76,6 +78,15 @@ def read_table(
     if not columns:
         raise ForkliftError(f"{path}: the target {target_name!r} is the only column; there are no features")
     return Table(columns, frame[target_name].to_numpy(), target_name, frame.shape[0], str(path))
+
+
+def read_test_table(path: Path, train: Table) -> Table:
+    """A table to measure a model fitted on ``train`` with: a libsvm file read with the training file's index base
+    and width (its highest index may fall short of the training file's; one beyond it is refused)."""
+    libsvm = train.zero_based is not None
+    return read_table(
+        path, target=train.target_name, zero_based=train.zero_based, n_features=len(train.columns) if libsvm else None
+    )
 
 
 def read_features(
@@ -115,6 +126,7 @@ def _read_libsvm(
     """A libsvm file's rows, labels and index base: ``zero_based``, else 0-based when it holds an index 0."""
     X, y = load_svmlight_file(path, zero_based=True)  # column i is index i, whatever the base
     lowest = int(X.indices.min()) if X.nnz else None
+    decided = zero_based is not None  # by the file the model was fitted on
     zero = zero_based if zero_based is not None else lowest == 0
     if not zero:
         if lowest == 0:
@@ -123,10 +135,8 @@ def _read_libsvm(
     if n_features is not None:
         if X.shape[1] > n_features:
             highest = X.shape[1] - (1 if zero else 0)
-            raise ValueError(
-                f"{path}: index {highest} is beyond the {n_features} features the model takes "
-                f"({'0' if zero else '1'}-based, as the file it was fitted on)"
-            )
+            base = f"{'0' if zero else '1'}-based" + (", as the file it was fitted on" if decided else "")
+            raise ValueError(f"{path}: index {highest} is beyond the {n_features} features the model takes ({base})")
         X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
     return X, y, zero
 

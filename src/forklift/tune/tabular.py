@@ -26,7 +26,7 @@ from forklift.errors import ForkliftError
 from forklift.ml.boosting import RoundHook
 from forklift.ml.estimators import Estimator
 from forklift.ml.model_directory import MODELS, check_tables, fit_directory
-from forklift.ml.tables import Table, read_table
+from forklift.ml.tables import Table, read_table, read_test_table
 from forklift.tune import CLASSIFIER_METRICS, MINIMISED, REGRESSOR_METRICS
 from forklift.tune.space import Dimension, Kind, Setting, parse_space
 from forklift.tune.trial import Steps, StepUnit, report
@@ -157,7 +157,7 @@ def tabular_search(
 def read_tables(data: Path, test: Path, target: str | None) -> tuple[Table, Table]:
     """The training and the validation table, read once in each process (a worker runs many trials)."""
     train = read_table(data, target=target)
-    return train, read_table(test, target=train.target_name, zero_based=train.zero_based)
+    return train, read_test_table(test, train)
 
 
 def parameter_settings(estimator: BaseEstimator) -> dict[str, Setting]:
