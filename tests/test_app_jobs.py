@@ -3,6 +3,7 @@ and found again by an app started anew while it runs."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -11,6 +12,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import psutil
 import pytest
 from app_helpers import app_client, fresh_database, shapes_dataset, wait_for, zip_of
 from fastapi.testclient import TestClient
@@ -81,6 +83,8 @@ def test_a_restarted_app_finds_its_running_job_or_marks_it_interrupted(tmp_path:
         second = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 40}).json()["id"]
         pid = _wait(client, second, ("running",), epoch=1)["pid"]
     os.killpg(pid, signal.SIGKILL)  # the machine loses the job while no app runs
+    with contextlib.suppress(psutil.NoSuchProcess):  # gone, as from a lost machine: a loaded one takes a while to
+        psutil.Process(pid).wait(timeout=60)  # tear a killed torch process down, and it is still running meanwhile
     with app_client(data, db) as client:
         seen = client.get(f"/api/jobs/{second}").json()
         assert seen["state"] == "interrupted" and "resume continues it" in seen["error"], seen
