@@ -22,13 +22,13 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from forklift.atomic import write_text_atomically
-from forklift.ml.svmlight import load_svmlight_file, one_based_refusal
+from forklift.ml.svmlight import load_svmlight_file, read_as_one_based
 
 MANIFEST = "manifest.json"
 MAX_LABELS = 1000  # more distinct targets than this are a regression's: the manifest keeps no list of them
@@ -222,7 +222,7 @@ def write_chunks(
     folder: str | os.PathLike[str],
     *,
     rows_per_chunk: int = 100_000,
-    zero_based: bool | str = "auto",
+    zero_based: bool | Literal["auto"] = "auto",
     n_features: int | None = None,
     dtype: type = np.float32,
 ) -> ChunkedDataset:
@@ -315,7 +315,7 @@ def _write(
     source: Path | tuple[Any, Any],
     folder: Path,
     rows_per_chunk: int,
-    zero_based: bool | str,
+    zero_based: bool | Literal["auto"],
     n_features: int | None,
     dtype: type,
 ) -> None:
@@ -353,9 +353,7 @@ def _write(
             widest = max(widest, int(X.indices.max()) + 1)
     if not chunks:
         raise ValueError(f"{'the arrays' if isinstance(source, tuple) else source}: no rows: a chunked set holds some")
-    if is_libsvm and (zero_based is False or (zero_based == "auto" and smallest >= 1)):
-        if smallest == 0:
-            raise one_based_refusal(str(source))
+    if is_libsvm and read_as_one_based(str(source), smallest, zero_based):
         for chunk in chunks:  # one more pass over what was written, not over the source
             path = folder / chunk.file / "indices.npy"
             np.save(path, np.load(path) - 1)

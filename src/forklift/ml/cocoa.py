@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from sklearn.base import BaseEstimator
 
-from forklift.ml.svmlight import load_svmlight_file, one_based_refusal
+from forklift.ml.svmlight import load_svmlight_file, read_as_one_based
 
 
 class TorchPeers:
@@ -151,9 +151,7 @@ def load_svmlight_part(
                 f"{path}: rank {empty[0]}'s share of the file holds no line ({sum(p[2] for p in parts)} in all for "
                 f"{count} ranks): give each rank some rows"
             )
-    if zero_based is False and smallest == 0:
-        raise one_based_refusal(path)
-    shift = 1 if zero_based is False or (zero_based == "auto" and smallest >= 1) else 0
+    shift = int(read_as_one_based(path, smallest, zero_based))
     width = n_features if n_features is not None else widest - shift
     if widest - shift > width:
         raise ValueError(f"{path}: an index beyond n_features={n_features}")

@@ -86,7 +86,7 @@ def is_classification(model: str, train: Table, task: TabularTask | None) -> boo
         _refuse_a_word_among_values(train)
     if not classes:
         known = target[np.isfinite(target)]  # an empty cell is _target's to name
-        classes = bool(np.all(np.equal(np.mod(known, 1), 0)) and len(np.unique(known)) <= CLASSES_FOR_GUESS)
+        classes = _look_like_classes(known)
     if kind.regressor is None and not classes:
         *others, last = [name for name, other in MODELS.items() if other.regressor is not None]
         regressors = f"{', '.join(others)} or {last}"
@@ -100,6 +100,11 @@ def is_classification(model: str, train: Table, task: TabularTask | None) -> boo
     return classes
 
 
+def _look_like_classes(numbers: np.ndarray) -> bool:
+    """Whether a target's numbers read as class labels: whole, and few of them."""
+    return bool(np.all(np.equal(np.mod(numbers, 1), 0)) and len(np.unique(numbers)) <= CLASSES_FOR_GUESS)
+
+
 def _refuse_a_word_among_values(train: Table) -> None:
     """A target of values (numbers, not few whole ones) with a word in it is a mistake in a row, not a classifier's
     labels: each value would become a class (hundreds of them). ``--task classify`` asks for that all the same."""
@@ -110,7 +115,7 @@ def _refuse_a_word_among_values(train: Table) -> None:
     known = numbers.dropna().to_numpy()
     if not words.any() or len(known) < len(cells) / 2:
         return
-    if np.all(np.mod(known, 1) == 0) and len(np.unique(known)) <= CLASSES_FOR_GUESS:
+    if _look_like_classes(known):
         return  # few whole numbers and a word: labels, such as 0, 1 and "unknown"
     row = int(np.flatnonzero(words.to_numpy())[0])
     raise ForkliftError(

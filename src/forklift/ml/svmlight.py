@@ -72,6 +72,21 @@ def one_based_refusal(path: str | os.PathLike[str], *, why: str = "zero_based=Fa
     return ValueError(located or f"{path}: index 0 in a file read as 1-based ({why})")
 
 
+def read_as_one_based(
+    path: str | os.PathLike[str],
+    lowest: int | None,
+    zero_based: bool | Literal["auto"],
+    *,
+    why: str = "zero_based=False",
+) -> bool:
+    """Whether a file whose smallest index is ``lowest`` (None: it holds none) is read as 1-based: when
+    ``zero_based`` is False, or ``"auto"`` and it holds no index 0; an index 0 in a file read so is refused."""
+    one_based = zero_based is False or (zero_based == "auto" and lowest != 0)
+    if one_based and lowest == 0:
+        raise one_based_refusal(path, why=why)
+    return one_based
+
+
 def load_svmlight_file(
     path: str | os.PathLike[str],
     *,

@@ -21,7 +21,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from forklift.errors import ForkliftError
-from forklift.ml.svmlight import load_svmlight_file, one_based_refusal
+from forklift.ml.svmlight import load_svmlight_file, read_as_one_based
 from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns, input_columns
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -127,10 +127,9 @@ def _read_libsvm(
     X, y = load_svmlight_file(path, zero_based=True)  # column i is index i, whatever the base
     lowest = int(X.indices.min()) if X.nnz else None
     decided = zero_based is not None  # by the file the model was fitted on
-    zero = zero_based if zero_based is not None else lowest == 0
+    why = "as the model's training file, which holds no index 0"
+    zero = not read_as_one_based(path, lowest, "auto" if zero_based is None else zero_based, why=why)
     if not zero:
-        if lowest == 0:
-            raise one_based_refusal(path, why="as the model's training file, which holds no index 0")
         X = X[:, 1:]
     if n_features is not None:
         if X.shape[1] > n_features:
