@@ -190,12 +190,12 @@ def _check_target(model: BaseEstimator, y: Any, *, numeric: bool) -> None:
     if values.dtype.kind == "f":
         bad = ~np.isfinite(values)
     else:
-        bad = np.array(
-            [v is None or v is pd.NA or (isinstance(v, numbers.Real) and not math.isfinite(v)) for v in values]
-        )
+        bad = np.asarray(pd.isna(values))  # None, NaN, NA: in C, as every fit on labels of words comes here
+        if pd.api.types.infer_dtype(values, skipna=True) not in ("string", "bytes", "boolean"):  # numbers: infinity?
+            bad |= np.array([isinstance(v, numbers.Real) and not math.isfinite(v) for v in values], dtype=bool)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        value = values[row] if values[row] is None or values[row] is pd.NA else float(values[row])
+        value = float(values[row]) if isinstance(values[row], numbers.Real) else values[row]
         wanted = "a finite number for every row" if numeric else "a label for every row"
         raise ValueError(f"{type(model).__name__}: y[{row}] is {value}: y needs {wanted} (drop the rows without one)")
 
