@@ -191,7 +191,9 @@ def test_missing_file_is_one_line(tmp_path: Path) -> None:
 def test_wrong_input_type_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "model.txt"
     path.write_text("tree\n")
-    assert_one_line_error("input_type='onnx'", BoostingMachineRegressor(), path, "onnx")
+    assert_one_line_error(
+        "input_type='csv': expected one of xgb_json, lightgbm, onnx", BoostingMachineRegressor(), path, "csv"
+    )
 
 
 def test_unreadable_lightgbm_file_is_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -145,6 +145,16 @@ class TreeEnsemble:
         self.__dict__.update(state)
 
 
+@dataclass(frozen=True)
+class ReadTrees:
+    """What a model file another tool wrote holds: the ensemble, whether it classifies, and its classes' labels
+    where the file names them (in output order)."""
+
+    ensemble: TreeEnsemble
+    classification: bool
+    labels: np.ndarray | None
+
+
 def _dense_blocks(X: np.ndarray | sp.spmatrix) -> Iterator[np.ndarray]:
     """float32 C-ordered blocks of rows; a sparse matrix's absent entries become NaN (missing), as XGBoost reads
     them, a block at a time."""

@@ -1,5 +1,6 @@
-"""Tree models other tools wrote, read as a :class:`TreeEnsemble`: XGBoost (JSON or UBJSON, ``"xgb_json"``) and
-LightGBM (its text format, ``"lightgbm"``), as snapml's ``import_model`` names them."""
+"""Tree models other tools wrote, read as a :class:`TreeEnsemble`: XGBoost (JSON or UBJSON, ``"xgb_json"``),
+LightGBM (its text format, ``"lightgbm"``), ONNX tree ensembles (``"onnx"``) and PMML tree models (``"pmml"``), as
+snapml's ``import_model`` names them."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from forklift.ml.tree_ensemble import Link, TreeEnsemble
+from forklift.ml.tree_onnx import read_onnx_file
+from forklift.ml.tree_pmml_read import read_pmml_file
 from forklift.ml.tree_xgboost import read_model_file
 
-IMPORT_TYPES = ("xgb_json", "lightgbm")
+IMPORT_TYPES = ("xgb_json", "lightgbm", "onnx", "pmml")
 
 
 class Task(enum.Enum):
@@ -23,10 +28,12 @@ class ImportedModel:
     ensemble: TreeEnsemble
     task: Task
     n_classes: int  # 0 for regression
+    labels: np.ndarray | None = None  # the classes' labels where the file names them
 
 
 def read_model(path: Path, input_type: str) -> ImportedModel:
     """The model in ``path``, of ``input_type`` (one of IMPORT_TYPES), or one line saying what is wrong."""
+    labels = None
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
     if input_type == "xgb_json":
@@ -36,10 +43,14 @@ def read_model(path: Path, input_type: str) -> ImportedModel:
         from forklift.ml.tree_lightgbm import read_lightgbm_file
 
         ensemble, classification = read_lightgbm_file(path)
+    elif input_type in ("onnx", "pmml"):
+        read = read_onnx_file(path) if input_type == "onnx" else read_pmml_file(path)
+        ensemble, classification, labels = read.ensemble, read.classification, read.labels
     else:
         raise ValueError(f"input_type={input_type!r}: expected one of {', '.join(IMPORT_TYPES)}")
     if not classification:
         return ImportedModel(ensemble, Task.REGRESSION, 0)
-    if ensemble.link not in (Link.LOGISTIC, Link.SOFTMAX):
+    if ensemble.link not in (Link.LOGISTIC, Link.SOFTMAX) and input_type not in ("onnx", "pmml"):  # class shares
         raise ValueError(f"{path}: a classifier whose outputs are not probabilities (raw margins) is not imported")
-    return ImportedModel(ensemble, Task.CLASSIFICATION, 2 if ensemble.two_classes else ensemble.n_outputs)
+    n_classes = 2 if ensemble.two_classes else ensemble.n_outputs
+    return ImportedModel(ensemble, Task.CLASSIFICATION, n_classes, labels)

@@ -139,8 +139,9 @@ class _TreeModel(Estimator):
         return self.ensemble_.feature_importances()
 
     def import_model(self, input_file: str | Path, input_type: str, tree_format: str = "auto", X: Any = None) -> Any:
-        """Take the trees of a model another tool wrote: ``"xgb_json"`` (XGBoost's JSON or UBJSON) or
-        ``"lightgbm"`` (LightGBM's text format). A classifier's classes become ``0 .. n_classes - 1``."""
+        """Take the trees of a model another tool wrote: ``"xgb_json"`` (XGBoost's JSON or UBJSON),
+        ``"lightgbm"`` (LightGBM's text format) or ``"onnx"`` (a tree ensemble graph, forklift's own export
+        included). A classifier's classes are the file's labels where it has them, else ``0 .. n_classes - 1``."""
         imported = read_model(Path(input_file), input_type)
         wanted = Task.CLASSIFICATION if self._is_classifier else Task.REGRESSION
         if imported.task is not wanted:
@@ -150,7 +151,7 @@ class _TreeModel(Estimator):
         self.ensemble_ = imported.ensemble
         self.n_features_in_ = imported.ensemble.n_features
         if self._is_classifier:
-            self.classes_ = np.arange(imported.n_classes)
+            self.classes_ = imported.labels if imported.labels is not None else np.arange(imported.n_classes)
         return self
 
     def export_model(self, output_file: str | Path, output_type: str = "pmml") -> None:
