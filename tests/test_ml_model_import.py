@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import lightgbm
 import numpy as np
 import onnx
+import pandas as pd
 import pypmml  # PMML4S, on Java (.ci/run installs a JRE where none is)
 import pytest
 import xgboost
@@ -378,3 +380,17 @@ def test_pmml_that_is_not_a_tree_model_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error("not a PMML document \\(XML: mismatched tag", fm.DecisionTreeRegressor(), path, "pmml")
     path.write_text(REGRESSION_TREE.replace('operator="lessThan"', 'operator="equal"'))
     assert_one_line_error("operator 'equal': only thresholds", fm.DecisionTreeRegressor(), path, "pmml")
+
+
+def test_an_import_forgets_the_feature_names_of_a_fit_before_it(tmp_path: Path) -> None:
+    """A model fitted on a DataFrame, then given another model's trees: the old columns' names are not this
+    model's (numpy rows predict without scikit-learn's warning that the fit had names)."""
+    path = tmp_path / "regression.pmml"
+    path.write_text(REGRESSION_TREE)
+    X = np.nan_to_num(probe_rows([0.1, 1e-3]))
+    model: Any = fm.DecisionTreeRegressor().fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])
+    model.import_model(path, "pmml")
+    assert not hasattr(model, "feature_names_in_")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict(X)

@@ -150,6 +150,7 @@ class _TreeModel(Estimator):
             )
         self.ensemble_ = imported.ensemble
         self.n_features_in_ = imported.ensemble.n_features
+        self.__dict__.pop("feature_names_in_", None)  # a fit's before the import: not this model's
         if self._is_classifier:
             self.classes_ = imported.labels if imported.labels is not None else np.arange(imported.n_classes)
         return self
