@@ -391,6 +391,8 @@ def test_an_import_forgets_the_feature_names_of_a_fit_before_it(tmp_path: Path) 
     model: Any = fm.DecisionTreeRegressor().fit(pd.DataFrame(X, columns=["a", "b"]), X[:, 0])
     model.import_model(path, "pmml")
     assert not hasattr(model, "feature_names_in_")
+    booster: Any = fm.BoostingMachineRegressor(num_round=3).fit(X, X[:, 0]).import_model(path, "pmml")
+    assert not hasattr(booster, "n_rounds_")  # the fit's rounds, not the imported model's
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.predict(X)

@@ -148,9 +148,10 @@ class _TreeModel(Estimator):
             raise ValueError(
                 f"{input_file}: a {imported.task.value} model; {type(self).__name__} is for {wanted.value}"
             )
+        for fitted in [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]:
+            delattr(self, fitted)  # a fit's before the import (its feature names, its rounds): not this model's
         self.ensemble_ = imported.ensemble
         self.n_features_in_ = imported.ensemble.n_features
-        self.__dict__.pop("feature_names_in_", None)  # a fit's before the import: not this model's
         if self._is_classifier:
             self.classes_ = imported.labels if imported.labels is not None else np.arange(imported.n_classes)
         return self
