@@ -396,3 +396,15 @@ def test_an_import_forgets_the_feature_names_of_a_fit_before_it(tmp_path: Path) 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.predict(X)
+
+
+def test_the_opset_5_tree_ensemble_is_refused_saying_how_to_convert(tmp_path: Path) -> None:
+    node = onnx.helper.make_node("TreeEnsemble", ["X"], ["Y"], domain="ai.onnx.ml")
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [None, 2])],
+        [onnx.helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, [None, 1])],
+    )
+    path = saved(tmp_path, "opset5", onnx.helper.make_model(graph))
+    assert_one_line_error("ai.onnx.ml opset 5.*target_opset", fm.RandomForestRegressor(), path)
