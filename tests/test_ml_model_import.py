@@ -5,6 +5,7 @@ Runtime runs it, is one line saying why."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import warnings
@@ -17,10 +18,12 @@ import onnx
 import pandas as pd
 import pypmml  # PMML4S, on Java (.ci/run installs a JRE where none is)
 import pytest
+import scipy.sparse as sp
 import xgboost
 from onnxmltools import convert_lightgbm, convert_xgboost
 from onnxmltools.convert.common.data_types import FloatTensorType
 from skl2onnx import to_onnx
+from skl2onnx.common.data_types import DoubleTensorType
 from sklearn import ensemble as sk_ensemble
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -90,6 +93,16 @@ CONVERTED = {
         4,
         convert_lightgbm,
     ),
+    "LightGBM, two classes, no ZipMap": (  # the probabilities go through a Mul by 1.0
+        lambda: lightgbm.LGBMClassifier(n_estimators=10, verbose=-1),
+        1,
+        functools.partial(convert_lightgbm, zipmap=False),
+    ),
+    "XGBoost, Poisson": (  # Exp, then a Mul by the base score
+        lambda: xgboost.XGBRegressor(n_estimators=10, max_depth=3, objective="count:poisson"),
+        4,
+        convert_xgboost,
+    ),
 }
 
 
@@ -133,12 +146,12 @@ def test_forklift_export_imports_as_the_same_model(tmp_path: Path, name: str, ki
     """Written as ONNX or PMML (ridge rounds are ONNX only) and read back: the same predictions, to the bit."""
     make, target = FORKLIFT[name]
     X, *targets = data(missing=name != RIDGE)  # ridge rounds read every feature
-    y = targets[target - 1] if target != 2 else np.unique(targets[1], return_inverse=True)[1]
-    fitted = make().fit(X, y)
+    fitted = make().fit(X, targets[target - 1])
     path = tmp_path / f"exported.{kind}"
     fitted.export_model(path, kind)
     model: Any = type(fitted)().import_model(path, kind)
     if hasattr(fitted, "predict_proba"):
+        np.testing.assert_array_equal(model.classes_, fitted.classes_)  # string labels too
         np.testing.assert_array_equal(model.predict_proba(X), fitted.predict_proba(X))
     np.testing.assert_array_equal(model.predict(X), fitted.predict(X))
 
@@ -379,7 +392,9 @@ def test_pmml_that_is_not_a_tree_model_is_one_line(tmp_path: Path) -> None:
     path.write_text("<PMML><unclosed></PMML>")
     assert_one_line_error("not a PMML document \\(XML: mismatched tag", fm.DecisionTreeRegressor(), path, "pmml")
     path.write_text(REGRESSION_TREE.replace('operator="lessThan"', 'operator="equal"'))
-    assert_one_line_error("operator 'equal': only thresholds", fm.DecisionTreeRegressor(), path, "pmml")
+    assert_one_line_error(
+        "node 3: SimplePredicate equal: read are thresholds", fm.DecisionTreeRegressor(), path, "pmml"
+    )
 
 
 def test_an_import_forgets_the_feature_names_of_a_fit_before_it(tmp_path: Path) -> None:
@@ -408,3 +423,112 @@ def test_the_opset_5_tree_ensemble_is_refused_saying_how_to_convert(tmp_path: Pa
     )
     path = saved(tmp_path, "opset5", onnx.helper.make_model(graph))
     assert_one_line_error("ai.onnx.ml opset 5.*target_opset", fm.RandomForestRegressor(), path)
+
+
+def test_sparse_rows_read_as_the_model_read_them(tmp_path: Path) -> None:
+    """scikit-learn's trees read a sparse matrix's absent entries as zeros, XGBoost's (forklift's own) as missing:
+    an imported model reads them as the tool that fitted it did."""
+    X, y, *_ = data()
+    X[np.random.default_rng(1).random(X.shape) < 0.5] = 0.0
+    sparse = sp.csr_matrix(X)
+    estimator = sk_ensemble.RandomForestClassifier(n_estimators=5, max_depth=5, random_state=0).fit(sparse, y)
+    path = saved(tmp_path, "sparse", to_onnx(estimator, X[:1]))
+    model: Any = fm.RandomForestClassifier().import_model(path, "onnx")
+    np.testing.assert_allclose(model.predict_proba(sparse), estimator.predict_proba(sparse), rtol=0, atol=TOLERANCE)
+    ours = fm.RandomForestClassifier(n_estimators=5, max_depth=5, random_state=0).fit(sparse, y)
+    for kind in ("onnx", "pmml"):
+        ours.export_model(tmp_path / f"ours.{kind}", kind)
+        back: Any = fm.RandomForestClassifier().import_model(tmp_path / f"ours.{kind}", kind)
+        np.testing.assert_array_equal(back.predict_proba(sparse), ours.predict_proba(sparse))
+
+
+def test_a_graph_onnx_runtime_cannot_load_is_one_line(tmp_path: Path) -> None:
+    X, _, _, signal = data()
+    estimator = sk_ensemble.RandomForestRegressor(n_estimators=2).fit(X, signal)
+    graph = to_onnx(estimator, initial_types=[("X", DoubleTensorType([None, FEATURES]))])  # double leaves
+    assert_one_line_error(
+        "ONNX Runtime cannot load this graph: ", fm.RandomForestRegressor(), saved(tmp_path, "d", graph)
+    )
+
+
+def test_an_empty_file_and_a_folder_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "empty.onnx").touch()
+    assert_one_line_error(
+        "empty.onnx: not an ONNX model \\(no graph in it\\)", fm.RandomForestRegressor(), tmp_path / "empty.onnx"
+    )
+    assert_one_line_error(
+        f"^{re.escape(str(tmp_path))}: a folder, not a model file", fm.RandomForestRegressor(), tmp_path
+    )
+
+
+def tree_pmml(node: str, *, strategy: str = "", replacement: str = "") -> str:
+    """A regression tree on f1 and f2 whose root splits as ``node`` says (its children: 1.0 and 2.0)."""
+    return pmml(
+        '<DataField name="y" optype="continuous" dataType="double"/>',
+        f'<TreeModel functionName="regression" {strategy}><MiningSchema><MiningField name="y" usageType="target"/>'
+        f'<MiningField name="f1" {replacement}/><MiningField name="f2"/></MiningSchema>'
+        '<Output><OutputField name="value" feature="predictedValue"/></Output>'
+        f'<Node id="0" score="0.0"><True/>{node}</Node></TreeModel>',
+    )
+
+
+BELOW_ONE = simple("f1", "lessOrEqual", 1.0)
+ABOVE_ONE = simple("f1", "greaterThan", 1.0)
+
+
+@pytest.mark.slow  # PMML4S starts a JVM
+def test_missing_values_in_pmml_go_where_pmml4s_sends_them(tmp_path: Path) -> None:
+    """isMissing in an ``or``, and a field's missingValueReplacement, against PMML4S."""
+    documents = {
+        "or": tree_pmml(
+            '<Node id="1" score="1.0"><CompoundPredicate booleanOperator="or">'
+            '<SimplePredicate field="f1" operator="isMissing"/>' + ABOVE_ONE + "</CompoundPredicate></Node>"
+            '<Node id="2" score="2.0">' + BELOW_ONE + "</Node>"
+        ),
+        "replacement": tree_pmml(
+            f'<Node id="1" score="1.0">{BELOW_ONE}</Node><Node id="2" score="2.0">{ABOVE_ONE}</Node>',
+            strategy='missingValueStrategy="defaultChild"',
+            replacement='missingValueReplacement="5"',
+        ).replace('<Node id="0" score="0.0">', '<Node id="0" score="0.0" defaultChild="1">'),
+    }
+    X = probe_rows([1.0])
+    for name, document in documents.items():
+        path = tmp_path / f"{name}.pmml"
+        path.write_text(document)
+        model: Any = fm.DecisionTreeRegressor().import_model(path, "pmml")
+        np.testing.assert_allclose(model.predict(X), pmml4s(path, X)["value"].astype(float), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        (
+            tree_pmml(
+                '<Node id="1" score="1.0"><CompoundPredicate booleanOperator="and">'
+                + BELOW_ONE
+                + simple("f2", "lessThan", 1.0)
+                + '</CompoundPredicate></Node><Node id="2" score="2.0"><True/></Node>'
+            ),
+            "node 1: CompoundPredicate and: read are thresholds",
+        ),
+        (
+            tree_pmml(
+                f'<Node id="1" score="1.0">{BELOW_ONE}</Node><Node id="2" score="2.0">{ABOVE_ONE}</Node>',
+                strategy='missingValueStrategy="lastPrediction"',
+            ),
+            "missingValueStrategy='lastPrediction': read are none, defaultChild, nullPrediction",
+        ),
+        (
+            tree_pmml(
+                f'<Node id="1" score="1.0">{BELOW_ONE}</Node><Node id="2" score="2.0">{ABOVE_ONE}</Node>',
+                strategy='noTrueChildStrategy="returnLastPrediction"',
+            ),
+            "node 0: a missing value there scores the node itself",
+        ),
+    ],
+    ids=["and", "lastPrediction", "returnLastPrediction"],
+)
+def test_pmml_that_would_predict_otherwise_is_refused(tmp_path: Path, document: str, said: str) -> None:
+    path = tmp_path / "model.pmml"
+    path.write_text(document)
+    assert_one_line_error(said, fm.DecisionTreeRegressor(), path, "pmml")

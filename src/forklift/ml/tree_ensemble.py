@@ -96,6 +96,7 @@ class TreeEnsemble:
     comparison: Comparison = Comparison.LESS
     two_classes: bool = False
     fourier: FourierTerm | None = None  # ridge rounds, which read every feature: no missing values
+    absent_is_missing: bool = True  # a sparse matrix's absent entries: missing (XGBoost's reading), or zeros
     _session: list[onnxruntime.InferenceSession] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
@@ -118,7 +119,7 @@ class TreeEnsemble:
         """The margin and the prediction of each row (a sparse matrix's absent entries are missing values)."""
         session = self._session_for(threads)
         margins, predictions = [], []
-        for block in _dense_blocks(X):
+        for block in _dense_blocks(X, absent=np.nan if self.absent_is_missing else 0.0):
             margin, prediction = session.run([MARGIN, PREDICTION], {INPUT: block})
             margins.append(margin)
             predictions.append(prediction)
@@ -155,16 +156,16 @@ class ReadTrees:
     labels: np.ndarray | None
 
 
-def _dense_blocks(X: np.ndarray | sp.spmatrix) -> Iterator[np.ndarray]:
-    """float32 C-ordered blocks of rows; a sparse matrix's absent entries become NaN (missing), as XGBoost reads
-    them, a block at a time."""
+def _dense_blocks(X: np.ndarray | sp.spmatrix, *, absent: float) -> Iterator[np.ndarray]:
+    """float32 C-ordered blocks of rows; a sparse matrix's absent entries become ``absent`` (NaN, missing, as XGBoost
+    reads them; 0.0 as LightGBM and scikit-learn do), a block at a time."""
     if not sp.issparse(X):
         yield np.ascontiguousarray(X, dtype=np.float32)
         return
     X = sp.csr_matrix(X)
     for start in range(0, max(X.shape[0], 1), SPARSE_BLOCK_ROWS):
         rows = X[start : start + SPARSE_BLOCK_ROWS]
-        block = np.full(rows.shape, np.nan, dtype=np.float32)
+        block = np.full(rows.shape, absent, dtype=np.float32)
         counts = np.diff(rows.indptr)
         block[np.repeat(np.arange(rows.shape[0]), counts), rows.indices] = rows.data
         yield block

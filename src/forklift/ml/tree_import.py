@@ -34,6 +34,10 @@ class ImportedModel:
 def read_model(path: Path, input_type: str) -> ImportedModel:
     """The model in ``path``, of ``input_type`` (one of IMPORT_TYPES), or one line saying what is wrong."""
     labels = None
+    if input_type not in IMPORT_TYPES:
+        raise ValueError(f"input_type={input_type!r}: expected one of {', '.join(IMPORT_TYPES)}")
+    if path.is_dir():
+        raise ValueError(f"{path}: a folder, not a model file")
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
     if input_type == "xgb_json":

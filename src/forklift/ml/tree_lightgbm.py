@@ -86,6 +86,7 @@ def read_lightgbm_file(path: Path) -> tuple[TreeEnsemble, bool]:
         link=link,
         comparison=Comparison.LESS_OR_EQUAL,
         two_classes=classifier and per_iteration == 1,
+        absent_is_missing=False,  # LightGBM reads a sparse matrix's absent entries as zeros
     )
     return ensemble, classifier
 

@@ -18,6 +18,9 @@ and a link (``Sigmoid``, ``Softmax``, ``Exp``); forklift's own graphs also their
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ FORKLIFT_NODES = {"Clip", "Sub", "Concat", "MatMul", "Add", "Cos"}  # the two-cl
 FORKLIFT_GRAPH = "forklift_tree_ensemble"
 PROBE_ROWS = 512
 AGREEMENT = 1e-5
+CLASSES_PROPERTY = "forklift.classes"  # a classifier's labels, as JSON, in forklift's own graphs
 
 
 def read_onnx_file(path: Path) -> ReadTrees:
@@ -44,6 +48,8 @@ def read_onnx_file(path: Path) -> ReadTrees:
         model = onnx.load(str(path))
     except Exception as exc:  # protobuf's DecodeError and friends: the file is not a model
         raise ValueError(f"{path}: not an ONNX model ({type(exc).__name__})") from exc
+    if not model.graph.node:
+        raise ValueError(f"{path}: not an ONNX model (no graph in it)")
     try:
         trees = _read_graph(model)
     except ValueError as exc:
@@ -65,10 +71,13 @@ def _read_graph(model: onnx.ModelProto) -> ReadTrees:
         raise ValueError(f"holds {len(tree_nodes)} tree ensemble nodes (TreeEnsembleClassifier/Regressor): expected 1")
     node = tree_nodes[0]
     allowed = NEUTRAL_NODES | set(LINK_NODES) | (FORKLIFT_NODES if ours else set())
-    other = [n for n in graph.node if n is not node and n.op_type not in allowed]
+    factor = _factor(graph) if not ours else 1.0
+    other = [n for n in graph.node if n is not node and n.op_type not in allowed and n.op_type != "Mul"]
     if other:
+        article = "an" if other[0].op_type[0] in "AEIOU" else "a"
         raise ValueError(
-            f"the graph computes more than its trees (a {other[0].op_type} node): only a tree ensemble is imported"
+            f"the graph computes more than its trees ({article} {other[0].op_type} node): only a tree ensemble is "
+            "imported"
         )
     if len(graph.input) != 1 or node.input[0] not in (graph.input[0].name, *_cast_outputs(graph)):
         raise ValueError("the trees do not read the graph's one input directly")
@@ -90,6 +99,7 @@ def _read_graph(model: onnx.ModelProto) -> ReadTrees:
         comparison=comparison,
         two_classes=two_classes,
         fourier=fourier,
+        absent_is_missing=ours,  # the graph reads dense rows: another tool's model was fitted on zeros there
     )
     if classifier and link is Link.IDENTITY and any((t.values[t.leaves] < 0).any() for t in trees):
         raise ValueError("a classifier whose outputs are not probabilities (negative leaf weights) is not imported")
@@ -98,7 +108,40 @@ def _read_graph(model: onnx.ModelProto) -> ReadTrees:
     labels = None
     if classifier and not ours:
         labels = np.asarray(attributes.get("classlabels_int64s", attributes.get("classlabels_strings")))
-    return ReadTrees(ensemble, classifier, labels)
+    if ours and CLASSES_PROPERTY in {p.key for p in model.metadata_props}:
+        labels = np.asarray(json.loads(next(p.value for p in model.metadata_props if p.key == CLASSES_PROPERTY)))
+    return ReadTrees(_times(ensemble, factor, classifier=classifier), classifier, labels)
+
+
+def with_classes(model: onnx.ModelProto, classes: np.ndarray) -> onnx.ModelProto:
+    """forklift's graph of a classifier, its classes' labels kept in the model's properties (the graph itself
+    outputs the classes' scores in this order), so that an import gives them back."""
+    helper.set_model_props(model, {CLASSES_PROPERTY: json.dumps(np.asarray(classes).tolist())})
+    return model
+
+
+def _factor(graph: onnx.GraphProto) -> float:
+    """The product of the graph's ``Mul`` nodes by one constant (a converter's scale, or 1.0); others are refused."""
+    constants = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    factor = 1.0
+    for node in (n for n in graph.node if n.op_type == "Mul"):
+        given = [constants[name] for name in node.input if name in constants and constants[name].size == 1]
+        if len(given) != 1:
+            raise ValueError("the graph computes more than its trees (a Mul node of two variables)")
+        factor *= float(given[0].reshape(-1)[0])
+    return factor
+
+
+def _times(ensemble: TreeEnsemble, factor: float, *, classifier: bool) -> TreeEnsemble:
+    """The ensemble whose prediction is ``factor`` times this one's: a scale of the margin, or of ``exp``'s base."""
+    if factor == 1.0:
+        return ensemble
+    if ensemble.link is Link.EXP and factor > 0:
+        return replace(ensemble, base=ensemble.base + math.log(factor))
+    if ensemble.link is Link.IDENTITY and not classifier:
+        trees = tuple(replace(tree, values=tree.values * factor) for tree in ensemble.trees)
+        return replace(ensemble, trees=trees, base=ensemble.base * factor)
+    raise ValueError(f"the prediction is multiplied by {factor:g} after a {ensemble.link.value} link")
 
 
 def _value(attribute: onnx.AttributeProto) -> Any:
@@ -259,7 +302,11 @@ def _check_on_onnx_runtime(path: Path, model: onnx.ModelProto, trees: ReadTrees)
     _, ours = ensemble.predict(rows)
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # a converter's declared output shapes ONNX Runtime warns of are not the user's
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ONNX Runtime's Fail, InvalidGraph, ...: its first line says why
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: ONNX Runtime cannot load this graph: {said}") from exc
     feed = session.get_inputs()[0]
     data = rows.astype(np.float64) if feed.type == "tensor(double)" else rows
     if model.graph.name == FORKLIFT_GRAPH:

@@ -33,6 +33,8 @@ NORMALIZATIONS = {"none": Link.IDENTITY, "logit": Link.LOGISTIC, "exp": Link.EXP
 BELOW = {"lessThan", "lessOrEqual"}
 OPPOSITE = {"lessThan": "greaterOrEqual", "lessOrEqual": "greaterThan", "greaterThan": "lessOrEqual"}
 OPPOSITE["greaterOrEqual"] = "lessThan"
+PREDICATES = ("True", "False", "SimplePredicate", "CompoundPredicate", "SimpleSetPredicate")
+STRATEGIES = ("none", "defaultChild", "nullPrediction")  # the others give a node's own score, or blend children
 
 
 @dataclass
@@ -85,6 +87,15 @@ class _Document:
             if ref is None or ref.get("field") not in self.features:
                 raise ValueError(f"the derived field {derived.get('name')!r} is not a field read as it is")
             self.features[str(derived.get("name"))] = self.features[str(ref.get("field"))]
+        self.ours = any(a.get("name") == "forklift.ml" for a in root.iterfind("Header/Application"))
+        self.replacements: dict[int, float] = {}  # a feature's missingValueReplacement, where a MiningField gives one
+        for mining_field in root.iter("MiningField"):
+            name, value = mining_field.get("name"), mining_field.get("missingValueReplacement")
+            if value is None or name not in self.features:
+                continue
+            index = self.features[str(name)]
+            if self.replacements.setdefault(index, float(value)) != float(value):
+                raise ValueError(f"the field {name!r} has two missingValueReplacements")
 
     def read(self) -> ReadTrees:
         classification = self.model.get("functionName") == "classification"
@@ -111,6 +122,7 @@ class _Document:
             base=np.asarray(base, dtype=np.float64),
             link=link,
             two_classes=two_classes,
+            absent_is_missing=self.ours,  # another tool's model reads a sparse matrix's absent entries as zeros
         )
 
     def _labels(self) -> np.ndarray:
@@ -199,8 +211,13 @@ class _Document:
         if root is None:
             raise ValueError("a TreeModel without a Node")
         strategy = model.get("missingValueStrategy", "none")
+        if strategy not in STRATEGIES:
+            raise ValueError(
+                f"missingValueStrategy={strategy!r}: read are {', '.join(STRATEGIES)} (forklift.ml's trees send a "
+                "missing value on to one leaf)"
+            )
         nodes: list[dict[str, Any]] = []
-        self._node(root, strategy, leaf_values, nodes)
+        self._node(root, model, leaf_values, nodes)
         width = len(nodes[0]["values"])
         return Tree(
             feature=np.array([n["feature"] for n in nodes], dtype=np.int64),
@@ -216,7 +233,7 @@ class _Document:
     def _node(
         self,
         node: ET.Element,
-        strategy: str,
+        model: ET.Element,
         leaf_values: Callable[[ET.Element], list[float]],
         nodes: list[dict[str, Any]],
     ) -> int:
@@ -229,38 +246,48 @@ class _Document:
             record["values"] = leaf_values(node)
             return index
         if len(children) != 2:
-            raise ValueError(f"node {node.get('id', '?')} has {len(children)} children: only binary splits are read")
+            raise ValueError(f"{_name(node)} has {len(children)} children: only binary splits are read")
         field_name, operator, threshold = self._split(node, children)
         below_child, above_child = children if operator in BELOW else children[::-1]
-        missing_child = self._missing_child(node, children, strategy)
-        record["feature"] = self.features[field_name]
-        record["threshold"] = _float32_cut(threshold, operator)
-        record["missing_left"] = missing_child is below_child
+        feature, cut = self.features[field_name], _float32_cut(threshold, operator)
+        record["feature"], record["threshold"] = feature, cut
+        if feature in self.replacements:  # a missing value is read as the field's replacement
+            record["missing_left"] = bool(np.float32(self.replacements[feature]) < cut)
+        else:
+            record["missing_left"] = self._missing_child(node, children, model) is below_child
         record["values"] = None
-        record["left"] = self._node(below_child, strategy, leaf_values, nodes)
-        record["right"] = self._node(above_child, strategy, leaf_values, nodes)
+        record["left"] = self._node(below_child, model, leaf_values, nodes)
+        record["right"] = self._node(above_child, model, leaf_values, nodes)
         record["values"] = [0.0] * len(nodes[-1]["values"])  # a split holds no value: as wide as its leaves
         return index
 
     def _split(self, node: ET.Element, children: list[ET.Element]) -> tuple[str, str, float]:
-        first, second = (_comparison(child) for child in children)
+        first, second = (_predicate(child).test for child in children)
         if first is None:
-            raise ValueError(f"node {node.get('id', '?')}: its first child's predicate is not a threshold on a field")
+            raise ValueError(f"{_name(node)}: its first child's predicate is True: a split tests a threshold first")
         field_name, operator, threshold = first
         if second is not None and second != (field_name, OPPOSITE[operator], threshold):
-            raise ValueError(f"node {node.get('id', '?')}: its children do not split one field at one value")
+            raise ValueError(f"{_name(node)}: its children do not split one field at one value")
         if field_name not in self.features:
-            raise ValueError(f"node {node.get('id', '?')} splits {field_name!r}, which is not a field of the data")
+            raise ValueError(f"{_name(node)} splits {field_name!r}, which is not a field of the data")
         return field_name, operator, threshold
 
     @staticmethod
-    def _missing_child(node: ET.Element, children: list[ET.Element], strategy: str) -> ET.Element:
-        if strategy == "defaultChild" and node.get("defaultChild") is not None:
+    def _missing_child(node: ET.Element, children: list[ET.Element], model: ET.Element) -> ET.Element:
+        """The child a missing value goes to; where the file gives no prediction for it, the second."""
+        if model.get("missingValueStrategy") == "defaultChild" and node.get("defaultChild") is not None:
             chosen = [child for child in children if child.get("id") == node.get("defaultChild")]
             if chosen:
                 return chosen[0]
-        holding = [child for child in children if _holds_for_missing(child)]
-        return holding[0] if holding else children[1]
+        holding = [child for child in children if _predicate(child).holds_when_missing]
+        if holding:
+            return holding[0]
+        if model.get("noTrueChildStrategy") == "returnLastPrediction":
+            raise ValueError(
+                f"{_name(node)}: a missing value there scores the node itself (noTrueChildStrategy="
+                "returnLastPrediction): forklift.ml's trees send every row on to a leaf"
+            )
+        return children[1]
 
 
 def _is_target(mining_field: ET.Element) -> bool:
@@ -275,10 +302,10 @@ def _method(model: ET.Element) -> str | None:
 def _segments(model: ET.Element) -> Iterator[ET.Element]:
     for segment in model.iterfind("Segmentation/Segment"):
         if segment.find("True") is None:
-            raise ValueError(f"segment {segment.get('id', '?')} applies to some rows only: every segment must be True")
+            raise ValueError(f"{_name(segment, 'segment')} applies to some rows only: every segment must be True")
         inner = [child for child in segment if child.tag.endswith("Model")]
         if len(inner) != 1:
-            raise ValueError(f"segment {segment.get('id', '?')} holds {len(inner)} models")
+            raise ValueError(f"{_name(segment, 'segment')} holds {len(inner)} models")
         yield inner[0]
 
 
@@ -310,30 +337,44 @@ def _table_for(model: ET.Element, labels: np.ndarray | None) -> list[int]:
     return order
 
 
-def _comparison(child: ET.Element) -> tuple[str, str, float] | None:
-    """The threshold a child's predicate tests (through an ``or`` with ``isMissing`` or a surrogate), or None."""
-    predicate = next((p for p in child if p.tag != "Node" and p.tag not in ("ScoreDistribution", "Extension")), None)
-    if predicate is not None and predicate.tag == "CompoundPredicate":
-        tests = [p for p in predicate if p.tag == "SimplePredicate" and p.get("operator") in OPPOSITE]
-        predicate = tests[0] if tests else predicate
-    if predicate is None or predicate.tag != "SimplePredicate":
-        return None
-    operator = str(predicate.get("operator"))
-    if operator not in OPPOSITE:
-        raise ValueError(f"node {child.get('id', '?')}: operator {operator!r}: only thresholds (<, <=, >, >=) are read")
-    return str(predicate.get("field")), operator, float(str(predicate.get("value")))
+@dataclass(frozen=True)
+class _Predicate:
+    """A child node's predicate: the threshold it tests (None for ``True``), and whether it holds for a missing
+    value (``True``, ``or`` with ``isMissing``, a surrogate ending in ``True``)."""
+
+    test: tuple[str, str, float] | None
+    holds_when_missing: bool
 
 
-def _holds_for_missing(child: ET.Element) -> bool:
-    predicate = next((p for p in child if p.tag in ("True", "SimplePredicate", "CompoundPredicate", "False")), None)
-    if predicate is None or predicate.tag == "True":
-        return predicate is not None
-    if predicate.tag != "CompoundPredicate":
-        return False
-    parts = list(predicate)
-    if predicate.get("booleanOperator") == "or":
-        return any(p.tag == "SimplePredicate" and p.get("operator") == "isMissing" for p in parts)
-    return predicate.get("booleanOperator") == "surrogate" and bool(parts) and parts[-1].tag == "True"
+def _predicate(child: ET.Element) -> _Predicate:
+    found = next((p for p in child if p.tag in PREDICATES), None)
+    if found is not None and found.tag == "True":
+        return _Predicate(None, True)
+    if found is not None and found.tag == "SimplePredicate" and found.get("operator") in OPPOSITE:
+        return _Predicate(_threshold(found), False)
+    parts = list(found) if found is not None else []
+    kind = None if found is None else found.get("booleanOperator")
+    if found is not None and found.tag == "CompoundPredicate" and len(parts) == 2:
+        first, second = parts
+        if kind == "surrogate" and first.get("operator") in OPPOSITE and second.tag in ("True", "False"):
+            return _Predicate(_threshold(first), second.tag == "True")
+        missing, test = (first, second) if first.get("operator") == "isMissing" else (second, first)
+        one_field = missing.get("field") == test.get("field")
+        if kind == "or" and missing.get("operator") == "isMissing" and test.get("operator") in OPPOSITE and one_field:
+            return _Predicate(_threshold(test), True)
+    said = "no predicate" if found is None else f"{found.tag} {kind or found.get('operator') or ''}".strip()
+    raise ValueError(
+        f"{_name(child)}: {said}: read are thresholds (lessThan, lessOrEqual, greaterThan, greaterOrEqual), True, "
+        "or(isMissing, a threshold on its field) and surrogate(a threshold, True or False)"
+    )
+
+
+def _threshold(predicate: ET.Element) -> tuple[str, str, float]:
+    return str(predicate.get("field")), str(predicate.get("operator")), float(str(predicate.get("value")))
+
+
+def _name(element: ET.Element, kind: str = "node") -> str:
+    return f"{kind} {element.get('id')}" if element.get("id") is not None else f"a {kind} without an id"
 
 
 def _float32_cut(threshold: float, operator: str) -> np.float32:

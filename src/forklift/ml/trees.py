@@ -44,6 +44,7 @@ from forklift.ml.estimators import (
 )
 from forklift.ml.tree_ensemble import TreeEnsemble
 from forklift.ml.tree_import import Task, read_model
+from forklift.ml.tree_onnx import with_classes
 from forklift.ml.tree_pmml import write_pmml
 from forklift.ml.tree_xgboost import read_booster
 
@@ -140,8 +141,9 @@ class _TreeModel(Estimator):
 
     def import_model(self, input_file: str | Path, input_type: str, tree_format: str = "auto", X: Any = None) -> Any:
         """Take the trees of a model another tool wrote: ``"xgb_json"`` (XGBoost's JSON or UBJSON),
-        ``"lightgbm"`` (LightGBM's text format) or ``"onnx"`` (a tree ensemble graph, forklift's own export
-        included). A classifier's classes are the file's labels where it has them, else ``0 .. n_classes - 1``."""
+        ``"lightgbm"`` (LightGBM's text format), ``"onnx"`` (a tree ensemble graph) or ``"pmml"`` (tree models),
+        forklift's own exports included. A classifier's classes are the file's labels where it has them, else
+        ``0 .. n_classes - 1``."""
         imported = read_model(Path(input_file), input_type)
         wanted = Task.CLASSIFICATION if self._is_classifier else Task.REGRESSION
         if imported.task is not wanted:
@@ -169,7 +171,10 @@ class _TreeModel(Estimator):
         if output_type == "pmml":
             write_pmml(self.ensemble_, path, classes=list(self.classes_) if self._is_classifier else None)
         else:
-            path.write_bytes(self.ensemble_.to_onnx().SerializeToString())
+            graph = self.ensemble_.to_onnx()
+            if self._is_classifier:
+                graph = with_classes(graph, self.classes_)
+            path.write_bytes(graph.SerializeToString())
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
