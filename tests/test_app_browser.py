@@ -15,7 +15,7 @@ from pathlib import Path
 import core_parts
 import httpx
 import pytest
-from app_helpers import FLAGS, as_drawn, chromium_page, shapes_dataset, start_app, video
+from app_helpers import FLAGS, as_drawn, chromium_page, png, shapes_dataset, start_app, video
 from helpers import forklift
 from pycocotools.coco import COCO
 
@@ -484,3 +484,56 @@ def test_a_script_in_an_uploaded_file_does_not_run(app_url: str, tmp_path: Path)
             page.wait_for_selector("text=clip.html")
             assert errors == [], errors
         assert [d["name"] for d in client.get("/api/datasets").json()] == ["clips"]
+
+
+def test_quick_next_and_previous_go_where_pressed_in_chromium(app_url: str) -> None:
+    """N pressed twice before the next image knows its neighbours goes two images on, N then P comes back, and at
+    the last image N stays: each key is a step from where the one before led. The neighbours' answers are held
+    back by the test until the keys are pressed, as on a slow connection."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "steps"}).json()["id"]
+        files = [("files", (f"{index}.png", png(seed=index))) for index in range(4)]
+        added = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+    ids = [image["id"] for image in added]
+
+    def on(page, image: int) -> None:  # type: ignore[no-untyped-def]
+        page.wait_for_function(
+            f"() => location.hash === '#/datasets/{dataset}/images/{image}' && "
+            f"document.querySelector('.editor img')?.src.includes('/images/{image}/')",
+            timeout=15000,
+        )
+
+    def pressed_while_held(page, keys: list[str]) -> None:  # type: ignore[no-untyped-def]
+        held: list = []
+
+        def hold(route) -> None:  # type: ignore[no-untyped-def]
+            if held:  # only the first step's answer is held
+                route.continue_()
+            else:
+                held.append(route)
+
+        page.route("**/neighbours", hold)
+        for key in keys:
+            page.keyboard.press(key)
+        for _ in range(100):  # the first step's image asks for its neighbours: held
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert len(held) == 1
+        held[0].continue_()
+        page.unroute("**/neighbours", hold)
+
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{ids[0]}")
+        on(page, ids[0])
+        _saved(page)
+        pressed_while_held(page, ["n", "n"])
+        on(page, ids[2])
+        pressed_while_held(page, ["n", "p"])
+        on(page, ids[2])
+        _saved(page)
+        pressed_while_held(page, ["n", "n", "n"])  # one image left: the rest go nowhere
+        on(page, ids[3])
+        page.wait_for_timeout(500)
+        assert page.url.endswith(f"/images/{ids[3]}")
+    assert not errors

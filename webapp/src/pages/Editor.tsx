@@ -61,6 +61,11 @@ function toShape(annotation: ImageAnnotation, width: number, height: number): Sh
   return points.length >= 3 ? { kind: "polygon", label, points } : null;
 }
 
+// → and ← (N, P) pressed before the image they lead to knows its neighbours are kept and taken when it does: N N
+// pressed quickly goes two images on, N P comes back (the old image's neighbours would move one, or two back).
+// Each image has an editor of its own (keyed), so the steps are kept here, across the one left and the one opened.
+const walk = { heading: 0, pending: 0 };  // the image shown or a step's way to; steps still to take (+ on, - back)
+
 export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; imageId: number; canEdit: boolean }) {
   const [set, setSet] = useState<DataSet | null>(null);
   const [image, setImage] = useState<ImageRecord | null>(null);
@@ -92,16 +97,29 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const imageRef = useRef<ImageRecord | null>(null);  // read by the flush the unmount runs, which sees the first render
   imageRef.current = image;
   const label = useRef<HTMLInputElement>(null);
+  const known = useRef<{ image: number; near: Neighbours } | null>(null);  // this image's neighbours, once loaded
 
   useEffect(() => {
+    if (walk.heading !== imageId) {  // reached by other means (a link, the browser's back): earlier steps are off
+      walk.heading = imageId;
+      walk.pending = 0;
+    }
     Promise.all([
       api<DataSet>(`/api/datasets/${datasetId}`), api<ImageRecord>(`/api/images/${imageId}`),
       api<Neighbours>(`/api/images/${imageId}/neighbours`),
-    ]).then(([s, i, n]) => { setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || ""); },
-      (e) => say(e.message, true));
+    ]).then(([s, i, n]) => {
+      setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || "");
+      known.current = { image: imageId, near: n };
+      if (walk.heading === imageId && walk.pending !== 0) {
+        const by = Math.sign(walk.pending);
+        walk.pending -= by;
+        if (!go(by > 0 ? n.next : n.previous)) walk.pending = 0;  // the first or last image: no further
+      }
+    }, (e) => say(e.message, true));
     const leave = () => flush({ now: true });
     addEventListener("pagehide", leave);
     return () => {
+      if (walk.heading === imageId) walk.pending = 0;  // the editor left, not stepped from
       removeEventListener("pagehide", leave);
       annotator.current?.cancelSelected();  // ends an edit in progress, so that what it changed is in the save
       flush();
@@ -323,7 +341,17 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     target.dispatchEvent(new PointerEvent("pointerup", { ...click, buttons: 0 }));
     target.dispatchEvent(new MouseEvent("dblclick", { clientX: at.x, clientY: at.y, bubbles: true, cancelable: true }));
   };
-  const go = (id: number | null | undefined) => { if (id) location.hash = `#/datasets/${datasetId}/images/${id}`; };
+  const go = (id: number | null | undefined) => {
+    if (!id) return false;
+    walk.heading = id;
+    location.hash = `#/datasets/${datasetId}/images/${id}`;
+    return true;
+  };
+  const step = (by: 1 | -1) => {
+    const here = known.current;
+    if (here?.image !== walk.heading) walk.pending += by;  // where the last step leads does not know its neighbours yet
+    else go(by > 0 ? here.near.next : here.near.previous);
+  };
   const pick = (name: string) => {
     if (set?.task === "classify") { setClassLabel(name); save({ class_label: name }); } else choose(name);
   };
@@ -332,8 +360,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const onKey = (e: KeyboardEvent) => {
       if (typing(e.target) || e.ctrlKey || e.metaKey || e.altKey) return;
       const anno = annotator.current;
-      if (e.key === "ArrowRight" || e.key === "n") go(near?.next);
-      else if (e.key === "ArrowLeft" || e.key === "p") go(near?.previous);
+      if (e.key === "ArrowRight" || e.key === "n") step(1);
+      else if (e.key === "ArrowLeft" || e.key === "p") step(-1);
       else if (e.key === "r") setTool("rectangle");
       else if (e.key === "g") setTool("polygon");
       else if (e.key === "Escape") { anno?.cancelDrawing(); anno?.cancelSelected(); }
@@ -365,8 +393,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       </div>
       <Message message={message} />
       <div class="toolbar">
-        <button onClick={() => go(near?.previous)} disabled={!near?.previous} title="Previous image (←)">‹</button>
-        <button onClick={() => go(near?.next)} disabled={!near?.next} title="Next image (→)">›</button>
+        <button onClick={() => step(-1)} disabled={!near?.previous} title="Previous image (←)">‹</button>
+        <button onClick={() => step(1)} disabled={!near?.next} title="Next image (→)">›</button>
         {set.task === "detect" && canEdit && <>
           <button class={tool === "rectangle" ? "on" : ""} onClick={() => setTool("rectangle")} title="Rectangle (R)">▭ Box</button>
           <button class={tool === "polygon" ? "on" : ""} onClick={() => setTool("polygon")} title="Polygon (G): click its points, double-click or Enter to close">⬠ Polygon</button>
