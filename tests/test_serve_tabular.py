@@ -19,9 +19,11 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pandas as pd
 import pytest
 import schemathesis
 import tritonclient.http as triton
+import xgboost
 from helpers import CFGS, Server, shared
 from hypothesis import HealthCheck, settings
 from tritonclient.utils import InferenceServerException
@@ -84,7 +86,22 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "clf": _fit(root, "clf", "boosting", "label", classified),
         "reg": _fit(root, "reg", "ridge", "value", [row | {"value": _value(row)} for row in complete]),
         "svm": _fit(root, "svm", "svm", "label", [row | {"label": _label(row)} for row in complete]),
+        "imp": _imported(root, classified),
     }
+
+
+def _numbers(rows: list[Row]) -> np.ndarray:
+    return np.array([[row["a"], np.nan if row["b"] is None else row["b"]] for row in rows])
+
+
+def _imported(root: Path, rows: list[Row]) -> Path:
+    """An XGBoost classifier fitted on the rows' numbers (a and b), saved by XGBoost and made a model directory by
+    `forklift ml import`."""
+    labels = [int(row["label"] == "yes") for row in rows]
+    booster = xgboost.XGBClassifier(n_estimators=10, max_depth=3, n_jobs=1)
+    booster.fit(pd.DataFrame(_numbers(rows), columns=["a", "b"]), labels).save_model(root / "booster.json")
+    assert main(["ml", "import", str(root / "booster.json"), str(root / "imp")]) == 0
+    return root / "imp"
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +167,19 @@ def test_a_regressor_answers_values(server: Server, fitted) -> None:
     expected = _estimator(fitted["reg"]).predict(_matrix(fitted["reg"], rows))
     np.testing.assert_allclose(body["predictions"], expected, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(body["predictions"], [_value(row) for row in rows], atol=0.05)  # what it learnt
+
+
+@pytest.mark.slow  # a server of its own (the module's holds the two instances this machine's CPUs fit)
+def test_an_imported_xgboost_model_answers_as_xgboost(fitted) -> None:
+    rows = [{"a": row["a"], "b": row["b"]} for row in _rows(30, seed=9, missing=True)]
+    with Server(f"{fitted['imp']}=imp", "--instances", "1") as running:
+        body = _predict(f"{running.url}/predict/imp", {"rows": rows})
+        missing_b = httpx.post(f"{running.url}/predict/imp", json={"rows": [{"a": 1.0}]})
+    assert body["classes"] == [0, 1]
+    booster = xgboost.Booster(model_file=str(fitted["imp"].parent / "booster.json"))
+    expected = booster.predict(xgboost.DMatrix(_numbers(rows), feature_names=["a", "b"]))
+    np.testing.assert_allclose(np.array(body["probabilities"])[:, 1], expected, atol=1e-5)
+    assert_error(missing_b, 400, "'b'")
 
 
 # ---- KServe v2 with a real v2 client -----------------------------------------------------------------------------

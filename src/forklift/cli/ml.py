@@ -24,6 +24,7 @@ from forklift.vocabulary import TabularTask, words
 EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # a number in e-notation
 
 MODEL_CHOICES = ("logistic", "svm", "ridge", "tree", "forest", "boosting")  # forklift.ml.model_directory.MODELS
+IMPORT_CHOICES = ("xgb_json", "lightgbm", "onnx", "pmml")  # forklift.ml.tree_import.IMPORT_TYPES
 
 
 def register(verbs: Any) -> None:
@@ -37,6 +38,7 @@ def register(verbs: Any) -> None:
     actions = ml.add_subparsers(dest="ml_verb", metavar="ACTION", required=True)
     add_fit(actions)
     add_predict(actions)
+    add_import(actions)
 
 
 def add_fit(actions: Any) -> None:
@@ -91,6 +93,34 @@ def add_predict(actions: Any) -> None:
     predict.set_defaults(handler=run_predict)
 
 
+def add_import(actions: Any) -> None:
+    imports = verb_parser(
+        actions,
+        "import",
+        "Write a tree model another tool saved (XGBoost JSON/UBJSON, LightGBM text, ONNX tree ensemble, PMML) as a "
+        "model directory, which 'forklift serve', 'ml predict' and 'eval' take as one 'ml fit' wrote. Its "
+        "features are named as the file names them, else f0, f1, ... (--features names them).",
+        "forklift ml import booster.json out/booster && forklift serve out/booster",
+        extra=Extra.ML,
+    )
+    imports.add_argument(
+        "model_file", type=Path, metavar="MODEL_FILE", help="the saved model (.json, .ubj, .txt, .onnx, .pmml)"
+    )
+    imports.add_argument(
+        "--type",
+        choices=IMPORT_CHOICES,
+        help="what the file holds (default: by its suffix: .json/.ubj xgb_json, .txt lightgbm, .onnx, .pmml)",
+    )
+    imports.add_argument(
+        "--features", metavar="NAMES", help="the features' names, comma-separated, in the model's column order"
+    )
+    imports.add_argument("--target", metavar="COLUMN", default="", help="the column it predicts (what eval measures)")
+    imports.add_argument(
+        "out", type=Path, metavar="OUT_DIR", help="the model directory to write (must be new or empty)"
+    )
+    imports.set_defaults(handler=run_import)
+
+
 YAML_1_1_FLAGS = frozenset({"yes", "no", "on", "off", "y", "n"})
 
 
@@ -118,16 +148,21 @@ def parse_params(texts: list[str]) -> dict[str, Any]:
     return params
 
 
+def check_new_model_dir(out: Path) -> None:
+    """OUT_DIR is new, or an empty folder, and can be written."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        what = "a folder that is not empty" if out.is_dir() else "a file"
+        raise ForkliftError(f"{out}: exists and is {what}; give a new OUT_DIR")
+    check_folder_to_write(out, what="OUT_DIR")
+
+
 def run_fit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from forklift.ml.model_directory import fit_directory
     from forklift.ml.tables import read_table, read_test_table
 
-    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        what = "a folder that is not empty" if args.out.is_dir() else "a file"
-        raise ForkliftError(f"{args.out}: exists and is {what}; give a new OUT_DIR")
-    check_folder_to_write(args.out, what="OUT_DIR")
+    check_new_model_dir(args.out)
     params = parse_params(args.param)
     stages = ("reading", "encoding", "fitting", "measuring", "writing")
     quiet = True if args.json else None  # None: off where stderr is no terminal (a log, a pipe)
@@ -200,4 +235,15 @@ def run_predict(args: argparse.Namespace) -> int:
     if args.out:
         stream.close()
         print(f"{len(rows)} predictions -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from forklift.ml.model_import import import_directory
+
+    check_new_model_dir(args.out)
+    names = [name.strip() for name in args.features.split(",")] if args.features else []
+    settings = import_directory(args.model_file, args.out, input_type=args.type, features=names, target=args.target)
+    kind = f"{len(settings.classes)} classes" if settings.classification else "regression"
+    print(f"{settings.estimator} ({kind}, {len(settings.features)} features) from {args.model_file} -> {args.out}")
     return 0

@@ -148,12 +148,13 @@ class TreeEnsemble:
 
 @dataclass(frozen=True)
 class ReadTrees:
-    """What a model file another tool wrote holds: the ensemble, whether it classifies, and its classes' labels
-    where the file names them (in output order)."""
+    """What a model file another tool wrote holds: the ensemble, whether it classifies, its classes' labels where
+    the file names them (in output order), and its features' names where it has them."""
 
     ensemble: TreeEnsemble
     classification: bool
-    labels: np.ndarray | None
+    labels: np.ndarray | None = None
+    feature_names: tuple[str, ...] = ()
 
 
 def _dense_blocks(X: np.ndarray | sp.spmatrix, *, absent: float) -> Iterator[np.ndarray]:

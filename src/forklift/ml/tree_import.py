@@ -5,12 +5,13 @@ snapml's ``import_model`` names them."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from forklift.ml.tree_ensemble import Link, TreeEnsemble
+from forklift.ml.tree_ensemble import Link, ReadTrees, TreeEnsemble
 from forklift.ml.tree_onnx import read_onnx_file
 from forklift.ml.tree_pmml_read import read_pmml_file
 from forklift.ml.tree_xgboost import read_model_file
@@ -29,32 +30,30 @@ class ImportedModel:
     task: Task
     n_classes: int  # 0 for regression
     labels: np.ndarray | None = None  # the classes' labels where the file names them
+    feature_names: tuple[str, ...] = ()  # the features' names where the file names them
 
 
 def read_model(path: Path, input_type: str) -> ImportedModel:
     """The model in ``path``, of ``input_type`` (one of IMPORT_TYPES), or one line saying what is wrong."""
-    labels = None
     if input_type not in IMPORT_TYPES:
         raise ValueError(f"input_type={input_type!r}: expected one of {', '.join(IMPORT_TYPES)}")
     if path.is_dir():
         raise ValueError(f"{path}: a folder, not a model file")
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
-    if input_type == "xgb_json":
-        ensemble, objective = read_model_file(path)
-        classification = objective.startswith(("binary:", "multi:"))
-    elif input_type == "lightgbm":
-        from forklift.ml.tree_lightgbm import read_lightgbm_file
-
-        ensemble, classification = read_lightgbm_file(path)
-    elif input_type in ("onnx", "pmml"):
-        read = read_onnx_file(path) if input_type == "onnx" else read_pmml_file(path)
-        ensemble, classification, labels = read.ensemble, read.classification, read.labels
-    else:
-        raise ValueError(f"input_type={input_type!r}: expected one of {', '.join(IMPORT_TYPES)}")
-    if not classification:
-        return ImportedModel(ensemble, Task.REGRESSION, 0)
+    read = _reader(input_type)(path)
+    ensemble, names = read.ensemble, read.feature_names
+    if not read.classification:
+        return ImportedModel(ensemble, Task.REGRESSION, 0, feature_names=names)
     if ensemble.link not in (Link.LOGISTIC, Link.SOFTMAX) and input_type not in ("onnx", "pmml"):  # class shares
         raise ValueError(f"{path}: a classifier whose outputs are not probabilities (raw margins) is not imported")
     n_classes = 2 if ensemble.two_classes else ensemble.n_outputs
-    return ImportedModel(ensemble, Task.CLASSIFICATION, n_classes, labels)
+    return ImportedModel(ensemble, Task.CLASSIFICATION, n_classes, read.labels, names)
+
+
+def _reader(input_type: str) -> Callable[[Path], ReadTrees]:
+    if input_type == "lightgbm":
+        from forklift.ml.tree_lightgbm import read_lightgbm_file
+
+        return read_lightgbm_file
+    return {"xgb_json": read_model_file, "onnx": read_onnx_file, "pmml": read_pmml_file}[input_type]

@@ -29,7 +29,7 @@ from typing import Any
 import lightgbm
 import numpy as np
 
-from forklift.ml.tree_ensemble import Comparison, Link, Tree, TreeEnsemble
+from forklift.ml.tree_ensemble import Comparison, Link, ReadTrees, Tree, TreeEnsemble
 
 OBJECTIVES = {  # LightGBM's objective: (link, a classifier)
     "binary": (Link.LOGISTIC, True),
@@ -64,8 +64,9 @@ def _stderr_dropped() -> Iterator[None]:
         os.close(saved)
 
 
-def read_lightgbm_file(path: Path) -> tuple[TreeEnsemble, bool]:
-    """A LightGBM text model as an ensemble, and whether it is a classifier."""
+def read_lightgbm_file(path: Path) -> ReadTrees:
+    """A LightGBM text model as an ensemble, a classifier by its objective; its features' names unless they are
+    LightGBM's own (``Column_0`` ..., a model fitted on an array)."""
     try:
         with _stderr_dropped():
             booster = lightgbm.Booster(model_file=str(path))
@@ -88,7 +89,9 @@ def read_lightgbm_file(path: Path) -> tuple[TreeEnsemble, bool]:
         two_classes=classifier and per_iteration == 1,
         absent_is_missing=False,  # LightGBM reads a sparse matrix's absent entries as zeros
     )
-    return ensemble, classifier
+    names = tuple(document.get("feature_names", ()))
+    unnamed = names == tuple(f"Column_{index}" for index in range(len(names)))
+    return ReadTrees(ensemble, classifier, feature_names=() if unnamed else names)
 
 
 def _objective(path: Path, objective: str) -> tuple[Link, bool, float]:

@@ -63,7 +63,8 @@ def read_pmml_file(path: Path) -> ReadTrees:
     if root.tag != "PMML":
         raise ValueError(f"{path}: not a PMML document (its root is <{root.tag}>)")
     try:
-        return _Document(root).read()
+        document = _Document(root)
+        return replace(document.read(), feature_names=tuple(document.names))
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from exc
 
@@ -81,7 +82,8 @@ class _Document:
         categorical = [f.get("name") for f in features if f.get("optype") == "categorical"]
         if categorical:
             raise ValueError(f"the field {categorical[0]!r} is categorical: only numbers are read")
-        self.features = {str(f.get("name")): index for index, f in enumerate(features)}
+        self.names = [str(f.get("name")) for f in features]
+        self.features = {name: index for index, name in enumerate(self.names)}
         for derived in root.iter("DerivedField"):  # a cast of a field (JPMML's "float(x1)") is that field
             ref = derived.find("FieldRef")
             if ref is None or ref.get("field") not in self.features:

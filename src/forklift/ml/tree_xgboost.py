@@ -19,7 +19,7 @@ import numpy as np
 import xgboost
 
 from forklift.ml.column_bundles import ColumnBundles
-from forklift.ml.tree_ensemble import Comparison, Link, Tree, TreeEnsemble
+from forklift.ml.tree_ensemble import Comparison, Link, ReadTrees, Tree, TreeEnsemble
 
 XGBOOST_SOURCE = re.compile(r"^\[[\d:]+\] \S+:\d+: (Check failed: .*? : )?")
 LINKS = {
@@ -52,8 +52,8 @@ def read_booster(
     return ensemble_from_json(document, two_classes=two_classes, link=link, bundles=bundles)
 
 
-def read_model_file(path: Path) -> tuple[TreeEnsemble, str]:
-    """An XGBoost model file (``.json`` or ``.ubj``) as an ensemble, and its objective's name."""
+def read_model_file(path: Path) -> ReadTrees:
+    """An XGBoost model file (``.json`` or ``.ubj``) as an ensemble; a classifier by its objective."""
     booster = xgboost.Booster()
     try:
         booster.load_model(str(path))
@@ -67,7 +67,8 @@ def read_model_file(path: Path) -> tuple[TreeEnsemble, str]:
         ensemble = ensemble_from_json(document, two_classes=objective in ("binary:logistic", "binary:logitraw"))
     except ValueError as exc:  # what the model holds that forklift.ml does not read, said of the file
         raise ValueError(f"{path}: {exc}") from exc
-    return ensemble, objective
+    classification = objective.startswith(("binary:", "multi:"))
+    return ReadTrees(ensemble, classification, feature_names=tuple(booster.feature_names or ()))
 
 
 def ensemble_from_json(

@@ -43,7 +43,7 @@ from forklift.ml.estimators import (
     whole,
 )
 from forklift.ml.tree_ensemble import TreeEnsemble
-from forklift.ml.tree_import import Task, read_model
+from forklift.ml.tree_import import ImportedModel, Task, read_model
 from forklift.ml.tree_onnx import with_classes
 from forklift.ml.tree_pmml import write_pmml
 from forklift.ml.tree_xgboost import read_booster
@@ -144,12 +144,13 @@ class _TreeModel(Estimator):
         ``"lightgbm"`` (LightGBM's text format), ``"onnx"`` (a tree ensemble graph) or ``"pmml"`` (tree models),
         forklift's own exports included. A classifier's classes are the file's labels where it has them, else
         ``0 .. n_classes - 1``."""
-        imported = read_model(Path(input_file), input_type)
+        return self.take_imported(read_model(Path(input_file), input_type), source=str(input_file))
+
+    def take_imported(self, imported: ImportedModel, *, source: str) -> Any:
+        """Become the model ``imported`` from the file ``source`` (what ``import_model`` does once it is read)."""
         wanted = Task.CLASSIFICATION if self._is_classifier else Task.REGRESSION
         if imported.task is not wanted:
-            raise ValueError(
-                f"{input_file}: a {imported.task.value} model; {type(self).__name__} is for {wanted.value}"
-            )
+            raise ValueError(f"{source}: a {imported.task.value} model; {type(self).__name__} is for {wanted.value}")
         for fitted in [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]:
             delattr(self, fitted)  # a fit's before the import (its feature names, its rounds): not this model's
         self.ensemble_ = imported.ensemble
