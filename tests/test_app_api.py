@@ -109,6 +109,34 @@ def test_labels_are_counted_renamed_merged_and_deleted(client: TestClient) -> No
     assert client.get(f"/api/images/{b['id']}/annotations").json()["shapes"][0]["label"] == "feline"
     assert client.delete(f"/api/labels/{labels['cat']['id']}").json() == []
     assert client.get(f"/api/images/{a['id']}/annotations").json()["shapes"] == []
+    assert {image["status"] for image in client.get(f"/api/datasets/{dataset}/images").json()["items"]} == {
+        "unlabelled"
+    }
+
+
+@pytest.mark.parametrize("change", ["delete", "rename", "merge"])
+def test_an_editor_open_before_a_label_changed_cannot_write_it_back(client: TestClient, change: str) -> None:
+    """A page opened on an image before its label was deleted, renamed or merged holds the label as it was: its
+    next save is refused (409: the page reloads the image), not written back, which would bring back the shapes
+    a delete removed and make the old label again."""
+    dataset = _dataset(client)
+    image = _upload(client, dataset, {"a.png": png(seed=1)})["added"][0]
+    other = _upload(client, dataset, {"b.png": png(seed=2)})["added"][0]
+    opened = _box(client, image, "bicycle", [1, 1, 10, 10])  # what the open page holds
+    _box(client, other, "car", [2, 2, 12, 12])
+    labels = {label["name"]: label["id"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
+    changed = {
+        "delete": lambda: client.delete(f"/api/labels/{labels['bicycle']}"),
+        "rename": lambda: client.patch(f"/api/labels/{labels['bicycle']}", json={"name": "bike"}),
+        "merge": lambda: client.patch(f"/api/labels/{labels['bicycle']}", json={"merge_into": labels["car"]}),
+    }[change]()
+    assert changed.status_code == 200, changed.text
+    drawn = [*opened["shapes"], {"kind": "box", "label": "bicycle", "points": [5, 5, 30, 30]}]
+    stale = client.put(f"/api/images/{image['id']}/annotations", json={"version": opened["version"], "shapes": drawn})
+    assert stale.status_code == 409, stale.text
+    names = {label["name"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
+    assert "bicycle" not in names
+    assert client.get(f"/api/images/{other['id']}/annotations").json()["version"] == 2  # not using it: unchanged
 
 
 def test_the_grid_pages_and_filters(client: TestClient) -> None:

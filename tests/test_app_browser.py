@@ -163,14 +163,23 @@ def test_the_editor_labels_what_was_meant_in_chromium(app_url: str, tmp_path: Pa
         left, top, scale = _scale(page)
         page.mouse.dblclick(left + 25 * scale, top + 150 * scale)  # the last point double-clicked closes it
         _saved(page)
+        numbers = [label["name"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()]
+        page.keyboard.press(str(numbers.index("dog") + 1))  # the next shape's label: not the polygon just closed
+        page.wait_for_timeout(500)
+        _saved(page)
         polygons = [s for s in httpx.get(shapes_url).json()["shapes"] if s["kind"] == "polygon"]
         assert len(polygons) == 1 and len(polygons[0]["points"]) == 3 and polygons[0]["label"] == "bicycle"
+        page.keyboard.press(str(numbers.index("bicycle") + 1))
         for x, y in ((200, 4), (220, 4), (210, 16)):
             _click(page, x, y)
         page.keyboard.press("Enter")  # Enter closes one too
         _saved(page)
+        page.keyboard.press("r")
+        page.keyboard.press(str(numbers.index("dog") + 1))  # again the next shape's label, not the polygon's
+        page.wait_for_timeout(500)
+        _saved(page)
         polygons = [s for s in httpx.get(shapes_url).json()["shapes"] if s["kind"] == "polygon"]
-        assert len(polygons) == 2
+        assert len(polygons) == 2 and polygons[1]["label"] == "bicycle"
         assert [v for point in polygons[1]["points"] for v in point] == pytest.approx(
             [200, 4, 220, 4, 210, 16], abs=1.5
         )
@@ -256,7 +265,7 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
         assert httpx.put(f"{app_url}/api/images/{image_id}/annotations",
                          json={"version": current["version"], "shapes": theirs}).status_code == 200  # fmt: skip
         _drag(page, frame["x"] + 500, frame["y"] + 60, 80, 60)
-        page.wait_for_selector("text=Someone else changed this image", timeout=15000)
+        page.wait_for_selector("text=This image was changed elsewhere", timeout=15000)
         _saved(page)
         assert as_drawn(httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()["shapes"]) == theirs
         assert drawn.count() == 1  # their one box, not ours on top of it
@@ -537,3 +546,27 @@ def test_quick_next_and_previous_go_where_pressed_in_chromium(app_url: str) -> N
         page.wait_for_timeout(500)
         assert page.url.endswith(f"/images/{ids[3]}")
     assert not errors
+
+
+def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp_path: Path) -> None:
+    """A file that is no image, a label that exists already and a blank name: each is said in the page, in words
+    a person reads (not the API's field path)."""
+    notes = tmp_path / "readme.txt"
+    notes.write_text("not a picture")
+    photo = sorted((shared_data_root() / "images").glob("*.jpg"))[0]
+    with chromium_page(800) as (page, errors):
+        page.goto(app_url)
+        page.fill("input[aria-label='New data set name']", "Checks")
+        page.click("button:has-text('Create')")
+        page.wait_for_selector("text=Upload images")
+        page.set_input_files("input[type=file][accept='image/*']", [str(photo), str(notes)])
+        page.wait_for_selector("text=Added 1 image(s). Not images, not sent: readme.txt.")
+        for _ in range(2):
+            page.fill("input[aria-label='New label']", "dog ")
+            page.click("form.inline button:has-text('Add')")
+        page.wait_for_selector("text=Label “dog” exists already.")
+        assert [label["name"] for label in httpx.get(f"{app_url}/api/datasets/1/labels").json()] == ["dog"]
+        page.fill("input[aria-label='New label']", "   ")
+        page.click("form.inline button:has-text('Add')")
+        page.wait_for_selector("text=The name is empty: type one.")
+    assert not errors, errors

@@ -46,9 +46,18 @@ export async function api<T>(path: string, options: RequestInit = {}): Promise<T
   if (!response.ok) {
     let message = `${response.status} ${response.statusText}`;
     try { message = (await response.json()).error ?? message; } catch { /* not JSON */ }
-    throw new ApiError(response.status, message);
+    throw new ApiError(response.status, readable(message));
   }
   return (response.status === 204 ? undefined : await response.json()) as T;
+}
+
+// The API names a form's field as its validator does ("body.name: String should have at least 1 character"); a
+// person reads what is wrong with the name.
+function readable(message: string): string {
+  const found = /^(?:body|query)\.(?:[\w.]+\.)?(\w+): String should have (?:at least 1 character|at most (\d+) characters)$/.exec(message);
+  if (!found) return message;
+  const field = found[1].replace(/_/g, " ");
+  return found[2] ? `The ${field} is too long: at most ${found[2]} characters.` : `The ${field} is empty: type one.`;
 }
 
 export const json = (method: string, body: unknown): RequestInit => ({ method, body: JSON.stringify(body) });

@@ -42,8 +42,11 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   // and 4 GiB a request), so a folder of thousands shows its progress and a refused file costs only itself.
   const upload = async (files: FileList | null) => {
     if (!files?.length) return;
-    const images = Array.from(files).filter((file) => file.type.startsWith("image/") || /\.(jpe?g|png|bmp|tiff?|webp|gif)$/i.test(file.name));
-    if (!images.length) { say("No images among the chosen files.", true); return; }
+    const isImage = (file: File) => file.type.startsWith("image/") || /\.(jpe?g|png|bmp|tiff?|webp|gif)$/i.test(file.name);
+    const images = Array.from(files).filter(isImage);
+    const skipped = Array.from(files).filter((file) => !isImage(file)).map((file) => file.name);
+    const notSent = skipped.length ? ` Not images, not sent: ${skipped.slice(0, 10).join(", ")}${skipped.length > 10 ? ` and ${skipped.length - 10} more` : ""}.` : "";
+    if (!images.length) { say(`No images among the chosen files.${notSent}`, true); return; }
     let added = 0;
     const refused: string[] = [];
     try {
@@ -60,7 +63,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
         added += result.added.length;
         refused.push(...result.refused);
       }
-      say(`Added ${added} image(s).` + (refused.length ? ` Refused: ${refused.join("; ")}` : ""), refused.length > 0);
+      say(`Added ${added} image(s).` + (refused.length ? ` Refused: ${refused.join("; ")}` : "") + notSent, refused.length + skipped.length > 0);
     } catch (e) { say(`Added ${added} image(s), then: ${(e as Error).message}`, true); }
     reload();
   };
@@ -211,7 +214,12 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
           </li>
         ))}
       </ul>
-      {canEdit && <form class="inline" onSubmit={(e) => { e.preventDefault(); run(api(`/api/datasets/${set.id}/labels`, json("POST", { name: name.trim() })), "Added."); setName(""); }}>
+      {canEdit && <form class="inline" onSubmit={(e) => {
+        e.preventDefault();
+        const wanted = name.trim();
+        if (set.labels.some((l) => l.name === wanted)) { say(`Label “${wanted}” exists already.`, true); return; }
+        run(api(`/api/datasets/${set.id}/labels`, json("POST", { name: wanted })), `Added ${wanted}.`); setName("");
+      }}>
         <input placeholder="New label" value={name} onInput={(e) => setName(e.currentTarget.value)} required aria-label="New label" />
         <button type="submit">Add</button>
       </form>}

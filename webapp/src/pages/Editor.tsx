@@ -170,8 +170,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
     } catch (e) {
       if (e instanceof ApiError && e.status === 409) {
-        say("Someone else changed this image: reloaded their version.", true);
+        say("This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted): its saved version is shown, and your last change was not kept.", true);
         await load();
+      } else if (e instanceof ApiError && e.status === 404) {
+        say("This image was deleted (in another tab or by someone else): nothing more can be saved to it.", true);
+        setState("not saved");
       } else { say((e as Error).message, true); setState("not saved"); }
     }
   };

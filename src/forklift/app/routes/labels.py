@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from sqlalchemy import update
+from sqlalchemy import or_, select, update
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
@@ -36,12 +36,15 @@ def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Edi
         target = get_or_404(session, Label, body.merge_into)
         if target.dataset_id != label.dataset_id or target.id == label.id:
             raise HttpError(422, f"merge_into {body.merge_into}: another label of the same data set")
+        _changed_where_used(session, label)
         session.execute(update(Annotation).where(Annotation.label_id == label.id).values(label_id=target.id))
         session.execute(update(Image).where(Image.class_id == label.id).values(class_id=target.id))
         session.delete(label)
     elif body.name is not None:
         if body.name != label.name and existing_label(session, label.dataset_id, body.name) is not None:
             raise HttpError(409, f"label {body.name!r} exists already; merge into it instead")
+        if body.name != label.name:
+            _changed_where_used(session, label)
         label.name = body.name
     else:
         raise HttpError(422, "give name (rename) or merge_into (merge)")
@@ -54,13 +57,36 @@ def delete_label(label_id: RowId, session: Db, _: Editor) -> list[schemas.LabelC
     """Delete a label and every box or polygon with it; images it classified become unlabelled."""
     label = get_or_404(session, Label, label_id)
     dataset = get_or_404(session, DataSet, label.dataset_id)
+    used = _changed_where_used(session, label)
     session.execute(
         update(Image)
         .where(Image.class_id == label.id)
-        .values(
-            class_id=None, class_model_id=None, class_confidence=None, status="unlabelled", version=Image.version + 1
-        )
+        .values(class_id=None, class_model_id=None, class_confidence=None, status="unlabelled")
     )
     session.delete(label)
+    session.flush()
+    shapes_left = select(Annotation.id).where(Annotation.image_id == Image.id).exists()
+    session.execute(  # an image whose every shape went with the label has nothing labelled left
+        update(Image)
+        .where(Image.id.in_(used), Image.class_id.is_(None), ~shapes_left)
+        .values(status="unlabelled")
+        .execution_options(synchronize_session=False)
+    )
     session.commit()
     return label_counts(session, dataset)
+
+
+def _changed_where_used(session: Db, label: Label) -> list[int]:
+    """A new version of every image that uses ``label`` (its shapes, or its class): an editor open on one of them
+    holds the label as it was, and its next save is refused (409, the page reloads the image) rather than writing
+    back the shapes a delete removed or the name a rename or merge replaced (which would make the label again).
+    The images' ids."""
+    shapes = select(Annotation.image_id).where(Annotation.label_id == label.id)
+    used = list(session.scalars(select(Image.id).where(or_(Image.id.in_(shapes), Image.class_id == label.id))))
+    session.execute(
+        update(Image)
+        .where(Image.id.in_(used))
+        .values(version=Image.version + 1)
+        .execution_options(synchronize_session=False)
+    )
+    return used
