@@ -570,3 +570,27 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.click("form.inline button:has-text('Add')")
         page.wait_for_selector("text=The name is empty: type one.")
     assert not errors, errors
+
+
+def test_a_box_dragged_past_the_images_edge_ends_at_the_edge_in_chromium(app_url: str) -> None:
+    """An object at the image's edge: the drag is let go beyond it (on the border, or the panel beside it), and
+    the box ends at the edge, where it was let go off the image; the next drag draws a box of its own."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "edges"}).json()["id"]
+        image = client.post(f"/api/datasets/{dataset}/images", files=[("files", ("a.png", png(400, 300)))]).json()
+        image_id = image["added"][0]["id"]
+        client.post(f"/api/datasets/{dataset}/labels", json={"name": "car"})
+    shapes_url = f"{app_url}/api/images/{image_id}/annotations"
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{image_id}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.keyboard.press("1")
+        left, top, scale = _scale(page)
+        _drag(page, left + 240 * scale, top + 120 * scale, 400 * scale, 300 * scale)  # let go past bottom right
+        _saved(page)
+        _drag(page, left + 100 * scale, top + 100 * scale, -200 * scale, -200 * scale)  # and past top left
+        _saved(page)
+        boxes = [shape["points"] for shape in httpx.get(shapes_url).json()["shapes"]]
+        assert boxes == [pytest.approx([240, 120, 400, 300], abs=0.5), pytest.approx([0, 0, 100, 100], abs=0.5)]
+    assert not errors, errors

@@ -318,6 +318,24 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       addEventListener("pointercancel", up, true);
     };
     const up = (e: PointerEvent) => { if (e.isTrusted) lastClick.current = { x: e.clientX, y: e.clientY }; };
+    // A box dragged past the image's edge (an object at the edge) ends at the edge, as if let go there: Annotorious
+    // hears the pointer only over the image, and a release beyond it left no box and the outline following the mouse.
+    let drag: SVGSVGElement | null = null;
+    const pressed = (e: PointerEvent) => {
+      const layer = (e.target as Element).closest?.("svg.a9s-annotationlayer") as SVGSVGElement | null;
+      drag = e.button === 0 && !spaceHeld.current && layer?.classList.contains("drawing") ? layer : null;
+    };
+    const released = (e: PointerEvent) => {
+      const layer = drag;
+      drag = null;
+      if (!layer || !e.isTrusted || layer.contains(e.target as Node)) return;
+      const edge = layer.getBoundingClientRect();
+      const clientX = Math.min(Math.max(e.clientX, edge.left + 0.01), edge.right - 0.01);
+      const clientY = Math.min(Math.max(e.clientY, edge.top + 0.01), edge.bottom - 0.01);
+      const at = { clientX, clientY, button: 0, pointerId: e.pointerId, pointerType: e.pointerType, isPrimary: true, bubbles: true, cancelable: true };
+      layer.dispatchEvent(new PointerEvent("pointermove", { ...at, buttons: 1 }));
+      layer.dispatchEvent(new PointerEvent("pointerup", { ...at, buttons: 0 }));
+    };
     const key = (e: KeyboardEvent) => {
       if (e.key !== " " || typing(e.target)) return;
       spaceHeld.current = e.type === "keydown";
@@ -327,10 +345,14 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const release = () => { spaceHeld.current = false; box.classList.remove("pan-ready"); };  // Space let go elsewhere
     box.addEventListener("pointerdown", down, true);
     box.addEventListener("pointerup", up, true);
+    addEventListener("pointerdown", pressed, true);
+    addEventListener("pointerup", released, true);
     addEventListener("keydown", key); addEventListener("keyup", key); addEventListener("blur", release);
     return () => {
       box.removeEventListener("pointerdown", down, true);
       box.removeEventListener("pointerup", up, true);
+      removeEventListener("pointerdown", pressed, true);
+      removeEventListener("pointerup", released, true);
       removeEventListener("keydown", key); removeEventListener("keyup", key); removeEventListener("blur", release);
     };
   }, [set, image]);
