@@ -594,3 +594,31 @@ def test_a_box_dragged_past_the_images_edge_ends_at_the_edge_in_chromium(app_url
         boxes = [shape["points"] for shape in httpx.get(shapes_url).json()["shapes"]]
         assert boxes == [pytest.approx([240, 120, 400, 300], abs=0.5), pytest.approx([0, 0, 100, 100], abs=0.5)]
     assert not errors, errors
+
+
+def test_a_classification_set_without_classes_takes_its_first_class_in_the_editor_in_chromium(app_url: str) -> None:
+    """A new classification data set has no classes: its page says how to make one, and the image page takes a
+    typed class name (the image's class, and a class of the data set), then numbers keys as for the others."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "pets", "task": "classify"}).json()["id"]
+        files = [("files", (f"{index}.png", png(seed=index))) for index in range(2)]
+        first, second = (
+            image["id"] for image in client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+        )
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}")
+        page.wait_for_selector("text=No classes yet: open an image and name its class")
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{first}")
+        page.wait_for_selector(".editor img")
+        page.fill("input[aria-label='New class']", "cat")
+        page.press("input[aria-label='New class']", "Enter")
+        _saved(page)
+        assert httpx.get(f"{app_url}/api/images/{first}/annotations").json()["class_label"] == "cat"
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"() => location.hash.endsWith('/images/{second}')")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.keyboard.press("1")  # the class made on the first image
+        _saved(page)
+        assert httpx.get(f"{app_url}/api/images/{second}/annotations").json()["class_label"] == "cat"
+    assert not errors, errors

@@ -5,7 +5,7 @@ import type { LabelCount } from "./api";
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip);
 
-export function LabelChart({ labels }: { labels: LabelCount[] }) {
+export function LabelChart({ labels, task }: { labels: LabelCount[]; task: string }) {
   const canvas = useRef<HTMLCanvasElement>(null);
   useEffect(() => {
     if (!canvas.current || labels.length === 0) return;
@@ -16,6 +16,8 @@ export function LabelChart({ labels }: { labels: LabelCount[] }) {
     });
     return () => chart.destroy();
   }, [labels]);
-  if (labels.length === 0) return <p class="muted">No labels yet: draw a box and type its label.</p>;
+  if (labels.length === 0) {
+    return <p class="muted">{task === "classify" ? "No classes yet: open an image and name its class (or add classes here)." : "No labels yet: draw a box and type its label."}</p>;
+  }
   return <div class="chart" style={{ height: `${40 + labels.length * 24}px` }}><canvas ref={canvas} /></div>;
 }

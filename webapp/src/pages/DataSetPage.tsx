@@ -199,7 +199,7 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
   return (
     <div class="card labels-panel">
       <h2>Labels</h2>
-      <LabelChart labels={set.labels} />
+      <LabelChart labels={set.labels} task={set.task} />
       <ul class="label-list">
         {set.labels.map((label) => (
           <li key={label.id}>

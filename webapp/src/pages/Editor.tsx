@@ -472,6 +472,16 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
               </li>
             ))}
           </ol>
+          {set.task === "classify" && canEdit && <form class="inline" onSubmit={(e) => {
+            e.preventDefault();
+            const name = draft.trim();
+            if (name) { pick(name); setDraft(""); }
+            e.currentTarget.querySelector("input")?.blur();  // out of the field: the keys act on images again
+          }}>
+            <input value={draft} placeholder={set.labels.length ? "another class" : "name this image's class"}
+              onInput={(e) => setDraft(e.currentTarget.value)} aria-label="New class" />
+            <button type="submit" disabled={!draft.trim()}>Set</button>
+          </form>}
           {doc && (doc.status === "auto" || doc.status === "reviewed") && <AutoNote doc={doc} datasetId={datasetId} canEdit={canEdit} onReview={review} />}
           <p class="muted">{image.width}×{image.height} · {image.split}{image.video_time_s !== null ? ` · frame at ${image.video_time_s.toFixed(2)} s` : ""}</p>
           <p class="muted small">{set.task === "classify"
