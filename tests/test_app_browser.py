@@ -569,6 +569,11 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.fill("input[aria-label='New label']", "   ")
         page.click("form.inline button:has-text('Add')")
         page.wait_for_selector("text=The name is empty: type one.")
+        page.goto(app_url)
+        page.fill("input[aria-label='New data set name']", "Checks")
+        page.click("button:has-text('Create')")
+        page.wait_for_selector("text=A data set named “Checks” exists already: give this one another name.")
+        assert len(httpx.get(f"{app_url}/api/datasets").json()) == 1
     assert not errors, errors
 
 
@@ -593,6 +598,11 @@ def test_a_box_dragged_past_the_images_edge_ends_at_the_edge_in_chromium(app_url
         _saved(page)
         boxes = [shape["points"] for shape in httpx.get(shapes_url).json()["shapes"]]
         assert boxes == [pytest.approx([240, 120, 400, 300], abs=0.5), pytest.approx([0, 0, 100, 100], abs=0.5)]
+        before = page.locator(".zoomed img").bounding_box()
+        _click(page, 50, 50)  # select the second box and choose its label again: a message shows
+        page.keyboard.press("1")
+        page.wait_for_selector("text=Relabelled 1 shape(s)")
+        assert page.locator(".zoomed img").bounding_box() == before  # the image did not move under the pointer
     assert not errors, errors
 
 

@@ -14,6 +14,10 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
 
   const create = async (event: Event) => {
     event.preventDefault();
+    if (sets?.some((set) => set.name === name.trim())) {  // two cards of one name could not be told apart
+      say(`A data set named “${name.trim()}” exists already: give this one another name.`, true);
+      return;
+    }
     try {
       const made = await api<DataSet>("/api/datasets", json("POST", { name: name.trim(), task }));
       setName("");

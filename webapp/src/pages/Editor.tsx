@@ -416,7 +416,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         <h1><a href="#/">Data sets</a> › <a href={`#/datasets/${datasetId}`}>{set.name}</a> › {image.original_name}</h1>
         <span class={`save-state ${state.replace(" ", "-")}`} data-testid="save-state">{state}</span>
       </div>
-      <Message message={message} />
+      <div class="message-slot"><Message message={message} /></div>{/* a message coming or going moves no image under the pointer */}
       <div class="toolbar">
         <button onClick={() => step(-1)} disabled={!near?.previous} title="Previous image (←)">‹</button>
         <button onClick={() => step(1)} disabled={!near?.next} title="Next image (→)">›</button>
