@@ -64,8 +64,8 @@ def _read_graph(model: onnx.ModelProto) -> ReadTrees:
     tree_nodes = [node for node in graph.node if node.op_type in ENSEMBLES and node.domain == "ai.onnx.ml"]
     if any(node.op_type == "TreeEnsemble" for node in graph.node):
         raise ValueError(
-            "a TreeEnsemble node (ai.onnx.ml opset 5) is not read: convert the model for opset 3 (skl2onnx, "
-            "onnxmltools: target_opset={'': 17, 'ai.onnx.ml': 3}), whose TreeEnsembleClassifier/Regressor are"
+            "a TreeEnsemble node (ai.onnx.ml opset 5) is not read; forklift.ml reads opset 3's "
+            "TreeEnsembleClassifier/Regressor: convert with target_opset={'': 17, 'ai.onnx.ml': 3}"
         )
     if len(tree_nodes) != 1:
         raise ValueError(f"holds {len(tree_nodes)} tree ensemble nodes (TreeEnsembleClassifier/Regressor): expected 1")
