@@ -561,10 +561,10 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.wait_for_selector("text=Upload images")
         page.set_input_files("input[type=file][accept='image/*']", [str(photo), str(notes)])
         page.wait_for_selector("text=Added 1 image(s). Not images, not sent: readme.txt.")
-        for _ in range(2):
+        for said in ("Added dog.", "Label “dog” exists already."):
             page.fill("input[aria-label='New label']", "dog ")
             page.click("form.inline button:has-text('Add')")
-        page.wait_for_selector("text=Label “dog” exists already.")
+            page.wait_for_selector(f"text={said}")
         assert [label["name"] for label in httpx.get(f"{app_url}/api/datasets/1/labels").json()] == ["dog"]
         page.fill("input[aria-label='New label']", "   ")
         page.click("form.inline button:has-text('Add')")
@@ -574,6 +574,13 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.click("button:has-text('Create')")
         page.wait_for_selector("text=A data set named “Checks” exists already: give this one another name.")
         assert len(httpx.get(f"{app_url}/api/datasets").json()) == 1
+        httpx.post(f"{app_url}/api/datasets", json={"name": "Other"})
+        page.reload()
+        page.wait_for_selector("text=Other")
+        page.once("dialog", lambda dialog: dialog.accept("Checks"))  # renamed as the first: refused too
+        page.locator(".card", has_text="Other").locator("button:has-text('Rename')").click()
+        page.wait_for_selector("text=A data set named “Checks” exists already: give this one another name.")
+        assert sorted(d["name"] for d in httpx.get(f"{app_url}/api/datasets").json()) == ["Checks", "Other"]
     assert not errors, errors
 
 

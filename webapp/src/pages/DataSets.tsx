@@ -28,8 +28,13 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
     try { await what(); say(done); reload(); } catch (e) { say((e as Error).message, true); }
   };
   const rename = (set: DataSet) => {
-    const next = prompt("New name", set.name);
-    if (next && next.trim() !== set.name) act(() => api(`/api/datasets/${set.id}`, json("PATCH", { name: next.trim() })), "Renamed.");
+    const next = prompt("New name", set.name)?.trim();
+    if (!next || next === set.name) return;
+    if (sets?.some((other) => other.id !== set.id && other.name === next)) {
+      say(`A data set named “${next}” exists already: give this one another name.`, true);
+      return;
+    }
+    act(() => api(`/api/datasets/${set.id}`, json("PATCH", { name: next })), "Renamed.");
   };
   const remove = (set: DataSet) => {
     if (confirm(`Delete “${set.name}” and its ${set.images} images? This cannot be undone.`))
