@@ -108,8 +108,9 @@ def _read_graph(model: onnx.ModelProto) -> ReadTrees:
     labels = None
     if classifier and not ours:
         labels = np.asarray(attributes.get("classlabels_int64s", attributes.get("classlabels_strings")))
-    if ours and CLASSES_PROPERTY in {p.key for p in model.metadata_props}:
-        labels = np.asarray(json.loads(next(p.value for p in model.metadata_props if p.key == CLASSES_PROPERTY)))
+    properties = {prop.key: prop.value for prop in model.metadata_props}
+    if ours and CLASSES_PROPERTY in properties:
+        labels = np.asarray(json.loads(properties[CLASSES_PROPERTY]))
     return ReadTrees(_times(ensemble, factor, classifier=classifier), classifier, labels)
 
 
@@ -177,8 +178,9 @@ def _trees(
     """The trees with their leaves' values, the base margin, and whether a two-class classifier scores only one class
     (ONNX Runtime's "binary case": its probabilities are ``[1 - p, p]``)."""
     prefix = "class" if classifier else "target"
-    if attributes.get("aggregate_function", "SUM") not in ("SUM", "AVERAGE"):
-        raise ValueError(f"aggregate_function {attributes['aggregate_function']!r}: only SUM and AVERAGE add trees")
+    aggregate = attributes.get("aggregate_function", "SUM")
+    if aggregate not in ("SUM", "AVERAGE"):
+        raise ValueError(f"aggregate_function {aggregate!r}: only SUM and AVERAGE add trees")
     weights = np.asarray(_either(attributes, f"{prefix}_weights"), dtype=np.float64)
     outputs = np.asarray(attributes.get(f"{prefix}_ids", []), dtype=np.int64)
     if classifier:
@@ -199,7 +201,7 @@ def _trees(
         )
     tree_ids = np.asarray(attributes["nodes_treeids"], dtype=np.int64)
     count = len(np.unique(tree_ids))
-    if attributes.get("aggregate_function", "SUM") == "AVERAGE":
+    if aggregate == "AVERAGE":
         weights = weights / count
     leaf_tree = np.asarray(attributes[f"{prefix}_treeids"], dtype=np.int64)
     leaf_node = np.asarray(attributes[f"{prefix}_nodeids"], dtype=np.int64)

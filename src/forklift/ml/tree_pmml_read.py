@@ -249,22 +249,22 @@ class _Document:
             return index
         if len(children) != 2:
             raise ValueError(f"{_name(node)} has {len(children)} children: only binary splits are read")
-        field_name, operator, threshold = self._split(node, children)
+        predicates = [_predicate(child) for child in children]
+        field_name, operator, threshold = self._split(node, predicates)
         below_child, above_child = children if operator in BELOW else children[::-1]
         feature, cut = self.features[field_name], _float32_cut(threshold, operator)
         record["feature"], record["threshold"] = feature, cut
         if feature in self.replacements:  # a missing value is read as the field's replacement
             record["missing_left"] = bool(np.float32(self.replacements[feature]) < cut)
         else:
-            record["missing_left"] = self._missing_child(node, children, model) is below_child
-        record["values"] = None
+            record["missing_left"] = self._missing_child(node, children, predicates, model) is below_child
         record["left"] = self._node(below_child, model, leaf_values, nodes)
         record["right"] = self._node(above_child, model, leaf_values, nodes)
         record["values"] = [0.0] * len(nodes[-1]["values"])  # a split holds no value: as wide as its leaves
         return index
 
-    def _split(self, node: ET.Element, children: list[ET.Element]) -> tuple[str, str, float]:
-        first, second = (_predicate(child).test for child in children)
+    def _split(self, node: ET.Element, predicates: list[_Predicate]) -> tuple[str, str, float]:
+        first, second = (predicate.test for predicate in predicates)
         if first is None:
             raise ValueError(f"{_name(node)}: its first child's predicate is True: a split tests a threshold first")
         field_name, operator, threshold = first
@@ -275,13 +275,15 @@ class _Document:
         return field_name, operator, threshold
 
     @staticmethod
-    def _missing_child(node: ET.Element, children: list[ET.Element], model: ET.Element) -> ET.Element:
+    def _missing_child(
+        node: ET.Element, children: list[ET.Element], predicates: list[_Predicate], model: ET.Element
+    ) -> ET.Element:
         """The child a missing value goes to; where the file gives no prediction for it, the second."""
         if model.get("missingValueStrategy") == "defaultChild" and node.get("defaultChild") is not None:
             chosen = [child for child in children if child.get("id") == node.get("defaultChild")]
             if chosen:
                 return chosen[0]
-        holding = [child for child in children if _predicate(child).holds_when_missing]
+        holding = [child for child, read in zip(children, predicates, strict=True) if read.holds_when_missing]
         if holding:
             return holding[0]
         if model.get("noTrueChildStrategy") == "returnLastPrediction":

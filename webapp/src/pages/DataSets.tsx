@@ -12,12 +12,15 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
   const reload = () => api<DataSet[]>("/api/datasets").then(setSets, (e) => say(e.message, true));
   useEffect(() => { reload(); }, []);
 
+  // Two cards of one name could not be told apart: a name another data set has is said, not sent.
+  const taken = (wanted: string, id?: number) => {
+    const other = sets?.some((set) => set.id !== id && set.name === wanted) ?? false;
+    if (other) say(`A data set named “${wanted}” exists already: give this one another name.`, true);
+    return other;
+  };
   const create = async (event: Event) => {
     event.preventDefault();
-    if (sets?.some((set) => set.name === name.trim())) {  // two cards of one name could not be told apart
-      say(`A data set named “${name.trim()}” exists already: give this one another name.`, true);
-      return;
-    }
+    if (taken(name.trim())) return;
     try {
       const made = await api<DataSet>("/api/datasets", json("POST", { name: name.trim(), task }));
       setName("");
@@ -29,11 +32,7 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
   };
   const rename = (set: DataSet) => {
     const next = prompt("New name", set.name)?.trim();
-    if (!next || next === set.name) return;
-    if (sets?.some((other) => other.id !== set.id && other.name === next)) {
-      say(`A data set named “${next}” exists already: give this one another name.`, true);
-      return;
-    }
+    if (!next || next === set.name || taken(next, set.id)) return;
     act(() => api(`/api/datasets/${set.id}`, json("PATCH", { name: next })), "Renamed.");
   };
   const remove = (set: DataSet) => {

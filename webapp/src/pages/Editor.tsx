@@ -293,8 +293,13 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   useEffect(() => {
     const box = canvas.current;
     if (!box) return;
+    // A box dragged past the image's edge (an object at the edge) ends at the edge, as if let go there: Annotorious
+    // hears the pointer only over the image, and a release beyond it left no box and the outline following the mouse.
+    let drag: SVGSVGElement | null = null;  // the drawing layer a press on it started a drag on
     const down = (e: PointerEvent) => {
       const anno = annotator.current;
+      const layer = (e.target as Element).closest?.("svg.a9s-annotationlayer") as SVGSVGElement | null;
+      drag = e.button === 0 && !spaceHeld.current && layer?.classList.contains("drawing") ? layer : null;
       if (!spaceHeld.current && e.button !== 1) {
         const onShape = (e.target as Element).closest?.("g.a9s-annotation:not(.a9s-rubberband), .a9s-handle, .a9s-shape-handle");
         if (anno && anno.getSelected().length && !onShape && e.button === 0) {
@@ -318,13 +323,6 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       addEventListener("pointercancel", up, true);
     };
     const up = (e: PointerEvent) => { if (e.isTrusted) lastClick.current = { x: e.clientX, y: e.clientY }; };
-    // A box dragged past the image's edge (an object at the edge) ends at the edge, as if let go there: Annotorious
-    // hears the pointer only over the image, and a release beyond it left no box and the outline following the mouse.
-    let drag: SVGSVGElement | null = null;
-    const pressed = (e: PointerEvent) => {
-      const layer = (e.target as Element).closest?.("svg.a9s-annotationlayer") as SVGSVGElement | null;
-      drag = e.button === 0 && !spaceHeld.current && layer?.classList.contains("drawing") ? layer : null;
-    };
     const released = (e: PointerEvent) => {
       const layer = drag;
       drag = null;
@@ -345,13 +343,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const release = () => { spaceHeld.current = false; box.classList.remove("pan-ready"); };  // Space let go elsewhere
     box.addEventListener("pointerdown", down, true);
     box.addEventListener("pointerup", up, true);
-    addEventListener("pointerdown", pressed, true);
     addEventListener("pointerup", released, true);
     addEventListener("keydown", key); addEventListener("keyup", key); addEventListener("blur", release);
     return () => {
       box.removeEventListener("pointerdown", down, true);
       box.removeEventListener("pointerup", up, true);
-      removeEventListener("pointerdown", pressed, true);
       removeEventListener("pointerup", released, true);
       removeEventListener("keydown", key); removeEventListener("keyup", key); removeEventListener("blur", release);
     };

@@ -41,9 +41,9 @@ def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Edi
         session.execute(update(Image).where(Image.class_id == label.id).values(class_id=target.id))
         session.delete(label)
     elif body.name is not None:
-        if body.name != label.name and existing_label(session, label.dataset_id, body.name) is not None:
-            raise HttpError(409, f"label {body.name!r} exists already; merge into it instead")
         if body.name != label.name:
+            if existing_label(session, label.dataset_id, body.name) is not None:
+                raise HttpError(409, f"label {body.name!r} exists already; merge into it instead")
             _changed_where_used(session, label)
         label.name = body.name
     else:
