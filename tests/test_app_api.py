@@ -63,6 +63,20 @@ def test_data_sets_are_made_renamed_duplicated_and_deleted(client: TestClient) -
     assert client.post("/api/datasets", json={"name": "  "}).status_code == 422
 
 
+def test_a_data_set_name_is_one_data_sets_only(client: TestClient) -> None:
+    first, second = _dataset(client), client.post("/api/datasets", json={"name": "second"}).json()["id"]
+    name = client.get(f"/api/datasets/{first}").json()["name"]
+    for answer in (client.post("/api/datasets", json={"name": name}),
+                   client.patch(f"/api/datasets/{second}", json={"name": name})):  # fmt: skip
+        assert answer.status_code == 409
+        assert answer.json()["error"] == f"a data set named {name!r} exists already: give this one another name"
+    assert client.patch(f"/api/datasets/{first}", json={"name": name}).status_code == 200  # its own name
+    copies = [client.post(f"/api/datasets/{first}/duplicate").json()["name"] for _ in range(3)]
+    assert copies == [f"{name} (copy)", f"{name} (copy 2)", f"{name} (copy 3)"]
+    names = [d["name"] for d in client.get("/api/datasets").json()]
+    assert sorted(names) == sorted([name, "second", *copies])
+
+
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_uploads_keep_the_good_and_name_each_bad_file(client: TestClient) -> None:
     dataset = _dataset(client)

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from app_helpers import FLAGS, as_drawn, chromium_page, png, shapes_dataset, start_app, video
 from helpers import forklift
+from playwright.sync_api import Error as PlaywrightError
 from pycocotools.coco import COCO
 
 from forklift.serve.process import free_port
@@ -584,14 +585,19 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
     assert not errors, errors
 
 
+def _one_image_labelled_car(app_url: str, name: str) -> tuple[int, int]:
+    """A data set `name` of one 400 × 300 image and the label "car": (data set, image)."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": name}).json()["id"]
+        image = client.post(f"/api/datasets/{dataset}/images", files=[("files", ("a.png", png(400, 300)))]).json()
+        client.post(f"/api/datasets/{dataset}/labels", json={"name": "car"})
+    return dataset, image["added"][0]["id"]
+
+
 def test_a_box_dragged_past_the_images_edge_ends_at_the_edge_in_chromium(app_url: str) -> None:
     """An object at the image's edge: the drag is let go beyond it (on the border, or the panel beside it), and
     the box ends at the edge, where it was let go off the image; the next drag draws a box of its own."""
-    with httpx.Client(base_url=app_url, timeout=60) as client:
-        dataset = client.post("/api/datasets", json={"name": "edges"}).json()["id"]
-        image = client.post(f"/api/datasets/{dataset}/images", files=[("files", ("a.png", png(400, 300)))]).json()
-        image_id = image["added"][0]["id"]
-        client.post(f"/api/datasets/{dataset}/labels", json={"name": "car"})
+    dataset, image_id = _one_image_labelled_car(app_url, "edges")
     shapes_url = f"{app_url}/api/images/{image_id}/annotations"
     with chromium_page(800) as (page, errors):
         page.goto(f"{app_url}/#/datasets/{dataset}/images/{image_id}")
@@ -610,6 +616,37 @@ def test_a_box_dragged_past_the_images_edge_ends_at_the_edge_in_chromium(app_url
         page.keyboard.press("1")
         page.wait_for_selector("text=Relabelled 1 shape(s)")
         assert page.locator(".zoomed img").bounding_box() == before  # the image did not move under the pointer
+    assert not errors, errors
+
+
+def test_leaving_the_page_before_a_box_is_saved_asks_first_in_chromium(app_url: str) -> None:
+    """A box drawn and the page reloaded (or closed, or left for another site) while its save is still on its way:
+    the browser asks whether to leave. Staying, the save lands; once everything is saved, it goes without asking."""
+    dataset, image_id = _one_image_labelled_car(app_url, "closing")
+    shapes_url = f"{app_url}/api/images/{image_id}/annotations"
+    with chromium_page(800) as (page, errors):
+        held: list = []  # type: ignore[type-arg]  # the save, kept back until the question was asked
+        page.route("**/annotations", lambda r: held.append(r) if r.request.method == "PUT" else r.continue_())
+        asked: list[str] = []
+        page.on("dialog", lambda dialog: (asked.append(dialog.type), dialog.dismiss()))
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{image_id}")
+        page.wait_for_selector(".editor img")
+        page.wait_for_selector("[data-testid=save-state].saved")
+        page.keyboard.press("1")
+        _draw(page, (40, 40, 200, 150))
+        page.wait_for_timeout(600)  # the save is sent 250 ms after the box
+        assert len(held) == 1 and httpx.get(shapes_url).json()["shapes"] == []
+        with pytest.raises(PlaywrightError, match="Timeout"):  # asked, and the person stayed: no reload
+            page.reload(timeout=2000)
+        assert asked == ["beforeunload"]
+        held[0].continue_()
+        _saved(page)
+        assert [shape["points"] for shape in httpx.get(shapes_url).json()["shapes"]] == [
+            pytest.approx([40, 40, 200, 150], abs=0.5)
+        ]
+        page.reload()  # nothing left to save: not asked again
+        page.wait_for_selector(".editor img")
+        assert asked == ["beforeunload"]
     assert not errors, errors
 
 

@@ -86,6 +86,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const version = useRef(0);
   const timer = useRef<number | undefined>(undefined);
   const queue = useRef<Promise<void>>(Promise.resolve());
+  const unanswered = useRef(0);  // saves sent or waiting their turn, not answered yet
   const drawnFrom = useRef(0);  // counts loads of the server's shapes: a save drawn before the last load is stale
   const confidence = useRef(new Map<string, number | null>());  // auto labels' scores, by annotation id
   const currentRef = useRef("");
@@ -117,10 +118,17 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       }
     }, (e) => say(e.message, true));
     const leave = () => flush({ now: true });
+    // Closing or reloading the tab while a change is not yet saved: the browser asks first (a save sent as the
+    // page goes may still be refused, as made on a version that a save in flight replaces).
+    const unsaved = (event: BeforeUnloadEvent) => {
+      if (timer.current !== undefined || unanswered.current > 0) event.preventDefault();
+    };
     addEventListener("pagehide", leave);
+    addEventListener("beforeunload", unsaved);
     return () => {
       if (walk.heading === imageId) walk.pending = 0;  // the editor left, not stepped from
       removeEventListener("pagehide", leave);
+      removeEventListener("beforeunload", unsaved);
       annotator.current?.cancelSelected();  // ends an edit in progress, so that what it changed is in the save
       flush();
       annotator.current?.destroy();
@@ -181,8 +189,12 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const send = (body: Body, { now = false } = {}) => {
     setState("saving");
     const drawn = drawnFrom.current;
-    if (now) { void put(body, drawn, true); return; }
-    queue.current = queue.current.then(() => put(body, drawn, false));
+    unanswered.current += 1;
+    const answered = () => { unanswered.current -= 1; };
+    if (now) { put(body, drawn, true).finally(answered); return; }
+    queue.current = queue.current.then(() => put(body, drawn, false))
+      .catch((e) => { say((e as Error).message, true); setState("not saved"); })  // the next save still goes
+      .finally(answered);
   };
   const save = (extra: Partial<{ class_label: string | null }> = {}) => {
     window.clearTimeout(timer.current);
