@@ -218,6 +218,8 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
         (lambda: LogisticRegression(), "continuous", "Unknown label type"),
         (lambda: SupportVectorMachine(), "continuous", "Unknown label type"),
         (lambda: LogisticRegression(regularizer=0), "ok", "regularizer=0 is not valid"),
+        (lambda: LogisticRegression(regularizer=np.inf), "ok", "regularizer=inf is not valid: expected a finite"),
+        (lambda: LinearRegression(tol=np.nan), "ok", "tol=nan is not valid: expected a finite number >= 0"),
         (lambda: LogisticRegression(penalty="l1", dual=True), "ok", "penalty='l1' is solved in the primal only"),
         (lambda: SupportVectorMachine(loss="log"), "ok", "loss='log' is not valid"),
         (lambda: LinearRegression(max_iter=0), "ok", "max_iter=0 is not valid"),

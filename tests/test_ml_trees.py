@@ -5,6 +5,7 @@ for quality; the ONNX export through a fresh ONNX Runtime session; missing value
 
 from __future__ import annotations
 
+import math
 import pickle
 import warnings
 from pathlib import Path
@@ -407,7 +408,7 @@ def test_scikit_learn_tools_work_with_them() -> None:
             "",
             "min_max_depth=4 is above max_max_depth=2",
         ),
-        (lambda: BoostingMachineClassifier(subsample=0.0), "", "subsample=0.0: expected a number in (0.0, 1.0]"),
+        (lambda: BoostingMachineClassifier(subsample=0.0), "", "subsample=0.0: expected a number in (0, 1]"),
         (lambda: BoostingMachineClassifier(n_jobs=0), "", "n_jobs=0 is not valid"),
         (lambda: BoostingMachineClassifier(use_gpu=True), "", "use_gpu=True: no CUDA device 0 here"),
         (lambda: BoostingMachineRegressor(objective="hinge"), "", "objective='hinge': expected one of mse"),
@@ -417,7 +418,14 @@ def test_scikit_learn_tools_work_with_them() -> None:
         (lambda: BoostingMachineClassifier(), "unknown-class", "y_val holds 7.0, a class not in y"),
         (lambda: BoostingMachineClassifier(), "narrow-val", "X_val: X has 2 features, but BoostingMachine"),
         (lambda: BoostingMachineClassifier(tree_select_probability=0.0), "", "expected a number in (0, 1]"),
-        (lambda: BoostingMachineClassifier(tree_select_probability=0.5, gamma=0), "", "gamma=0: expected a number > 0"),
+        (
+            lambda: BoostingMachineClassifier(tree_select_probability=0.5, gamma=0),
+            "",
+            "gamma=0: expected a finite number > 0",
+        ),
+        (lambda: BoostingMachineClassifier(learning_rate=math.inf), "", "learning_rate=inf: expected a finite number"),
+        (lambda: BoostingMachineRegressor(base_score=math.nan), "", "base_score=nan: expected None or a finite number"),
+        (lambda: BoostingMachineRegressor(lambda_l2=math.inf), "", "lambda_l2=inf: expected a finite number >= 0"),
         (lambda: BoostingMachineClassifier(tree_select_probability=0.5), "missing", "which read every feature"),
         (
             lambda: DecisionTreeClassifier(),

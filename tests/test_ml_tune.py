@@ -216,6 +216,14 @@ def test_a_trial_that_fails_says_why_in_one_line(tables: tuple[Path, Path], tmp_
             ["--ml", "boosting", "--test", "VAL", "--space", "min_max_depth=3..9", "--space", "max_max_depth=4..8"],
             "--space min_max_depth: BoostingMachineClassifier: min_max_depth=9 is above max_max_depth=",
         ),
+        (
+            ["--ml", "tree", "--test", "VAL", "--space", "max_features=0.5,2.0"],
+            "--space max_features: DecisionTreeClassifier: max_features=2.0: expected None, 'auto', 'sqrt', 'log2', "
+            "an integer in 1..",
+        ),
+        (["--ml", "forest", "--test", "VAL", "--metric", "map50"], "--metric map50: a forklift.ml model is measured"),
+        (["--ml", "forest", "--test", "VAL", "--minutes", "-1"], "argument --minutes: -1 is not a number above 0"),
+        (["--ml", "forest", "--test", "VAL", "--sampler", "grid"], "but n_estimators is a range (without --space, the"),
     ],
     ids=[
         "unknown-parameter",
@@ -230,6 +238,10 @@ def test_a_trial_that_fails_says_why_in_one_line(tables: tuple[Path, Path], tmp_
         "value-out-of-range",
         "flag-not-true-or-false",
         "never-valid-beside-the-others",
+        "too-wide-for-the-table",
+        "a-detectors-metric",
+        "negative-minutes",
+        "grid-of-the-default-ranges",
     ],
 )
 def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, options: list[str], line: str) -> None:
@@ -243,8 +255,22 @@ def test_bad_input_is_one_line(tables: tuple[Path, Path], tmp_path: Path, option
     result = forklift_here("tune", "--data", train, *given, tmp_path / "out", check=False)
     assert result.returncode == 2
     (printed,) = result.stderr.strip().splitlines()
-    assert printed.startswith("forklift: error: ") and line in printed, printed
+    assert printed.startswith(("forklift: error: ", "forklift tune: error: ")) and line in printed, printed
     assert not (tmp_path / "out").exists()
+
+
+def test_a_search_that_completes_no_trial_says_so_and_fails(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    """--minutes over before a trial could finish: no best model, no empty plots, and an exit that is not 0."""
+    train, val = tables
+    out = tmp_path / "no-time"
+    result = forklift_here("tune", "--ml", "forest", "--data", train, "--test", val, "--trials", "2", "--minutes",
+                           "0.0001", out, check=False)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert line == f"forklift: error: no trial completed, so there is no {out / 'best'}: {out / 'trials.csv'} lists " \
+        "the trials (a failed one's reason is printed above; a pruned one stopped early)"  # fmt: skip
+    assert "no complete trials" not in (result.stdout + result.stderr).lower()  # Optuna's own warnings
+    assert (out / "trials.csv").is_file() and not list(out.glob("*.png")) and not (out / "best").exists()
 
 
 def test_the_report_tells_a_whole_fraction_from_a_count() -> None:

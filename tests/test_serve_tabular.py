@@ -361,7 +361,7 @@ def test_a_batch_timeout_waits_for_requests_that_come_later(fitted, timeout_ms: 
         ("clf", [[1, 2, "red"], ["x", 2, "red"]], "row 1: feature 'a': \"x\" is not a number"),
         ("clf", [[1, 2, "red"], [3, 4, "blue"], [5, True, "red"]], "row 2: feature 'b': true is not a number"),
         ("clf", {"rows": [{"a": 1, "b": [2], "colour": "red"}]}, "row 0: feature 'b': [2] is not a number"),
-        ("clf", [[1, 2, "purple"]], "row 0: feature 'colour': unknown category 'purple'"),
+        ("clf", [[1, 2, "purple"]], "row 0: feature 'colour': unknown category 'purple' (the model knows 'blue'"),
         ("clf", [[1, 2]], "row 0: 2 values for 3 features (a, b, colour)"),
         ("clf", [[1e39, 2, "red"]], "row 0: feature 'a': 1e+39 is not a finite float32 number"),
         ("reg", [[1, None, "red"]], "row 0: feature 'b' is empty or null, and this model takes no missing values"),

@@ -132,8 +132,10 @@ def test_impossible_optimiser_settings_are_one_line_errors(work: Path, capsys) -
     base = ["train", "--data", str(work / "data"), "--cfg", str(CLASSIFIER)]
     for option, problem in [
         (["--momentum", "1"], "--momentum 1.0: must be from 0 up to (not including) 1"),
-        (["--lr", "0"], "--lr 0.0: must be above 0"),
-        (["--weight-decay", "-1"], "--weight-decay -1.0: must be 0 or more"),
+        (["--lr", "0"], "--lr 0.0: must be a finite number above 0"),
+        (["--lr", "inf"], "--lr inf: must be a finite number above 0"),
+        (["--weight-decay", "-1"], "--weight-decay -1.0: must be a finite number of 0 or more"),
+        (["--aug-hsv", "nan"], "--aug-hsv nan: must be a finite number of 0 or more"),
     ]:
         assert main([*base, *option, str(work / "refused")]) == 2
         assert capsys.readouterr().err.strip() == f"forklift: error: {problem}"

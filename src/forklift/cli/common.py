@@ -7,6 +7,7 @@ Nothing here imports a stage: `forklift --help` and a bad option answer at once.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -52,6 +53,30 @@ def threshold(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """A finite number above 0 (sizes, times, rates)."""
+    return _finite(text, low=0.0, low_allowed=False)
+
+
+def non_negative_number(text: str) -> float:
+    """A finite number of 0 or more (waits, weights where 0 turns a part off)."""
+    return _finite(text, low=0.0, low_allowed=True)
+
+
+def _finite(text: str, *, low: float, low_allowed: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+    if value < low or (value == low and not low_allowed):
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a number {'of' if low_allowed else 'above'} {low:g}{' or more' if low_allowed else ''}"
+        )
     return value
 
 

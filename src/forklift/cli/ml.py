@@ -159,11 +159,13 @@ def check_new_model_dir(out: Path) -> None:
 def run_fit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from forklift.ml.model_directory import fit_directory
+    from forklift.ml.model_directory import check_params, fit_directory
     from forklift.ml.tables import read_table, read_test_table
 
     check_new_model_dir(args.out)
     params = parse_params(args.param)
+    task = None if args.task is None else TabularTask(args.task)
+    check_params(args.model, task=task, params=params, threads=args.threads)  # before a large table is read
     stages = ("reading", "encoding", "fitting", "measuring", "writing")
     quiet = True if args.json else None  # None: off where stderr is no terminal (a log, a pipe)
     with tqdm(total=len(stages), desc="reading", unit="step", file=sys.stderr, disable=quiet) as bar:
@@ -174,7 +176,6 @@ def run_fit(args: argparse.Namespace) -> int:
 
         train = read_table(args.data, target=args.target)
         test = read_test_table(args.test, train) if args.test else None
-        task = None if args.task is None else TabularTask(args.task)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")
             report = fit_directory(

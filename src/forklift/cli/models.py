@@ -60,7 +60,7 @@ def add_predict(verbs: Any) -> None:
     predict.add_argument("--resize", choices=words(ResizeMode), help="fit to the input (default: the model's)")
     predict.add_argument("--max-pixels", type=positive, default=100_000_000, help="refuse larger images (bombs)")
     predict.add_argument("--out", type=Path, metavar="DIR", help="style models: write the styled images here")
-    predict.add_argument("--strength", type=float, default=1.0, help="style models: 0 (original) to 1 (default)")
+    predict.add_argument("--strength", type=threshold, default=1.0, help="style models: 0 (original) to 1 (default)")
     predict.add_argument("--keep-colour", action="store_true", help="style models: keep the original's colours")
     add_json(predict, "print the result JSON instead of a table")
     predict.set_defaults(handler=run_predict)

@@ -13,10 +13,13 @@ from forklift.cli.common import (
     add_json,
     add_runtime,
     count_or_auto,
+    non_negative_number,
     optional,
     port,
     positive,
     positive_list,
+    positive_number,
+    threshold,
     verb_parser,
 )
 from forklift.errors import ForkliftError
@@ -67,13 +70,15 @@ def add_serve(verbs: Any) -> None:
     )
     serve.add_argument(
         "--batch-timeout-ms",
-        type=float,
+        type=non_negative_number,
         default=0.0,
         help="how long a worker waits for more requests to fill a batch (0: take what is queued)",
     )
     serve.add_argument("--queue-size", type=positive, default=64, help="waiting requests per model before 503")
-    serve.add_argument("--max-upload-mb", type=float, default=20.0, help="largest image upload (request body)")
-    serve.add_argument("--max-tensor-mb", type=float, default=64.0, help="largest v2 inference request body")
+    serve.add_argument(
+        "--max-upload-mb", type=positive_number, default=20.0, help="largest image upload (request body)"
+    )
+    serve.add_argument("--max-tensor-mb", type=positive_number, default=64.0, help="largest v2 inference request body")
     serve.add_argument("--max-pixels", type=positive, default=100_000_000, help="refuse larger images (bombs)")
     serve.add_argument(
         "--url-allow-host",
@@ -84,7 +89,7 @@ def add_serve(verbs: Any) -> None:
         help="allow fetching images by URL from HOST at PORT (80 or 443 where none is given; repeatable; off when "
         "none)",
     )
-    serve.add_argument("--url-timeout", type=float, default=10.0, help="seconds allowed for a URL fetch")
+    serve.add_argument("--url-timeout", type=positive_number, default=10.0, help="seconds allowed for a URL fetch")
     serve.set_defaults(handler=run_serve)
 
 
@@ -207,9 +212,9 @@ def add_stream(verbs: Any) -> None:
     stream.add_argument("--url", default="http://127.0.0.1:5000", help="the server (default: %(default)s)")
     stream.add_argument("--out", type=Path, metavar="FILE", help="write the answers as a video (.mp4, .avi)")
     stream.add_argument("--frames", type=positive, help="stop after this many frames")
-    stream.add_argument("--fps", type=float, help="send at this rate (default: the file's, or the camera's)")
+    stream.add_argument("--fps", type=positive_number, help="send at this rate (default: the file's, or the camera's)")
     stream.add_argument("--quality", type=int, default=80, choices=range(1, 101), metavar="1-100", help="JPEG")
-    stream.add_argument("--strength", type=float, help="0 (the original) to 1 (the model's answer, default)")
+    stream.add_argument("--strength", type=threshold, help="0 (the original) to 1 (the model's answer, default)")
     stream.add_argument("--keep-colour", action="store_true", help="keep the original's colours")
     add_json(stream)
     stream.set_defaults(handler=run_stream_verb)
@@ -342,7 +347,7 @@ def add_sweep(verbs: Any) -> None:
     sweep.add_argument("--max-batch", type=positive_list, default=[8], help="batch limits to try")
     sweep.add_argument("--concurrency", type=positive_list, default=[1, 2, 4, 8], help="requests in flight")
     sweep.add_argument("--requests", type=positive, default=240, help="requests per point")
-    sweep.add_argument("--slo-ms", type=float, help="p99 latency the recommendation must meet")
+    sweep.add_argument("--slo-ms", type=positive_number, help="p99 latency the recommendation must meet")
     add_runtime(sweep)
     sweep.add_argument("--out", type=Path, default=Path("out/sweep"), help="folder for sweep.csv and the plots")
     sweep.set_defaults(handler=run_sweep)

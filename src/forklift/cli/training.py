@@ -12,9 +12,11 @@ from forklift.cli.common import (
     add_json,
     add_runtime,
     check_folder_to_write,
+    non_negative_number,
     optional,
     positive,
     positive_list,
+    positive_number,
     threshold,
     verb_parser,
 )
@@ -268,14 +270,20 @@ def add_train(verbs: Any) -> None:
         "RAM (spill files), so bigger batches and images fit",
     )
     train.add_argument(
-        "--lms-min-mib", type=float, default=1.0, metavar="MIB", help="with --lms: tensors under this stay in place"
+        "--lms-min-mib",
+        type=non_negative_number,
+        default=1.0,
+        metavar="MIB",
+        help="with --lms: tensors under this stay in place",
     )
     train.add_argument("--lms-spill-dir", type=Path, metavar="DIR", help="with --lms on the CPU: where spill files go")
     train.add_argument(
         "--mosaic", action="store_true", default=None, help="detection: tile four images into half the samples"
     )
     train.add_argument("--val-every", type=positive, metavar="N", help="measure on val every N epochs (default 1)")
-    train.add_argument("--minutes", type=float, default=None, help="stop before an epoch that would end past this")
+    train.add_argument(
+        "--minutes", type=positive_number, default=None, help="stop before an epoch that would end past this"
+    )
     train.add_argument("--workers", type=int, default=0, help="data-loading processes (default 0: in the loop)")
     train.add_argument("--resume", action="store_true", help="continue OUT's run from its last checkpoint")
     train.add_argument("--seed", type=int, help="(default 0)")

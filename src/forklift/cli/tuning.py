@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forklift.cli.common import positive, verb_parser
+from forklift.cli.common import positive, positive_number, verb_parser
 from forklift.cli.ml import MODEL_CHOICES
 from forklift.cli.training import add_network_source
 from forklift.errors import ForkliftError
@@ -89,7 +89,7 @@ def register(verbs: Any) -> None:
     tune.add_argument("--parallel", type=positive, default=1, metavar="K", help="trials at once on this host")
     tune.add_argument("--storage", metavar="URL", help="postgresql://... or sqlite:///... (default: OUT/study.journal)")
     tune.add_argument("--study", metavar="NAME", help="study name (default: OUT's folder name)")
-    tune.add_argument("--minutes", type=float, help="no trial starts, and a running one stops, after this")
+    tune.add_argument("--minutes", type=positive_number, help="no trial starts, and a running one stops, after this")
     tune.add_argument(
         "--epochs", type=positive, help=f"epochs of each trial unless --space draws them (default {EPOCHS})"
     )

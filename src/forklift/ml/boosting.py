@@ -110,16 +110,18 @@ class _Boosting(_TreeModel):
             integer("max_depth", 1)
         elif integer("min_max_depth", 1) > integer("max_max_depth", 1):
             raise ValueError(f"{name}: min_max_depth={self.min_max_depth} is above max_max_depth={self.max_max_depth}")
-        shares = (("learning_rate", 0.0, math.inf), ("subsample", 0.0, 1.0), ("colsample_bytree", 0.0, 1.0))
-        for option, low, high in shares:
+        learning_rate = real(self.learning_rate)
+        if learning_rate is None or not learning_rate > 0:
+            raise ValueError(f"{name}: learning_rate={self.learning_rate!r}: expected a finite number > 0")
+        for option in ("subsample", "colsample_bytree"):
             value = real(getattr(self, option))
-            if value is None or not low < value <= high:
-                raise ValueError(f"{name}: {option}={getattr(self, option)!r}: expected a number in ({low}, {high}]")
+            if value is None or not 0 < value <= 1:
+                raise ValueError(f"{name}: {option}={getattr(self, option)!r}: expected a number in (0, 1]")
         if self.base_score is not None and real(self.base_score) is None:
-            raise ValueError(f"{name}: base_score={self.base_score!r}: expected None or a number (a margin)")
+            raise ValueError(f"{name}: base_score={self.base_score!r}: expected None or a finite number (a margin)")
         lambda_l2 = real(self.lambda_l2)
         if lambda_l2 is None or not lambda_l2 >= 0:
-            raise ValueError(f"{name}: lambda_l2={self.lambda_l2!r}: expected a number >= 0")
+            raise ValueError(f"{name}: lambda_l2={self.lambda_l2!r}: expected a finite number >= 0")
         select = real(self.tree_select_probability)
         if select is None or not 0.0 < select <= 1.0:
             raise ValueError(
@@ -130,7 +132,7 @@ class _Boosting(_TreeModel):
             for option in ("gamma", "regularizer"):
                 value = real(getattr(self, option))
                 if value is None or not value > 0:
-                    raise ValueError(f"{name}: {option}={getattr(self, option)!r}: expected a number > 0")
+                    raise ValueError(f"{name}: {option}={getattr(self, option)!r}: expected a finite number > 0")
             integer("n_components", 1)
 
     def _depths(self) -> np.ndarray:

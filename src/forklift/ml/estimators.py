@@ -29,6 +29,10 @@ class Estimator(BaseEstimator):
         """Raise ValueError naming the first parameter that is not valid (``fit`` calls it first)."""
         raise NotImplementedError
 
+    def check_width(self, n_features: int) -> None:
+        """Raise ValueError naming a parameter that does not fit a table of ``n_features`` columns (a search checks
+        its space with it before a trial starts)."""
+
     def _check_shared(self, gpus: Sequence[int], *, option: str) -> None:
         """What every model checks: ``n_jobs``, its flags, and the CUDA devices ``option`` names if ``use_gpu``."""
         self._threads()
@@ -263,8 +267,11 @@ def whole(value: Any) -> int | None:
 
 
 def real(value: Any) -> float | None:
-    """``value`` as a float when it is a real number (not a bool); None otherwise."""
-    return float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+    """``value`` as a float when it is a finite real number (not a bool); None otherwise: no parameter takes an
+    infinity or NaN (``--param learning_rate=.inf`` would fit NaNs)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def thread_count(model: BaseEstimator, n_jobs: Any) -> int:

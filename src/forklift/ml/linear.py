@@ -38,6 +38,7 @@ from forklift.ml.estimators import (
     device_ids,
     export_path,
     keep_parameters,
+    real,
     row_weights,
     validated,
 )
@@ -87,10 +88,10 @@ class _GeneralizedLinearModel(Estimator):
 
         if not isinstance(self.max_iter, numbers.Integral) or isinstance(self.max_iter, bool) or self.max_iter < 1:
             fail("max_iter", "an integer >= 1")
-        if not isinstance(self.regularizer, numbers.Real) or not self.regularizer > 0:
-            fail("regularizer", "a number > 0")
-        if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
-            fail("tol", "a number >= 0")
+        if (value := real(self.regularizer)) is None or not value > 0:
+            fail("regularizer", "a finite number > 0")
+        if (value := real(self.tol)) is None or not value >= 0:
+            fail("tol", "a finite number >= 0")
         self._check_shared(device_ids(self.device_ids), option="device_ids")
         if self._penalty() not in ("l1", "l2"):
             fail("penalty", "'l1' or 'l2'")
@@ -102,8 +103,8 @@ class _GeneralizedLinearModel(Estimator):
             )
         if self.generate_training_history not in (None, "summary", "full"):
             fail("generate_training_history", "None, 'summary' or 'full'")
-        if not isinstance(self.intercept_scaling, numbers.Real) or not self.intercept_scaling > 0:
-            fail("intercept_scaling", "a number > 0")
+        if (value := real(self.intercept_scaling)) is None or not value > 0:
+            fail("intercept_scaling", "a finite number > 0")
         if self.kernel not in ("linear", "rbf"):
             fail("kernel", "'linear' or 'rbf'")
         if self.kernel == "rbf" and (not isinstance(self.n_components, numbers.Integral) or self.n_components < 1):

@@ -143,6 +143,31 @@ def make_estimator(model: str, *, classification: bool, params: dict[str, Any], 
     return estimator
 
 
+def check_params(model: str, *, task: TabularTask | None, params: dict[str, Any], threads: int) -> None:
+    """Refuse ``--param`` values before a table is read, as :func:`make_estimator` would: those no estimator of
+    ``model`` for ``task`` takes (the task not given: neither its classifier nor its regressor)."""
+    kind = MODELS[model]
+    tasks = [
+        wanted
+        for wanted, name in ((True, kind.classifier), (False, kind.regressor))
+        if name is not None and (task is None or wanted is (task is TabularTask.CLASSIFY))
+    ]
+    refusals = []
+    for classification in tasks:
+        try:
+            make_estimator(
+                model,
+                classification=classification,
+                params=(LINEAR_DEFAULTS if kind.linear else {}) | params,
+                threads=threads,
+            )
+            return
+        except ForkliftError as exc:
+            refusals.append(exc)
+    if refusals:
+        raise refusals[0]
+
+
 def fit_directory(
     train: Table,
     out: Path,

@@ -9,6 +9,7 @@ absent entries are zeros, as libsvm reads them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections import Counter
@@ -18,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 import scipy.sparse as sp
 
 from forklift.errors import ForkliftError
@@ -143,7 +146,13 @@ def _read_libsvm(
 def _read_frame(path: Path, suffix: str) -> pd.DataFrame:
     try:
         if suffix == ".csv":
-            frame = pd.read_csv(path, skipinitialspace=True)
+            try:
+                frame = pd.read_csv(path, skipinitialspace=True)
+            except pd.errors.ParserError:
+                _refuse_ragged_row(path)  # a row longer than the header: said in forklift's words
+                raise
+            if not frame.index.equals(pd.RangeIndex(len(frame))) or frame.iloc[:, -1].isna().any():
+                _refuse_ragged_row(path)
             header = str(frame.columns[0])
             separator = next((s for s in (";", "\t", "|") if s in header), None)
             if frame.shape[1] == 1 and separator:
@@ -161,6 +170,28 @@ def _read_frame(path: Path, suffix: str) -> pd.DataFrame:
         raise ForkliftError(f"{path}: {' '.join(str(exc).split())}") from exc
     known = ", ".join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)
     raise ForkliftError(f"{path}: not a table forklift reads (by its suffix: {known})")
+
+
+def _refuse_ragged_row(path: Path) -> None:
+    """Refuse a row whose fields the header does not name one for one. pandas reads a row cut short as missing
+    values at its end, and rows each one field longer than the header as an index, silently; so a file read with a
+    missing value in its last column or with an index is parsed again by pyarrow, which counts each row's fields
+    (on all cores: 1M rows of 21 fields in about 1 s here, against pandas' 0.8 s to read them)."""
+    ragged: list[pa_csv.InvalidRow] = []
+
+    def stop(row: pa_csv.InvalidRow) -> str:
+        ragged.append(row)
+        return "error"
+
+    options = pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=stop)
+    with contextlib.suppress(pa.ArrowInvalid):  # raised by `stop`; anything else pandas read without complaint
+        pa_csv.read_csv(path, parse_options=options, convert_options=pa_csv.ConvertOptions(include_columns=[]))
+    if ragged:
+        row = ragged[0]
+        raise ForkliftError(
+            f"{path}: a row has {row.actual_columns} fields where the header line has {row.expected_columns}: "
+            f"{row.text[:80]!r}"
+        )
 
 
 def _say_if_headless(path: Path, names: list[str]) -> None:

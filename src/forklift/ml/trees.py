@@ -243,6 +243,9 @@ class _Forest(_TreeModel):
         if not isinstance(self.min_samples_leaf, numbers.Integral) or self.min_samples_leaf < 1:
             raise ValueError(f"{name}: min_samples_leaf={self.min_samples_leaf!r}: expected an integer >= 1")
 
+    def check_width(self, n_features: int) -> None:
+        self._feature_share(n_features)
+
     def _feature_share(self, n_features: int) -> float:
         """``max_features`` as the share of features each split draws from."""
         wanted = self._auto_features if self.max_features == "auto" else self.max_features

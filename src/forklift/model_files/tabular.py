@@ -247,15 +247,20 @@ def _encoded(
         unknown = ~known & ~absent
         if unknown.any() and refuse_unknown:
             row = int(np.flatnonzero(unknown)[0])
+            known_values = ", ".join(repr(value) for value in feature.categories[:8])
+            more = ", ..." if len(feature.categories) > 8 else ""
             raise ForkliftError(
-                f"{prefix}row {row + first_row}: feature {feature.name!r}: unknown category {text[row]!r}"
+                f"{prefix}row {row + first_row}: feature {feature.name!r}: unknown category {text[row]!r} "
+                f"(the model knows {known_values}{more})"
             )
         if unknown.any():
             unseen = Counter(text[unknown])
             shown = ", ".join(repr(value) for value, _ in unseen.most_common(3)) + (", ..." if len(unseen) > 3 else "")
+            count = int(unknown.sum())
+            rows, they = ("1 row holds a value", "it sets") if count == 1 else (f"{count} rows hold values", "they set")
             log.warning(
-                "%sfeature %r: %d rows hold values the model never saw (%s): they set none of its columns",
-                prefix, feature.name, int(unknown.sum()), shown,
+                "%sfeature %r: %s the model never saw (%s): %s none of its columns",
+                prefix, feature.name, rows, shown, they,
             )  # fmt: skip
         if absent.any() and not settings.missing_values:
             row = int(np.flatnonzero(absent)[0])

@@ -9,6 +9,7 @@ not what it trains, so they are chosen anew at each start and are not recorded.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -180,15 +181,15 @@ def check_values(settings: TrainSettings) -> None:
         raise ForkliftError(f"--img {settings.img}: must be a multiple of 32 (the networks' largest stride)")
     if settings.val_every < 1:
         raise ForkliftError(f"--val-every {settings.val_every}: must be at least 1")
-    if not settings.lr > 0:
-        raise ForkliftError(f"--lr {settings.lr}: must be above 0")
+    if not 0 < settings.lr < math.inf:
+        raise ForkliftError(f"--lr {settings.lr}: must be a finite number above 0")
     if not 0 <= settings.momentum < 1:
         raise ForkliftError(f"--momentum {settings.momentum}: must be from 0 up to (not including) 1")
-    if not settings.weight_decay >= 0:
-        raise ForkliftError(f"--weight-decay {settings.weight_decay}: must be 0 or more")
+    if not 0 <= settings.weight_decay < math.inf:
+        raise ForkliftError(f"--weight-decay {settings.weight_decay}: must be a finite number of 0 or more")
     if not 0 <= settings.aug_scale < 1:
         raise ForkliftError(f"--aug-scale {settings.aug_scale}: must be from 0 up to (not including) 1")
     if not 0 <= settings.aug_shift <= 0.5:
         raise ForkliftError(f"--aug-shift {settings.aug_shift}: must be from 0 to 0.5 (of the input each way)")
-    if not settings.aug_hsv >= 0:
-        raise ForkliftError(f"--aug-hsv {settings.aug_hsv}: must be 0 or more")
+    if not 0 <= settings.aug_hsv < math.inf:
+        raise ForkliftError(f"--aug-hsv {settings.aug_hsv}: must be a finite number of 0 or more")

@@ -13,7 +13,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from forklift.tune.trial import SAME_AS, StepUnit
+from forklift.tune.trial import SAME_AS, TIMED_OUT, StepUnit
 
 SHOWN = 10  # rows of the printed table
 TARGET_NAMED = ("history.png", "parallel-coordinates.png", "importance.png")  # plots that take `target_name`
@@ -37,7 +37,7 @@ def describe_trial(trial: FrozenTrial, best: FrozenTrial | None, unit: StepUnit)
         if SAME_AS in trial.user_attrs:
             lead += f" (trial {trial.user_attrs[SAME_AS]}'s settings: not run again)"
     elif trial.state == TrialState.PRUNED:
-        lead = f"pruned after {unit} {trial.last_step}"
+        lead = trial.user_attrs.get(TIMED_OUT, f"pruned after {unit} {trial.last_step}")
     else:
         lead = f"failed: {trial.user_attrs.get('error', 'stopped or crashed; its log says more')}"
     return f"trial {trial.number:>3} {lead}  {settings}  {seconds:.0f} s"
@@ -94,7 +94,9 @@ def _plots(study: optuna.Study, out: Path, metric: str, unit: StepUnit) -> list[
     import matplotlib.pyplot as plt
     from optuna.visualization import matplotlib as plots
 
-    written = []
+    written: list[Path] = []
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        return written  # every plot would be empty
     reported = any(t.intermediate_values for t in study.get_trials(deepcopy=False))
     for name, function in PLOTS.items():
         if name == "intermediate.png" and not reported:

@@ -65,8 +65,12 @@ class Plan:
 
 def tune(search: Search, plan: Plan, *, keep_all: bool = False) -> optuna.Study:
     """Run (or resume) the search to `plan.trials` finished trials; returns the study."""
-    if plan.sampler == "grid" and not all(d.is_grid for d in search.dimensions):
-        raise ForkliftError("--sampler grid: every --space must be a list of values (A,B,C), not a range")
+    ranges = [d.name for d in search.dimensions if not d.is_grid]
+    if plan.sampler == "grid" and ranges:
+        raise ForkliftError(
+            f"--sampler grid: every --space must be a list of values (NAME=A,B,C), but {ranges[0]} is a range "
+            "(without --space, the default space's are ranges)"
+        )
     storage = open_storage(plan.storage, search.out, parallel=plan.parallel)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -82,6 +86,11 @@ def tune(search: Search, plan: Plan, *, keep_all: bool = False) -> optuna.Study:
         _run_workers(search, plan, study, storage, done)
     write_report(study, search.out, search.job.metric, search.job.steps.unit)
     _keep_best(study, search.out, keep_all=keep_all)
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        raise ForkliftError(
+            f"no trial completed, so there is no {search.out / 'best'}: {search.out / 'trials.csv'} lists the "
+            "trials (a failed one's reason is printed above; a pruned one stopped early)"
+        )
     return study
 
 

@@ -29,7 +29,7 @@ from forklift.ml.model_directory import MODELS, check_tables, fit_directory
 from forklift.ml.tables import Table, read_table, read_test_table
 from forklift.tune import CLASSIFIER_METRICS, MINIMISED, REGRESSOR_METRICS
 from forklift.tune.space import Dimension, Kind, Setting, parse_space
-from forklift.tune.trial import Steps, StepUnit, report
+from forklift.tune.trial import Steps, StepUnit, TimeUp, report
 from forklift.vocabulary import TabularTask
 
 REPORTS = 20  # reports of a trial that boosts the most rounds the space allows
@@ -98,7 +98,7 @@ class TabularJob:
 
         def measured(rounds: int, metrics: dict[str, float]) -> None:
             if deadline is not None and time.time() > deadline:
-                raise optuna.TrialPruned(f"--minutes ran out after round {rounds}")
+                raise TimeUp(f"--minutes ran out after round {rounds}")
             report(trial, metrics[self.metric], rounds, last=self.rounds)
 
         fitted = fit_directory(
@@ -127,6 +127,9 @@ def tabular_search(
 ) -> tuple[TabularJob, tuple[Dimension, ...]]:
     """The job and the space of a search of `model` (`--ml`), or one line saying what does not fit: a parameter the
     estimator does not have, a metric it is not measured by."""
+    known = tuple(dict.fromkeys((*CLASSIFIER_METRICS, *REGRESSOR_METRICS)))
+    if metric is not None and metric not in known:  # a detector's metric: said before the tables are read
+        raise ForkliftError(f"--metric {metric}: a forklift.ml model is measured by one of {', '.join(known)}")
     train, validation = read_tables(data, test, target)
     assert train.target is not None and validation.target is not None  # a CSV's or a libsvm file's is always read
     estimator, settings = check_tables(train, validation, model=model, task=task)
@@ -138,7 +141,7 @@ def tabular_search(
     if chosen == "auc" and (absent := set(train.target.tolist()) - set(validation.target.tolist())):
         raise ForkliftError(f"--metric auc: {test} has no row of class {sorted(absent, key=str)[0]!r}")
     dimensions = tuple(parse_space(specs or DEFAULT_SPACES[model], parameter_settings(estimator)))
-    check_space(estimator, dimensions)
+    check_space(estimator, dimensions, n_features=settings.width)
     rounds = _most_rounds(dimensions, estimator) if MODELS[model].rounds else 1
     job = TabularJob(
         model=model,
@@ -172,10 +175,11 @@ def parameter_settings(estimator: BaseEstimator) -> dict[str, Setting]:
     return settings
 
 
-def check_space(estimator: Estimator, dimensions: Sequence[Dimension]) -> None:
-    """Refuse a value of the space that no trial could fit with, before a trial starts: each end of a range and each
-    listed value is checked with the other parameters at their ends and listed values, and refused only where no
-    such combination is valid (``min_max_depth=4..8`` is fine beside ``max_max_depth=8..12``)."""
+def check_space(estimator: Estimator, dimensions: Sequence[Dimension], *, n_features: int) -> None:
+    """Refuse a value of the space that no trial could fit with on a table of ``n_features`` columns, before a
+    trial starts: each end of a range and each listed value is checked with the other parameters at their ends and
+    listed values, and refused only where no such combination is valid (``min_max_depth=4..8`` is fine beside
+    ``max_max_depth=8..12``)."""
     ends = {d.name: _ends(d) for d in dimensions}
     for dimension in dimensions:
         others = [[(name, value) for value in values] for name, values in ends.items() if name != dimension.name]
@@ -183,7 +187,9 @@ def check_space(estimator: Estimator, dimensions: Sequence[Dimension]) -> None:
             errors: list[ValueError] = []
             for combination in itertools.islice(itertools.product(*others), COMBINATIONS):
                 try:
-                    clone(estimator).set_params(**dict(combination), **{dimension.name: value}).check_parameters()
+                    candidate = clone(estimator).set_params(**dict(combination), **{dimension.name: value})
+                    candidate.check_parameters()
+                    candidate.check_width(n_features)
                     break
                 except ValueError as exc:
                     errors.append(exc)

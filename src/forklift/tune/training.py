@@ -24,7 +24,7 @@ from forklift.train.optimizers import USES_MOMENTUM
 from forklift.train.settings import RunOptions, TrainSettings
 from forklift.train.trainer import train
 from forklift.tune.space import Dimension, Kind, Setting, parse_space
-from forklift.tune.trial import Steps, StepUnit, report
+from forklift.tune.trial import Steps, StepUnit, TimeUp, report
 from forklift.vocabulary import Optimizer, Task, words
 
 REAL = Setting(Kind.REAL)
@@ -94,7 +94,7 @@ class TrainingJob:
         ran = _epochs_run(folder)
         trial.set_user_attr("epochs", ran)
         if ran < wanted:  # --minutes ran out inside it: its value is not what its settings would reach
-            raise optuna.TrialPruned(f"--minutes ran out after epoch {ran} of {wanted}")
+            raise TimeUp(f"--minutes ran out after epoch {ran} of {wanted}")
         return model_metric(folder, self.metric)
 
 

@@ -25,7 +25,12 @@ from forklift.errors import ForkliftError
 from forklift.tune.space import Dimension
 from forklift.tune.storage import mark_owner
 
+TIMED_OUT = "timed_out"  # a trial's user attribute: why it stopped, when --minutes stopped it
 SAME_AS = "same_as"  # a trial's user attribute: the complete trial whose settings (and so value) it had
+
+
+class TimeUp(optuna.TrialPruned):
+    """A trial stopped by --minutes: pruned (its value is not what its settings reach), and said so."""
 
 
 class StepUnit(StrEnum):
@@ -114,7 +119,9 @@ def run_trial(search: Search, device: str, trial: optuna.Trial) -> float:
             contextlib.redirect_stderr(handle),
         ):
             return search.job.run(trial, drawn, folder, device=device, deadline=search.deadline)
-    except optuna.TrialPruned:
+    except optuna.TrialPruned as exc:
+        if isinstance(exc, TimeUp):
+            trial.set_user_attr(TIMED_OUT, str(exc))
         shutil.rmtree(folder, ignore_errors=True)  # a pruned trial's model is of no use
         raise
     except ForkliftError as exc:
