@@ -155,17 +155,17 @@ def check_params(model: str, *, task: TabularTask | None, params: dict[str, Any]
     refusals = []
     for classification in tasks:
         try:
-            make_estimator(
-                model,
-                classification=classification,
-                params=(LINEAR_DEFAULTS if kind.linear else {}) | params,
-                threads=threads,
-            )
+            make_estimator(model, classification=classification, params=_with_defaults(model, params), threads=threads)
             return
         except ForkliftError as exc:
             refusals.append(exc)
     if refusals:
         raise refusals[0]
+
+
+def _with_defaults(model: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``--param`` values over forklift's defaults for a table's ``model``."""
+    return (LINEAR_DEFAULTS if MODELS[model].linear else {}) | params
 
 
 def fit_directory(
@@ -237,7 +237,7 @@ def _prepared(
             f"{train.source}: the target {train.target_name!r} holds one class ({plain(y[0])!r}) in every row; a "
             "classifier learns from two or more"
         )
-    params = (LINEAR_DEFAULTS if MODELS[model].linear else {}) | params
+    params = _with_defaults(model, params)
     estimator = make_estimator(model, classification=classification, params=params, threads=threads)
     settings = TabularSettings(
         estimator=type(estimator).__name__,
