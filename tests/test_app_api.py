@@ -71,8 +71,12 @@ def test_a_data_set_name_is_one_data_sets_only(client: TestClient) -> None:
         assert answer.status_code == 409
         assert answer.json()["error"] == f"a data set named {name!r} exists already: give this one another name"
     assert client.patch(f"/api/datasets/{first}", json={"name": name}).status_code == 200  # its own name
-    copies = [client.post(f"/api/datasets/{first}/duplicate").json()["name"] for _ in range(3)]
+    for label in ("zebra", "ant", "moose"):  # their numbers in the editor, and a YOLO export's class indices
+        client.post(f"/api/datasets/{first}/labels", json={"name": label})
+    copied = [client.post(f"/api/datasets/{first}/duplicate").json() for _ in range(3)]
+    copies = [copy["name"] for copy in copied]
     assert copies == [f"{name} (copy)", f"{name} (copy 2)", f"{name} (copy 3)"]
+    assert [label["name"] for label in copied[0]["labels"]] == ["zebra", "ant", "moose"]  # in the order they were made
     names = [d["name"] for d in client.get("/api/datasets").json()]
     assert sorted(names) == sorted([name, "second", *copies])
 

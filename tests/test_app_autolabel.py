@@ -167,6 +167,16 @@ def test_the_loop_labels_reviews_and_retrains(tmp_path: Path) -> None:
         assert newest["id"] != model["id"] and newest["settings"]["from_model_id"] == model["id"]
         train_log = (data_dir / "jobs" / str(second_job["id"]) / "train.log").read_text()
         assert f"fine-tuning: starting from the weights of {model_dir}" in train_log, train_log[-2000:]
+        # the model that labelled them deleted: its unreviewed labels are still exported as a model's, not a person's
+        unreviewed = [item["image"]["id"] for item in queue["items"][3:]]
+        auto_boxes = sum(len(client.get(f"/api/images/{i}/annotations").json()["shapes"]) for i in unreviewed)
+        assert client.delete(f"/api/models/{model['id']}").status_code == 204
+        zipped = _export(client, dataset, "forklift", "&auto=true")
+        saved = json.loads(zipped.read(next(n for n in zipped.namelist() if n.endswith("dataset.json"))))
+        found_by = [
+            box["found_by"]["model"] for image in saved["images"] for box in image["boxes"] if "found_by" in box
+        ]
+        assert found_by == ["(a deleted model)"] * auto_boxes
 
 
 def _export(client: Any, dataset: int, format_name: str, query: str = "") -> zipfile.ZipFile:

@@ -619,9 +619,10 @@ def test_a_box_dragged_past_the_images_edge_ends_at_the_edge_in_chromium(app_url
     assert not errors, errors
 
 
-def test_leaving_the_page_before_a_box_is_saved_asks_first_in_chromium(app_url: str) -> None:
+def test_leaving_the_page_before_a_box_is_saved_asks_first_in_chromium(app_url: str, tmp_path: Path) -> None:
     """A box drawn and the page reloaded (or closed, or left for another site) while its save is still on its way:
-    the browser asks whether to leave. Staying, the save lands; once everything is saved, it goes without asking."""
+    the browser asks whether to leave. Staying, the save lands; once everything is saved, it goes without asking.
+    The same for an upload of images."""
     dataset, image_id = _one_image_labelled_car(app_url, "closing")
     shapes_url = f"{app_url}/api/images/{image_id}/annotations"
     with chromium_page(800) as (page, errors):
@@ -647,6 +648,25 @@ def test_leaving_the_page_before_a_box_is_saved_asks_first_in_chromium(app_url: 
         page.reload()  # nothing left to save: not asked again
         page.wait_for_selector(".editor img")
         assert asked == ["beforeunload"]
+        # an upload on its way: the same question, and staying, the upload lands
+        picture = tmp_path / "b.png"
+        picture.write_bytes(png(200, 100))
+        page.route("**/images", lambda r: held.append(r) if r.request.method == "POST" else r.continue_())
+        page.goto(f"{app_url}/#/datasets/{dataset}")
+        page.set_input_files("input[type=file][accept='image/*']", [str(picture)])
+        page.wait_for_selector("text=Uploading 1 image(s)")
+        page.wait_for_timeout(300)
+        assert len(held) == 2
+        with pytest.raises(PlaywrightError, match="Timeout"):
+            page.reload(timeout=2000)
+        assert asked == ["beforeunload"] * 2
+        held[1].continue_()
+        page.wait_for_selector("text=Added 1 image(s).")
+        page.reload()
+        assert (
+            asked == ["beforeunload"] * 2
+            and len(httpx.get(f"{app_url}/api/datasets/{dataset}/images").json()["items"]) == 2
+        )
     assert not errors, errors
 
 

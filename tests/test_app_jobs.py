@@ -190,12 +190,18 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         junk = client.post("/api/models/import", files={"file": ("junk.zip", zip_of({"notes.txt": b"hello"}))})
         assert junk.status_code == 422 and junk.json()["error"].startswith("junk.zip:")
 
+        # a deleted job's folder, whose model outlives it, under the number SQLite would hand out again: a new job of
+        # that number trains in a folder of its own, and the old model's files stay as they were
+        left = data / "jobs" / str(job + 1) / "model"
+        left.mkdir(parents=True)
+        (left / "kept.txt").write_text("a deleted job's model")
         # the Train form may start from any registered model of the data set's task: its weights, classes by name
         started = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 1, "from_model_id": twin["id"]})
         assert started.status_code == 201, started.text
-        assert started.json()["settings"]["from_model_id"] == twin["id"]
+        assert started.json()["settings"]["from_model_id"] == twin["id"] and started.json()["id"] == job + 1
         assert _wait(client, started.json()["id"], ("done", "failed"))["state"] == "done"
-        log = (data / "jobs" / str(started.json()["id"]) / "train.log").read_text()
+        assert [p.name for p in left.iterdir()] == ["kept.txt"]
+        log = (data / "jobs" / f"{job + 1}-2" / "train.log").read_text()
         assert "fine-tuning: starting from the weights of" in log, log[-2000:]
         classes = client.post("/api/datasets", json={"name": "kinds", "task": "classify"}).json()["id"]
         wrong = client.post(f"/api/datasets/{classes}/jobs", json={"epochs": 1, "from_model_id": twin["id"]})

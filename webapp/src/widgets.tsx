@@ -17,3 +17,12 @@ export function Message({ message }: { message: Said | null }) {
 export function duration(seconds: number): string {
   return seconds < 90 ? `${Math.max(1, Math.round(seconds))} s` : seconds < 5400 ? `${Math.round(seconds / 60)} min` : `${(seconds / 3600).toFixed(1)} h`;
 }
+
+// Uploads on their way: while any is, reloading or closing the page has the browser ask first (moving within
+// the app does not stop them).
+let sending = 0;
+addEventListener("beforeunload", (event) => { if (sending > 0) event.preventDefault(); });
+export async function sendingWhile<T>(work: () => Promise<T>): Promise<T> {
+  sending += 1;
+  try { return await work(); } finally { sending -= 1; }
+}

@@ -55,6 +55,9 @@ def exported_statuses(format_name: str, options: ExportOptions) -> tuple[str, ..
     return (*TRAINED_ON, "auto") if options.auto else TRAINED_ON
 
 
+DELETED_MODEL = "(a deleted model)"
+
+
 def as_forklift_dataset(
     session: Session,
     dataset: DataSet,
@@ -92,8 +95,8 @@ def as_forklift_dataset(
         unlabelled = image.status not in TRAINED_ON and not kept and label is None  # no person's nor asked-for labels
         record = ImageRecord(image.file, image.width, image.height, image.split, boxes, label,
                              original=image.original_name, unlabelled=unlabelled)  # fmt: skip
-        if label is not None and unreviewed and image.class_model_id is not None:
-            record.label_found_by = FoundBy(models.get(image.class_model_id, "?"), image.class_confidence)
+        if label is not None and unreviewed:  # only a model gives an image the status "auto"
+            record.label_found_by = FoundBy(_model_name(models, image.class_model_id), image.class_confidence)
         records.append(record)
         used.update(a.label_id for a in kept)
         used.update([class_id] if class_id else [])
@@ -104,8 +107,8 @@ def as_forklift_dataset(
 def _box(annotation: Annotation, label: str, models: dict[int, str] | None) -> Box:
     """The annotation as a box; with `models` (its image unreviewed), a model's label is marked as that model's."""
     found_by = None
-    if models is not None and annotation.source == "auto" and annotation.model_id is not None:
-        found_by = FoundBy(models.get(annotation.model_id, "?"), annotation.confidence)
+    if models is not None and annotation.source == "auto":
+        found_by = FoundBy(_model_name(models, annotation.model_id), annotation.confidence)
     if annotation.kind == "box":
         x1, y1, x2, y2 = annotation.points
         return Box(label, float(x1), float(y1), float(x2), float(y2), found_by=found_by)
@@ -158,3 +161,9 @@ def _write_forklift(data: Dataset, out: Path) -> None:
 
 def iter_files(folder: Path) -> Iterator[Path]:
     yield from sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _model_name(models: dict[int, str], model_id: int | None) -> str:
+    """The name of the model that labelled something; a model deleted since is said as such (its labels stay
+    marked as a model's)."""
+    return models.get(model_id, DELETED_MODEL) if model_id is not None else DELETED_MODEL

@@ -57,8 +57,9 @@ def _duration(container: av.container.InputContainer, stream: av.video.stream.Vi
 
 
 def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[float, bytes]]:
-    """(time asked, JPEG of the first frame at or after it) for each time, in one pass through the video; times
-    past the last frame give the last frame.
+    """(time asked, JPEG of the frame shown at that time: the last one at or before it, as a player shows it paused
+    there) for each time, in one pass through the video; a time before the first frame gives the first frame, one
+    past the last frame the last.
 
     A video that stops part-way (a file damaged or cut short after the first frames the upload's check decoded) is
     one line naming it (`name`) and where it stopped; the frames given before that stand. FFmpeg says so itself
@@ -74,7 +75,7 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
-            last = None
+            last = None  # the frame before this one: on screen until this one's time
             for packet in container.demux():
                 if packet.pts is not None and packet.time_base is not None:  # where each packet ends: a last
                     ends = packet.pts + (packet.duration or 0)  # frame may last long (variable frame rate)
@@ -85,11 +86,11 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
                     continue
                 for frame in stream.decode(packet):
                     moment = float(frame.time or 0.0)
-                    last = frame
-                    while wanted and moment + 1e-6 >= wanted[0]:
-                        yield wanted.pop(0), _jpeg(frame)
+                    while wanted and moment > wanted[0] + 1e-6:  # this frame comes after the time asked
+                        yield wanted.pop(0), _jpeg(frame if last is None else last)
                     if not wanted:
                         return
+                    last = frame
             duration, step = _duration(container, stream), 2 / _fps(stream)
             if last is None or moment + step < video_end or packets_end + step < duration:
                 raise ForkliftError(f"{name}: its frames stop at {moment:.3f} s of {duration:.3f} s (the file is "

@@ -6,7 +6,7 @@ import {
   type UploadResult, type Video,
 } from "../api";
 import { LabelChart } from "../chart";
-import { duration, Message, useMessage } from "../widgets";
+import { duration, Message, sendingWhile, useMessage } from "../widgets";
 
 const PAGE = 100;
 const UPLOAD_FILES = 200;
@@ -40,7 +40,8 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
 
   // Images go up in requests of at most UPLOAD_FILES files and UPLOAD_BYTES bytes (the server takes 1,000 files
   // and 4 GiB a request), so a folder of thousands shows its progress and a refused file costs only itself.
-  const upload = async (files: FileList | null) => {
+  const upload = (files: FileList | null) => sendingWhile(() => uploadImages(files));
+  const uploadImages = async (files: FileList | null) => {
     if (!files?.length) return;
     const isImage = (file: File) => file.type.startsWith("image/") || /\.(jpe?g|png|bmp|tiff?|webp|gif)$/i.test(file.name);
     const images = Array.from(files).filter(isImage);
@@ -74,7 +75,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
     form.append("file", file);
     say(`Uploading ${file.name}…`);
     try {
-      const video = await api<Video>(`/api/datasets/${datasetId}/videos`, { method: "POST", body: form });
+      const video = await sendingWhile(() => api<Video>(`/api/datasets/${datasetId}/videos`, { method: "POST", body: form }));
       say(`Added ${video.original_name}: ${video.duration_s.toFixed(1)} s, ${video.width}×${video.height}.`);
       reload();
     } catch (e) { say((e as Error).message, true); }

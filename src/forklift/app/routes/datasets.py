@@ -63,7 +63,7 @@ def duplicate_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -
     session.add(copy)
     session.flush()
     labels = {}
-    for label in session.scalars(select(Label).where(Label.dataset_id == source.id)):
+    for label in session.scalars(select(Label).where(Label.dataset_id == source.id).order_by(Label.id)):
         labels[label.id] = Label(dataset_id=copy.id, name=label.name)
         session.add(labels[label.id])
     session.flush()

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -110,10 +111,20 @@ def queue_job(
               epochs=settings["epochs"])  # fmt: skip
     session.add(job)
     session.flush()
-    job.out_dir = f"jobs/{job.id}"
+    job.out_dir = _new_out_dir(runner.root, job.id)
     session.commit()
     runner.notify()
     return job
+
+
+def _new_out_dir(root: Path, job_id: int) -> str:
+    """``jobs/N``, or ``jobs/N-2``, ``-3``... where a deleted job of that number left its folder: SQLite hands the
+    number of a deleted last row out again, and that job's model (which outlives it) may still be in the folder."""
+    name, copy = f"jobs/{job_id}", 1
+    while (root / name).exists():
+        copy += 1
+        name = f"jobs/{job_id}-{copy}"
+    return name
 
 
 def _known_device(runner: JobRunner, device: str) -> str:
@@ -154,8 +165,7 @@ def get_job(job_id: RowId, session: Db, _: Viewer) -> schemas.JobOut:
 def job_start(job_id: RowId, request: Request, session: Db, _: Viewer) -> list[str]:
     """What the job starts from, as its run said it: the model, and which classes keep their head weights and
     which start fresh (empty before the run begins, or when it starts from fresh weights)."""
-    get_or_404(session, Job, job_id)
-    return start_notes(request.app.state.storage.path(f"jobs/{job_id}"))
+    return start_notes(request.app.state.storage.path(get_or_404(session, Job, job_id).out_dir))
 
 
 @router.get("/api/jobs/{job_id}/metrics")
@@ -201,8 +211,8 @@ async def job_events(job_id: RowId, request: Request, who: Viewer) -> StreamingR
     val metrics), `state` with the job whenever its state or progress changes; the stream ends with the job, or
     when the client goes. Between events it holds neither a database connection nor a thread, and an account
     has at most MAX_STREAMS open at once (a 429 past that)."""
-    sessions, out_dir = request.app.state.sessionmaker, request.app.state.storage.path(f"jobs/{job_id}")
-    await run_in_threadpool(_job_now, sessions, job_id)  # a 404 before the stream starts
+    sessions = request.app.state.sessionmaker
+    out_dir = request.app.state.storage.path(await run_in_threadpool(_out_dir, sessions, job_id))  # a 404 first
     streams: Counter[str] = request.app.state.event_streams
     if streams[who.name] >= MAX_STREAMS:
         raise HttpError(429, f"{who.name} has {MAX_STREAMS} job event streams open already; close one first")
@@ -230,6 +240,11 @@ async def job_events(job_id: RowId, request: Request, who: Viewer) -> StreamingR
             streams[who.name] -= 1
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _out_dir(sessions: sessionmaker[Session], job_id: int) -> str:
+    with sessions() as session:
+        return get_or_404(session, Job, job_id).out_dir
 
 
 def _job_now(sessions: sessionmaker[Session], job_id: int) -> schemas.JobOut:
