@@ -59,7 +59,8 @@ def _duration(container: av.container.InputContainer, stream: av.video.stream.Vi
 def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[float, bytes]]:
     """(time asked, JPEG of the frame shown at that time: the last one at or before it, as a player shows it paused
     there) for each time, in one pass through the video; a time before the first frame gives the first frame, one
-    past the last frame the last.
+    past the last frame the last. A frame is given once, for the first of the times that show it (times closer
+    than the frames are apart would repeat it).
 
     A video that stops part-way (a file damaged or cut short after the first frames the upload's check decoded) is
     one line naming it (`name`) and where it stopped; the frames given before that stand. FFmpeg says so itself
@@ -75,7 +76,7 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
-            last = None  # the frame before this one: on screen until this one's time
+            last = given = None  # the frame before this one (on screen until this one's time); the last given
             for packet in container.demux():
                 if packet.pts is not None and packet.time_base is not None:  # where each packet ends: a last
                     ends = packet.pts + (packet.duration or 0)  # frame may last long (variable frame rate)
@@ -87,7 +88,11 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
                 for frame in stream.decode(packet):
                     moment = float(frame.time or 0.0)
                     while wanted and moment > wanted[0] + 1e-6:  # this frame comes after the time asked
-                        yield wanted.pop(0), _jpeg(frame if last is None else last)
+                        shown = frame if last is None else last
+                        asked = wanted.pop(0)
+                        if shown is not given:
+                            given = shown
+                            yield asked, _jpeg(shown)
                     if not wanted:
                         return
                     last = frame
@@ -95,8 +100,8 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
             if last is None or moment + step < video_end or packets_end + step < duration:
                 raise ForkliftError(f"{name}: its frames stop at {moment:.3f} s of {duration:.3f} s (the file is "
                                     f"damaged or cut short)")  # fmt: skip
-            for asked in wanted:
-                yield asked, _jpeg(last)
+            if wanted and last is not given:
+                yield wanted[0], _jpeg(last)
     except (FFmpegError, OSError) as exc:
         raise ForkliftError(f"{name}: FFmpeg could not decode past {moment:.3f} s ({exc})") from exc
 

@@ -69,7 +69,8 @@ def video_file(video_id: RowId, session: Db, storage: Files, _: Viewer) -> FileR
 def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: Files, _: Editor) -> schemas.CaptureOut:
     """Frames into the data set: one every `every_s` seconds from the start while the video lasts, or at the times
     `at_s` (up to its end: there, its last frame). A frame is known by its millisecond: times that round to one
-    already captured (before, by this request or by another at the same moment) are skipped. A video FFmpeg cannot
+    already captured (before, by this request or by another at the same moment) are skipped, and so are times
+    that show the frame an earlier time of this request gave. A video FFmpeg cannot
     decode to the end is a 422 naming it; the frames captured before the damage are kept."""
     video = get_or_404(session, Video, video_id)
     if (body.every_s is None) == (body.at_s is None):
@@ -93,17 +94,14 @@ def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: File
         if round(moment * 1000) not in taken:
             fresh.setdefault(round(moment * 1000), moment)
     added: list[Image] = []
-    raced = 0
     try:
         for moment, jpeg in frames_at(storage.path(video.file), list(fresh.values()), name=video.original_name):
             image = _add_frame(session, storage, video, moment, jpeg)
-            if image is None:
-                raced += 1
-            else:
+            if image is not None:  # None: another request captured that millisecond first
                 added.append(image)
     except ForkliftError as exc:
         raise HttpError(422, f"{exc}; the {len(added)} frames captured before it are kept") from exc
-    return schemas.CaptureOut(added=images_out(session, added), skipped=len(times) - len(fresh) + raced)
+    return schemas.CaptureOut(added=images_out(session, added), skipped=len(times) - len(added))
 
 
 def _add_frame(session: Session, storage: Storage, video: Video, moment: float, jpeg: bytes) -> Image | None:
