@@ -63,6 +63,21 @@ def test_data_sets_are_made_renamed_duplicated_and_deleted(client: TestClient) -
     assert client.post("/api/datasets", json={"name": "  "}).status_code == 422
 
 
+def test_an_export_is_checked_before_it_is_downloaded(client: TestClient) -> None:
+    boxes, kinds = _dataset(client, "boxes"), _dataset(client, "kinds", task="classify")
+    _upload(client, boxes, {"a.png": png(seed=1)})  # unlabelled: in COCO, not in VOC
+    answers = {
+        "coco": client.get(f"/api/datasets/{boxes}/export?format=coco&check=true"),
+        "voc": client.get(f"/api/datasets/{boxes}/export?format=voc&check=true"),
+        "classify": client.get(f"/api/datasets/{kinds}/export?format=yolo&check=true"),
+    }
+    assert answers["coco"].status_code == 204 and answers["coco"].content == b""
+    assert answers["voc"].status_code == 422 and "'boxes': no images to export in voc format" in answers["voc"].text
+    assert answers["classify"].json()["error"] == (
+        "data set 'kinds': a classification data set exports in forklift's format only (yolo holds boxes)"
+    )
+
+
 def test_a_data_set_name_is_one_data_sets_only(client: TestClient) -> None:
     first, second = _dataset(client), client.post("/api/datasets", json={"name": "second"}).json()["id"]
     name = client.get(f"/api/datasets/{first}").json()["name"]

@@ -35,6 +35,16 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
     if (!next || next === set.name || taken(next, set.id)) return;
     act(() => api(`/api/datasets/${set.id}`, json("PATCH", { name: next })), "Renamed.");
   };
+  // The server says first whether the export can be made: a download that fails would be a file (or a page) of
+  // its error. The zip itself is the browser's download, with its progress.
+  const exportAs = async (set: DataSet, format: string) => {
+    const url = `/api/datasets/${set.id}/export?format=${format}${withAuto[set.id] ? "&auto=true" : ""}`;
+    try { await api(`${url}&check=true`); } catch (e) { say((e as Error).message, true); return; }
+    const link = document.createElement("a");
+    link.href = url;
+    link.download = "";
+    link.click();
+  };
   const remove = (set: DataSet) => {
     if (confirm(`Delete “${set.name}” and its ${set.images} images? This cannot be undone.`))
       act(() => api(`/api/datasets/${set.id}`, { method: "DELETE" }), `Deleted ${set.name}.`);
@@ -85,11 +95,11 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
                 <p class="counts">{set.images} images · {set.labelled} labelled</p>
                 <p class="labels">{set.labels.map((l) => <span class="chip" key={l.id}>{l.name} {l.count}</span>)}</p>
                 <div class="actions">
-                  <a class="button" href={`/api/datasets/${set.id}/export?format=coco${withAuto[set.id] ? "&auto=true" : ""}`} download>Export COCO</a>
-                  <select aria-label="Export format" onChange={(e) => { if (e.currentTarget.value) location.href = `/api/datasets/${set.id}/export?format=${e.currentTarget.value}${withAuto[set.id] ? "&auto=true" : ""}`; e.currentTarget.value = ""; }}>
+                  {set.task === "detect" && <button type="button" onClick={() => exportAs(set, "coco")}>Export COCO</button>}
+                  <select aria-label="Export format" onChange={(e) => { if (e.currentTarget.value) exportAs(set, e.currentTarget.value); e.currentTarget.value = ""; }}>
                     <option value="">Export as…</option>
-                    <option value="forklift">forklift</option><option value="voc">Pascal VOC</option>
-                    <option value="yolo">YOLO</option><option value="powerai">PowerAI Vision</option>
+                    <option value="forklift">forklift</option>
+                    {set.task === "detect" && <><option value="voc">Pascal VOC</option><option value="yolo">YOLO</option><option value="powerai">PowerAI Vision</option></>}
                   </select>
                   <label class="small" title="Exports hold a person's labels and the reviewed ones; this adds a model's unreviewed labels, each marked with the model and its confidence">
                     <input type="checkbox" checked={!!withAuto[set.id]} onChange={(e) => setWithAuto({ ...withAuto, [set.id]: e.currentTarget.checked })} aria-label="Include unreviewed auto labels" /> with unreviewed auto labels (marked)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
@@ -25,6 +25,7 @@ from forklift.data.interchange import import_dataset
 from forklift.data.interchange.archives import safe_extract
 from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
+from forklift.vocabulary import Task
 
 router = APIRouter(tags=["import and export"])
 ImportFormat = Literal["images", "coco", "voc", "yolo", "powerai"]
@@ -34,22 +35,29 @@ ImportFormat = Literal["images", "coco", "voc", "yolo", "powerai"]
 def export(
     dataset_id: RowId, session: Db, storage: Files, _: Viewer,
     format: Literal["forklift", "coco", "voc", "yolo", "powerai"] = "coco",
-    auto: bool = False, empty_labels: bool = False,
-) -> StreamingResponse:  # fmt: skip
+    auto: bool = False, empty_labels: bool = False, check: bool = False,
+) -> Response:  # fmt: skip
     """The images and their labels as a zip, streamed (its size is sent first, so browsers show progress). COCO
     and forklift's format hold every image, an unlabelled one with no annotations; VOC, YOLO and PowerAI Vision the
     labelled ones (see forklift.app.transfer.exported_statuses). The labels are a person's and the reviewed ones;
     `auto` adds a model's unreviewed ones, marked (COCO: the annotation's attributes; forklift's format: found_by
     with the model and its confidence). Classes are the labels in use, in the order they were made; `empty_labels`
     keeps the unused ones too. Polygons go to COCO as segmentations with their bbox and area, to the other formats
-    as their bounding boxes."""
+    as their bounding boxes. `check`: only whether the export can be made (204, or the 422 it would be), which
+    the page asks before its browser downloads the zip (a download that fails is otherwise a file of JSON, or a
+    page of it)."""
     dataset = get_or_404(session, DataSet, dataset_id)
+    if dataset.task == Task.CLASSIFY and format != "forklift":
+        raise HttpError(422, f"data set {dataset.name!r}: a classification data set exports in forklift's format "
+                             f"only ({format} holds boxes)")  # fmt: skip
     options = ExportOptions(auto=auto, empty_labels=empty_labels)
     statuses = exported_statuses(format, options)
     data = as_forklift_dataset(session, dataset, storage.root, statuses=statuses, options=options)
     if not data.images:
         raise HttpError(422, f"data set {dataset.name!r}: no images to export in {format} format (it takes "
                             f"{', '.join(statuses)} ones)")  # fmt: skip
+    if check:
+        return Response(status_code=204)
     name = file_name(dataset.name, "dataset")
     try:
         stream, size, scratch = export_zip(data, format, f"{name}-{format}")
