@@ -589,6 +589,12 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         with page.expect_download() as download:
             card.locator("button:has-text('Export COCO')").click()
         assert download.value.suggested_filename.endswith("-coco.zip")
+        for missing, said in (("jobs/77", "no job 77"), ("datasets/99", "no dataset 99")):  # an old link
+            page.goto(f"{app_url}/#/{missing}")
+            page.wait_for_selector(f"text={said}")
+            assert (
+                page.locator("text=Loading…").count() == 0 and page.locator("text=waiting for the first").count() == 0
+            )
     assert not errors, errors
 
 

@@ -115,7 +115,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   };
   const pickPage = () => setChosen(new Set([...chosen, ...(page?.items.map((image) => image.id) ?? [])]));
 
-  if (!set) return <div><Message message={message} /><p class="muted">Loading…</p></div>;
+  if (!set) return <div><Message message={message} />{!message?.error && <p class="muted">Loading…</p>}</div>;
   const pages = page ? Math.max(1, Math.ceil(page.total / PAGE)) : 1;
   return (
     <section class="dataset-page">

@@ -414,7 +414,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     return () => removeEventListener("keydown", onKey);
   }, [near, set, canEdit, classLabel, tool, fit]);
 
-  if (!set || !image) return <div><Message message={message} /><p class="muted">Loading…</p></div>;
+  if (!set || !image) return <div><Message message={message} />{!message?.error && <p class="muted">Loading…</p>}</div>;
   const names = set.labels.map((l) => l.name);
   const needsLabel = set.task === "detect" && canEdit && current === "";
   const highlighted = set.task === "classify" ? classLabel : (selected ?? current);
@@ -501,14 +501,16 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   );
 }
 
+const byModel = (id: number | null) => (id === null ? "a model since deleted" : `model #${id}`);
+
 function AutoNote({ doc, datasetId, canEdit, onReview }: { doc: Annotations; datasetId: number; canEdit: boolean; onReview: (action: "accept" | "reject") => void }) {
   const auto = doc.shapes.filter((s) => s.source === "auto");
   const lowest = auto.reduce((low, s) => Math.min(low, s.confidence ?? 1), 1);
   return (
     <div class={`auto-note ${doc.status}`} data-testid="auto-note">
       {doc.status === "auto" ? <>
-        <strong>Auto-labelled</strong>{doc.class_model_id !== null ? ` by model #${doc.class_model_id}: class ${doc.class_label} at confidence ${doc.class_confidence?.toFixed(2)}.`
-          : auto.length ? ` by model #${auto[0].model_id}: ${auto.length} box(es), lowest confidence ${lowest.toFixed(2)}.` : ": the model found nothing."}
+        <strong>Auto-labelled</strong>{doc.class_label !== null ? ` by ${byModel(doc.class_model_id)}: class ${doc.class_label} at confidence ${doc.class_confidence?.toFixed(2)}.`
+          : auto.length ? ` by ${byModel(auto[0].model_id)}: ${auto.length} box(es), lowest confidence ${lowest.toFixed(2)}.` : ": the model found nothing."}
         <span> Any change you save counts as your review.</span>
         {canEdit && <span class="row-actions"><button class="primary" onClick={() => onReview("accept")}>Accept</button><button class="danger" onClick={() => onReview("reject")}>Reject</button></span>}
       </> : <><strong>Reviewed</strong> ({doc.class_model_id !== null ? "the model's class kept" : `${auto.length} auto label(s) kept`}).</>}

@@ -101,7 +101,10 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
     const events = new EventSource(`/api/jobs/${jobId}/events`);
     events.addEventListener("epoch", (e) => setRows((r) => [...r, JSON.parse((e as MessageEvent).data)]));
     events.addEventListener("state", (e) => setJob(JSON.parse((e as MessageEvent).data)));
-    events.onerror = () => events.close();  // the stream ends with the job
+    events.onerror = () => {  // the stream ends with the job; or there is no such job, which the page says
+      events.close();
+      api<Job>(`/api/jobs/${jobId}`).then(setJob, (e) => say(e.message, true));
+    };
     return () => events.close();
   }, [jobId, stream]);
 
@@ -138,7 +141,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
         <div class="card chart-card">
           <div class="chart" style={{ height: "360px" }}><canvas ref={canvas} /></div>
           {start.map((line) => <p key={line} class="muted small" data-testid="start-notes">Fine-tuning: {line}</p>)}
-          <p class="muted chart-caption" data-testid="epochs-seen">{last ? `epoch ${last.epoch}${job ? ` of ${job.epochs}` : ""}: loss ${Number(last.loss).toFixed(3)}` : "waiting for the first epoch…"}</p>
+          <p class="muted chart-caption" data-testid="epochs-seen">{last ? `epoch ${last.epoch}${job ? ` of ${job.epochs}` : ""}: loss ${Number(last.loss).toFixed(3)}` : job?.state === "queued" || job?.state === "running" ? "waiting for the first epoch…" : job ? "no epochs recorded" : ""}</p>
         </div>
         <aside class="card side-facts">
           {job && <dl>
