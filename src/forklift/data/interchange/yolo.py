@@ -26,6 +26,7 @@ from forklift.errors import ForkliftError
 
 CLASSES_TXT = "classes.txt"  # LabelImg writes the class names beside the labels: not a label file
 MISSING_SPLIT = SkipKind("split folder missing", "split folders missing")
+REPEATED_SPLIT = SkipKind("split folder read already for another split", "split folders read already for another split")
 UNREADABLE_LABELS = SkipKind("unreadable label file", "unreadable label files")
 MALFORMED_LINE = SkipKind("label line that is not 'class cx cy w h'", "label lines that are not 'class cx cy w h'")
 UNKNOWN_CLASS = SkipKind("label line with a class index out of range", "label lines with a class index out of range")
@@ -40,13 +41,17 @@ def read(source: Path, builder: DatasetBuilder) -> None:
     for name in names:
         builder.add_class(name)
     root = source.parent / str(config.get("path") or "")
+    read: dict[Path, str] = {}  # each folder read, and as which split (coco128's data.yaml names one for train and val)
     for split in SPLITS:
         folders = config.get(split) or []
         for folder in [folders] if isinstance(folders, str) else folders:
             directory = root / str(folder)
             if not builder.holds(directory):  # outside the import: read as not there, its files never listed
                 builder.skip(MISSING_SPLIT, f"{split}: {folder}")
+            elif directory.resolve() in read:  # its images once, in the first split that names the folder
+                builder.skip(REPEATED_SPLIT, f"{split}: {folder} (read as {read[directory.resolve()]})")
             elif directory.is_dir():
+                read[directory.resolve()] = split
                 _read_folder(directory, split, names, builder, root=root)
             elif directory.exists():
                 raise ForkliftError(f"{source}: {split} folder {directory} is not a folder (lists are not supported)")
