@@ -326,6 +326,25 @@ def test_yolo_skips_bad_lines_orphan_labels_and_unreadable_images(shapes: Datase
     assert len(_boxes(imported)["000001.png"]) == 2  # its good lines, without the two bad ones
 
 
+@pytest.mark.parametrize("json_at", ["annotations/instances_default.json", "instances.json"], ids=["cvat", "top"])
+def test_a_coco_zip_with_its_images_in_a_folder_beside_the_json_imports(json_at: str, tmp_path: Path) -> None:
+    """As CVAT lays a COCO export out (annotations/ and images/), or a JSON at the top with images/: the file names
+    are found in images/."""
+    picture = tmp_path / "a.png"
+    Image.new("RGB", (40, 30), "white").save(picture)
+    coco = {"images": [{"id": 1, "file_name": "a.png", "width": 40, "height": 30}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [2, 3, 10, 12], "area": 120,
+                             "iscrowd": 0}],
+            "categories": [{"id": 1, "name": "thing"}]}  # fmt: skip
+    with zipfile.ZipFile(tmp_path / "export.zip", "w") as archive:
+        archive.writestr(json_at, json.dumps(coco))
+        archive.write(picture, "images/a.png")
+    summary = import_dataset("coco", tmp_path / "export.zip", tmp_path / "back")
+    assert summary.images == 1 and summary.skipped == 0, summary.lines()
+    (image,) = load_dataset(tmp_path / "back").images
+    assert [(b.label, b.x1, b.y1, b.x2, b.y2) for b in image.boxes] == [("thing", 2, 3, 12, 15)]
+
+
 def _damage(archive: Path, member: str) -> None:
     """Flip one byte of a stored member's data, so reading it fails its CRC check."""
     with zipfile.ZipFile(archive) as opened:

@@ -60,6 +60,7 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
     if segment and len(builder.classes) >= IGNORE:
         raise ForkliftError(f"{where}: {len(builder.classes)} classes do not fit 8-bit masks (at most {IGNORE - 1})")
     entries = _list(document, "images", where)
+    images = _images_folder(source, images, entries, builder)
     ids = _Ids({entry.get("id") for entry in entries if isinstance(entry, dict)}, names)
     boxes, regions = _annotations(document, ids, builder, where)
     for i, entry in enumerate(entries):
@@ -81,6 +82,20 @@ class _Ids:
 
     images: set[Any]
     categories: dict[int, str]
+
+
+def _images_folder(source: Path, images: Path, entries: list, builder: DatasetBuilder) -> Path:
+    """The folder the `file_name`s are relative to: `images`; or, where that is the JSON's own folder and holds
+    none of the first images named, the folder beside it that does, as other tools lay an export out (CVAT:
+    annotations/instances_default.json with images/; a JSON at the top with images/), within what the import may
+    read."""
+    names = [e["file_name"] for e in entries[:20] if isinstance(e, dict) and isinstance(e.get("file_name"), str)]
+    if images != source.parent or not names or any((images / PurePosixPath(n)).is_file() for n in names):
+        return images
+    for candidate in (images / "images", images.parent, images.parent / "images"):
+        if builder.holds(candidate) and any((candidate / PurePosixPath(n)).is_file() for n in names):
+            return candidate
+    return images
 
 
 def _categories(document: dict, where: str) -> dict[int, str]:
