@@ -185,6 +185,8 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         assert imported.status_code == 201, imported.text
         twin = imported.json()["model"]
         assert twin["name"] == "shapes #" + str(job) and twin["metrics"] == model["metrics"]  # the record travelled
+        taken = client.patch(f"/api/models/{twin['id']}", json={"name": "first"})  # the original's name now
+        assert taken.status_code == 409 and taken.json()["error"].startswith("a model named 'first' exists already")
         assert (data / "models").is_dir() and client.delete(f"/api/models/{model['id']}").status_code == 204
         assert [m["id"] for m in client.get("/api/models").json()] == [twin["id"]]
         junk = client.post("/api/models/import", files={"file": ("junk.zip", zip_of({"notes.txt": b"hello"}))})

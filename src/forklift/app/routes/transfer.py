@@ -79,7 +79,8 @@ def import_zip(
     config = request.app.state.config
     scratch = Path(tempfile.mkdtemp(prefix="forklift-import-", dir=storage.root))
     try:
-        archive = scratch / "upload.zip"
+        archive = scratch / "upload" / _upload_name(file.filename)  # its own name, which messages about it say
+        archive.parent.mkdir()
         try:
             copy_limited(file.file, archive, file.filename or "upload.zip", limit=config.max_zip_bytes)
         except ForkliftError as exc:
@@ -97,6 +98,11 @@ def import_zip(
                             config.max_image_bytes)  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _upload_name(filename: str | None) -> str:
+    name = Path(filename or "").name
+    return name if name.strip(".") else "upload.zip"
 
 
 def _add_images(
