@@ -398,7 +398,10 @@ def test_a_classification_set_takes_classes_in_bulk_and_exports_them(client: Tes
     index = json.loads(exported.read(next(n for n in exported.namelist() if n.endswith("dataset.json"))))
     assert index["task"] == "classify" and sorted(i["label"] for i in index["images"]) == ["cat", "cat", "dog"]
     refused = client.get(f"/api/datasets/{dataset}/export?format=coco")
-    assert refused.status_code == 422 and "classify data set" in refused.json()["error"]
+    assert (
+        refused.status_code == 422
+        and "a classification data set exports in forklift's format only (coco holds boxes)" in refused.json()["error"]
+    )
 
 
 def test_text_a_column_cannot_keep_is_refused_alike_on_both_databases(client: TestClient, tmp_path: Path) -> None:
