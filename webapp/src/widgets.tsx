@@ -18,7 +18,7 @@ export function duration(seconds: number): string {
   return seconds < 90 ? `${Math.max(1, Math.round(seconds))} s` : seconds < 5400 ? `${Math.round(seconds / 60)} min` : `${(seconds / 3600).toFixed(1)} h`;
 }
 
-// Uploads on their way: while any is, reloading or closing the page has the browser ask first (moving within
+// Uploads and saves on their way: while any is, reloading or closing the page has the browser ask first (moving within
 // the app does not stop them).
 let sending = 0;
 addEventListener("beforeunload", (event) => { if (sending > 0) event.preventDefault(); });

@@ -18,7 +18,7 @@ import { Origin } from "@annotorious/core";
 import "@annotorious/annotorious/annotorious.css";
 import { api, ApiError, json, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
 import { colourOf } from "../labels";
-import { Message, useMessage } from "../widgets";
+import { Message, sendingWhile, useMessage } from "../widgets";
 
 type Tool = "rectangle" | "polygon";
 type Bounds = { minX: number; minY: number; maxX: number; maxY: number };
@@ -86,7 +86,6 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const version = useRef(0);
   const timer = useRef<number | undefined>(undefined);
   const queue = useRef<Promise<void>>(Promise.resolve());
-  const unanswered = useRef(0);  // saves sent or waiting their turn, not answered yet
   const drawnFrom = useRef(0);  // counts loads of the server's shapes: a save drawn before the last load is stale
   const confidence = useRef(new Map<string, number | null>());  // auto labels' scores, by annotation id
   const currentRef = useRef("");
@@ -118,10 +117,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       }
     }, (e) => say(e.message, true));
     const leave = () => flush({ now: true });
-    // Closing or reloading the tab while a change is not yet saved: the browser asks first (a save sent as the
-    // page goes may still be refused, as made on a version that a save in flight replaces).
+    // Closing or reloading the tab while a change waits to be sent: the browser asks first (a save sent as the
+    // page goes may still be refused, as made on a version that a save in flight replaces); saves on their way
+    // ask through `sendingWhile`.
     const unsaved = (event: BeforeUnloadEvent) => {
-      if (timer.current !== undefined || unanswered.current > 0) event.preventDefault();
+      if (timer.current !== undefined) event.preventDefault();
     };
     addEventListener("pagehide", leave);
     addEventListener("beforeunload", unsaved);
@@ -189,12 +189,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const send = (body: Body, { now = false } = {}) => {
     setState("saving");
     const drawn = drawnFrom.current;
-    unanswered.current += 1;
-    const answered = () => { unanswered.current -= 1; };
-    if (now) { put(body, drawn, true).finally(answered); return; }
-    queue.current = queue.current.then(() => put(body, drawn, false))
-      .catch((e) => { say((e as Error).message, true); setState("not saved"); })  // the next save still goes
-      .finally(answered);
+    if (now) { void sendingWhile(() => put(body, drawn, true)); return; }
+    const previous = queue.current;
+    queue.current = sendingWhile(() => previous.then(() => put(body, drawn, false))
+      .catch((e) => { say((e as Error).message, true); setState("not saved"); }));  // the next save still goes
   };
   const save = (extra: Partial<{ class_label: string | null }> = {}) => {
     window.clearTimeout(timer.current);
