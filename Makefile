@@ -54,10 +54,13 @@ chart: $(STAMP)
 demo: $(STAMP) $(WEBAPP_BUILT)
 	$(BIN)/forklift demo
 
-# Everything: lint, types, the documentation site, every test. What CI runs.
+# Everything: lint, types, the documentation site, every test. What CI runs. The tests run in two pytest-xdist
+# workers, a test file each at a time (module fixtures are made once): one process kept only about one of the two
+# cores busy (tests wait on servers, browsers, ranks and subprocesses), two took 0.68 of its time (docs/tests.md).
+PYTEST_WORKERS := -n 2 --dist loadfile
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j3 lint docs $(WEBAPP_BUILT) $(HELM)
-	$(BIN)/pytest -q --durations=25
+	$(BIN)/pytest -q $(PYTEST_WORKERS) --durations=25
 
 # The container images' test alone (tests/test_container_images.py, also part of `make test`, where it runs last):
 # builds forklift-serve from Debian's packages and runs it (about 2 minutes).
@@ -66,7 +69,7 @@ test-images: $(STAMP)
 
 # The inner loop: lint, types and the tests not marked slow (under 2 minutes on 2 cores).
 test-fast: lint $(WEBAPP_BUILT) $(HELM)
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q $(PYTEST_WORKERS) -m "not slow"
 
 # The tests that need a CUDA GPU (marked gpu; every other run deselects them).
 test-gpu: $(STAMP)

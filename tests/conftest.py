@@ -14,9 +14,18 @@ from forklift.nets.fresh_weights import new_darknet_dir
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The image test's build starts now, in the background (tests/image_build.py), when that test will run."""
-    if any(item.path.name == "test_container_images.py" for item in session.items):
+    """The image test's build starts now, in the background (tests/image_build.py), when that test will run; under
+    pytest-xdist the controller starts it, once (the next hook), not each worker."""
+    worker = hasattr(session.config, "workerinput")
+    if not worker and any(item.path.name == "test_container_images.py" for item in session.items):
         session.config.stash[IMAGE_BUILD] = start_build()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """pytest-xdist's controller, told what a worker collected: the image build starts with the first worker's list."""
+    if IMAGE_BUILD not in node.config.stash and any(i.startswith("tests/test_container_images.py") for i in ids):
+        node.config.stash[IMAGE_BUILD] = start_build()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from core_parts import image_builders
 from helpers import Server, forklift, shared
-from image_build import IMAGE_BUILD, LOG, start_build
+from image_build import LOG, built
 
 from forklift import __version__
 from forklift.deployment.kubernetes import SERVE_IMAGE
@@ -39,9 +39,7 @@ def _podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def serve_image(request: pytest.FixtureRequest) -> str:
     """The image the session's background build made (started again here when the session did not start it)."""
     image_builders()
-    build = request.config.stash.get(IMAGE_BUILD, None) or start_build()
-    assert build is not None
-    assert build.wait(timeout=1200) == 0, LOG.read_text()[-3000:]
+    assert built(request.config, timeout=1200) == 0, LOG.read_text()[-3000:]
     return SERVE_IMAGE
 
 
