@@ -57,7 +57,10 @@ demo: $(STAMP) $(WEBAPP_BUILT)
 # Everything: lint, types, the documentation site, every test. What CI runs. The tests run in two pytest-xdist
 # workers, a test file each at a time (module fixtures are made once): one process kept only about one of the two
 # cores busy (tests wait on servers, browsers, ranks and subprocesses), two took 0.68 of its time (docs/tests.md).
+# OpenMP's threads (torch's) sleep as soon as a parallel loop ends instead of spinning: two workers' spinning threads
+# took the cores from each other (two training test files: 127 s, 84 s with PASSIVE).
 PYTEST_WORKERS := -n 2 --dist loadfile
+test test-fast: export OMP_WAIT_POLICY := PASSIVE
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j3 lint docs $(WEBAPP_BUILT) $(HELM)
 	$(BIN)/pytest -q $(PYTEST_WORKERS) --durations=25
