@@ -96,6 +96,23 @@ def test_a_data_set_name_is_one_data_sets_only(client: TestClient) -> None:
     assert sorted(names) == sorted([name, "second", *copies])
 
 
+def test_a_removed_records_id_never_names_a_new_one(client: TestClient) -> None:
+    """The newest image and data set removed, the next ones added get ids of their own: a page still open on the
+    removed image cannot save its boxes onto the new one, nor an old link open it."""
+    kept, removed = _dataset(client, "kept"), _dataset(client, "removed")
+    first, newest = _upload(client, kept, {"a.png": png(seed=1), "b.png": png(seed=2)})["added"]
+    assert client.delete(f"/api/images/{newest['id']}").status_code == 204
+    added = _upload(client, kept, {"c.png": png(seed=3)})["added"][0]
+    assert added["id"] not in (first["id"], newest["id"])
+    stale = client.put(f"/api/images/{newest['id']}/annotations",
+                       json={"version": newest["version"], "shapes": [
+                           {"kind": "box", "label": "cat", "points": [1, 1, 9, 9]}]})  # fmt: skip
+    assert stale.status_code == 404
+    assert client.get(f"/api/images/{added['id']}/annotations").json()["shapes"] == []
+    assert client.delete(f"/api/datasets/{removed}").status_code == 204
+    assert _dataset(client, "later") != removed and client.get(f"/api/datasets/{removed}").status_code == 404
+
+
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_uploads_keep_the_good_and_name_each_bad_file(client: TestClient) -> None:
     dataset = _dataset(client)

@@ -77,3 +77,21 @@ def test_accounts_from_before_session_keys_keep_their_rows(tmp_path: Path) -> No
         name, role, key = connection.execute(text("SELECT name, role, session_key FROM users")).one()
         assert (name, role) == ("ana", "admin") and len(key) == 32  # each account given a random key
         assert connection.execute(text("SELECT count(*) FROM api_tokens")).scalar() == 1
+
+
+def test_an_older_database_keeps_its_rows_and_stops_reusing_ids(tmp_path: Path) -> None:
+    engine = make_engine(sqlite_url(tmp_path))
+    _upgrade_to(engine, "0008")
+    with engine.begin() as connection:
+        for dataset in (1, 2):
+            connection.execute(text("INSERT INTO datasets (id, name, task, created_at) "
+                                    f"VALUES ({dataset}, 'd{dataset}', 'detect', '2026-01-01')"))  # fmt: skip
+        connection.execute(text("INSERT INTO labels (id, dataset_id, name) VALUES (1, 2, 'dog')"))
+    upgrade(engine)  # 0009 rebuilds every table with AUTOINCREMENT
+    with engine.begin() as connection:
+        assert connection.execute(text("SELECT id, name FROM datasets ORDER BY id")).all() == [(1, "d1"), (2, "d2")]
+        assert connection.execute(text("SELECT dataset_id, name FROM labels")).all() == [(2, "dog")]
+        connection.execute(text("DELETE FROM datasets WHERE id = 2"))  # the newest: its label goes with it
+        assert connection.execute(text("SELECT count(*) FROM labels")).scalar() == 0
+        connection.execute(text("INSERT INTO datasets (name, task, created_at) VALUES ('d3', 'detect', '2026-01-02')"))
+        assert connection.execute(text("SELECT max(id) FROM datasets")).scalar() == 3

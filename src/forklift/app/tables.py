@@ -20,6 +20,7 @@ ROLES = ("viewer", "editor", "admin")  # each may do what the one before it may,
 STATUSES = ("unlabelled", "labelled", "auto", "reviewed")
 TRAINED_ON = ("labelled", "reviewed")  # by a person, or auto-labelled and reviewed: not auto labels unreviewed
 SHAPES = ("box", "polygon")
+IDS_NEVER_REUSED: dict[str, Any] = {"sqlite_autoincrement": True}  # every table's options (Base)
 
 
 def _now() -> datetime:
@@ -32,7 +33,10 @@ def new_session_key() -> str:
 
 
 class Base(DeclarativeBase):
-    """The app's tables."""
+    """The app's tables. A removed row's id is never given to a new one (SQLite's AUTOINCREMENT; PostgreSQL's
+    sequences never go back): a link or an open page naming a removed image must not reach the next image added."""
+
+    __table_args__: Any = IDS_NEVER_REUSED
 
 
 class User(Base):
@@ -72,7 +76,7 @@ class DataSet(Base):
 
 class Label(Base):
     __tablename__ = "labels"
-    __table_args__ = (UniqueConstraint("dataset_id", "name"),)
+    __table_args__ = (UniqueConstraint("dataset_id", "name"), IDS_NEVER_REUSED)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
@@ -95,7 +99,7 @@ class Video(Base):
 
 class Image(Base):
     __tablename__ = "images"
-    __table_args__ = (UniqueConstraint("video_id", "video_ms"),)  # a video's moment is captured once
+    __table_args__ = (UniqueConstraint("video_id", "video_ms"), IDS_NEVER_REUSED)  # a video's moment, captured once
 
     id: Mapped[int] = mapped_column(primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
