@@ -213,6 +213,11 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
         page.wait_for_function("() => document.querySelectorAll('.tile').length === 4")
         page.set_input_files("input[type=file][accept^='video']", str(clip))
         page.wait_for_selector(".video-panel")
+        for below_its_minimum in ("0.05", ""):  # shown as wrong, nothing captured
+            page.fill("input[aria-label='Seconds between frames']", below_its_minimum)
+            page.click(".video-panel button:text-is('Capture')")
+            assert page.locator("input[aria-label='Seconds between frames']:invalid").count() == 1
+        assert httpx.get(f"{app_url}/api/datasets/1/images").json()["total"] == 4
         page.fill("input[aria-label='Seconds between frames']", "1")
         page.click(".video-panel button:text-is('Capture')")
         page.wait_for_function("() => document.querySelectorAll('.tile').length >= 7")

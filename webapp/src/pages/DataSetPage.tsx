@@ -233,7 +233,11 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
   const [every, setEvery] = useState(1);
   const [playable, setPlayable] = useState(true);  // browsers play MP4 and WebM, not AVI: then a time is typed
   const [at, setAt] = useState(0);
-  const capture = async (body: Record<string, unknown>) => {
+  const everyField = useRef<HTMLInputElement>(null);
+  const atField = useRef<HTMLInputElement>(null);
+  // a field out of its range is shown as such and nothing is sent (the buttons are not a form's, which would check)
+  const capture = async (body: Record<string, unknown>, field?: HTMLInputElement | null) => {
+    if (field && !field.reportValidity()) return;
     try {
       const result = await api<{ added: unknown[]; skipped: number }>(`/api/videos/${video.id}/capture`, json("POST", body));
       say(`Captured ${result.added.length} frame(s)` + (result.skipped ? `; ${result.skipped} already captured.` : "."));
@@ -248,9 +252,9 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
         : <p class="muted">This browser cannot play {video.original_name}; its frames are read on the server: give a time.</p>}
       {canEdit && <div class="actions">
         {playable ? <button onClick={() => capture({ at_s: [Math.round((player.current?.currentTime ?? 0) * 1000) / 1000] })}>Capture this frame</button>
-          : <label>at <input type="number" min="0" max={video.duration_s} step="0.1" value={at} onInput={(e) => setAt(+e.currentTarget.value)} aria-label="Time to capture" /> s <button onClick={() => capture({ at_s: [at] })}>Capture this time</button></label>}
-        <label>every <input type="number" min="0.1" step="0.1" value={every} onInput={(e) => setEvery(+e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
-        <button onClick={() => capture({ every_s: every })}>Capture</button>
+          : <label>at <input ref={atField} type="number" required min="0" max={video.duration_s} step="any" value={at} onInput={(e) => setAt(+e.currentTarget.value)} aria-label="Time to capture" /> s <button onClick={() => capture({ at_s: [at] }, atField.current)}>Capture this time</button></label>}
+        <label>every <input ref={everyField} type="number" required min="0.1" step="any" value={every} onInput={(e) => setEvery(+e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
+        <button onClick={() => capture({ every_s: every }, everyField.current)}>Capture</button>
       </div>}
     </div>
   );
