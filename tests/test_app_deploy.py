@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_helpers import app_client, fresh_database, model_zip
+from app_helpers import app_client, fresh_database, model_zip, zip_of
 
 from forklift.shared_data import shared_data_root
 
@@ -121,3 +121,24 @@ def test_an_imported_models_record_is_checked_and_nothing_is_kept_on_refusal(
         assert answer.status_code == 422 and answer.json()["error"].startswith(f"tiny.zip: {said}"), answer.text
         assert client.get("/api/models").json() == []  # the registry answers, with nothing half-added
         assert not any((data / "models").iterdir()) if (data / "models").exists() else True
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({"notes.txt": b"hello"}, "up.zip: not a model directory (no .cfg"),
+        ({"model.onnx": b"garbage", "labels.txt": b"a\n"}, "up.zip: model.onnx: ONNX Runtime cannot load it"),
+        ({"m/model.onnx": b"garbage"}, "up.zip: m: missing the labels file"),
+    ],
+    ids=["no-model", "broken-onnx", "no-labels"],
+)
+def test_a_model_that_cannot_load_is_refused_naming_its_files_in_the_zip(
+    tmp_path: Path, files: dict[str, bytes], said: str
+) -> None:
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(None, data)) as client:
+        answer = client.post("/api/models/import", files={"file": ("up.zip", zip_of(files))})
+        error = answer.json()["error"]
+        assert answer.status_code == 422 and error.startswith(said), error
+        assert str(data) not in error and "/models/" not in error  # where the server unpacked it is not said

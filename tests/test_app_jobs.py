@@ -192,8 +192,8 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         junk = client.post("/api/models/import", files={"file": ("junk.zip", zip_of({"notes.txt": b"hello"}))})
         assert junk.status_code == 422 and junk.json()["error"].startswith("junk.zip:")
 
-        # a deleted job's folder, whose model outlives it, under the number SQLite would hand out again: a new job of
-        # that number trains in a folder of its own, and the old model's files stay as they were
+        # a deleted job's folder, whose model outlives it, under the number SQLite handed out again before migration
+        # 0009: a new job of that number trains in a folder of its own, and the old model's files stay as they were
         left = data / "jobs" / str(job + 1) / "model"
         left.mkdir(parents=True)
         (left / "kept.txt").write_text("a deleted job's model")
@@ -205,6 +205,8 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         assert [p.name for p in left.iterdir()] == ["kept.txt"]
         log = (data / "jobs" / f"{job + 1}-2" / "train.log").read_text()
         assert "fine-tuning: starting from the weights of" in log, log[-2000:]
+        said = client.get(f"/api/jobs/{job + 1}/start").json()  # the page's lines: the model by name, no server path
+        assert said[0] == f"starting from the weights of model {twin['name']!r}" and str(data) not in " ".join(said)
         classes = client.post("/api/datasets", json={"name": "kinds", "task": "classify"}).json()["id"]
         wrong = client.post(f"/api/datasets/{classes}/jobs", json={"epochs": 1, "from_model_id": twin["id"]})
         assert wrong.status_code == 422 and "answers detect" in wrong.json()["error"], wrong.text

@@ -104,15 +104,19 @@ def train_command(job: Job, out: Path, root: Path, *, classes: int) -> list[str]
             str(out / "model")]  # fmt: skip
 
 
-def start_notes(out: Path) -> list[str]:
+def start_notes(out: Path, *, known_as: dict[str, str]) -> list[str]:
     """What the job's run said, as it began, about what it starts from: the model, and which classes keep its head
-    weights and which start fresh (the lines open the run's log)."""
+    weights and which start fresh (the lines open the run's log). A path in `known_as` is given as what a person
+    knows it by (a model's folder on the server, by its name in the registry)."""
     try:
         with (out / "train.log").open(encoding="utf-8", errors="replace") as log:
             head = log.read(START_NOTES_BYTES)
     except FileNotFoundError:
         return []
-    return [line.removeprefix(FINE_TUNING) for line in head.splitlines() if line.startswith(FINE_TUNING)]
+    notes = [line.removeprefix(FINE_TUNING) for line in head.splitlines() if line.startswith(FINE_TUNING)]
+    for path, name in known_as.items():
+        notes = [note.replace(path, name) for note in notes]
+    return notes
 
 
 def progress(out: Path) -> list[dict[str, str]]:

@@ -28,18 +28,24 @@ RECORD = "model.json"
 LEFT_OUT = ("checkpoints", "tensorboard")  # training state, not the model
 
 
-def model_task(model_dir: Path) -> str:
+def model_task(model_dir: Path, *, shown_from: Path | None = None) -> str:
     """What the model answers (detect, classify...): as forklift's engine reads it (a Darknet cfg says it only
-    in its layers), so it loads the model, without running it."""
+    in its layers), so it loads the model, without running it. Why it cannot names the files relative to
+    `shown_from` (the model directory, or the zip it came in): where the app keeps them is the server's business."""
     from forklift.runtime.load import load_predictor
 
     try:
         return str(load_predictor(open_model_dir(model_dir)).task)
-    except ForkliftError:
-        raise
+    except ForkliftError as exc:
+        raise ForkliftError(_without(shown_from or model_dir, str(exc))) from exc
     except Exception as exc:  # an engine's own error for a file it cannot read
         said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ForkliftError(f"{model_dir.name}: cannot be loaded: {said}") from exc
+        raise ForkliftError(_without(shown_from or model_dir, f"{model_dir}: cannot be loaded: {said}")) from exc
+
+
+def _without(folder: Path, message: str) -> str:
+    """`message` with the paths under `folder` relative to it, and the folder itself left unnamed."""
+    return message.replace(f"{folder}: ", "").replace(f"{folder}/", "").replace(str(folder), "the model")
 
 
 def scalar_metrics(model_dir: Path) -> dict[str, Any]:
@@ -109,7 +115,7 @@ def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) 
         extracted = safe_extract(archive, folder)
         inside = [p for p in folder.iterdir() if not p.name.startswith(".")]
         model_dir = inside[0] if len(inside) == 1 and inside[0].is_dir() else folder
-        task = model_task(model_dir)  # a model forklift can load, or one line saying why not
+        task = model_task(model_dir, shown_from=folder)  # a model forklift can load, or one line saying why not
         saved = read_record(model_dir / RECORD)
         name = saved.name or fitted(Model.name, fallback_name)
         check_text(Model, name=name, dataset_digest=saved.dataset_digest)

@@ -21,7 +21,7 @@ from forklift.app.devices import CPU
 from forklift.app.estimate import estimate_training
 from forklift.app.jobs import MODELS, PRETRAINED, JobRunner, progress, start_notes
 from forklift.app.records import get_or_404, model_for
-from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState
+from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState, Model
 from forklift.pretrained.catalogue import catalogue_path, load_catalogue
 from forklift.pretrained.fetch import cache_root
 from forklift.pretrained.pull import cache_state
@@ -165,7 +165,14 @@ def get_job(job_id: RowId, session: Db, _: Viewer) -> schemas.JobOut:
 def job_start(job_id: RowId, request: Request, session: Db, _: Viewer) -> list[str]:
     """What the job starts from, as its run said it: the model, and which classes keep their head weights and
     which start fresh (empty before the run begins, or when it starts from fresh weights)."""
-    return start_notes(request.app.state.storage.path(get_or_404(session, Job, job_id).out_dir))
+    job, storage = get_or_404(session, Job, job_id), request.app.state.storage
+    known_as = {}
+    if job.settings.get("from_model"):  # the folder the run names is the server's business: the model's name instead
+        start = session.get(Model, job.settings.get("from_model_id"))
+        known_as[str(storage.path(job.settings["from_model"]))] = (
+            f"model {start.name!r}" if start is not None else "a model since deleted from the registry"
+        )
+    return start_notes(storage.path(job.out_dir), known_as=known_as)
 
 
 @router.get("/api/jobs/{job_id}/metrics")
