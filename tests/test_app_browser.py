@@ -587,6 +587,11 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.locator(".card", has_text="Other").locator("button:has-text('Rename')").click()
         page.wait_for_selector("text=A data set named “Checks” exists already: give this one another name.")
         assert sorted(d["name"] for d in httpx.get(f"{app_url}/api/datasets").json()) == ["Checks", "Other"]
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))  # Delete, then Cancel
+        page.locator(".card", has_text="Other").locator("button:has-text('Delete')").click()
+        assert asked == ["Delete “Other”, its 0 images? This cannot be undone."]
+        assert sorted(d["name"] for d in httpx.get(f"{app_url}/api/datasets").json()) == ["Checks", "Other"]
         card = page.locator(".card", has_text="Checks")
         card.locator("select[aria-label='Export format']").select_option("voc")  # VOC holds labelled images only
         page.wait_for_selector("text=data set 'Checks': no images to export in voc format")

@@ -41,9 +41,14 @@ def test_a_job_trains_in_its_own_process_and_resumes_after_a_cancel(tmp_path: Pa
         job = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 3}).json()
         assert job["state"] == "queued" and job["created_by"] == "local"
         running = _wait(client, job["id"], ("running",), epoch=1)
+        refused = client.delete(f"/api/datasets/{dataset}")  # its process would train on for a job no longer there
+        assert refused.status_code == 409 and refused.json()["error"].endswith(
+            f"training job {job['id']} is queued or running on it; cancel it on the Jobs page first"
+        )
         assert client.post(f"/api/jobs/{job['id']}/cancel").status_code == 200
         cancelled = _wait(client, job["id"], ("cancelled",))
         assert cancelled["epoch"] >= running["epoch"] and cancelled["finished_at"]
+        assert client.get(f"/api/datasets/{dataset}").json()["jobs"] == 1  # the page's delete says what goes with it
         assert client.post(f"/api/jobs/{job['id']}/resume").json()["state"] == "queued"
         epochs, states = [], []
         with client.stream("GET", f"/api/jobs/{job['id']}/events") as events:  # the live charts' feed

@@ -14,7 +14,7 @@ from forklift.app import schemas
 from forklift.app.columns import check_text, fitted
 from forklift.app.registry import model_task
 from forklift.app.storage import Storage
-from forklift.app.tables import TRAINED_ON, Annotation, Base, DataSet, Image, Label, Model, Video
+from forklift.app.tables import TRAINED_ON, Annotation, Base, DataSet, Image, Job, Label, Model, Video
 from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
 from forklift.vocabulary import Task
@@ -124,6 +124,7 @@ def dataset_out(session: Session, dataset: DataSet) -> schemas.DataSetOut:
         images=session.scalar(images) or 0,
         labelled=session.scalar(images.where(Image.status.in_(TRAINED_ON))) or 0,  # what a job would train on
         to_review=session.scalar(images.where(Image.status == "auto")) or 0,
+        jobs=session.scalar(select(func.count()).select_from(Job).where(Job.dataset_id == dataset.id)) or 0,
         labels=label_counts(session, dataset),
         thumbnail=None if first is None else f"/api/images/{first}/thumbnail",
     )

@@ -44,6 +44,7 @@ class DataSetOut(BaseModel):
     images: int
     labelled: int  # images labelled by a person or reviewed: what training takes
     to_review: int  # images whose auto labels wait in the review queue
+    jobs: int  # training jobs of the set (their records go with it; the models they made stay in the registry)
     labels: list[LabelCount]
     thumbnail: str | None  # the first image's thumbnail URL
 

@@ -46,7 +46,8 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
     link.click();
   };
   const remove = (set: DataSet) => {
-    if (confirm(`Delete “${set.name}” and its ${set.images} images? This cannot be undone.`))
+    const jobs = set.jobs ? `, and the records of its ${set.jobs} training job(s) (the models they made stay in the registry)` : "";
+    if (confirm(`Delete “${set.name}”, its ${set.images} images${jobs}? This cannot be undone.`))
       act(() => api(`/api/datasets/${set.id}`, { method: "DELETE" }), `Deleted ${set.name}.`);
   };
   const importZip = async (set: DataSet, input: HTMLInputElement, format: string) => {

@@ -11,7 +11,7 @@ from forklift.app import schemas
 from forklift.app.columns import fitted
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.records import dataset_out, get_or_404
-from forklift.app.tables import Annotation, DataSet, Image, Label
+from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, Job, Label
 from forklift.serve.responses import HttpError
 
 router = APIRouter(prefix="/api/datasets", tags=["data sets"])
@@ -49,7 +49,16 @@ def rename_dataset(dataset_id: RowId, body: schemas.DataSetRename, session: Db, 
 
 @router.delete("/{dataset_id}", status_code=204)
 def delete_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> None:
+    """The set with its images, labels and records of its jobs and auto-label runs; refused while one of those
+    runs (its process would go on working for records no longer there)."""
     dataset = get_or_404(session, DataSet, dataset_id)
+    for kind, table, where in (("training job", Job, "Jobs"), ("auto-label run", AutoLabelRun, "data set's")):
+        active = session.scalars(select(table.id).where(table.dataset_id == dataset_id, table.state.in_(ACTIVE))).all()
+        if active:
+            many = len(active) > 1
+            raise HttpError(409, f"data set {dataset.name!r}: {kind}{'s' * many} {', '.join(map(str, active))} "
+                                 f"{'are' if many else 'is'} queued or running on it; cancel "
+                                 f"{'them' if many else 'it'} on the {where} page first")  # fmt: skip
     session.delete(dataset)
     session.commit()  # the records go first: files without records are only disk, records without files are broken
     files.remove_dataset(dataset_id)
