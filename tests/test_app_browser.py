@@ -359,6 +359,16 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
     assert all((shots / f"{page_name}.png").stat().st_size > 20_000 for page_name in ("dataset", "editor", "datasets"))
 
 
+BADGE_APART_FROM_CHART = """() => {
+    window.apart = [];  // every render where the progress badge counts other epochs than the chart's caption says
+    new MutationObserver(() => {
+        const seen = document.querySelector('[data-testid=epochs-seen]')?.textContent.match(/^epoch (\\d+) of/);
+        const badge = document.querySelector('.page-head .progress em')?.textContent;
+        if (seen && badge && !badge.startsWith(seen[1] + '/')) window.apart.push([seen[0], badge]);
+    }).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
 def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: Path) -> None:
 
     with httpx.Client(base_url=app_url, timeout=60) as client:
@@ -373,12 +383,16 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.wait_for_selector("[data-testid=estimate]")  # how long, said before it starts
         page.get_by_role("button", name="Start").click()
         page.wait_for_url("**/#/jobs/*")
+        page.evaluate(BADGE_APART_FROM_CHART)
         job = page.url.rsplit("/", 1)[-1]
         page.wait_for_function("() => document.querySelector('[data-testid=job-state]')?.textContent === 'running'",
                                timeout=120_000)  # fmt: skip
         page.wait_for_selector("[data-testid=epochs-seen]:has-text('epoch 3 of 3')", timeout=240_000)  # the events
         page.wait_for_selector("[data-testid=job-state]:has-text('done')", timeout=240_000)
+        assert page.evaluate("window.apart") == []  # not while a poll of the runner catches up
         page.wait_for_selector("[data-testid=evaluation] img", timeout=30_000)
+        evaluated = page.locator("[data-testid=evaluated-epoch]").inner_text()
+        assert re.fullmatch(r"The model holds the weights of epoch [123] of 3, the best on val\.", evaluated), evaluated
         page.screenshot(path=str(shots / "job.png"), full_page=True)
 
         page.goto(f"{app_url}/#/models")

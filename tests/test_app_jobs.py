@@ -238,5 +238,8 @@ def test_a_classification_set_trains_the_apps_classifier(tmp_path: Path) -> None
         made = [label["name"] for label in client.get(f"/api/datasets/{dataset}").json()["labels"]]
         assert sorted(made) == sorted(shapes.classes)
         assert evaluation["top1"] == model["metrics"]["top1"] and evaluation["classes"] == made  # in the order made
+        rows = client.get(f"/api/jobs/{job['id']}/metrics").json()
+        best = max(rows, key=lambda row: float(row["top1"]))  # the first of equals, as the run keeps it
+        assert evaluation["epoch"] == int(best["epoch"])  # the weights the model holds: the best on val
         for url in evaluation["pictures"].values():
             assert client.get(url).headers["content-type"] == "image/png"

@@ -47,9 +47,10 @@ class EvalResult:
     metrics: DetectionMetrics | ClassificationMetrics | SegmentationMetrics
     files: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # classes on one side only (matched by name)
+    epoch: int | None = None  # the training epoch whose weights the model holds, when a training run evaluates it
 
     def to_json(self) -> dict[str, Any]:
-        keys = ("model", "data", "split", "task", "classes", "images", "skipped", "notes")
+        keys = ("model", "data", "split", "task", "classes", "images", "skipped", "notes", "epoch")
         head = {key: getattr(self, key) for key in keys}
         return {**head, **asdict(self.metrics)}
 
@@ -65,8 +66,10 @@ def evaluate(
     runtime: Runtime | None = None,
     precision: Precision | None = None,
     out: Path | None = None,
+    epoch: int | None = None,
 ) -> EvalResult:
     """Run the model on the split's usable images and measure it; with `out`, write eval.json and the pictures there.
+    A training run gives the `epoch` its model holds, which eval.json says with the figures.
 
     The low default `conf` keeps the low-scoring detections that mAP needs to trace the whole precision-recall curve.
     """
@@ -84,9 +87,8 @@ def evaluate(
     metrics = measure(
         model, dataset, images, conf=conf, iou=iou, threshold=threshold, runtime=runtime, precision=precision
     )
-    result = EvalResult(
-        model.name, str(data), split, dataset.task, list(dataset.classes), len(images), skipped, metrics, notes=notes
-    )
+    names = (model.name, str(data), split, dataset.task, list(dataset.classes))
+    result = EvalResult(*names, len(images), skipped, metrics, notes=notes, epoch=epoch)
     if out is not None:
         result.files = write_report(result, Path(out))
     return result

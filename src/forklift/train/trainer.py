@@ -247,6 +247,6 @@ def _evaluate(out: Path, data: Path, best_epoch: int | None) -> None:
     """The written model directory (its default runtime) on val: OUT/eval/eval.json and the pictures."""
     from forklift.evaluation.evaluate import evaluate
 
-    result = evaluate(out, data, split="val", out=out / "eval")
+    result = evaluate(out, data, split="val", out=out / "eval", epoch=best_epoch)
     summary = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.__dict__.items() if isinstance(v, float))
     print(f"model directory (epoch {best_epoch or 'last'}) on val: {summary}", flush=True)

@@ -26,9 +26,10 @@ function Progress({ job }: { job: Job }) {
 interface Evaluation {  // eval.json: a detector's mAP, per-class AP and operating point, or a classifier's top-k
   classes: string[]; images: number; map?: number | null; map50?: number | null; ap50?: Record<string, number | null>;
   threshold?: number; precision?: number; recall?: number; top1?: number; top5?: number; pictures: Record<string, string>;
+  epoch?: number | null;  // the epoch whose weights the model holds: the best on val
 }
 
-function EvaluationPanel({ jobId }: { jobId: number }) {
+function EvaluationPanel({ jobId, epochs }: { jobId: number; epochs: number }) {
   const [found, setFound] = useState<Evaluation | null>(null);
   useEffect(() => { api<Evaluation>(`/api/jobs/${jobId}/evaluation`).then(setFound, () => setFound(null)); }, [jobId]);
   if (!found) return null;
@@ -37,6 +38,7 @@ function EvaluationPanel({ jobId }: { jobId: number }) {
   return (
     <div class="card evaluation" data-testid="evaluation">
       <h2>Evaluation on val ({found.images} images)</h2>
+      {found.epoch && <p class="muted" data-testid="evaluated-epoch">The model holds the weights of epoch {found.epoch} of {epochs}, the best on val.</p>}
       {ap50 ? <>
         <p>mAP@.5 <strong>{figure(found.map50)}</strong> · mAP@[.5:.95] {figure(found.map)} · at confidence {figure(found.threshold)}: precision {figure(found.precision)}, recall {figure(found.recall)}</p>
         <table class="jobs"><thead><tr><th>Class</th><th>AP@.5</th></tr></thead>
@@ -128,11 +130,12 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
   useEffect(() => () => { chart.current?.destroy(); chart.current = null; }, []);
 
   const last = rows[rows.length - 1];
+  const counted = job && last ? { ...job, epoch: Math.max(job.epoch, Number(last.epoch)) } : job;  // the badge, as the chart
   return (
     <section class="job-page">
       <div class="page-head">
         <h1><a href="#/jobs">Training</a> › job #{jobId}</h1>
-        {job && <><span class={`state ${job.state}`} data-testid="job-state">{job.state}</span><Progress job={job} />
+        {job && <><span class={`state ${job.state}`} data-testid="job-state">{job.state}</span><Progress job={counted ?? job} />
           <Actions job={job} canEdit={canEdit} onChange={(j) => { setJob(j); setStream((s) => s + 1); }} say={say} /></>}
       </div>
       <Message message={message} />
@@ -153,7 +156,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
           </dl>}
         </aside>
       </div>
-      {job?.state === "done" && <EvaluationPanel jobId={jobId} />}
+      {job?.state === "done" && <EvaluationPanel jobId={jobId} epochs={job.epochs} />}
     </section>
   );
 }

@@ -234,7 +234,8 @@ async def job_events(job_id: RowId, request: Request, who: Viewer) -> StreamingR
                     if int(row["epoch"]) > sent_epoch:  # by epoch, not by row: a resumed run rewrites the file
                         yield f"event: epoch\ndata: {json.dumps(row)}\n\n"
                         sent_epoch = int(row["epoch"])
-                shown = job.model_dump_json()
+                # the runner reads the epoch count every FOLLOW_S: the rows sent may be ahead; the badge must not lag
+                shown = job.model_copy(update={"epoch": max(job.epoch, sent_epoch)}).model_dump_json()
                 if shown != last:
                     yield f"event: state\ndata: {shown}\n\n"
                     last = shown
