@@ -407,6 +407,9 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.keyboard.press("Tab")
         page.wait_for_selector("[data-testid=tried] svg rect")  # drawn: boxes with their labels and scores
         page.screenshot(path=str(shots / "models.png"), full_page=True)
+        cell_bottoms = "() => new Set([...document.querySelectorAll('table.jobs tbody tr:first-child td')]" \
+                       ".map((td) => td.getBoundingClientRect().bottom)).size"  # fmt: skip
+        assert page.evaluate(cell_bottoms) == 1  # the row's cells end on one line
 
         page.goto(f"{app_url}/#/datasets/{dataset}")
         page.get_by_role("button", name="Train…").click()  # the next job's time, from the pace of the one that ran

@@ -110,7 +110,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
               <td>{m.name}{m.job_id && <> · <a href={`#/jobs/${m.job_id}`}>job #{m.job_id}</a></>}</td>
               <td>{m.dataset_id ? <a href={`#/datasets/${m.dataset_id}`}>{setNames[m.dataset_id] ?? `data set ${m.dataset_id}`}</a> : "–"}</td>
               <td>{shown(m.metrics.map50)}</td><td>{new Date(m.created_at).toLocaleString()}</td>
-              <td class="row-actions">
+              <td><div class="row-actions">{/* a flex box inside the cell: a flex cell leaves the row's lines */}
                 <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
                 {canEdit && !deployments.some((d) => d.model_id === m.id) && <button class="primary" onClick={() => { say(`Deploying ${m.name}…`); act(api(`/api/models/${m.id}/deploy`, { method: "POST" }), `Deployed ${m.name}.`); }}>Deploy</button>}
                 {canEdit && m.dataset_id && <button title="Fine-tune this model on its data set as labelled and reviewed now" onClick={async () => {
@@ -122,7 +122,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
                   <button onClick={() => { const n = prompt("Rename model", m.name); if (n && n.trim() !== m.name) act(api(`/api/models/${m.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>Rename</button>
                   <button class="danger" onClick={() => { const live = deployments.some((d) => d.model_id === m.id); if (confirm(`Delete ${m.name} and its files?${live ? " It is deployed: its deployment stops, and whoever calls it gets no answer any more." : ""}`)) act(api(`/api/models/${m.id}`, { method: "DELETE" }), live ? "Deleted, and its deployment stopped." : "Deleted."); }}>Delete</button>
                 </>}
-              </td>
+              </div></td>
             </tr>))}
           </tbody>
         </table>
