@@ -217,6 +217,7 @@ def test_export_to_coco_reads_back_in_pycocotools_and_imports_again(client: Test
     dataset = _dataset(client)
     images = _upload(client, dataset, {"a.png": png(64, 48, 1), "b.png": png(64, 48, 2), "c.png": png(64, 48, 3)})
     a, b, _unlabelled = images["added"]
+    client.post(f"/api/datasets/{dataset}/labels", json={"name": "square"})  # made first, used on the second image
     _box(client, a, "circle", [4, 6, 24, 30])
     _box(client, b, "square", [10.5, 2, 60, 40])
     answer = client.get(f"/api/datasets/{dataset}/export?format=coco")
@@ -238,6 +239,7 @@ def test_export_to_coco_reads_back_in_pycocotools_and_imports_again(client: Test
     assert [i["status"] for i in imported.json()["added"]] == ["labelled", "labelled", "unlabelled"]
     counts = {label["name"]: label["count"] for label in client.get(f"/api/datasets/{again}/labels").json()}
     assert counts == {"circle": 1, "square": 1}
+    assert list(counts) == ["square", "circle"]  # in the order made (square first): the editor's keys 1-9 stay
     assert client.get(f"/api/datasets/{dataset}/export?format=nope").status_code == 422
 
 
@@ -377,6 +379,7 @@ def _round_trip(client: TestClient, format_name: str) -> None:
     dataset = _dataset(client)
     files = {"a.png": png(64, 48, 1), "b.png": png(64, 48, 2), "c.png": png(64, 48, 3)}
     a, b, _ = _upload(client, dataset, files)["added"]  # c.png: not labelled yet
+    client.post(f"/api/datasets/{dataset}/labels", json={"name": "square"})  # made first, used on the second image
     _box(client, a, "circle", [4, 6, 24, 30])
     _box(client, b, "square", [10, 2, 60, 40])
     exported = client.get(f"/api/datasets/{dataset}/export?format={format_name}")
@@ -396,6 +399,8 @@ def _round_trip(client: TestClient, format_name: str) -> None:
     assert imported.status_code == 201, imported.text
     counts = {label["name"]: label["count"] for label in client.get(f"/api/datasets/{again}/labels").json()}
     assert counts == {"circle": 1, "square": 1}
+    if format_name != "voc":  # VOC has no list of classes, only each image's objects
+        assert list(counts) == ["square", "circle"]  # in the order made (square first): the editor's keys 1-9 stay
     labelled = client.get(f"/api/datasets/{again}/images?status=labelled").json()["items"]
     assert sorted(i["original_name"] for i in labelled) == ["a.png", "b.png"]  # the names given, through and back
 

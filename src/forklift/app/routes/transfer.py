@@ -133,6 +133,10 @@ def _add_dataset(
     from forklift.data.dataset import load_dataset
 
     data = load_dataset(folder)
+    used = {box.label for record in data.images for box in record.boxes} | {r.label for r in data.images if r.label}
+    for name in data.classes:  # first, in the file's order: their numbers in the editor stay those of the export
+        if name in used and not _refused_text(name):
+            label_named(session, dataset.id, name, create=True)
     added: list[Image] = []
     for record in data.images:
         status = "labelled" if record.boxes or record.label else "unlabelled"
@@ -155,3 +159,12 @@ def _add_dataset(
         session.commit()
         added.append(image)
     return schemas.UploadResult(added=images_out(session, added), refused=refused)
+
+
+def _refused_text(name: str) -> bool:
+    """Whether a label of this name cannot be kept (its images are refused, naming why)."""
+    try:
+        check_text(Label, name=name)
+    except ForkliftError:
+        return True
+    return False
