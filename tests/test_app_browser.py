@@ -273,6 +273,9 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
         _drag(page, frame["x"] + 500, frame["y"] + 60, 80, 60)
         page.wait_for_selector("text=This image was changed elsewhere", timeout=15000)
         _saved(page)
+        cars = next(label["count"] for label in httpx.get(f"{app_url}/api/datasets/1").json()["labels"]
+                    if label["name"] == "car")  # fmt: skip
+        page.wait_for_selector(f".keys button:has-text('car') .count:text-is('{cars}')")  # counted again, theirs in
         assert as_drawn(httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()["shapes"]) == theirs
         assert drawn.count() == 1  # their one box, not ours on top of it
 
@@ -735,4 +738,59 @@ def test_a_classification_set_without_classes_takes_its_first_class_in_the_edito
         page.keyboard.press("1")  # the class made on the first image
         _saved(page)
         assert httpx.get(f"{app_url}/api/images/{second}/annotations").json()["class_label"] == "cat"
+    assert not errors, errors
+
+
+def test_keys_in_a_field_stay_there_and_an_unfinished_polygon_is_not_left_behind_in_chromium(app_url: str) -> None:
+    """Ctrl+Z typed in the label field undoes the typing, not the last box; a label the server would refuse is
+    said at once; a polygon of a few points keeps the image from being left (→, ‹ ›, a link) until it is closed or
+    dropped with Esc; and in the grid a selection goes with the filter it was made under."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "keys"}).json()["id"]
+        files = [("files", (f"{index}.png", png(400, 300, seed=index))) for index in range(2)]
+        first, second = (
+            image["id"] for image in client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+        )
+        client.post(f"/api/datasets/{dataset}/labels", json={"name": "car"})
+    shapes_url = f"{app_url}/api/images/{first}/annotations"
+    field = "input[aria-label='Current label']"
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{first}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.keyboard.press("1")
+        _draw(page, (40, 40, 200, 150))
+        _saved(page)
+        page.click(field)
+        page.keyboard.type("horsee")
+        page.keyboard.press("Control+z")  # the field's own undo
+        page.wait_for_timeout(600)  # a save, had the box been undone, is sent 250 ms after
+        assert len(httpx.get(shapes_url).json()["shapes"]) == 1
+        assert page.locator("svg g.a9s-annotation:not(.a9s-rubberband)").count() == 1
+        for typed, said in (("   ", "The name is empty: type one."),
+                            ("x" * 201, "The name is too long: at most 200 characters.")):  # fmt: skip
+            page.fill(field, typed)
+            page.press(field, "Enter")
+            page.wait_for_selector(f"text={said}")
+        page.locator(field).blur()
+
+        page.keyboard.press("g")
+        for x, y in ((250, 50), (350, 60), (330, 200)):
+            _click(page, x, y)
+        for leave in (lambda: page.keyboard.press("ArrowRight"), lambda: page.click("button[title^='Next image']"),
+                      lambda: page.click(f".page-head a[href='#/datasets/{dataset}']")):  # fmt: skip
+            leave()
+            page.wait_for_selector("text=Finish the shape first")
+            page.wait_for_timeout(300)
+            assert page.url.endswith(f"/images/{first}")
+        page.keyboard.press("Escape")  # dropped: now the image may be left
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"() => location.hash.endsWith('/images/{second}')")
+
+        page.goto(f"{app_url}/#/datasets/{dataset}")
+        page.click(".tile .pick >> nth=1")  # the unlabelled image
+        page.wait_for_selector("text=1 selected")
+        page.select_option("select[aria-label='Status filter']", "labelled")
+        page.wait_for_selector("[data-testid=shown]:has-text('1–1 of 1')")
+        assert page.locator("text=1 selected").count() == 0  # nothing left to act on out of view
     assert not errors, errors

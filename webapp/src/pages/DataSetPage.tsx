@@ -113,6 +113,9 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
     lastPicked.current = id;
     setChosen(next);
   };
+  // Another filter shows other images: a selection made under the last one is dropped, so that no action reaches
+  // images no longer in view (pages of one filter keep it: a selection may span them).
+  const refilter = () => { setOffset(0); setChosen(new Set()); };
   const pickPage = () => setChosen(new Set([...chosen, ...(page?.items.map((image) => image.id) ?? [])]));
 
   if (!set) return <div><Message message={message} />{!message?.error && <p class="muted">Loading…</p>}</div>;
@@ -137,15 +140,15 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
           onDragOver={(e) => e.preventDefault()}
           onDrop={(e) => { e.preventDefault(); if (canEdit) upload(e.dataTransfer?.files ?? null); }}>
           <div class="filters">
-            <select value={status} onChange={(e) => { setOffset(0); setStatus(e.currentTarget.value as Status | "reviewed-empty" | ""); }} aria-label="Status filter">
+            <select value={status} onChange={(e) => { refilter(); setStatus(e.currentTarget.value as Status | "reviewed-empty" | ""); }} aria-label="Status filter">
               <option value="">All images</option><option value="unlabelled">Unlabelled</option><option value="labelled">Labelled</option>
               <option value="auto">Auto-labelled</option><option value="reviewed">Reviewed</option>
               <option value="reviewed-empty">Reviewed as showing nothing</option>
             </select>
-            <select value={label} onChange={(e) => { setOffset(0); setLabel(e.currentTarget.value); }} aria-label="Label filter">
+            <select value={label} onChange={(e) => { refilter(); setLabel(e.currentTarget.value); }} aria-label="Label filter">
               <option value="">Any label</option>{set.labels.map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
             </select>
-            <select value={split} onChange={(e) => { setOffset(0); setSplit(e.currentTarget.value as Split | ""); }} aria-label="Split filter">
+            <select value={split} onChange={(e) => { refilter(); setSplit(e.currentTarget.value as Split | ""); }} aria-label="Split filter">
               <option value="">Any split</option><option value="train">train</option><option value="val">val</option><option value="test">test</option>
             </select>
             <span class="muted" data-testid="shown">{page ? `${page.items.length ? `${offset + 1}–${offset + page.items.length}` : 0} of ${page.total}` : ""}</span>
@@ -206,7 +209,12 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
           <li key={label.id}>
             <span class="name">{label.name}</span><span class="count" title={label.unreviewed ? `${label.count} labelled or reviewed, ${label.unreviewed} more from a model waiting for review` : undefined}>{label.count}{label.unreviewed ? ` (+${label.unreviewed} to review)` : ""}</span>
             {canEdit && <span class="row-actions">
-              <button title="Rename" onClick={() => { const n = prompt("Rename label", label.name); if (n && n !== label.name) run(api(`/api/labels/${label.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>✎</button>
+              <button title="Rename" onClick={() => {
+                const n = prompt("Rename label", label.name)?.trim();
+                if (n === undefined || n === label.name) return;  // cancelled, or the same name
+                if (set.labels.some((l) => l.name === n)) { say(`Label “${n}” exists already: to make ${label.name} ${n}, merge it with ⇢.`, true); return; }
+                run(api(`/api/labels/${label.id}`, json("PATCH", { name: n })), "Renamed.");
+              }}>✎</button>
               <select title="Merge into" aria-label={`Merge ${label.name} into`} onChange={(e) => { const into = +e.currentTarget.value; if (into && confirm(`Merge ${label.name} into ${e.currentTarget.selectedOptions[0].text}?`)) run(api(`/api/labels/${label.id}`, json("PATCH", { merge_into: into })), "Merged."); e.currentTarget.value = ""; }}>
                 <option value="">⇢</option>{set.labels.filter((l) => l.id !== label.id).map((l) => <option key={l.id} value={l.id}>{l.name}</option>)}
               </select>

@@ -32,7 +32,8 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
   };
   const rename = (set: DataSet) => {
     const next = prompt("New name", set.name)?.trim();
-    if (!next || next === set.name || taken(next, set.id)) return;
+    if (next === undefined || next === set.name || taken(next, set.id)) return;  // cancelled, the same, or taken (said)
+    if (!next) { say("The name is empty: type one.", true); return; }
     act(() => api(`/api/datasets/${set.id}`, json("PATCH", { name: next })), "Renamed.");
   };
   // The server says first whether the export can be made: a download that fails would be a file (or a page) of

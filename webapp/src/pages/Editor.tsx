@@ -16,7 +16,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from "@annotorious/annotorious";
 import { Origin } from "@annotorious/core";
 import "@annotorious/annotorious/annotorious.css";
-import { api, ApiError, json, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
+import { api, ApiError, json, NAME_LIMIT, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
 import { colourOf } from "../labels";
 import { Message, sendingWhile, useMessage } from "../widgets";
 
@@ -31,6 +31,10 @@ const typing = (target: EventTarget | null) => {
   const element = target as HTMLElement | null;
   return !!element && (["INPUT", "SELECT", "TEXTAREA"].includes(element.tagName) || element.isContentEditable);
 };
+
+// Why a typed label or class cannot be used, or null: the server's own limits, said before anything is drawn with it.
+const nameProblem = (name: string) =>
+  !name ? "The name is empty: type one." : name.length > NAME_LIMIT ? `The name is too long: at most ${NAME_LIMIT} characters.` : null;
 
 function toAnnotation(shape: Shape | ShapeOut, index: number): ImageAnnotation {
   const id = `${"source" in shape && shape.source === "auto" ? "auto" : "shape"}-${index}-${Math.random().toString(36).slice(2, 8)}`;
@@ -168,6 +172,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   // loaded again (a 409 reloads them) is dropped: sent, it would overwrite what the other person saved. `now`
   // (the page is going away) sends at once with keepalive, as nothing queued would start any more.
   type Body = { shapes: Shape[]; class_label: string | null };
+  const recount = () => api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);  // the labels' counts
   const put = async (body: Body, drawn: number, keepalive: boolean) => {
     if (drawn !== drawnFrom.current) return;
     try {
@@ -175,11 +180,12 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       version.current = doc.version;
       setDoc(doc);
       setState("saved");
-      api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
+      recount();
     } catch (e) {
       if (e instanceof ApiError && e.status === 409) {
         say("This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted): its saved version is shown, and your last change was not kept.", true);
         await load();
+        recount();
       } else if (e instanceof ApiError && e.status === 404) {
         say("This image was deleted (in another tab or by someone else): nothing more can be saved to it.", true);
         setState("not saved");
@@ -253,7 +259,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   // The label chosen: the selected shape's when one is selected (then nothing stays selected), else the next one's.
   const choose = (name: string) => {
     name = name.trim();
-    if (!name) return;
+    const problem = nameProblem(name);
+    if (problem) { say(problem, true); return; }
     const anno = annotator.current;
     const chosen = anno?.getSelected() ?? [];
     if (chosen.length && canEdit) {
@@ -378,7 +385,14 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     location.hash = `#/datasets/${datasetId}/images/${id}`;
     return true;
   };
+  // A shape being drawn (a polygon's first points) is not saved until it is closed: leaving would drop it unasked.
+  const unfinished = () => {
+    if (!canvas.current?.querySelector(".a9s-rubberband > *")) return false;  // the drawing tool's outline, while drawing
+    say("Finish the shape first (a polygon: double-click or Enter closes it), or press Esc to drop it.", true);
+    return true;
+  };
   const step = (by: 1 | -1) => {
+    if (unfinished()) return;
     const here = known.current;
     if (here?.image !== walk.heading) walk.pending += by;  // where the last step leads does not know its neighbours yet
     else go(by > 0 ? here.near.next : here.near.previous);
@@ -386,6 +400,21 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const pick = (name: string) => {
     if (set?.task === "classify") { setClassLabel(name); save({ class_label: name }); } else choose(name);
   };
+
+  // Annotorious undoes and redoes shapes on Ctrl+Z / Ctrl+Y wherever they are pressed: in a text field they are the
+  // field's own (its typing), so they go no further than the field. A link followed while a shape is unfinished
+  // waits for it.
+  useEffect(() => {
+    const ownKeys = (e: KeyboardEvent) => {
+      if (typing(e.target) && (e.ctrlKey || e.metaKey) && /^[zy]$/i.test(e.key)) e.stopPropagation();
+    };
+    const link = (e: MouseEvent) => {
+      if ((e.target as Element).closest?.("a[href^='#']") && unfinished()) e.preventDefault();
+    };
+    addEventListener("keydown", ownKeys, true);
+    addEventListener("click", link, true);
+    return () => { removeEventListener("keydown", ownKeys, true); removeEventListener("click", link, true); };
+  }, []);
 
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
@@ -434,7 +463,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
               <input ref={label} list="labels" value={draft} placeholder={selected ?? (current || "name the first label")}
                 onInput={(e) => setDraft(e.currentTarget.value)} aria-label="Current label" />
             </label>
-            <button type="submit" disabled={!draft.trim()}>Use</button>
+            <button type="submit">Use</button>
           </form>
           <datalist id="labels">{set.labels.map((l) => <option key={l.id} value={l.name} />)}</datalist>
           {near?.previous_frame && <button onClick={copyPrevious} title="Copy the previous frame's boxes">Copy previous frame</button>}
@@ -480,13 +509,14 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
           </ol>
           {set.task === "classify" && canEdit && <form class="inline" onSubmit={(e) => {
             e.preventDefault();
-            const name = draft.trim();
-            if (name) { pick(name); setDraft(""); }
+            const name = draft.trim(), problem = nameProblem(name);
+            if (problem) { say(problem, true); return; }
+            pick(name); setDraft("");
             e.currentTarget.querySelector("input")?.blur();  // out of the field: the keys act on images again
           }}>
             <input value={draft} placeholder={set.labels.length ? "another class" : "name this image's class"}
               onInput={(e) => setDraft(e.currentTarget.value)} aria-label="New class" />
-            <button type="submit" disabled={!draft.trim()}>Set</button>
+            <button type="submit">Set</button>
           </form>}
           {doc && (doc.status === "auto" || doc.status === "reviewed") && <AutoNote doc={doc} datasetId={datasetId} canEdit={canEdit} onReview={review} />}
           <p class="muted">{image.width}×{image.height} · {image.split}{image.video_time_s !== null ? ` · frame at ${image.video_time_s.toFixed(2)} s` : ""}</p>
