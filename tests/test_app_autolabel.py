@@ -93,6 +93,10 @@ def test_the_loop_labels_reviews_and_retrains(tmp_path: Path) -> None:
         people = sum(label["count"] for label in client.get(f"/api/datasets/{dataset}/labels").json())
         run = client.post(f"/api/datasets/{dataset}/autolabel", json={"model_id": model["id"], "threshold": threshold})
         assert run.status_code == 201, run.text
+        refused = client.delete(f"/api/datasets/{dataset}")  # queued (it starts a server first): not under it
+        assert refused.status_code == 409 and refused.json()["error"].endswith(
+            f"auto-label run {run.json()['id']} is queued or running on it; cancel it on the data set's page first"
+        )
         finished = wait_for(client, f"/api/autolabel/{run.json()['id']}", ("done", "failed", "cancelled"))
         assert finished["state"] == "done", finished
         assert finished["total"] == finished["done"] == 8
