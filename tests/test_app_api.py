@@ -261,6 +261,10 @@ def test_a_zip_import_refuses_unsafe_entries_and_keeps_the_rest(client: TestClie
     for name in ("x.zip", "unpacked"):  # named as the upload was (one named as a folder the import makes too)
         broken = client.post(f"/api/datasets/{dataset}/import", files={"file": (name, b"PK\3\4 broken")})
         assert broken.status_code == 422 and broken.json()["error"].startswith(f"{name}: not a readable zip")
+    for format_name, said in (("voc", "no Annotations in it for a voc import"), ("yolo", "no data.yaml in it")):
+        wrong = client.post(f"/api/datasets/{dataset}/import", data={"format": format_name},
+                            files={"file": ("photos.zip", zip_of({"a.png": png()}))})  # fmt: skip
+        assert wrong.status_code == 422 and wrong.json()["error"].startswith(f"photos.zip: {said}")  # not a path
 
 
 def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path) -> None:

@@ -384,7 +384,7 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         for name, value in (("epochs", "3"), ("batch", "8"), ("size", "64")):
             page.get_by_label(name, exact=True).fill(value)
         page.wait_for_selector("[data-testid=estimate]")  # how long, said before it starts
-        page.get_by_role("button", name="Start").click()
+        page.get_by_role("button", name="Start").dblclick()  # one job, not one a click
         page.wait_for_url("**/#/jobs/*")
         page.evaluate(BADGE_APART_FROM_CHART)
         job = page.url.rsplit("/", 1)[-1]
@@ -410,6 +410,16 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.keyboard.press("Tab")
         page.wait_for_selector("[data-testid=tried] svg rect")  # drawn: boxes with their labels and scores
         page.screenshot(path=str(shots / "models.png"), full_page=True)
+        assert len(httpx.get(f"{app_url}/api/jobs").json()) == 1  # Start pressed twice
+        text = tmp_path / "notes.jpg"
+        text.write_text("not a picture")
+        page.set_input_files(".deployment input[type=file]", str(text))  # said, not the last picture left standing
+        page.wait_for_selector(".message.error:has-text('notes.jpg: not an image')")
+        assert page.locator("[data-testid=tried]").count() == 0
+        page.once("dialog", lambda dialog: dialog.accept("abc"))  # a typo for the epochs: nothing starts
+        page.get_by_role("button", name="Retrain").click()
+        page.wait_for_selector(".message.error:has-text('“abc” epochs: give a whole number from 1 to 10000')")
+        assert len(httpx.get(f"{app_url}/api/jobs").json()) == 1 and page.url.endswith("#/models")
         cell_bottoms = "() => new Set([...document.querySelectorAll('table.jobs tbody tr:first-child td')]" \
                        ".map((td) => td.getBoundingClientRect().bottom)).size"  # fmt: skip
         assert page.evaluate(cell_bottoms) == 1  # the row's cells end on one line

@@ -50,6 +50,8 @@ def test_deploy_answer_restart_and_undeploy(tmp_path: Path) -> None:
         assert len(low["results"][0]["detections"]) > len(high["results"][0]["detections"])  # the page's threshold
         bad = client.post(trying, files={"file": ("dog.jpg", photo)}, data={"conf": "2"})
         assert bad.status_code == 422 and "conf" in bad.json()["error"]
+        text = client.post(trying, files={"file": ("notes.jpg", b"not a picture")})  # the page says why, no picture
+        assert text.status_code == 400 and text.json()["error"].startswith("notes.jpg: not an image")
         url = f"http://127.0.0.1:{deployment['port']}"
         powerai = httpx.post(f"{url}/api/dlapis/{deployment['name']}", files={"files": ("dog.jpg", photo)}).json()
         assert powerai["result"] == "success"

@@ -43,7 +43,7 @@ def test_a_job_trains_in_its_own_process_and_resumes_after_a_cancel(tmp_path: Pa
         running = _wait(client, job["id"], ("running",), epoch=1)
         refused = client.delete(f"/api/datasets/{dataset}")  # its process would train on for a job no longer there
         assert refused.status_code == 409 and refused.json()["error"].endswith(
-            f"training job {job['id']} is queued or running on it; cancel it on the Jobs page first"
+            f"training job {job['id']} is queued or running on it; cancel it on the Training page first"
         )
         assert client.post(f"/api/jobs/{job['id']}/cancel").status_code == 200
         cancelled = _wait(client, job["id"], ("cancelled",))
@@ -194,6 +194,10 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         assert taken.status_code == 409 and taken.json()["error"].startswith("a model named 'first' exists already")
         assert (data / "models").is_dir() and client.delete(f"/api/models/{model['id']}").status_code == 204
         assert [m["id"] for m in client.get("/api/models").json()] == [twin["id"]]
+        folder = data / "jobs" / str(job) / "model"  # the weights gone; how the job trained stays on its page
+        assert sorted(p.name for p in folder.iterdir()) == ["eval", "metrics.csv"]
+        assert len(client.get(f"/api/jobs/{job}/metrics").json()) == 1  # its one epoch
+        assert client.get(f"/api/jobs/{job}/evaluation").status_code == 200
         junk = client.post("/api/models/import", files={"file": ("junk.zip", zip_of({"notes.txt": b"hello"}))})
         assert junk.status_code == 422 and junk.json()["error"].startswith("junk.zip:")
 
@@ -206,6 +210,8 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         started = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 1, "from_model_id": twin["id"]})
         assert started.status_code == 201, started.text
         assert started.json()["settings"]["from_model_id"] == twin["id"] and started.json()["id"] == job + 1
+        waited_on = client.delete(f"/api/models/{twin['id']}")  # the job would fail on its missing files
+        assert waited_on.status_code == 409 and f"training job {job + 1} fine-tunes it" in waited_on.json()["error"]
         assert _wait(client, started.json()["id"], ("done", "failed"))["state"] == "done"
         assert [p.name for p in left.iterdir()] == ["kept.txt"]
         log = (data / "jobs" / f"{job + 1}-2" / "train.log").read_text()

@@ -61,6 +61,7 @@ function readable(message: string): string {
 }
 
 export const json = (method: string, body: unknown): RequestInit => ({ method, body: JSON.stringify(body) });
+export const MAX_EPOCHS = 10_000;  // the most epochs a job may have, as the server takes them
 export const NAME_LIMIT = 200;  // the characters a name may have (a data set's, a label's), as the server takes them
 
 export async function loadSession(): Promise<Session | null> {

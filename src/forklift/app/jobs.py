@@ -29,6 +29,7 @@ from forklift.app.background import Follower
 from forklift.app.devices import CPU, Device
 from forklift.app.processes import runs
 from forklift.app.registry import register_job
+from forklift.app.storage import without_folder
 from forklift.app.tables import TRAINED_ON, DataSet, Job, JobState
 from forklift.app.transfer import as_forklift_dataset
 from forklift.data.dataset import Dataset, save_dataset
@@ -54,6 +55,7 @@ PRETRAINED = {  # what a job starts from when it starts from COCO's weights: the
     "yolov3-tiny": "yolov3-tiny",  # by name (`forklift train --model NAME` pulls it into the cache once)
     "faster-rcnn": "fasterrcnn_mobilenet_v3_large_320_fpn",
 }
+JOB_RECORD = ("metrics.csv", "eval")  # of a job's model directory, how it trained: its page's chart and evaluation
 START_NOTES_BYTES = 1 << 16  # of a job's log, read for what the run said as it began
 SLIM_SIZE = 416  # the slim cfg's input size when the job does not set one
 OPTIONS = ("epochs", "batch", "img", "lr", "weight_decay", "optimizer", "val_every")  # the TrainSettings a job sets
@@ -202,7 +204,7 @@ class JobRunner(Follower):
                 process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                            env=environment)  # fmt: skip
         except Exception as exc:  # whatever keeps one job from starting (a full disk, a data set gone) fails it alone
-            _fail(session, job, f"could not start: {exc}")
+            _fail(session, job, f"could not start: {self._shown(str(exc))}")
             return False
         if free:  # before the interpreter has started torch's threads, which inherit it
             with contextlib.suppress(ProcessLookupError):
@@ -226,6 +228,11 @@ class JobRunner(Follower):
             raise ForkliftError("its data set was deleted")
         data = snapshot(session, dataset, self.root, out / "data", val_share=job.settings.get("val_share") or VAL_SHARE)
         return train_command(job, out, self.root, classes=len(data.classes))
+
+    def _shown(self, said: str) -> str:
+        """What a job's process or start said, its folders named as under the data directory (the page's reader
+        knows the app, not the server's disk)."""
+        return without_folder(said, self.root, called="the data directory")
 
     def _on_exit(self, process: subprocess.Popen[bytes]) -> None:
         process.wait()
@@ -263,7 +270,7 @@ class JobRunner(Follower):
                 if (out / "train.log").is_file()
                 else []
             )
-            job.error = (tail[0] if tail else f"exit code {code}")[:2000]
+            job.error = self._shown(tail[0] if tail else f"exit code {code}")[:2000]
 
 
 def _fail(session: Session, job: Job, error: str) -> None:

@@ -19,6 +19,7 @@ from zipstream import ZIP_DEFLATED, ZipStream
 
 from forklift.app.columns import check_text, fitted
 from forklift.app.schemas import ModelRecord
+from forklift.app.storage import without_folder
 from forklift.app.tables import DataSet, Job, Model
 from forklift.data.interchange.archives import safe_extract
 from forklift.errors import ForkliftError
@@ -37,15 +38,11 @@ def model_task(model_dir: Path, *, shown_from: Path | None = None) -> str:
     try:
         return str(load_predictor(open_model_dir(model_dir)).task)
     except ForkliftError as exc:
-        raise ForkliftError(_without(shown_from or model_dir, str(exc))) from exc
+        raise ForkliftError(without_folder(str(exc), shown_from or model_dir, called="the model")) from exc
     except Exception as exc:  # an engine's own error for a file it cannot read
         said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ForkliftError(_without(shown_from or model_dir, f"{model_dir}: cannot be loaded: {said}")) from exc
-
-
-def _without(folder: Path, message: str) -> str:
-    """`message` with the paths under `folder` relative to it, and the folder itself left unnamed."""
-    return message.replace(f"{folder}: ", "").replace(f"{folder}/", "").replace(str(folder), "the model")
+        said = f"{model_dir}: cannot be loaded: {said}"
+        raise ForkliftError(without_folder(said, shown_from or model_dir, called="the model")) from exc
 
 
 def scalar_metrics(model_dir: Path) -> dict[str, Any]:

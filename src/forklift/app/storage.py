@@ -145,6 +145,12 @@ class Storage:
         return thumb
 
 
+def without_folder(message: str, folder: Path, *, called: str) -> str:
+    """`message` (a reader's error) with the paths under the server's `folder` relative to it, as a person knows
+    them (in her zip); the folder itself unnamed as a message's subject, else `called`."""
+    return message.replace(f"{folder}: ", "").replace(f"{folder}/", "").replace(str(folder), called)
+
+
 def copy_limited(source: BinaryIO, target: Path, name: str, *, limit: int) -> None:
     """Copy an upload to `target` in chunks (never whole in memory); past `limit` bytes the copy is removed and
     one line names the upload."""

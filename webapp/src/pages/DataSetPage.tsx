@@ -2,7 +2,7 @@
 // and a chart, uploads of images and videos, and frame capture from a video's player.
 import { useEffect, useRef, useState } from "preact/hooks";
 import {
-  api, json, type AutoLabelRun, type DataSet, type Deployment, type Device, type Estimate, type ImagePage, type Model, type Split, type Status,
+  api, json, MAX_EPOCHS, type AutoLabelRun, type DataSet, type Deployment, type Device, type Estimate, type ImagePage, type Model, type Split, type Status,
   type UploadResult, type Video,
 } from "../api";
 import { LabelChart } from "../chart";
@@ -299,8 +299,11 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
     ...form, [key]: TEXT_FIELDS.includes(key) ? value : Number(value),
     ...(key === "model" && form.start === "coco" && !starts.some((s) => s.model === value) ? { start: "" } : {}),
   });
+  const [starting, setStarting] = useState(false);  // a second click while the first is on its way starts nothing
   const start = async (event: Event) => {
     event.preventDefault();
+    if (starting) return;
+    setStarting(true);
     try {
       const { start: from, ...settings } = form;
       const body: Record<string, string | number> = Object.fromEntries(Object.entries(settings).filter(([k, v]) => k !== "device" || v));  // no device: the app picks
@@ -308,7 +311,7 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
       else if (from) body.from_model_id = Number(from);
       const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", body));
       location.hash = `#/jobs/${job.id}`;
-    } catch (e) { say((e as Error).message, true); }
+    } catch (e) { say((e as Error).message, true); } finally { setStarting(false); }
   };
   if (!open) return <button onClick={() => setOpen(true)} disabled={labelled === 0} title={labelled ? "Train a model on the labelled images" : "Label some images first"}>Train…</button>;
   const number = (key: string, label: string, attrs: Record<string, string>) =>
@@ -331,17 +334,17 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
       {labels.some((l) => l.count < FEW) && <p class="message error small" data-testid="few-examples">
         Few examples: {labels.filter((l) => l.count < FEW).map((l) => `${l.name} (${l.count})`).join(", ")}. A model needs a few dozen of each class to learn it; label more first, or expect it to miss them.
       </p>}
-      {number("epochs", "epochs", { min: "1" })}
-      {number("batch", "batch", { min: "1" })}
-      {number("img", "size", { min: "32", step: "32" })}
+      {number("epochs", "epochs", { min: "1", max: String(MAX_EPOCHS) })}
+      {number("batch", "batch", { min: "1", max: "1024" })}
+      {number("img", "size", { min: "32", max: "4096", step: "32" })}
       {number("lr", "lr", { min: "0", step: "any" })}
       {number("weight_decay", "weight decay", { min: "0", step: "any" })}
-      {number("val_share", "validation share", { min: "0.05", max: "0.5", step: "0.05" })}
+      {number("val_share", "validation share", { min: "0.05", max: "0.5", step: "0.05", title: "The share of the labelled images held out to validate on, when the data set has no val split of its own (a set with one keeps it)" })}
       <select value={form.device} onChange={(e) => set("device", e.currentTarget.value)} aria-label="Device" title="Jobs queue for their device: one at a time on each unless the app was started with --jobs-per-device">
         <option value="">Any free device</option>
         {devices.map((d) => <option value={d.name} key={d.name}>{d.label}{d.running + d.queued ? ` (${d.running} running, ${d.queued} queued)` : ""}</option>)}
       </select>
-      <button class="primary" type="submit">Start</button><button type="button" onClick={() => setOpen(false)}>Close</button>
+      <button class="primary" type="submit" disabled={starting}>Start</button><button type="button" onClick={() => setOpen(false)}>Close</button>
       {estimate && <p class="muted small" data-testid="estimate">{estimate.seconds === null ? `Time: not known yet (${estimate.basis}).` : `About ${duration(estimate.seconds)} (${estimate.basis}).`}</p>}
     </form>
   );

@@ -1,7 +1,7 @@
 // The model registry: every finished training job is a model; compare them side by side, rename, delete,
 // export a model as a zip (its directory and its record) and import one.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, json, type DataSet, type Deployment, type Model } from "../api";
+import { api, json, MAX_EPOCHS, type DataSet, type Deployment, type Model } from "../api";
 import { Message, useMessage } from "../widgets";
 
 // What people call the figures and settings a model record holds (the API's keys are for programs).
@@ -73,7 +73,11 @@ export function Models({ canEdit }: { canEdit: boolean }) {
       const size = await new Promise<[number, number]>((done) => { const probe = new Image(); probe.onload = () => done([probe.naturalWidth, probe.naturalHeight]); probe.src = url; });
       if (answer) URL.revokeObjectURL(answer.url);
       setAnswer({ name: file.name, url, width: size[0], height: size[1], found: result.results?.[0] ?? {} });
-    } catch (e) { say((e as Error).message, true); }
+    } catch (e) {
+      say((e as Error).message, true);
+      if (answer) URL.revokeObjectURL(answer.url);
+      setAnswer(null);  // the last image's answer is not this file's
+    }
   };
   const changeConf = (value: string) => {  // the image tried last is asked again at the new threshold
     setConf(value);
@@ -114,13 +118,14 @@ export function Models({ canEdit }: { canEdit: boolean }) {
                 <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
                 {canEdit && !deployments.some((d) => d.model_id === m.id) && <button class="primary" onClick={() => { say(`Deploying ${m.name}…`); act(api(`/api/models/${m.id}/deploy`, { method: "POST" }), `Deployed ${m.name}.`); }}>Deploy</button>}
                 {canEdit && m.dataset_id && <button title="Fine-tune this model on its data set as labelled and reviewed now" onClick={async () => {
-                  const epochs = prompt(`Fine-tune ${m.name} on its data set as labelled now: how many epochs?`, String(m.settings.epochs ?? 30));
-                  if (!epochs) return;
+                  const epochs = prompt(`Fine-tune ${m.name} on its data set as labelled now: how many epochs?`, String(m.settings.epochs ?? 30))?.trim();
+                  if (!epochs) return;  // cancelled
+                  if (!/^\d+$/.test(epochs) || +epochs < 1 || +epochs > MAX_EPOCHS) { say(`“${epochs}” epochs: give a whole number from 1 to ${MAX_EPOCHS}; nothing was started.`, true); return; }
                   try { const job = await api<{ id: number }>(`/api/models/${m.id}/retrain`, json("POST", { epochs: Number(epochs) })); location.hash = `#/jobs/${job.id}`; } catch (e) { say((e as Error).message, true); }
                 }}>Retrain</button>}
                 {canEdit && <>
                   <button onClick={() => { const n = prompt("Rename model", m.name); if (n && n.trim() !== m.name) act(api(`/api/models/${m.id}`, json("PATCH", { name: n.trim() })), "Renamed."); }}>Rename</button>
-                  <button class="danger" onClick={() => { const live = deployments.some((d) => d.model_id === m.id); if (confirm(`Delete ${m.name} and its files?${live ? " It is deployed: its deployment stops, and whoever calls it gets no answer any more." : ""}`)) act(api(`/api/models/${m.id}`, { method: "DELETE" }), live ? "Deleted, and its deployment stopped." : "Deleted."); }}>Delete</button>
+                  <button class="danger" onClick={() => { const live = deployments.some((d) => d.model_id === m.id); if (confirm(`Delete ${m.name} and its files?${m.job_id ? ` (Job #${m.job_id} keeps the record of how it trained.)` : ""}${live ? " It is deployed: its deployment stops, and whoever calls it gets no answer any more." : ""}`)) act(api(`/api/models/${m.id}`, { method: "DELETE" }), live ? "Deleted, and its deployment stopped." : "Deleted."); }}>Delete</button>
                 </>}
               </div></td>
             </tr>))}

@@ -52,7 +52,7 @@ def delete_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> N
     """The set with its images, labels and records of its jobs and auto-label runs; refused while one of those
     runs (its process would go on working for records no longer there)."""
     dataset = get_or_404(session, DataSet, dataset_id)
-    for kind, table, where in (("training job", Job, "Jobs"), ("auto-label run", AutoLabelRun, "data set's")):
+    for kind, table, where in (("training job", Job, "Training"), ("auto-label run", AutoLabelRun, "data set's")):
         active = session.scalars(select(table.id).where(table.dataset_id == dataset_id, table.state.in_(ACTIVE))).all()
         if active:
             many = len(active) > 1

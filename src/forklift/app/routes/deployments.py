@@ -66,6 +66,10 @@ def try_image(
     conf: Annotated[float | None, Form(ge=0, le=1)] = None,
 ) -> dict:  # fmt: skip
     """The test page: one image through the deployment, its answer as the deployment gives it (at confidence
-    `conf` and above when given, else the model's own threshold)."""
+    `conf` and above when given, else the model's own threshold); what the deployment refuses (a file that is not
+    an image), refused alike."""
     deployment = get_or_404(session, Deployment, deployment_id)
-    return predict(deployment, file.file.read(), file.filename or "image", conf=conf)
+    answer = predict(deployment, file.file.read(), file.filename or "image", conf=conf)
+    if answer["status_code"] >= 400:
+        raise HttpError(answer["status_code"], str(answer.get("error") or answer))
+    return answer

@@ -15,12 +15,12 @@ from sqlalchemy import select
 from forklift.app import schemas
 from forklift.app.deploy import stop_serving
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
-from forklift.app.jobs import OPTIONS
+from forklift.app.jobs import JOB_RECORD, OPTIONS
 from forklift.app.records import file_name, get_or_404
 from forklift.app.registry import export_stream, import_zip
 from forklift.app.routes.jobs import job_out, queue_job
 from forklift.app.storage import copy_limited
-from forklift.app.tables import DataSet, Deployment, Model
+from forklift.app.tables import ACTIVE, DataSet, Deployment, Job, Model
 from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
 
@@ -61,16 +61,29 @@ def rename_model(model_id: RowId, body: schemas.ModelRename, session: Db, _: Edi
 @router.delete("/api/models/{model_id}", status_code=204)
 def delete_model(model_id: RowId, request: Request, session: Db, storage: Files, _: Editor) -> None:
     """Remove a model from the registry with its files; a deployment of it is stopped first (its server would
-    otherwise go on answering from files that are gone, with nothing in the app left to stop it)."""
+    otherwise go on answering from files that are gone, with nothing in the app left to stop it). Refused while a
+    job waits to fine-tune it or does; the record of the job that trained it (its epochs' metrics and its
+    evaluation) stays with the job."""
     model = get_or_404(session, Model, model_id)
+    waiting = [job.id for job in session.scalars(select(Job).where(Job.state.in_(ACTIVE)))
+               if job.settings.get("from_model_id") == model.id]  # fmt: skip
+    if waiting:
+        raise HttpError(409, f"model {model.name!r}: training job {', '.join(map(str, waiting))} fine-tunes it; "
+                             "cancel it on the Training page first, or let it end")  # fmt: skip
     folder = storage.path(model.dir)
     with request.app.state.deploying:
         for deployment in session.scalars(select(Deployment).where(Deployment.model_id == model.id)):
             stop_serving(deployment, folder)
             session.delete(deployment)
+    trained_by = model.job_id
     session.delete(model)
     session.commit()
-    shutil.rmtree(folder, ignore_errors=True)
+    if trained_by is None:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:  # the job's page goes on showing how it trained
+        for part in folder.iterdir() if folder.is_dir() else ():
+            if part.name not in JOB_RECORD:
+                shutil.rmtree(part) if part.is_dir() else part.unlink()
 
 
 @router.get("/api/models/{model_id}/export", response_class=StreamingResponse)

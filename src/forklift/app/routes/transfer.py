@@ -18,7 +18,7 @@ from forklift.app import schemas
 from forklift.app.columns import check_text
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
-from forklift.app.storage import Storage, copy_limited
+from forklift.app.storage import Storage, copy_limited, without_folder
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.app.transfer import ExportOptions, as_forklift_dataset, export_zip, exported_statuses, iter_files
 from forklift.data.interchange import import_dataset
@@ -87,13 +87,17 @@ def import_zip(
             raise HttpError(413, str(exc)) from exc
         try:
             extracted = safe_extract(archive, scratch / "unpacked")
-            if format == "images":
-                return _add_images(session, storage, dataset, iter_files(extracted.folder), extracted.refused,
-                                   config.max_image_bytes, extracted.folder)  # fmt: skip
-            source = archive if format == "powerai" else extracted.folder  # the format's own file is found inside
-            imported = import_dataset(format, source, scratch / "dataset", task=dataset.task)
-        except ForkliftError as exc:
+        except ForkliftError as exc:  # it names the zip
             raise HttpError(422, str(exc)) from exc
+        if format == "images":
+            return _add_images(session, storage, dataset, iter_files(extracted.folder), extracted.refused,
+                               config.max_image_bytes, extracted.folder)  # fmt: skip
+        source = archive if format == "powerai" else extracted.folder  # the format's own file is found inside
+        try:
+            imported = import_dataset(format, source, scratch / "dataset", task=dataset.task)
+        except ForkliftError as exc:  # the reader names the folder the zip was unpacked to, or the zip's path
+            said = without_folder(without_folder(str(exc), archive, called="it"), extracted.folder, called="the zip")
+            raise HttpError(422, f"{archive.name}: {said}") from exc
         return _add_dataset(session, storage, dataset, imported.out, [*extracted.refused, *imported.lines()[1:]],
                             config.max_image_bytes)  # fmt: skip
     finally:
