@@ -41,6 +41,8 @@ def test_a_job_trains_in_its_own_process_and_resumes_after_a_cancel(tmp_path: Pa
         job = client.post(f"/api/datasets/{dataset}/jobs", json={**SMALL, "epochs": 3}).json()
         assert job["state"] == "queued" and job["created_by"] == "local"
         running = _wait(client, job["id"], ("running",), epoch=1)
+        recorded = len(client.get(f"/api/jobs/{job['id']}/metrics").json())  # then the list: it counts them all
+        assert next(j for j in client.get("/api/jobs").json() if j["id"] == job["id"])["epoch"] >= recorded
         refused = client.delete(f"/api/datasets/{dataset}")  # its process would train on for a job no longer there
         assert refused.status_code == 409 and refused.json()["error"].endswith(
             f"training job {job['id']} is queued or running on it; cancel it on the Training page first"
@@ -179,6 +181,7 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         assert model["job_id"] == job and model["name"] == "shapes #" + str(job)
         assert "map50" in model["metrics"] and model["settings"]["epochs"] == 1 and len(model["dataset_digest"]) == 64
         exported = client.get(f"/api/models/{model['id']}/export")
+        assert exported.headers["content-disposition"] == f'attachment; filename="shapes-{job}.zip"'  # "shapes #1"
         names = zipfile.ZipFile(io.BytesIO(exported.content)).namelist()
         assert (
             "model.json" in names

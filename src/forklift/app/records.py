@@ -3,6 +3,7 @@ adding an image to a data set (its file checked and stored, its row made)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any, BinaryIO, TypeVar
 
@@ -30,8 +31,9 @@ def get_or_404(session: Session, kind: type[Row], row_id: int) -> Row:
 
 
 def file_name(text: str, fallback: str) -> str:
-    """A record's name as a download's file name: letters, digits, - and _ kept, anything else a -."""
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text) or fallback
+    """A record's name as a download's file name: letters, digits, - and _ kept, each run of anything else one -
+    ("Shapes #1": Shapes-1)."""
+    return re.sub(r"[^\w-]+", "-", text).strip("-") or fallback
 
 
 def add_image(

@@ -21,6 +21,7 @@ from forklift.app.devices import CPU
 from forklift.app.estimate import estimate_training
 from forklift.app.jobs import MODELS, PRETRAINED, JobRunner, progress, start_notes
 from forklift.app.records import get_or_404, model_for
+from forklift.app.storage import Storage
 from forklift.app.tables import ACTIVE, TRAINED_ON, DataSet, Image, Job, JobState, Model
 from forklift.pretrained.catalogue import catalogue_path, load_catalogue
 from forklift.pretrained.fetch import cache_root
@@ -152,13 +153,23 @@ def list_devices(request: Request, session: Db, _: Viewer) -> list[schemas.Devic
 
 
 @router.get("/api/jobs")
-def list_jobs(session: Db, _: Viewer) -> list[schemas.JobOut]:
-    return [job_out(job) for job in session.scalars(select(Job).order_by(Job.id.desc()))]
+def list_jobs(request: Request, session: Db, _: Viewer) -> list[schemas.JobOut]:
+    storage = request.app.state.storage
+    return [_counted(job, storage) for job in session.scalars(select(Job).order_by(Job.id.desc()))]
 
 
 @router.get("/api/jobs/{job_id}")
-def get_job(job_id: RowId, session: Db, _: Viewer) -> schemas.JobOut:
-    return job_out(get_or_404(session, Job, job_id))
+def get_job(job_id: RowId, request: Request, session: Db, _: Viewer) -> schemas.JobOut:
+    return _counted(get_or_404(session, Job, job_id), request.app.state.storage)
+
+
+def _counted(job: Job, storage: Storage) -> schemas.JobOut:
+    """The job with the epochs its run has recorded so far: the runner reads the count only every FOLLOW_S, and
+    the list would trail the job's own page (its chart) by an epoch or two."""
+    shown = job_out(job)
+    if job.state == JobState.RUNNING:
+        shown.epoch = max(shown.epoch, len(progress(storage.path(job.out_dir))))
+    return shown
 
 
 @router.get("/api/jobs/{job_id}/start")
