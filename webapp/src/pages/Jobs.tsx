@@ -11,16 +11,28 @@ Chart.register(LineController, LineElement, PointElement, LinearScale, CategoryS
 // What the chart's legend calls metrics.csv's columns: the words the rest of the page uses.
 const METRIC_NAMES: Record<string, string> = { loss: "loss", map50: "mAP@.5", map: "mAP@[.5:.95]", top1: "top-1 accuracy", miou: "mIoU" };
 
-// The time left, from the pace of the epochs done since the job (last) started.
-function eta(job: Job): string {
+// The time left: at `pace` seconds an epoch where the job's page knows it, else from the pace of the epochs done
+// since the job (last) started (its start-up counted in, which the first epochs' estimate overstates).
+function eta(job: Job, pace: number | null): string {
   if (job.state !== "running" || !job.started_at || job.epoch === 0) return "";
   const started = Date.parse(job.started_at.endsWith("Z") || job.started_at.includes("+") ? job.started_at : job.started_at + "Z");
-  const left = ((Date.now() - started) / job.epoch) * (job.epochs - job.epoch) / 1000;
+  const left = (pace ?? (Date.now() - started) / job.epoch / 1000) * (job.epochs - job.epoch);
   return `${duration(left)} left`;
 }
 
-function Progress({ job }: { job: Job }) {
-  return <span class="progress" title={eta(job)}><span style={{ width: `${(100 * job.epoch) / job.epochs}%` }} /><em>{job.epoch}/{job.epochs}{eta(job) && ` · ${eta(job)}`}</em></span>;
+// Seconds an epoch takes, from metrics.csv: the mean step of `elapsed` over the last epochs of one run (validation
+// included), or the one epoch's training time.
+function paceOf(rows: Record<string, string>[]): number | null {
+  const recent = rows.slice(-5).map((r) => Number(r.elapsed));
+  const steps = recent.slice(1).map((t, i) => t - recent[i]).filter((d) => d > 0);  // a resumed run starts again at 0
+  if (steps.length) return steps.reduce((a, b) => a + b, 0) / steps.length;
+  const seconds = Number(rows[rows.length - 1]?.seconds);
+  return seconds > 0 ? seconds : null;
+}
+
+function Progress({ job, pace = null }: { job: Job; pace?: number | null }) {
+  const left = eta(job, pace);
+  return <span class="progress" title={left}><span style={{ width: `${(100 * job.epoch) / job.epochs}%` }} /><em>{job.epoch}/{job.epochs}{left && ` · ${left}`}</em></span>;
 }
 
 interface Evaluation {  // eval.json: a detector's mAP, per-class AP and operating point, or a classifier's top-k
@@ -135,7 +147,7 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
     <section class="job-page">
       <div class="page-head">
         <h1><a href="#/jobs">Training</a> › job #{jobId}</h1>
-        {job && <><span class={`state ${job.state}`} data-testid="job-state">{job.state}</span><Progress job={counted ?? job} />
+        {job && <><span class={`state ${job.state}`} data-testid="job-state">{job.state}</span><Progress job={counted ?? job} pace={paceOf(rows)} />
           <Actions job={job} canEdit={canEdit} onChange={(j) => { setJob(j); setStream((s) => s + 1); }} say={say} /></>}
       </div>
       <Message message={message} />
