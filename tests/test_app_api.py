@@ -463,3 +463,15 @@ def test_text_a_column_cannot_keep_is_refused_alike_on_both_databases(client: Te
     assert renamed.status_code == 200, renamed.text
     copy = client.post(f"/api/datasets/{dataset}/duplicate")
     assert copy.status_code == 201 and copy.json()["name"] == "d" * 193 + " (copy)"
+
+
+@pytest.mark.parametrize("format_name", ["coco", "forklift", "voc", "yolo", "powerai"])
+def test_an_uploads_windows_path_never_becomes_a_climbing_zip_entry(client: TestClient, format_name: str) -> None:
+    dataset = _dataset(client)
+    image = _upload(client, dataset, {"..\\..\\..\\evil.png": png(seed=5)})["added"][0]
+    _box(client, image, "cat", [1, 1, 20, 20])
+    exported = client.get(f"/api/datasets/{dataset}/export?format={format_name}")
+    assert exported.status_code == 200, exported.text
+    names = zipfile.ZipFile(io.BytesIO(exported.content)).namelist()
+    assert not any(".." in name or "\\" in name for name in names), names
+    assert any(name.endswith("evil.png") for name in names), names  # the name it came with, its last part

@@ -8,7 +8,7 @@ import math
 import shutil
 from dataclasses import dataclass, field
 from io import BytesIO
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -203,8 +203,11 @@ def segment_only(dataset: Dataset, format_name: str) -> None:
 
 
 def export_name(image: ImageRecord, taken: set[str]) -> str:
-    """The image's file name in an export: the one it came with when known (else its own), made unique."""
-    return unique_name(PurePosixPath(image.original or image.file).name, taken)
+    """The image's file name in an export: the one it came with when known (else its own), made unique. Only its
+    last part, whichever separator it was given with: a name sent from Windows (``..\\x.jpg``) must not become a
+    zip entry that climbs out of the folder it is unpacked to."""
+    given = PureWindowsPath(image.original or "").name  # splits at / and \ alike
+    return unique_name(given if given.strip(".") else PurePosixPath(image.file).name, taken)
 
 
 def place_image(dataset: Dataset, image: ImageRecord, folder: Path, taken: set[str]) -> str:
