@@ -89,7 +89,7 @@ def test_an_editor_changes_data_but_not_accounts(app_database: str | None, tmp_p
         assert saved.status_code == 200
         assert client.post(f"/api/datasets/{dataset}/labels", json={"name": "dog"}, headers=changing).status_code == 201
         listed = client.get("/api/users")
-        assert listed.status_code == 403 and listed.json()["error"] == "ed is a editor; this needs an admin or more"
+        assert listed.status_code == 403 and listed.json()["error"] == "ed is an editor; this needs an admin or more"
         assert client.delete("/api/users/vic", headers=changing).status_code == 403
         client.cookies.clear()
         _cookie, csrf = _login(client, "ana")
@@ -134,6 +134,37 @@ def test_user_remove(app_database: str | None, tmp_path: Path, capsys: pytest.Ca
     with pytest.raises(SystemExit) as shown:
         main(["app", "user", "remove", "--help"])  # as `forklift app --help` advertises it
     assert shown.value.code == 0 and capsys.readouterr().out.startswith("usage: forklift app user remove")
+
+
+@pytest.mark.slow  # over 1 s: left out of make test-fast
+def test_a_token_is_listed_and_revoked_alone(
+    app_database: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, db = _accounts(app_database, tmp_path, ("ana", "admin"))
+    where = _where(data, db)
+    capsys.readouterr()
+    made = {}
+    for name in ("ci", "notebook"):
+        assert main(["app", "token", "add", name, "--user", "ana", *where]) == 0
+        made[name] = capsys.readouterr().out.strip()
+    assert main(["app", "token", "list", *where]) == 0
+    assert [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()] == [
+        ["ana", "ci"],
+        ["ana", "notebook"],
+    ]
+    with app_client(data, db, host="0.0.0.0") as client:  # revoked while the app runs: refused from the next request
+        bearer = {name: {"Authorization": f"Bearer {token}"} for name, token in made.items()}
+        assert client.get("/api/datasets", headers=bearer["ci"]).status_code == 200
+        assert main(["app", "token", "remove", "ci", "--user", "ana", *where]) == 0
+        assert capsys.readouterr().out == "removed 1 token(s) 'ci' of ana\n"
+        assert client.get("/api/datasets", headers=bearer["ci"]).status_code == 401
+        assert client.get("/api/datasets", headers=bearer["notebook"]).status_code == 200  # the other one stays
+    assert main(["app", "token", "remove", "ci", "--user", "ana", *where]) == 2
+    assert "token 'ci' of user ana: none such" in capsys.readouterr().err
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
+        assert main(["app", "user", "add", "bad/../name", "--password-stdin", *where]) == 2
+    assert "user 'bad/../name': letters, digits and . _ @ - only" in capsys.readouterr().err
 
 
 def _login_answer(client: TestClient, name: str, password: str) -> tuple[int, float]:

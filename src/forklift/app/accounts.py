@@ -1,7 +1,9 @@
-"""Accounts for an app served beyond loopback: `forklift app user add|list|remove` and `forklift app token add`
-work on the database directly (the app need not run)."""
+"""Accounts for an app served beyond loopback: `forklift app user add|list|remove` and `forklift app token
+add|list|remove` work on the database directly (the app need not run)."""
 
 from __future__ import annotations
+
+import re
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -10,8 +12,13 @@ from forklift.app.security import MAX_PASSWORD, MIN_PASSWORD, hash_password, new
 from forklift.app.tables import ROLES, ApiToken, User
 from forklift.errors import ForkliftError
 
+USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,79}")  # a name is part of URLs (/api/users/NAME)
+
 
 def add_user(session: Session, name: str, role: str, password: str) -> User:
+    if not USER_NAME.fullmatch(name):
+        raise ForkliftError(f"user {name!r}: letters, digits and . _ @ - only, starting with a letter or digit, at "
+                            "most 80 characters (the name is part of the API's URLs)")  # fmt: skip
     if role not in ROLES:
         raise ForkliftError(f"--role {role}: one of {', '.join(ROLES)}")
     if not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
@@ -49,6 +56,25 @@ def add_token(session: Session, user_name: str, name: str) -> str:
     session.add(ApiToken(user_id=user.id, name=name, token_hash=digest))
     session.commit()
     return token
+
+
+def tokens(session: Session) -> list[tuple[str, str, str]]:
+    """Every API token as (account, token name, when made), by account and name: what `token remove` takes."""
+    rows = session.execute(select(User.name, ApiToken.name, ApiToken.created_at).join(ApiToken.user)
+                           .order_by(User.name, ApiToken.name))  # fmt: skip
+    return [(user, name, f"{made:%Y-%m-%d %H:%M}") for user, name, made in rows]
+
+
+def remove_tokens(session: Session, user_name: str, name: str) -> int:
+    """Revoke the user's tokens of that name (a script's token leaked or no longer needed); how many there were."""
+    found = session.scalars(select(ApiToken).join(ApiToken.user)
+                            .where(User.name == user_name, ApiToken.name == name)).all()  # fmt: skip
+    if not found:
+        raise ForkliftError(f"token {name!r} of user {user_name}: none such (forklift app token list shows them)")
+    for token in found:
+        session.delete(token)
+    session.commit()
+    return len(found)
 
 
 def has_admin(session: Session) -> bool:

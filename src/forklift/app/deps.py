@@ -35,7 +35,7 @@ def _role(role: str) -> Callable[[Request, Session], Principal]:
     def check(request: Request, session: Db) -> Principal:
         principal = authenticate(request, session)
         if not principal.may(role):
-            raise HttpError(403, f"{principal.name} is a {principal.role}; this needs an {role} or more")
+            raise HttpError(403, f"{principal.name} is {_a(principal.role)}; this needs {_a(role)} or more")
         return principal
 
     return check
@@ -44,3 +44,8 @@ def _role(role: str) -> Callable[[Request, Session], Principal]:
 Viewer = Annotated[Principal, Depends(_role("viewer"))]
 Editor = Annotated[Principal, Depends(_role("editor"))]
 Admin = Annotated[Principal, Depends(_role("admin"))]
+
+
+def _a(role: str) -> str:
+    """The role with its article: a viewer, an editor, an admin."""
+    return f"{'an' if role[0] in 'aeiou' else 'a'} {role}"

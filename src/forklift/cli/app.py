@@ -63,13 +63,23 @@ def register(verbs: Any) -> None:
     remove.add_argument("name")
     _where(remove)
     remove.set_defaults(handler=run_user_remove)
-    token = accounts.add_parser("token", help="API tokens for scripts: add NAME --user USER (printed once)")
-    token_verbs = token.add_subparsers(dest="action", metavar="add", required=True)
-    token_add = token_verbs.add_parser("add")
+    token = accounts.add_parser(
+        "token", help="API tokens for scripts: add NAME --user USER (printed once), list, remove NAME --user USER"
+    )
+    token_verbs = token.add_subparsers(dest="action", metavar="add|list|remove", required=True)
+    token_add = token_verbs.add_parser("add", help="a new token, printed once (only its hash is kept)")
     token_add.add_argument("name", help="what the token is for")
     token_add.add_argument("--user", required=True, help="the account the token acts as")
     _where(token_add)
     token_add.set_defaults(handler=run_token_add)
+    token_list = token_verbs.add_parser("list", help="the tokens: account, name, when made")
+    _where(token_list)
+    token_list.set_defaults(handler=run_token_list)
+    token_remove = token_verbs.add_parser("remove", help="revoke a token at once (the app need not restart)")
+    token_remove.add_argument("name", help="the token's name, as given to add")
+    token_remove.add_argument("--user", required=True, help="its account")
+    _where(token_remove)
+    token_remove.set_defaults(handler=run_token_remove)
 
 
 def _where(parser: argparse.ArgumentParser) -> None:
@@ -151,4 +161,22 @@ def run_token_add(args: argparse.Namespace) -> int:
 
     with _session(args) as session:
         print(add_token(session, args.user, args.name))
+    return 0
+
+
+def run_token_list(args: argparse.Namespace) -> int:
+    from forklift.app.accounts import tokens
+
+    with _session(args) as session:
+        for user, name, made in tokens(session):
+            print(f"{user}\t{name}\t{made}")
+    return 0
+
+
+def run_token_remove(args: argparse.Namespace) -> int:
+    from forklift.app.accounts import remove_tokens
+
+    with _session(args) as session:
+        count = remove_tokens(session, args.user, args.name)
+    print(f"removed {count} token(s) {args.name!r} of {args.user}")
     return 0
