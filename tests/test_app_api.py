@@ -61,6 +61,8 @@ def test_data_sets_are_made_renamed_duplicated_and_deleted(client: TestClient) -
     copied = client.get(f"/api/datasets/{copy['id']}/images").json()["items"][0]
     assert client.get(copied["file"]).content == png(seed=1)  # the copy has files of its own
     assert client.post("/api/datasets", json={"name": "  "}).status_code == 422
+    segment = client.post("/api/datasets", json={"name": "masks", "task": "segment"})  # the choices as they are sent
+    assert segment.json()["error"] == "body.task: Input should be 'detect' or 'classify'"
 
 
 def test_an_export_is_checked_before_it_is_downloaded(client: TestClient) -> None:
@@ -155,6 +157,8 @@ def test_labels_are_counted_renamed_merged_and_deleted(client: TestClient) -> No
     assert {name: label["count"] for name, label in labels.items()} == {"cat": 1, "kitty": 1}
     merged = client.patch(f"/api/labels/{labels['kitty']['id']}", json={"merge_into": labels["cat"]["id"]}).json()
     assert [(label["name"], label["count"]) for label in merged] == [("cat", 2)]
+    padded = client.patch(f"/api/labels/{labels['cat']['id']}", json={"name": " feline "})  # as adding one refuses
+    assert padded.status_code == 422 and padded.json()["error"].startswith("body.name: String should match pattern")
     assert client.patch(f"/api/labels/{labels['cat']['id']}", json={"name": "feline"}).status_code == 200
     assert client.get(f"/api/images/{b['id']}/annotations").json()["shapes"][0]["label"] == "feline"
     assert client.delete(f"/api/labels/{labels['cat']['id']}").json() == []

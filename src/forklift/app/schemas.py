@@ -14,7 +14,8 @@ from forklift.vocabulary import Split, Task
 
 LabelledTask = Literal[Task.DETECT, Task.CLASSIFY]  # the tasks whose labels the app edits: boxes, an image's class
 Status = Literal["unlabelled", "labelled", "auto", "reviewed"]
-Name = Field(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")
+NAME_PATTERN = r"^\S(.*\S)?$"  # a name neither starts nor ends with a space (the page trims what is typed)
+Name = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
 ACCOUNT_NAME = r"^[^\x00]+$"  # no NUL, which PostgreSQL refuses even in a query (SQLite would look it up)
 MAX_ID = 2**31 - 1  # what every database's integer column holds
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
@@ -138,7 +139,7 @@ class LabelIn(BaseModel):
 
 
 class LabelChange(BaseModel):
-    name: str | None = Field(default=None, min_length=1, max_length=200)  # rename to this
+    name: str | None = Field(default=None, min_length=1, max_length=200, pattern=NAME_PATTERN)  # rename to this
     merge_into: Id | None = None  # move its annotations to this label and delete it
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -45,6 +46,7 @@ from forklift.errors import out_of_space
 from forklift.serve.responses import HttpError, error_response
 
 STATIC = Path(__file__).resolve().parent / "static"
+ENUM_MEMBER = re.compile(r"<\w+\.\w+: '([^']*)'>")  # how pydantic names an enum's member among the choices
 NOT_BUILT = """<!doctype html><title>forklift app</title><p>The front end is not built: run <code>make webapp</code>
 (npm) in the repository, then start <code>forklift app</code> again. The API answers at <a href="/docs">/docs</a>."""
 
@@ -131,4 +133,5 @@ def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
     """422 with the first problem in one line: where it is (body.name, query.limit...) and what is wrong."""
     first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
     where = ".".join(str(part) for part in first.get("loc", ()))
-    return error_response(422, f"{where}: {first.get('msg', 'invalid')}")
+    said = ENUM_MEMBER.sub(r"'\1'", str(first.get("msg", "invalid")))  # a choice as it is sent, not Python's repr
+    return error_response(422, f"{where}: {said}")
