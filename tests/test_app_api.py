@@ -81,7 +81,12 @@ def test_an_export_is_checked_before_it_is_downloaded(client: TestClient) -> Non
 
 
 def test_a_data_set_name_is_one_data_sets_only(client: TestClient) -> None:
-    first, second = _dataset(client), client.post("/api/datasets", json={"name": "second"}).json()["id"]
+    made = client.post("/api/datasets", json={"name": "second"}).json()
+    first, second = _dataset(client), made["id"]
+    assert (
+        made["created_at"].endswith("Z")
+        and client.get(f"/api/datasets/{second}").json()["created_at"] == (made["created_at"])
+    )  # one time, one form: UTC, said so, as made and as read back
     name = client.get(f"/api/datasets/{first}").json()["name"]
     for answer in (client.post("/api/datasets", json={"name": name}),
                    client.patch(f"/api/datasets/{second}", json={"name": name})):  # fmt: skip

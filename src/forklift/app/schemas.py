@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from forklift.app.security import MAX_PASSWORD
 from forklift.app.tables import JobState
@@ -14,6 +14,8 @@ from forklift.vocabulary import Split, Task
 
 LabelledTask = Literal[Task.DETECT, Task.CLASSIFY]  # the tasks whose labels the app edits: boxes, an image's class
 Status = Literal["unlabelled", "labelled", "auto", "reviewed"]
+# A time as the API gives it: in UTC, marked so ("...Z"); SQLite gives back what was stored without its zone.
+Moment = Annotated[datetime, AfterValidator(lambda moment: moment if moment.tzinfo else moment.replace(tzinfo=UTC))]
 NAME_PATTERN = r"^\S(.*\S)?$"  # a name neither starts nor ends with a space (the page trims what is typed)
 Name = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
 ACCOUNT_NAME = r"^[^\x00]+$"  # no NUL, which PostgreSQL refuses even in a query (SQLite would look it up)
@@ -41,7 +43,7 @@ class DataSetOut(BaseModel):
     id: int
     name: str
     task: Task
-    created_at: datetime
+    created_at: Moment
     images: int
     labelled: int  # images labelled by a person or reviewed: what training takes
     to_review: int  # images whose auto labels wait in the review queue
@@ -180,7 +182,7 @@ class SessionOut(BaseModel):
 class UserOut(BaseModel):
     name: str
     role: Literal["viewer", "editor", "admin"]
-    created_at: datetime
+    created_at: Moment
 
 
 DeviceName = Annotated[str, Field(pattern=r"^(cpu|cuda:[0-9]{1,2})$")]  # as `forklift train --device` takes it
@@ -261,9 +263,9 @@ class JobOut(BaseModel):
     epochs: int
     pid: int | None  # the training process while it runs (None while a starting job takes its snapshot)
     created_by: str
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    created_at: Moment
+    started_at: Moment | None
+    finished_at: Moment | None
     error: str | None
 
 
@@ -287,7 +289,7 @@ class ModelOut(BaseModel):
     dataset_digest: str | None  # the data set as trained on: two models with the same digest saw the same labels
     settings: dict
     metrics: dict
-    created_at: datetime
+    created_at: Moment
 
 
 class ModelRename(BaseModel):
@@ -326,8 +328,8 @@ class AutoLabelRunOut(BaseModel):
     done: int
     boxes: int  # labels kept: boxes, or classes of a classification set
     created_by: str
-    created_at: datetime
-    finished_at: datetime | None
+    created_at: Moment
+    finished_at: Moment | None
     error: str | None
 
 
