@@ -355,6 +355,11 @@ def test_a_restart_migrates_and_keeps_everything(app_database: str | None, tmp_p
         assert kept["images"] == 1 and kept["labels"][0]["count"] == 1
         schema = client.get("/openapi.json").json()
         assert "/api/images/{image_id}/annotations" in schema["paths"]
+        refused = schema["paths"]["/api/datasets"]["post"]["responses"]["422"]["content"]["application/json"]
+        assert refused["schema"]["$ref"] == "#/components/schemas/ErrorOut"  # as errors are sent: status, error
+        assert set(schema["components"]["schemas"]["ErrorOut"]["properties"]) == set(
+            client.post("/api/datasets", json={"name": ""}).json()
+        )
         assert json.loads(json.dumps(schema))["info"]["title"] == "forklift app"
 
 

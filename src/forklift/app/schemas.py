@@ -30,6 +30,13 @@ class LabelCount(BaseModel):
     unreviewed: int = 0  # the same in a model's labels waiting for review
 
 
+class ErrorOut(BaseModel):
+    """Every error's body: one line naming the input and the problem."""
+
+    status: Literal["error"]
+    error: str
+
+
 class DataSetIn(BaseModel):
     name: str = Name
     task: LabelledTask = Task.DETECT

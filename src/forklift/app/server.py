@@ -9,6 +9,7 @@ import re
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,6 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from forklift import __version__
+from forklift.app import schemas
 from forklift.app.autolabel import AutoLabeler
 from forklift.app.columns import TextRefused
 from forklift.app.config import AppConfig
@@ -46,6 +48,18 @@ from forklift.errors import out_of_space
 from forklift.serve.responses import HttpError, error_response
 
 STATIC = Path(__file__).resolve().parent / "static"
+ERRORS_DOCUMENTED: dict[int | str, dict[str, Any]] = {  # /openapi.json: every error's body, as error_response sends it
+    status: {"model": schemas.ErrorOut, "description": said}
+    for status, said in (
+        (401, "not logged in (no session, token or a revoked one)"),
+        (403, "the role or CSRF token"),
+        (404, "no such record"),
+        (409, "a stale version, a name taken, or something running"),
+        (413, "a body or file over its limit"),
+        (422, "an input refused: where, and why"),
+        (429, "too many attempts or streams: Retry-After says when"),
+    )
+}
 ENUM_MEMBER = re.compile(r"<\w+\.\w+: '([^']*)'>")  # how pydantic names an enum's member among the choices
 NOT_BUILT = """<!doctype html><title>forklift app</title><p>The front end is not built: run <code>make webapp</code>
 (npm) in the repository, then start <code>forklift app</code> again. The API answers at <a href="/docs">/docs</a>."""
@@ -68,7 +82,7 @@ def create_app(config: AppConfig) -> FastAPI:
         started.state.autolabel.stop()
 
     app = FastAPI(title="forklift app", version=__version__, summary="Data sets, labelling and video frames.",
-                  lifespan=lifespan)  # fmt: skip
+                  lifespan=lifespan, responses=ERRORS_DOCUMENTED)  # fmt: skip
     app.state.config = config
     app.state.engine = engine
     app.state.sessionmaker = session_factory(engine)
