@@ -218,6 +218,10 @@ def test_the_grid_pages_and_filters(client: TestClient) -> None:
         f"/api/datasets/{dataset}/images/bulk", json={"image_ids": [added[11]["id"]], "action": "delete"}
     )
     assert gone.json() == {"changed": 1} and client.get(f"/api/images/{added[11]['id']}").status_code == 404
+    stale = client.post(f"/api/datasets/{dataset}/images/bulk",
+                        json={"image_ids": [added[10]["id"], added[11]["id"]], "action": "delete"})  # fmt: skip
+    assert stale.status_code == 422 and stale.json()["error"].startswith(f"image_ids: {added[11]['id']} not in")
+    assert client.get(f"/api/images/{added[10]['id']}").status_code == 200  # all or nothing: this one stays
     bad = client.get(f"/api/datasets/{dataset}/images?limit=100000")
     assert bad.status_code == 422 and bad.json()["error"].startswith("query.limit:")
 

@@ -204,9 +204,15 @@ def delete_image(image_id: RowId, session: Db, storage: Files, _: Editor) -> Non
 
 @router.post("/api/datasets/{dataset_id}/images/bulk")
 def bulk_change(dataset_id: RowId, body: schemas.BulkIn, session: Db, storage: Files, _: Editor) -> schemas.BulkOut:
-    """Delete the selected images, move them to a split, or (classify sets) give them a class."""
+    """Delete the selected images, move them to a split, or (classify sets) give them a class; all of them or,
+    when one is not (or no longer) in the data set, none."""
     dataset = get_or_404(session, DataSet, dataset_id)
     chosen = Image.dataset_id == dataset_id, Image.id.in_(body.image_ids)
+    missing = sorted(set(body.image_ids) - set(session.scalars(select(Image.id).where(*chosen))))
+    if missing:
+        named = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise HttpError(422, f"image_ids: {named} not in data set {dataset.name!r} (deleted meanwhile?); nothing "
+                             "was changed: reload the page")  # fmt: skip
     if body.action == "delete":
         files = list(session.scalars(select(Image.file).where(*chosen)))
         session.execute(delete(Image).where(*chosen))
