@@ -61,6 +61,9 @@ def test_data_sets_are_made_renamed_duplicated_and_deleted(client: TestClient) -
     copied = client.get(f"/api/datasets/{copy['id']}/images").json()["items"][0]
     assert client.get(copied["file"]).content == png(seed=1)  # the copy has files of its own
     assert client.post("/api/datasets", json={"name": "  "}).status_code == 422
+    put = client.put(f"/api/datasets/{copy['id']}", json={"name": "x"})  # a method the path does not take
+    assert put.status_code == 405 and put.headers["allow"] == "DELETE, GET, PATCH"
+    assert put.json()["error"] == f"PUT /api/datasets/{copy['id']}: not taken (it takes DELETE, GET, PATCH)"
     segment = client.post("/api/datasets", json={"name": "masks", "task": "segment"})  # the choices as they are sent
     assert segment.json()["error"] == "body.task: Input should be 'detect' or 'classify'"
 

@@ -60,6 +60,7 @@ ERRORS_DOCUMENTED: dict[int | str, dict[str, Any]] = {  # /openapi.json: every e
         (429, "too many attempts or streams: Retry-After says when"),
     )
 }
+PARAMETER = re.compile(r"\{[^}]+\}")  # a path parameter in an OpenAPI path template
 ENUM_MEMBER = re.compile(r"<\w+\.\w+: '([^']*)'>")  # how pydantic names an enum's member among the choices
 NOT_BUILT = """<!doctype html><title>forklift app</title><p>The front end is not built: run <code>make webapp</code>
 (npm) in the repository, then start <code>forklift app</code> again. The API answers at <a href="/docs">/docs</a>."""
@@ -140,7 +141,13 @@ def _no_space(request: Request, exc: OSError) -> JSONResponse:
 def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
     if exc.status_code == 400 and (refusal := too_many_files(request.method, request.url.path, str(exc.detail))):
         return error_response(413, refusal)
-    return error_response(exc.status_code, str(exc.detail))
+    if exc.status_code == 405:  # Starlette's Allow names the first route of the path only: the API's, as documented
+        allowed = sorted({method.upper() for template, operations in request.app.openapi()["paths"].items()
+                          if re.fullmatch(PARAMETER.sub("[^/]+", template), request.url.path)
+                          for method in operations})  # fmt: skip
+        return error_response(405, f"{request.method} {request.url.path}: not taken (it takes {', '.join(allowed)})",
+                              {"Allow": ", ".join(allowed)})  # fmt: skip
+    return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}))
 
 
 def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
