@@ -154,6 +154,14 @@ def test_a_stale_write_is_refused_and_nothing_is_overwritten(client: TestClient)
     polygon = client.put(f"/api/images/{image['id']}/annotations", json={"version": now["version"], "shapes": [
         {"kind": "polygon", "label": "dog", "points": [[1, 1], [30, 2], [20, 40]]}]})  # fmt: skip
     assert polygon.status_code == 200 and polygon.json()["status"] == "labelled"
+    version = polygon.json()["version"]
+    crowd = [{"kind": "box", "label": "x", "points": [0, 0, 5, 5]}] * 10_001
+    many = [{"kind": "box", "label": f"l{k}", "points": [0, 0, 5, 5]} for k in range(101)]
+    for shapes, said in ((crowd, "body.shapes: List should have at most 10000 items"),
+                         (many, "shapes: 101 labels new to the data set in one save; at most 100")):  # fmt: skip
+        refused = client.put(f"/api/images/{image['id']}/annotations", json={"version": version, "shapes": shapes})
+        assert refused.status_code == 422 and refused.json()["error"].startswith(said), refused.text
+    assert [label["name"] for label in client.get(f"/api/datasets/{dataset}/labels").json()] == ["cat", "dog"]
 
 
 def test_labels_are_counted_renamed_merged_and_deleted(client: TestClient) -> None:

@@ -19,6 +19,8 @@ Moment = Annotated[datetime, AfterValidator(lambda moment: moment if moment.tzin
 NAME_PATTERN = r"^\S(.*\S)?$"  # a name neither starts nor ends with a space (the page trims what is typed)
 Name = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
 ACCOUNT_NAME = r"^[^\x00]+$"  # no NUL, which PostgreSQL refuses even in a query (SQLite would look it up)
+MAX_SHAPES = 10_000  # an image's shapes in one save: a crowd's thousands, not a request that holds the app for seconds
+MAX_NEW_LABELS = 100  # labels one save may add to its data set (a typo makes one; a script's loop thousands)
 MAX_ID = 2**31 - 1  # what every database's integer column holds
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 
@@ -73,7 +75,7 @@ class ShapeOut(Shape):
 
 class AnnotationsIn(BaseModel):
     version: int = Field(ge=0, le=MAX_ID)  # the version these edits start from: an older one is refused (409)
-    shapes: list[Shape] = []
+    shapes: list[Shape] = Field(default=[], max_length=MAX_SHAPES)
     class_label: str | None = None  # classify sets
     status: Status | None = None  # default: labelled when anything is labelled, else unlabelled
 

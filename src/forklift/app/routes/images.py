@@ -129,6 +129,14 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
     image = get_or_404(session, Image, image_id)
     for shape in body.shapes:
         _check_shape(shape, image)
+    names = {shape.label for shape in body.shapes}
+    if len(names) > schemas.MAX_NEW_LABELS:
+        known = set(
+            session.scalars(select(Label.name).where(Label.dataset_id == image.dataset_id, Label.name.in_(names)))
+        )
+        if len(names - known) > schemas.MAX_NEW_LABELS:
+            raise HttpError(422, f"shapes: {len(names - known)} labels new to the data set in one save; at most "
+                                 f"{schemas.MAX_NEW_LABELS} (add labels on the data set's page)")  # fmt: skip
     take_version(session, image_id, body.version)
     session.execute(delete(Annotation).where(Annotation.image_id == image_id))
     named = [shape.label for shape in body.shapes] + ([body.class_label] if body.class_label else [])
