@@ -605,10 +605,17 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.fill("input[aria-label='New label']", "   ")
         page.click("form.inline button:has-text('Add')")
         page.wait_for_selector("text=The name is empty: type one.")
-        page.goto(app_url)
-        page.fill("input[aria-label='New data set name']", "Checks")
-        page.click("button:has-text('Create')")
-        page.wait_for_selector("text=A data set named “Checks” exists already: give this one another name.")
+        held: list = []  # type: ignore[type-arg]  # the list of data sets, kept back the first time
+        for listed in ("held back", "loaded"):  # before the page has the list, the server's refusal says the same
+            if listed == "held back":
+                page.route("**/api/datasets", lambda r: held.append(r) if r.request.method == "GET" else r.continue_())
+            page.goto(app_url)
+            page.fill("input[aria-label='New data set name']", "Checks")
+            page.click("button:has-text('Create')")
+            page.wait_for_selector("text=A data set named “Checks” exists already: give this one another name.")
+            while held:
+                held.pop().continue_()
+            page.unroute("**/api/datasets")
         assert len(httpx.get(f"{app_url}/api/datasets").json()) == 1
         httpx.post(f"{app_url}/api/datasets", json={"name": "Other"})
         page.reload()

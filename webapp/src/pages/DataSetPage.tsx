@@ -31,12 +31,12 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
     if (split) q.set("split", split);
     return q;
   };
-  const reload = () => {
-    api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, (e) => say(e.message, true));
-    api<ImagePage>(`/api/datasets/${datasetId}/images?${query()}`).then(setPage, (e) => say(e.message, true));
-    api<Video[]>(`/api/datasets/${datasetId}/videos`).then(setVideos, () => undefined);
-  };
-  useEffect(reload, [datasetId, offset, status, label, split]);
+  const reload = () => Promise.all([  // done once the page shows the set as it is now
+    api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, (e) => say(e.message, true)),
+    api<ImagePage>(`/api/datasets/${datasetId}/images?${query()}`).then(setPage, (e) => say(e.message, true)),
+    api<Video[]>(`/api/datasets/${datasetId}/videos`).then(setVideos, () => undefined),
+  ]);
+  useEffect(() => { void reload(); }, [datasetId, offset, status, label, split]);
 
   // Images go up in requests of at most UPLOAD_FILES files and UPLOAD_BYTES bytes (the server takes 1,000 files
   // and 4 GiB a request), so a folder of thousands shows its progress and a refused file costs only itself.
@@ -195,10 +195,11 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   );
 }
 
-function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolean; onChange: () => void; say: (t: string, e?: boolean) => void }) {
+function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolean; onChange: () => Promise<unknown>; say: (t: string, e?: boolean) => void }) {
   const [name, setName] = useState("");
   const run = async (call: Promise<unknown>, done: string) => {
-    try { await call; say(done); onChange(); } catch (e) { say((e as Error).message, true); }
+    // said once the page shows the change: the next name typed is checked against the labels as they are now
+    try { await call; await onChange(); say(done); } catch (e) { say((e as Error).message, true); }
   };
   return (
     <div class="card labels-panel">

@@ -1,6 +1,6 @@
 // The data sets page: each set with its thumbnail and counts; create, rename, duplicate, delete, import, export.
 import { useEffect, useState } from "preact/hooks";
-import { api, json, type DataSet, type Task, type UploadResult } from "../api";
+import { api, ApiError, json, type DataSet, type Task, type UploadResult } from "../api";
 import { Message, useMessage } from "../widgets";
 
 export function DataSets({ canEdit }: { canEdit: boolean }) {
@@ -13,11 +13,15 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
   useEffect(() => { reload(); }, []);
 
   // Two cards of one name could not be told apart: a name another data set has is said, not sent.
+  const takenSaid = (wanted: string) => say(`A data set named “${wanted}” exists already: give this one another name.`, true);
   const taken = (wanted: string, id?: number) => {
     const other = sets?.some((set) => set.id !== id && set.name === wanted) ?? false;
-    if (other) say(`A data set named “${wanted}” exists already: give this one another name.`, true);
+    if (other) takenSaid(wanted);
     return other;
   };
+  // The list may not be loaded yet (or another person took the name meanwhile): the server's 409 says the same.
+  const refused = (e: unknown, wanted: string) =>
+    e instanceof ApiError && e.status === 409 ? takenSaid(wanted) : say((e as Error).message, true);
   const create = async (event: Event) => {
     event.preventDefault();
     if (taken(name.trim())) return;
@@ -25,7 +29,7 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
       const made = await api<DataSet>("/api/datasets", json("POST", { name: name.trim(), task }));
       setName("");
       location.hash = `#/datasets/${made.id}`;
-    } catch (e) { say((e as Error).message, true); }
+    } catch (e) { refused(e, name.trim()); }
   };
   const act = async (what: () => Promise<unknown>, done: string) => {
     try { await what(); say(done); reload(); } catch (e) { say((e as Error).message, true); }
@@ -34,7 +38,7 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
     const next = prompt("New name", set.name)?.trim();
     if (next === undefined || next === set.name || taken(next, set.id)) return;  // cancelled, the same, or taken (said)
     if (!next) { say("The name is empty: type one.", true); return; }
-    act(() => api(`/api/datasets/${set.id}`, json("PATCH", { name: next })), "Renamed.");
+    api(`/api/datasets/${set.id}`, json("PATCH", { name: next })).then(() => { say("Renamed."); reload(); }, (e) => refused(e, next));
   };
   // The server says first whether the export can be made: a download that fails would be a file (or a page) of
   // its error. The zip itself is the browser's download, with its progress.
