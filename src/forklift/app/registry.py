@@ -37,11 +37,9 @@ def model_task(model_dir: Path, *, shown_from: Path | None = None) -> str:
 
     try:
         return str(load_predictor(open_model_dir(model_dir)).task)
-    except ForkliftError as exc:
-        raise ForkliftError(without_folder(str(exc), shown_from or model_dir, called="the model")) from exc
-    except Exception as exc:  # an engine's own error for a file it cannot read
-        said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        said = f"{model_dir}: cannot be loaded: {said}"
+    except Exception as exc:  # forklift's one line, or an engine's own error for a file it cannot read
+        engine = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        said = str(exc) if isinstance(exc, ForkliftError) else f"{model_dir}: cannot be loaded: {engine}"
         raise ForkliftError(without_folder(said, shown_from or model_dir, called="the model")) from exc
 
 

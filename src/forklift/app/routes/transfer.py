@@ -3,6 +3,7 @@ of images or of a COCO, VOC, YOLO or PowerAI Vision export into a data set."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
 from forklift.app import schemas
-from forklift.app.columns import check_text
+from forklift.app.columns import TextRefused, check_text
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
 from forklift.app.storage import Storage, copy_limited, without_folder
@@ -139,8 +140,9 @@ def _add_dataset(
     data = load_dataset(folder)
     used = {box.label for record in data.images for box in record.boxes} | {r.label for r in data.images if r.label}
     for name in data.classes:  # first, in the file's order: their numbers in the editor stay those of the export
-        if name in used and not _refused_text(name):
-            label_named(session, dataset.id, name, create=True)
+        if name in used:
+            with contextlib.suppress(TextRefused):  # a name no label can keep: its images are refused below, saying why
+                label_named(session, dataset.id, name, create=True)
     added: list[Image] = []
     for record in data.images:
         status = "labelled" if record.boxes or record.label else "unlabelled"
@@ -163,12 +165,3 @@ def _add_dataset(
         session.commit()
         added.append(image)
     return schemas.UploadResult(added=images_out(session, added), refused=refused)
-
-
-def _refused_text(name: str) -> bool:
-    """Whether a label of this name cannot be kept (its images are refused, naming why)."""
-    try:
-        check_text(Label, name=name)
-    except ForkliftError:
-        return True
-    return False
