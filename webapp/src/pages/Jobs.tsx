@@ -15,8 +15,7 @@ const METRIC_NAMES: Record<string, string> = { loss: "loss", map50: "mAP@.5", ma
 // since the job (last) started (its start-up counted in, which the first epochs' estimate overstates).
 function eta(job: Job, pace: number | null): string {
   if (job.state !== "running" || !job.started_at || job.epoch === 0) return "";
-  const started = Date.parse(job.started_at.endsWith("Z") || job.started_at.includes("+") ? job.started_at : job.started_at + "Z");
-  const left = (pace ?? (Date.now() - started) / job.epoch / 1000) * (job.epochs - job.epoch);
+  const left = (pace ?? (Date.now() - Date.parse(job.started_at)) / job.epoch / 1000) * (job.epochs - job.epoch);
   return `${duration(left)} left`;
 }
 
@@ -142,12 +141,11 @@ export function JobPage({ jobId, canEdit }: { jobId: number; canEdit: boolean })
   useEffect(() => () => { chart.current?.destroy(); chart.current = null; }, []);
 
   const last = rows[rows.length - 1];
-  const counted = job && last ? { ...job, epoch: Math.max(job.epoch, Number(last.epoch)) } : job;  // the badge, as the chart
   return (
     <section class="job-page">
       <div class="page-head">
         <h1><a href="#/jobs">Training</a> › job #{jobId}</h1>
-        {job && <><span class={`state ${job.state}`} data-testid="job-state">{job.state}</span><Progress job={counted ?? job} pace={paceOf(rows)} />
+        {job && <><span class={`state ${job.state}`} data-testid="job-state">{job.state}</span><Progress job={last ? { ...job, epoch: Math.max(job.epoch, Number(last.epoch)) } : job} pace={paceOf(rows)} />{/* the badge counts the chart's epochs */}
           <Actions job={job} canEdit={canEdit} onChange={(j) => { setJob(j); setStream((s) => s + 1); }} say={say} /></>}
       </div>
       <Message message={message} />
