@@ -72,6 +72,18 @@ def test_a_tampered_or_logged_out_cookie_is_refused(app_database: str | None, tm
         assert client.get("/api/datasets").status_code == 200
 
 
+def test_a_logout_with_an_api_token_says_how_to_revoke_it(app_database: str | None, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    data, db = _accounts(app_database, tmp_path, ("ana", "admin"))
+    capsys.readouterr()
+    assert main(["app", "token", "add", "ci", "--user", "ana", *_where(data, db)]) == 0
+    bearer = {"Authorization": f"Bearer {capsys.readouterr().out.strip()}"}
+    with app_client(data, db, host="0.0.0.0") as client:
+        refused = client.post("/api/logout", headers=bearer)
+        assert refused.status_code == 422 and "forklift app token remove" in refused.json()["error"]
+        assert client.get("/api/datasets", headers=bearer).status_code == 200  # as the answer says: still good
+
+
 @pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_an_editor_changes_data_but_not_accounts(app_database: str | None, tmp_path: Path) -> None:
     data, db = _accounts(app_database, tmp_path, ("ana", "admin"), ("ed", "editor"), ("vic", "viewer"))

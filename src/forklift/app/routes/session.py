@@ -47,8 +47,12 @@ def login(body: schemas.LoginIn, request: Request, response: Response, session: 
 def logout(request: Request, response: Response, session: Db) -> None:
     """End the session: its cookie is deleted, and its account draws a new session key, so that the
     cookie is refused even where a copy of it was kept (every session of the account ends with it: a signed cookie
-    is known by nothing else). With a good cookie the CSRF header is needed, as for every change."""
+    is known by nothing else). With a good cookie the CSRF header is needed, as for every change. An API token is
+    not a session: a logout sent with one alone is refused (422) rather than answered as if the token had ended."""
     value = request.app.state.sessions.read(request.cookies.get(COOKIE, ""))
+    if value is None and request.headers.get("authorization", "").lower().startswith("bearer "):
+        raise HttpError(422, "an API token is not logged out: /api/logout ends a browser session; revoke the token "
+                             "with forklift app token remove NAME --user USER")  # fmt: skip
     user = None
     if value is not None and not request.app.state.config.local:
         with contextlib.suppress(HttpError):  # a cookie that is no good any more: only deleted
