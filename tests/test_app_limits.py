@@ -122,6 +122,20 @@ def test_more_files_than_a_request_may_carry_are_refused_saying_how_many(tmp_pat
         assert client.get(f"/api/datasets/{dataset}").json()["images"] == 0
 
 
+def test_an_unreadable_form_or_a_text_field_for_a_file_says_what_is_wrong(tmp_path: Path) -> None:
+    with app_client(tmp_path, fresh_database(None, tmp_path)) as client:
+        dataset = _dataset(client)
+        long_name = [("files", ("a" * 5000 + ".png", png(2, 2), "image/png"))]  # its part's header line is too long
+        answer = client.post(f"/api/datasets/{dataset}/images", files=long_name)
+        assert answer.status_code == 400 and answer.json()["error"].startswith(
+            f"POST /api/datasets/{dataset}/images: the multipart form could not be read"), answer.text  # fmt: skip
+        assert "header lines is over 4,224 bytes" in answer.json()["error"]
+        text = client.post(f"/api/datasets/{dataset}/images", data={"files": "a.png"})
+        assert text.status_code == 422 and text.json()["error"] == (
+            "body.files.0: a file is expected here (a part with a file name), not a text field")  # fmt: skip
+        assert client.get(f"/api/datasets/{dataset}").json()["images"] == 0
+
+
 @contextmanager
 def _served(data: Path, *, head_timeout_s: float = HEAD_TIMEOUT_S) -> Iterator[int]:
     """The app with LIMITS under uvicorn in a thread, as `forklift app` serves it; yields its port."""

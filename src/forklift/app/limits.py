@@ -8,7 +8,7 @@ carries plus a little for the multipart headers, so that a file just past its ow
 by the route; any other request's body (JSON) has `max_json_bytes`.
 
 Starlette's multipart parser also takes at most MAX_FILES files per request; past that its 400 becomes a 413 that
-says how many a request may carry (`too_many_files`).
+says how many a request may carry, and a form it cannot read says why it may be (`multipart_refusal`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from python_multipart.multipart import DEFAULT_MAX_HEADER_SIZE
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
@@ -30,6 +31,7 @@ from forklift.serve.responses import error_response
 MULTIPART_SLACK = 64 * 1024  # bytes of boundaries and part headers around an upload's one file
 MAX_FILES = 1000  # files in one multipart request: Starlette's parser's default, which the app keeps
 _STARLETTE_TOO_MANY_FILES = "Too many files."  # how Starlette's 400 for that begins
+_STARLETTE_UNREADABLE = "Invalid multipart data."  # Starlette's 400 for whatever python-multipart refuses
 
 # (a POST's path, the AppConfig limit of what it carries, what it carries, room for the multipart headers)
 _UPLOADS = (
@@ -129,9 +131,14 @@ def _token_known(sessions: sessionmaker[Session], token: str) -> bool:
         return api_token(session, token) is not None
 
 
-def too_many_files(method: str, path: str, detail: str) -> str | None:
-    """The refusal of a multipart request with more than MAX_FILES files, from Starlette's 400 `detail`; None for
-    any other problem."""
-    if not detail.startswith(_STARLETTE_TOO_MANY_FILES):
-        return None
-    return f"{method} {path}: more than {MAX_FILES} files in one request; send at most {MAX_FILES} at a time"
+def multipart_refusal(method: str, path: str, detail: str) -> tuple[int, str]:
+    """The status and message for Starlette's 400 `detail` on a multipart form: more than MAX_FILES files is a 413
+    that says how many a request may carry; a form it could not read says what the parser refuses (its own words
+    name no part)."""
+    where = f"{method} {path}"
+    if detail.startswith(_STARLETTE_TOO_MANY_FILES):
+        return 413, f"{where}: more than {MAX_FILES} files in one request; send at most {MAX_FILES} at a time"
+    if detail == _STARLETTE_UNREADABLE:
+        return 400, (f"{where}: the multipart form could not be read: a part is malformed, or one of its header lines "
+                     f"is over {DEFAULT_MAX_HEADER_SIZE:,} bytes (a file name that long)")  # fmt: skip
+    return 400, f"{where}: {detail}"

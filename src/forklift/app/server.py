@@ -26,7 +26,7 @@ from forklift.app.deploy import restore
 from forklift.app.devices import machine_devices
 from forklift.app.headers import SecurityHeaders
 from forklift.app.jobs import JobRunner
-from forklift.app.limits import LimitedBodies, too_many_files
+from forklift.app.limits import LimitedBodies, multipart_refusal
 from forklift.app.login_guard import LoginGuard
 from forklift.app.routes import (
     augmentation,
@@ -62,6 +62,7 @@ ERRORS_DOCUMENTED: dict[int | str, dict[str, Any]] = {  # /openapi.json: every e
 }
 PARAMETER = re.compile(r"\{[^}]+\}")  # a path parameter in an OpenAPI path template
 ENUM_MEMBER = re.compile(r"<\w+\.\w+: '([^']*)'>")  # how pydantic names an enum's member among the choices
+NOT_A_FILE = re.compile(r"Value error, Expected UploadFile, received: .*")  # FastAPI's words for a text field
 NOT_BUILT = """<!doctype html><title>forklift app</title><p>The front end is not built: run <code>make webapp</code>
 (npm) in the repository, then start <code>forklift app</code> again. The API answers at <a href="/docs">/docs</a>."""
 
@@ -139,8 +140,8 @@ def _no_space(request: Request, exc: OSError) -> JSONResponse:
 
 
 def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    if exc.status_code == 400 and (refusal := too_many_files(request.method, request.url.path, str(exc.detail))):
-        return error_response(413, refusal)
+    if exc.status_code == 400 and request.headers.get("content-type", "").startswith("multipart/form-data"):
+        return error_response(*multipart_refusal(request.method, request.url.path, str(exc.detail)))
     if exc.status_code == 405:  # Starlette's Allow names the first route of the path only: the API's, as documented
         allowed = sorted({method.upper() for template, operations in request.app.openapi()["paths"].items()
                           if re.fullmatch(PARAMETER.sub("[^/]+", template), request.url.path)
@@ -155,4 +156,5 @@ def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
     first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
     where = ".".join(str(part) for part in first.get("loc", ()))
     said = ENUM_MEMBER.sub(r"'\1'", str(first.get("msg", "invalid")))  # a choice as it is sent, not Python's repr
+    said = NOT_A_FILE.sub("a file is expected here (a part with a file name), not a text field", said)
     return error_response(422, f"{where}: {said}")
