@@ -425,7 +425,6 @@ def _round_trip(client: TestClient, format_name: str) -> None:
         report = check_dataset(index.parent)
         assert report.findings == [] and [i.original for i in usable_images(report)] == ["a.png", "b.png"]
         assert [i.original for i in report.dataset.images if i.unlabelled] == ["c.png"]
-        return
     again = _dataset(client, f"from {format_name}")
     imported = client.post(f"/api/datasets/{again}/import", data={"format": format_name},
                            files={"file": ("export.zip", exported.content)})  # fmt: skip
@@ -436,6 +435,65 @@ def _round_trip(client: TestClient, format_name: str) -> None:
         assert list(counts) == ["square", "circle"]  # in the order made (square first): the editor's keys 1-9 stay
     labelled = client.get(f"/api/datasets/{again}/images?status=labelled").json()["items"]
     assert sorted(i["original_name"] for i in labelled) == ["a.png", "b.png"]  # the names given, through and back
+    if format_name == "forklift":  # the whole set: the image nobody labelled comes back as unlabelled
+        unlabelled = client.get(f"/api/datasets/{again}/images?status=unlabelled").json()["items"]
+        assert [i["original_name"] for i in unlabelled] == ["c.png"]
+
+
+def _forklift_zip(task: str, entries: list[dict], files: dict[str, bytes], classes: list[str]) -> bytes:
+    """A zip of forklift's layout, as the app's export makes it: one folder of dataset.json and images/."""
+    index = {"format": "forklift-dataset", "version": 1, "task": task, "classes": classes, "images": entries}
+    return zip_of({"set/dataset.json": json.dumps(index).encode(), **{f"set/{n}": c for n, c in files.items()}})
+
+
+def test_a_forklift_zip_brings_a_models_unreviewed_labels_back_unreviewed(client: TestClient) -> None:
+    """forklift's format is the app's own export: a model's labels no person reviewed (exported with them, marked
+    found_by) come back waiting for review with their confidence; the person's are the person's."""
+    dataset = _dataset(client)
+    model = {"model": "yolo-a", "confidence": 0.42}
+    entries = [
+        {"file": "images/a.png", "width": 64, "height": 48, "split": "train",
+         "boxes": [{"label": "dog", "x1": 1, "y1": 2, "x2": 30, "y2": 40, "found_by": model}]},
+        {"file": "images/b.png", "width": 64, "height": 48, "split": "val",
+         "boxes": [{"label": "cat", "x1": 5, "y1": 5, "x2": 20, "y2": 20}]},
+        {"file": "images/c.png", "width": 64, "height": 48, "split": "train", "boxes": [], "unlabelled": True},
+        {"file": "images/d.png", "width": 64, "height": 48, "split": "train", "boxes": []},  # the file is 32x32
+        {"file": "../outside.png", "width": 64, "height": 48, "split": "train", "boxes": []},
+    ]  # fmt: skip
+    files = {f"images/{n}.png": png(64, 48, seed=k) for k, n in enumerate("abc")} | {"images/d.png": png(32, 32)}
+    archive = _forklift_zip("detect", entries, files, ["cat", "dog"])
+    answer = client.post(f"/api/datasets/{dataset}/import", data={"format": "forklift"},
+                         files={"file": ("export.zip", archive)})  # fmt: skip
+    assert answer.status_code == 201, answer.text
+    assert [(i["original_name"], i["status"], i["split"]) for i in answer.json()["added"]] == [
+        ("a.png", "auto", "train"), ("b.png", "labelled", "val"), ("c.png", "unlabelled", "train")]  # fmt: skip
+    refused = " | ".join(answer.json()["refused"])
+    assert "images/d.png: its labels are for a 64x48 image; the file is 32x32" in refused, refused
+    assert "../outside.png: " in refused and "a path inside the data set's folder" in refused, refused
+    a, b = answer.json()["added"][:2]
+    (auto,) = client.get(f"/api/images/{a['id']}/annotations").json()["shapes"]
+    assert (auto["source"], auto["model_id"], auto["confidence"]) == ("auto", None, 0.42)  # no model of that name here
+    assert [s["source"] for s in client.get(f"/api/images/{b['id']}/annotations").json()["shapes"]] == ["human"]
+    assert [i["image"]["id"] for i in client.get(f"/api/datasets/{dataset}/review").json()["items"]] == [a["id"]]
+    assert [label["name"] for label in client.get(f"/api/datasets/{dataset}/labels").json()] == ["cat", "dog"]
+
+    pets = _dataset(client, "pets", task="classify")
+    classes = [{"file": "images/a.png", "width": 64, "height": 48, "split": "train", "label": "cat",
+                "label_found_by": model}]  # fmt: skip
+    answer = client.post(f"/api/datasets/{pets}/import", data={"format": "forklift"},
+                         files={"file": ("pets.zip", _forklift_zip("classify", classes, files, ["cat"]))})  # fmt: skip
+    (image,) = answer.json()["added"]
+    shown = client.get(f"/api/images/{image['id']}/annotations").json()
+    assert (image["status"], shown["class_label"], shown["class_confidence"]) == ("auto", "cat", 0.42)
+    for into, format_name, archive, said in (
+        (dataset, "forklift", _forklift_zip("classify", classes, files, ["cat"]), "a classify data set; 'shapes' is a "
+         "detect one"),
+        (dataset, "forklift", zip_of({"a.png": png()}), "no dataset.json"),
+        (pets, "coco", zip_of({"a.png": png()}), "a classification data set imports images or forklift's format"),
+    ):  # fmt: skip
+        wrong = client.post(f"/api/datasets/{into}/import", data={"format": format_name},
+                            files={"file": ("x.zip", archive)})  # fmt: skip
+        assert wrong.status_code == 422 and wrong.json()["error"].startswith(f"x.zip: {said}"), wrong.text
 
 
 def test_a_classification_set_takes_classes_in_bulk_and_exports_them(client: TestClient) -> None:

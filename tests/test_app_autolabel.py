@@ -211,6 +211,35 @@ def _exports_keep_unreviewed_auto_labels_apart(client: Any, dataset: int, unrevi
         assert len(found_by) == marked_boxes and all(box["found_by"]["model"] for box in found_by)
         yolo = _export(client, dataset, "yolo", query)
         assert len([n for n in yolo.namelist() if "/labels/" in n and n.endswith(".txt")]) == yolo_images
+    _a_forklift_export_imports_as_it_was(client, dataset)
+
+
+def _a_forklift_export_imports_as_it_was(client: Any, dataset: int) -> None:
+    """The app's own export, with the unreviewed auto labels, imported into a new data set: every image with its
+    status (reviewed ones as labelled: the export keeps no review of labels that are a person's now) and its
+    shapes, a model's unreviewed ones still the model's (linked to it by name) with their confidence."""
+    exported = client.get(f"/api/datasets/{dataset}/export?format=forklift&auto=true").content
+    again = client.post("/api/datasets", json={"name": "again"}).json()["id"]
+    imported = client.post(f"/api/datasets/{again}/import", data={"format": "forklift"},
+                           files={"file": ("again.zip", exported)})  # fmt: skip
+    assert imported.status_code == 201 and imported.json()["refused"] == [], imported.text
+    before, after = _images_by_name(client, dataset), _images_by_name(client, again)
+    assert sorted(before) == sorted(after)
+    for name, (status, shapes) in before.items():
+        was_auto = status == "auto"
+        assert after[name][0] == ("labelled" if status == "reviewed" else status), name
+        assert after[name][1] == [s if was_auto else {**s, "source": "human", "model_id": None, "confidence": None}
+                                  for s in shapes], name  # fmt: skip
+    counts, counts_again = client.get(f"/api/datasets/{dataset}").json(), client.get(f"/api/datasets/{again}").json()
+    assert [counts_again[k] for k in ("images", "labelled", "to_review")] == [
+        counts[k] for k in ("images", "labelled", "to_review")]  # fmt: skip
+
+
+def _images_by_name(client: Any, dataset: int) -> dict[str, tuple[str, list[dict]]]:
+    """Each image's status and shapes (sorted), by the name it was uploaded with."""
+    items = client.get(f"/api/datasets/{dataset}/images?limit=500").json()["items"]
+    shapes = {i["id"]: client.get(f"/api/images/{i['id']}/annotations").json()["shapes"] for i in items}
+    return {i["original_name"]: (i["status"], sorted(shapes[i["id"]], key=json.dumps)) for i in items}
 
 
 def test_a_run_that_fails_says_why_and_the_next_one_runs(tmp_path: Path) -> None:

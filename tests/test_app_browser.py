@@ -636,6 +636,15 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         with page.expect_download() as download:
             card.locator("button:has-text('Export COCO')").click()
         assert download.value.suggested_filename.endswith("-coco.zip")
+        with page.expect_download() as download:  # the app's own format, imported again in another set
+            card.locator("select[aria-label='Export format']").select_option("forklift")
+        download.value.save_as(tmp_path / "checks.zip")
+        other = page.locator(".card", has_text="Other")
+        other.locator("select[name=format]").select_option("forklift")
+        other.locator("input[type=file][accept='.zip']").set_input_files(str(tmp_path / "checks.zip"))
+        page.wait_for_selector("text=Imported 1 images.")
+        (imported,) = [d for d in httpx.get(f"{app_url}/api/datasets").json() if d["name"] == "Other"]
+        assert (imported["images"], imported["labelled"]) == (1, 0)  # nobody labelled it: unlabelled still
         for missing, said in (("jobs/77", "no job 77"), ("datasets/99", "no dataset 99")):  # an old link
             page.goto(f"{app_url}/#/{missing}")
             page.wait_for_selector(f"text={said}")

@@ -246,6 +246,21 @@ def test_cli_bad_input_is_one_line(work: Path, capsys) -> None:
     assert capsys.readouterr().err.strip().count("\n") == 0
 
 
+def test_a_data_set_with_no_classes_yet_loads_and_is_not_trained_on(work: Path, tmp_path: Path, capsys) -> None:
+    """The app exports a set nobody has labelled with no classes: the layout reads it, training says why not."""
+    data = load_dataset(work / "data")
+    index = json.loads((work / "data" / "dataset.json").read_text())
+    index["classes"] = []
+    index["images"] = [{**entry, "boxes": []} for entry in index["images"][:2]]
+    (tmp_path / "dataset.json").write_text(json.dumps(index))
+    (tmp_path / "images").symlink_to(data.root / "images")
+    assert load_dataset(tmp_path).classes == []
+    code = main(["train", "--data", str(tmp_path), "--cfg", str(work / "tiny.cfg"), str(tmp_path / "out")])
+    said = capsys.readouterr().err
+    assert code == 2 and said.strip().endswith("no classes in dataset.json: nothing is labelled yet, so there is "
+                                              "nothing to learn"), said  # fmt: skip
+
+
 def test_mosaic_tiles_four_images_with_their_boxes(work: Path) -> None:
     dataset = load_dataset(work / "data")
     plain = DetectionImages(dataset, dataset.images, (96, 96), augment=True, seed=3)

@@ -263,8 +263,9 @@ def _read_json(index: Path) -> Any:
 
 
 def _classes(value: Any, where: str) -> list[str]:
-    if not isinstance(value, list) or not value or not all(isinstance(name, str) and name for name in value):
-        raise ForkliftError(f"{where}: 'classes' must be a non-empty list of names")
+    """The class names; none at all is a data set nobody has labelled yet (training refuses it, saying so)."""
+    if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
+        raise ForkliftError(f"{where}: 'classes' must be a list of names")
     repeated = sorted(name for name, count in Counter(value).items() if count > 1)
     if repeated:
         raise ForkliftError(f"{where}: class {repeated[0]!r} is listed twice")

@@ -25,6 +25,8 @@ def usable_splits(path: Path, task: str | None, seed: int) -> tuple[Dataset, lis
         )
     report = check_dataset(path)
     dataset = report.dataset
+    if not dataset.classes:
+        raise ForkliftError(f"{path}: no classes in {INDEX}: nothing is labelled yet, so there is nothing to learn")
     usable = usable_images(report)
     unlabelled = sum(image.unlabelled for image in dataset.images)
     if unlabelled:

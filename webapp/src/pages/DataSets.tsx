@@ -113,8 +113,9 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
                   {canEdit && <>
                     <label class="button">Import zip<input type="file" accept=".zip" hidden onChange={(e) => importZip(set, e.currentTarget, (e.currentTarget.closest(".actions")!.querySelector("select[name=format]") as HTMLSelectElement).value)} /></label>
                     <select name="format" aria-label="Import format">
-                      <option value="images">images</option><option value="coco">COCO</option><option value="voc">VOC</option>
-                      <option value="yolo">YOLO</option><option value="powerai">PowerAI Vision</option>
+                      <option value="images">images</option><option value="forklift">forklift</option>
+                      {set.task === "detect" && <><option value="coco">COCO</option><option value="voc">VOC</option>
+                        <option value="yolo">YOLO</option><option value="powerai">PowerAI Vision</option></>}
                     </select>
                     <button onClick={() => rename(set)}>Rename</button>
                     <button onClick={() => act(() => api(`/api/datasets/${set.id}/duplicate`, { method: "POST" }), "Duplicated.")}>Duplicate</button>

@@ -529,7 +529,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   );
 }
 
-const byModel = (id: number | null) => (id === null ? "a model since deleted" : `model #${id}`);
+const byModel = (id: number | null) => (id === null ? "a model not in this app (deleted, or another app's)" : `model #${id}`);
 
 function AutoNote({ doc, datasetId, canEdit, onReview }: { doc: Annotations; datasetId: number; canEdit: boolean; onReview: (action: "accept" | "reject") => void }) {
   const auto = doc.shapes.filter((s) => s.source === "auto");

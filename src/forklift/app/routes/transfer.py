@@ -1,17 +1,19 @@
 """/api/datasets/{id}/export and /import: a data set out as a zip in forklift's or another tool's format, and a zip
-of images or of a COCO, VOC, YOLO or PowerAI Vision export into a data set."""
+of images or of a forklift, COCO, VOC, YOLO or PowerAI Vision export into a data set."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import Response, StreamingResponse
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
@@ -20,16 +22,18 @@ from forklift.app.columns import TextRefused, check_text
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
 from forklift.app.storage import Storage, copy_limited, without_folder
-from forklift.app.tables import Annotation, DataSet, Image, Label
+from forklift.app.tables import Annotation, DataSet, Image, Label, Model
 from forklift.app.transfer import ExportOptions, as_forklift_dataset, export_zip, exported_statuses, iter_files
+from forklift.data.dataset import INDEX, Dataset, ImageRecord, load_dataset, load_dataset_leniently
 from forklift.data.interchange import import_dataset
 from forklift.data.interchange.archives import safe_extract
+from forklift.data.interchange.common import image_size
 from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
 from forklift.vocabulary import Task
 
 router = APIRouter(tags=["import and export"])
-ImportFormat = Literal["images", "coco", "voc", "yolo", "powerai"]
+ImportFormat = Literal["images", "forklift", "coco", "voc", "yolo", "powerai"]
 
 
 @router.get("/api/datasets/{dataset_id}/export", response_class=StreamingResponse)
@@ -75,7 +79,9 @@ def import_zip(
     format: Annotated[ImportFormat, Form()] = "images",
 ) -> schemas.UploadResult:  # fmt: skip
     """Add a zip's images (and, for a format, their labels and splits) to the data set; what cannot be imported is
-    listed by name, the rest is added."""
+    listed by name, the rest is added. forklift's format (the app's own export) also brings back a model's
+    unreviewed labels as unreviewed (status auto, with the model's confidence), and images no person labelled as
+    unlabelled."""
     dataset = get_or_404(session, DataSet, dataset_id)
     config = request.app.state.config
     scratch = Path(tempfile.mkdtemp(prefix="forklift-import-", dir=storage.root))
@@ -93,16 +99,34 @@ def import_zip(
         if format == "images":
             return _add_images(session, storage, dataset, iter_files(extracted.folder), extracted.refused,
                                config.max_image_bytes, extracted.folder)  # fmt: skip
-        source = archive if format == "powerai" else extracted.folder  # the format's own file is found inside
         try:
-            imported = import_dataset(format, source, scratch / "dataset", task=dataset.task)
+            data, refused = _imported(format, archive, extracted.folder, scratch / "dataset", dataset)
         except ForkliftError as exc:  # the reader names the folder the zip was unpacked to, or the zip's path
             said = without_folder(without_folder(str(exc), archive, called="it"), extracted.folder, called="the zip")
             raise HttpError(422, f"{archive.name}: {said}") from exc
-        return _add_dataset(session, storage, dataset, imported.out, [*extracted.refused, *imported.lines()[1:]],
-                            config.max_image_bytes)  # fmt: skip
+        return _add_dataset(session, storage, dataset, data, [*extracted.refused, *refused], config.max_image_bytes)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _imported(format: str, archive: Path, folder: Path, out: Path, dataset: DataSet) -> tuple[Dataset, list[str]]:
+    """The zip unpacked to `folder` read as a data set of `format` (another tool's converted into `out`), and a line
+    for each thing left out of it."""
+    if format != "forklift":
+        if dataset.task == Task.CLASSIFY:
+            raise ForkliftError(f"{folder}: a classification data set imports images or forklift's format ({format} "
+                                f"holds boxes)")  # fmt: skip
+        source = archive if format == "powerai" else folder  # the format's own file is found inside
+        imported = import_dataset(format, source, out, task=dataset.task)
+        return load_dataset(imported.out), imported.lines()[1:]
+    indexes = sorted(folder.rglob(INDEX))
+    if len(indexes) != 1:
+        found = f"no {INDEX}" if not indexes else f"{len(indexes)} files named {INDEX}"
+        raise ForkliftError(f"{folder}: {found} (forklift's format is one folder of {INDEX} and images/)")
+    data, findings = load_dataset_leniently(indexes[0].parent)
+    if data.task != dataset.task:
+        raise ForkliftError(f"{folder}: a {data.task} data set; {dataset.name!r} is a {dataset.task} one")
+    return data, [f"{finding.file or finding.problem}: {finding.detail}" for finding in findings]
 
 
 def _upload_name(filename: str | None) -> str:
@@ -133,35 +157,64 @@ def _add_images(
 
 
 def _add_dataset(
-    session: Session, storage: Storage, dataset: DataSet, folder: Path, refused: list[str], limit: int
+    session: Session, storage: Storage, dataset: DataSet, data: Dataset, refused: list[str], limit: int
 ) -> schemas.UploadResult:
-    from forklift.data.dataset import load_dataset
-
-    data = load_dataset(folder)
     used = {box.label for record in data.images for box in record.boxes} | {r.label for r in data.images if r.label}
     for name in data.classes:  # first, in the file's order: their numbers in the editor stay those of the export
         if name in used:
             with contextlib.suppress(TextRefused):  # a name no label can keep: its images are refused below, saying why
                 label_named(session, dataset.id, name, create=True)
+    models = _models_by_name(session)
     added: list[Image] = []
     for record in data.images:
-        status = "labelled" if record.boxes or record.label else "unlabelled"
         original = record.original or Path(record.file).name  # the name the person gave it, kept across exports
         try:
             for name in {box.label for box in record.boxes} | ({record.label} if record.label else set()):
                 check_text(Label, name=name)
-            with data.path(record).open("rb") as source:
+            path = data.path(record)
+            _check_size(path, record)
+            with path.open("rb") as source:
                 image = add_image(session, storage, dataset.id, source, record.file, limit=limit,
-                                  original_name=original, split=record.split, status=status)  # fmt: skip
+                                  original_name=original, split=record.split, status=_status(record))  # fmt: skip
         except ForkliftError as exc:
             refused.append(str(exc))
             continue
         if record.label:
             image.class_id = label_named(session, dataset.id, record.label, create=True).id
+            if record.label_found_by is not None:
+                image.class_model_id = models.get(record.label_found_by.model)
+                image.class_confidence = record.label_found_by.confidence
         for box in record.boxes:
             label = label_named(session, dataset.id, box.label, create=True)
+            found_by = box.found_by
             session.add(Annotation(image_id=image.id, label_id=label.id, kind="box",
-                                   points=[box.x1, box.y1, box.x2, box.y2]))  # fmt: skip
+                                   points=[box.x1, box.y1, box.x2, box.y2], source="auto" if found_by else "human",
+                                   model_id=models.get(found_by.model) if found_by else None,
+                                   confidence=found_by.confidence if found_by else None))  # fmt: skip
         session.commit()
         added.append(image)
     return schemas.UploadResult(added=images_out(session, added), refused=refused)
+
+
+def _status(record: ImageRecord) -> str:
+    """auto while a model's labels on it are unreviewed (an export made with them marks them), else labelled, or
+    unlabelled when it has no labels (or its export says no person labelled it)."""
+    if record.label_found_by is not None or any(box.found_by for box in record.boxes):
+        return "auto"
+    return "labelled" if (record.boxes or record.label) and not record.unlabelled else "unlabelled"
+
+
+def _check_size(path: Path, record: ImageRecord) -> None:
+    """The image file is the size its labels were given in (forklift's dataset.json says it; the other formats'
+    readers measured it)."""
+    size = image_size(path, record.file)
+    if size != (record.width, record.height):
+        raise ForkliftError(f"{record.file}: its labels are for a {record.width}x{record.height} image; the file is "
+                            f"{size[0]}x{size[1]}")  # fmt: skip
+
+
+def _models_by_name(session: Session) -> dict[str, int]:
+    """This app's models by name, for the model an export says labelled something: a name two models share, or
+    one not here (another app's model, or one deleted), links to none."""
+    names = Counter(session.scalars(select(Model.name)))
+    return {name: model_id for model_id, name in session.execute(select(Model.id, Model.name)) if names[name] == 1}
