@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from core_parts import nginx
 from helpers import CFGS, Server, forklift, free_port, shared
@@ -30,12 +31,20 @@ def _served(port: int) -> float:
     return float(line.split()[-1]) if line else 0.0
 
 
+def _listening(port: int) -> set[str]:
+    """The addresses a socket listens on at `port`, as the kernel has them."""
+    return {
+        c.laddr.ip for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    }
+
+
 def test_pod_behind_nginx(model: Path) -> None:
     nginx()
     port = free_port()
     started = forklift("pod", model, "-n", "2", "--port", port)
     try:
-        assert "behind NGINX" in started.stdout
+        assert f"behind NGINX on 127.0.0.1:{port}" in started.stdout
+        assert _listening(port) == {"127.0.0.1"}  # loopback unless --host says otherwise, as serve and app
         dog = shared("images/dog.jpg")
         result = json.loads(forklift("post", dog, "24", "--url", f"http://127.0.0.1:{port}/", "--concurrency", "4",
                                      "--json").stdout)  # fmt: skip

@@ -405,12 +405,15 @@ def add_pod(verbs: Any) -> None:
     pod.add_argument("model_dir", type=Path, metavar="MODEL_DIR|stop")
     pod.add_argument("-n", "--instances", type=positive, help="instances to start")
     pod.add_argument("--port", type=port, default=5000, help="NGINX's port; instances use the next ones")
+    pod.add_argument(
+        "--host", default="127.0.0.1", help="NGINX's address (0.0.0.0: every interface; instances stay on 127.0.0.1)"
+    )
     pod.add_argument("--cpus-per-instance", type=positive, help="CPUs of each instance (default: from the plan)")
     pod.set_defaults(handler=run_pod)
 
 
 def run_pod(args: argparse.Namespace) -> int:
-    from forklift.serve.pod import start_pod, stop_pod
+    from forklift.serve.pod import front_url, start_pod, stop_pod
 
     if args.model_dir == Path("stop"):
         stopped = stop_pod(args.port)
@@ -418,12 +421,11 @@ def run_pod(args: argparse.Namespace) -> int:
         return 0
     if args.instances is None:
         raise ForkliftError("forklift pod MODEL_DIR needs -n/--instances N")
-    state = start_pod(
-        args.model_dir, instances=args.instances, port=args.port, cpus_per_instance=args.cpus_per_instance
-    )
-    print(f"pod of {len(state['instances'])} instances of {args.model_dir} behind NGINX on port {args.port}")
+    state = start_pod(args.model_dir, instances=args.instances, port=args.port, host=args.host,
+                      cpus_per_instance=args.cpus_per_instance)  # fmt: skip
+    print(f"pod of {len(state['instances'])} instances of {args.model_dir} behind NGINX on {args.host}:{args.port}")
     for instance in state["instances"]:
         cpus = ",".join(map(str, instance["cpus"]))
         print(f"  instance on port {instance['port']}, CPUs {cpus}, pid {instance['pid']}")
-    print(f"post to http://127.0.0.1:{args.port}/ ; stop with 'forklift pod stop --port {args.port}'")
+    print(f"post to {front_url(args.host, args.port)}/ ; stop with 'forklift pod stop --port {args.port}'")
     return 0

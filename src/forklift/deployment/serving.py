@@ -130,8 +130,11 @@ def k8s_name(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].rstrip("-") or "forklift"
 
 
-def nginx_conf(plan: Plan, listen: int = FRONT_PORT, runtime_dir: Path | None = None) -> str:
-    """An nginx.conf whose front port spreads requests over the instances, least busy first.
+def nginx_conf(
+    plan: Plan, listen: int = FRONT_PORT, *, host: str | None = None, runtime_dir: Path | None = None
+) -> str:
+    """An nginx.conf whose front port spreads requests over the instances, least busy first; on every address, or
+    on `host`'s only.
 
     With `runtime_dir`, nginx keeps its pid, logs and temporary files there, so an unprivileged or second
     nginx (`forklift pod`) runs beside the system's own.
@@ -159,7 +162,7 @@ def nginx_conf(plan: Plan, listen: int = FRONT_PORT, runtime_dir: Path | None = 
         "        keepalive 32;\n"
         "    }\n"
         "    server {\n"
-        f"        listen {listen};\n"
+        f"        listen {_address(host, listen)};\n"
         "        location / {\n"
         "            proxy_pass http://forklift;\n"
         "            proxy_http_version 1.1;\n"
@@ -171,3 +174,10 @@ def nginx_conf(plan: Plan, listen: int = FRONT_PORT, runtime_dir: Path | None = 
         "    }\n"
         "}\n"
     )
+
+
+def _address(host: str | None, port: int) -> str:
+    """NGINX's listen address: the port alone (every address), or host:port ([host]:port for IPv6)."""
+    if host is None:
+        return str(port)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

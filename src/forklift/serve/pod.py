@@ -56,8 +56,11 @@ def _start_instance(model_dir: Path, port: int, cpus: tuple[int, ...], log: Path
                                 start_new_session=True)  # fmt: skip
 
 
-def start_pod(model_dir: Path, *, instances: int, port: int, cpus_per_instance: int | None = None) -> dict:
-    """Start the instances and NGINX, wait until all answer, and record them; the state as a dict."""
+def start_pod(
+    model_dir: Path, *, instances: int, port: int, host: str = "127.0.0.1", cpus_per_instance: int | None = None
+) -> dict:
+    """Start the instances (on 127.0.0.1) and NGINX in front of them on `host`, wait until all answer, and record
+    them; the state as a dict."""
     open_model_dir(model_dir)
     nginx = find_nginx()
     folder = state_dir(port)
@@ -79,7 +82,7 @@ def start_pod(model_dir: Path, *, instances: int, port: int, cpus_per_instance: 
                 f"http://127.0.0.1:{instance.port}/healthz", process, folder / f"instance-{instance.index}.log"
             )
         config = folder / "nginx.conf"
-        config.write_text(nginx_conf(plan, listen=port, runtime_dir=folder))
+        config.write_text(nginx_conf(plan, listen=port, host=host, runtime_dir=folder))
         log = folder / "nginx.log"
         with log.open("w") as out:
             front = subprocess.Popen([nginx, "-p", str(folder), "-c", str(config), "-e", str(folder / "error.log"),
@@ -87,11 +90,17 @@ def start_pod(model_dir: Path, *, instances: int, port: int, cpus_per_instance: 
                                      start_new_session=True)  # fmt: skip
         state["nginx_pid"] = front.pid
         _save(folder, state)
-        wait_until_answering(f"http://127.0.0.1:{port}/healthz", front, log)
+        wait_until_answering(f"{front_url(host, port)}/healthz", front, log)
     except BaseException:
         stop_pod(port)
         raise
     return state
+
+
+def front_url(host: str, port: int) -> str:
+    """Where NGINX answers on this machine: `host`, or loopback when it listens on every address."""
+    reached = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    return f"http://[{reached}]:{port}" if ":" in reached else f"http://{reached}:{port}"
 
 
 def _save(folder: Path, state: dict) -> None:
