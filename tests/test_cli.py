@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import zipfile
 from pathlib import Path
 
@@ -127,6 +128,23 @@ def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[st
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # one line, no usage block before it
     assert "listening" not in result.stdout  # refused before anything starts
+
+
+def test_a_port_in_use_or_an_address_not_here_is_one_line_before_anything_starts(tiny: Path, tmp_path: Path) -> None:
+    """serve and app bind before they say where they listen (uvicorn alone said so, then exited 3)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args in (["serve", tiny], ["app", "--data-dir", tmp_path / "app"]):
+            result = forklift(*args, "--port", port, check=False, timeout=120)
+            assert result.returncode == 2 and result.stderr.strip().endswith(
+                f"--port {port}: 127.0.0.1:{port} is in use (another server listens there); choose another --port or "
+                f"stop that server"), result.stderr  # fmt: skip
+            assert len(result.stderr.strip().splitlines()) == 1 and "listening" not in result.stdout, result.stdout
+    assert not (tmp_path / "app").exists()  # the app made no data directory for a run that could not start
+    elsewhere = forklift("serve", tiny, "--host", "192.0.2.1", "--port", port, check=False, timeout=120)  # TEST-NET-1
+    assert elsewhere.returncode == 2 and "--host 192.0.2.1: not an address of this machine" in elsewhere.stderr
 
 
 def test_wrong_runtime_for_caffe_is_clear(tmp_path: Path) -> None:

@@ -106,7 +106,9 @@ def run_app(args: argparse.Namespace) -> int:
     from forklift.app.database import sqlite_url
     from forklift.app.server import create_app
     from forklift.serve.http_protocol import http_config
+    from forklift.serve.listening import listening_socket
 
+    listening = listening_socket(args.host, args.port)  # a port in use is said before the data directory is made
     config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
                        jobs_per_device=args.jobs_per_device, login=args.login)  # fmt: skip
     if not config.local:
@@ -120,7 +122,7 @@ def run_app(args: argparse.Namespace) -> int:
     app = create_app(config)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     print(f"forklift app: http://{shown}:{args.port}/  (data in {args.data_dir}; API docs at /docs)", flush=True)
-    uvicorn.Server(http_config(app, host=args.host, port=args.port, log_level="warning")).run()
+    uvicorn.Server(http_config(app, host=args.host, port=args.port, log_level="warning")).run(sockets=[listening])
     return 0
 
 

@@ -110,6 +110,7 @@ def gpu_indices(text: str) -> list[int]:
 
 def run_serve(args: argparse.Namespace) -> int:
     from forklift.serve.config import ServeOptions, UrlFetch
+    from forklift.serve.listening import listening_socket
     from forklift.serve.server import serve
     from forklift.serve.worker_placement import served_models
 
@@ -144,6 +145,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_pixels=args.max_pixels,
         url_fetch=UrlFetch(frozenset(args.url_allow_host), upload_bytes, args.url_timeout),
     )
+    listening = listening_socket(args.host, args.port)  # a port in use is said before anything is started
     for model in models:
         sets = "; ".join(",".join(map(str, place.cpus)) for place in model.places)
         precision = f" in {model.precision}" if model.precision else ""
@@ -154,7 +156,7 @@ def run_serve(args: argparse.Namespace) -> int:
             f"worker{'' if len(model.places) == 1 else 's'} on CPUs {sets}" + on_gpus
         )
     print(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)", flush=True)
-    serve(models, options)
+    serve(models, options, listening=listening)
     return 0
 
 

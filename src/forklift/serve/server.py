@@ -6,6 +6,7 @@ then stops the workers.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from types import FrameType
 
@@ -79,7 +80,8 @@ class DrainingServer(uvicorn.Server):
         self._captured_signals.clear()
 
 
-def serve(models: list[ServedModel], options: ServeOptions) -> None:
+def serve(models: list[ServedModel], options: ServeOptions, *, listening: socket.socket) -> None:
+    """Serve `models` on `listening` (bound to options.host and options.port: see forklift.serve.listening)."""
     app = build_app(build_state(models, options))
     config = http_config(
         app,
@@ -90,4 +92,4 @@ def serve(models: list[ServedModel], options: ServeOptions) -> None:
         limit_concurrency=None,
         backlog=2048,
     )
-    DrainingServer(config).run()
+    DrainingServer(config).run(sockets=[listening])
