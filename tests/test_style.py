@@ -191,6 +191,45 @@ def test_the_stream_drops_stale_frames_and_holds_no_backlog(server: ServerProces
     assert 'forklift_stream_frames_total{model="style",outcome="dropped"}' in counted
 
 
+def _clip(path: Path, frames: int) -> Path:
+    """A short MPEG-4 file of noise frames, 96 x 64 at 25 frames/s."""
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 25.0, (96, 64))
+    for seed in range(frames):
+        writer.write(np.random.default_rng(seed).integers(0, 256, (64, 96, 3), dtype=np.uint8))
+    writer.release()
+    return path
+
+
+@pytest.mark.slow
+def test_the_stream_verb_sends_a_video_files_frames_and_writes_the_answers(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    clip = _clip(tmp_path / "clip.mp4", 12)
+    result = forklift("stream", "--model", "style", "--video", clip, "--url", server.url, "--out",
+                      tmp_path / "styled.mp4", "--json", "--fps", "50")  # fmt: skip
+    report = json.loads(result.stdout)
+    assert report["sent"] + report["skipped"] == 12 and report["answered"] >= 1 and report["errors"] == [], report
+    written = cv2.VideoCapture(str(tmp_path / "styled.mp4"))
+    assert written.isOpened() and int(written.get(cv2.CAP_PROP_FRAME_COUNT)) == report["answered"]
+    written.release()
+
+
+def test_a_video_that_gives_no_frame_is_one_line_before_any_stream_opens(tmp_path: Path) -> None:
+    """Said before connecting (nothing listens at the URL): an empty file, a cut one, and text named as a JPEG."""
+    clip = _clip(tmp_path / "clip.mp4", 12).read_bytes()
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    (tmp_path / "cut.mp4").write_bytes(clip[: len(clip) // 3])
+    (tmp_path / "notes.jpg").write_text("not a picture")
+    for name in ("empty.mp4", "cut.mp4", "notes.jpg"):
+        result = forklift("stream", "--model", "style", "--video", tmp_path / name, "--url", "http://127.0.0.1:9",
+                          check=False, timeout=120)  # fmt: skip
+        assert result.returncode == 2 and result.stderr.startswith(f"forklift: error: {tmp_path / name}: "), (
+            result.stderr
+        )
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no FFmpeg log lines before it
+        assert "Traceback" not in result.stderr and "frames sent" not in result.stdout, result.stderr
+
+
 @pytest.mark.slow
 def test_the_live_page_streams_a_fake_camera_in_chromium(server: ServerProcess, tmp_path: Path) -> None:
     chromium = str(core_parts.chromium())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,9 @@ def run_stream_verb(args: argparse.Namespace) -> int:
     source = args.video if args.video is not None else (args.camera or 0)
     if isinstance(source, Path) and not source.is_file():
         raise ForkliftError(f"--video {source}: no such file")
+    # FFmpeg's own log lines ("[mjpeg @ 0x...] No JPEG data") say less than the one line a bad file gets; read when
+    # OpenCV first opens a video, so set here. A person may set it to debug a file (its levels are FFmpeg's).
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
     frames = video_frames(source, fps=args.fps, limit=args.frames)
     with write_video(args.out) as on_answer:
         settings = {

@@ -69,17 +69,28 @@ def stream_url(server: str, model: str) -> str:
 
 def video_frames(source: int | Path, *, fps: float | None = None, limit: int | None = None) -> Iterator[np.ndarray]:
     """BGR frames of a camera (by index) or a video file, paced at `fps` (a file's own rate by default; a camera
-    paces itself). One line when the source cannot be opened."""
+    paces itself). The first frame is read here: a source that cannot be opened or gives no frame (not a video, an
+    empty or broken file) is one line now, before a stream is opened, not an error in the thread that sends."""
+    name = f"camera {source}" if isinstance(source, int) else str(source)
     capture = cv2.VideoCapture(source if isinstance(source, int) else str(source))
     if not capture.isOpened():
-        raise ForkliftError(f"{'camera ' if isinstance(source, int) else ''}{source}: cannot open it as video")
+        raise ForkliftError(f"{name}: cannot open it as video")
+    ok, first = capture.read()
+    if not ok:
+        capture.release()
+        raise ForkliftError(f"{name}: no frame could be read from it (not a video, or an empty or broken one)")
     pace = fps or (None if isinstance(source, int) else capture.get(cv2.CAP_PROP_FPS) or 30.0)
-    start, count = time.perf_counter(), 0
+    return _paced(capture, first, pace, limit)
+
+
+def _paced(capture: cv2.VideoCapture, first: np.ndarray, pace: float | None, limit: int | None) -> Iterator[np.ndarray]:
+    start, count, frame = time.perf_counter(), 0, first
     try:
         while limit is None or count < limit:
-            ok, frame = capture.read()
-            if not ok:
-                return
+            if count:
+                ok, frame = capture.read()
+                if not ok:
+                    return
             if pace:
                 time.sleep(max(0.0, start + count / pace - time.perf_counter()))
             count += 1
