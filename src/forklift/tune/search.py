@@ -11,6 +11,7 @@ workers (their running trials are marked failed) and the same command resumes th
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import logging
 import multiprocessing
@@ -168,17 +169,23 @@ def _interrupt_flag() -> Iterator[threading.Event]:
 
 
 def _show_ended(study: optuna.Study, shown: set[int], bar: tqdm, unit: StepUnit) -> set[int]:
-    """Print the trials that ended since the last look; their numbers."""
+    """Print the trials that ended since the last look, in the order they ended, each marked "best so far" when it
+    was the best when it ended (several can be, between two looks); their numbers."""
     trials = study.get_trials(deepcopy=False)
-    ended = [t for t in trials if t.state.is_finished() and t.number not in shown]
+    finished = sorted((t for t in trials if t.state.is_finished()), key=_ended_at)
+    for at, trial in enumerate(finished):
+        if trial.number not in shown:
+            bar.write(describe_trial(trial, _best(finished[: at + 1], study.direction), unit))
     best = _best(trials, study.direction)
-    for trial in sorted(ended, key=lambda t: t.number):
-        bar.write(describe_trial(trial, best, unit))
     bar.n = sum(1 for t in trials if t.state in FINISHED)
     if best is not None and best.value is not None:
         bar.set_postfix(best=f"{best.value:.4f} (trial {best.number})", refresh=False)
     bar.refresh()
-    return {t.number for t in ended}
+    return {t.number for t in finished}
+
+
+def _ended_at(trial: FrozenTrial) -> tuple[datetime.datetime, int]:
+    return trial.datetime_complete or datetime.datetime.max, trial.number
 
 
 def _best(trials: list[FrozenTrial], direction: StudyDirection) -> FrozenTrial | None:
