@@ -43,6 +43,7 @@ def test_an_xgboost_booster_predicts_and_is_measured_as_xgboost_predicts(tmp_pat
     out = tmp_path / "imported"
     said = forklift_here("ml", "import", tmp_path / "booster.json", "--target", "label", out).stdout
     assert said.startswith("BoostingMachineClassifier (2 classes, 2 features) from ")
+    assert "\ninput              2 features\n" in forklift_here("models", "inspect", out).stdout  # a row, not WxH
     settings = tabular_settings(open_model_dir(out).config, out)
     assert settings.names == ("age", "hours") and settings.classes == (0, 1) and settings.target == "label"
     expected = booster.predict_proba(test[["age", "hours"]])

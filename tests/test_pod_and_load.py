@@ -73,6 +73,10 @@ def test_post_reports_percentiles_and_errors(model: Path) -> None:
         assert bad.returncode == 1 and json.loads(bad.stdout)["error_codes"] == {"404": 5}
     finally:
         server.stop()
+    nobody = forklift("post", dog, "3", "--url", f"http://127.0.0.1:{free_port()}/", check=False)  # nothing there
+    assert nobody.returncode == 2 and nobody.stderr.strip().endswith("cannot connect (3 tries): is a server "
+                                                                     "listening there?"), nobody.stderr  # fmt: skip
+    assert "requests/s" not in nobody.stdout
 
 
 def test_sweep_writes_results_and_serve_auto_uses_them(model: Path, tmp_path: Path, monkeypatch) -> None:

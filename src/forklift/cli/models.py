@@ -23,7 +23,7 @@ from forklift.cli.common import (
 from forklift.cli.pretrained import add_mirror, add_pull
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
-from forklift.vocabulary import Precision, ResizeMode, Runtime, words
+from forklift.vocabulary import Precision, ResizeMode, Runtime, Task, words
 
 if TYPE_CHECKING:
     from forklift.model_files.precision import PrecisionCheck
@@ -122,6 +122,8 @@ def run_inspect(args: argparse.Namespace) -> int:
         return 0
     labels = ", ".join(summary.labels[:8]) + (f", ... ({summary.classes} in all)" if summary.classes > 8 else "")
     size = f"{summary.input_width}x{summary.input_height}" if summary.input_width else "any"
+    if summary.task == Task.TABULAR:  # a row of features, not an image
+        size = f"{summary.input_width} features"
     rows = [
         ("name", summary.name),
         ("format", summary.format),

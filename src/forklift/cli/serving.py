@@ -283,7 +283,7 @@ def add_topology_and_plan(verbs: Any) -> None:
         verbs,
         "plan",
         "Plan serving instances: CPUs and NUMA memory node of each, as a table, JSON or podman/docker/k8s files.",
-        "forklift plan --cpus-per-instance 4 --model models/yolov3-tiny --emit podman > serve.sh",
+        "forklift plan --model models/yolov3-tiny --emit podman > serve.sh   # instances for this machine's CPUs",
     )
     plan.epilog = PLAN_EPILOG
     for verb in (topology, plan):

@@ -110,4 +110,7 @@ def post(images: Sequence[Path], count: int, *, url: str, concurrency: int | Non
     if count < 1:
         raise ForkliftError(f"COUNT must be at least 1, not {count}")
     concurrency = concurrency or server_workers(url)
-    return asyncio.run(run_load(url, read_images(images), count, concurrency, show_progress))
+    result = asyncio.run(run_load(url, read_images(images), count, concurrency, show_progress))
+    if result.ok == 0 and set(result.error_codes) == {"ConnectError"}:  # no table of a load that never arrived
+        raise ForkliftError(f"--url {url}: cannot connect ({count} tries): is a server listening there?")
+    return result
