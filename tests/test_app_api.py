@@ -267,6 +267,40 @@ def test_export_to_coco_reads_back_in_pycocotools_and_imports_again(client: Test
     assert client.get(f"/api/datasets/{dataset}/export?format=nope").status_code == 422
 
 
+def test_polygons_come_back_as_drawn_from_forklift_and_coco_exports(client: TestClient) -> None:
+    """An outline drawn in the editor is a polygon again after its export is imported (forklift's format keeps
+    it beside its box, COCO as the object's segmentation); VOC and YOLO hold boxes only."""
+    dataset = _dataset(client)
+    (image,) = _upload(client, dataset, {"a.png": png(64, 48, 1)})["added"]
+    shapes = [{"kind": "polygon", "label": "roof", "points": [[4.5, 6], [30, 2.25], [40, 30], [10, 44]]},
+              {"kind": "box", "label": "door", "points": [20, 20, 30, 40]}]  # fmt: skip
+    saved = client.put(f"/api/images/{image['id']}/annotations", json={"version": image["version"], "shapes": shapes})
+    assert saved.status_code == 200, saved.text
+    for format_name in ("forklift", "coco", "yolo"):
+        exported = client.get(f"/api/datasets/{dataset}/export?format={format_name}").content
+        again = _dataset(client, f"from {format_name}")
+        imported = client.post(f"/api/datasets/{again}/import", data={"format": format_name},
+                               files={"file": ("export.zip", exported)})  # fmt: skip
+        (copy,) = imported.json()["added"]
+        found = client.get(f"/api/images/{copy['id']}/annotations").json()["shapes"]
+        if format_name == "yolo":  # its bounds only
+            bounds = [{"kind": "box", "label": "door", "points": [20, 20, 30, 40]},
+                      {"kind": "box", "label": "roof", "points": [4.5, 2.25, 40, 44]}]  # fmt: skip
+            assert _drawn(found) == _drawn(bounds)
+            continue
+        assert _drawn(found) == _drawn(shapes), format_name
+
+
+def _drawn(shapes: list[dict]) -> list[tuple]:
+    """Shapes as (kind, label, their numbers to 3 places), in one order: what a person drew, compared."""
+
+    def numbers(points: list) -> tuple[float, ...]:
+        flat = [v for point in points for v in (point if isinstance(point, list) else [point])]
+        return tuple(round(float(v), 3) for v in flat)  # YOLO keeps corners as fractions of the image
+
+    return sorted((s["kind"], s["label"], numbers(s["points"])) for s in shapes)
+
+
 def test_a_zip_import_refuses_unsafe_entries_and_keeps_the_rest(client: TestClient) -> None:
     dataset = _dataset(client)
     archive = zip_of({"ok/one.png": png(seed=1), "two.png": png(seed=2), "../evil.png": png(seed=3),

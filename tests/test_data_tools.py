@@ -14,7 +14,7 @@ import pytest
 from helpers import forklift
 
 from forklift.data.check import check_dataset, usable_images
-from forklift.data.dataset import load_dataset
+from forklift.data.dataset import load_dataset, save_dataset
 from forklift.data.split import split_dataset
 from forklift.data.stats import dataset_stats
 from forklift.data.synth import synth_shapes
@@ -101,6 +101,26 @@ def test_every_planted_problem_is_reported_once_and_skipped(data: Path) -> None:
     assert answer["status"] == "problems" and answer["usable"] == 14 and answer["skipped"] == 9
     assert sorted((f["problem"], f["file"]) for f in answer["findings"]) == sorted(expected)
     assert answer["counts"] == dict.fromkeys(sorted(problem for problem, _ in expected), 1)
+
+
+def test_a_boxs_polygon_is_kept_and_checked(data: Path) -> None:
+    """An outline (the app's polygons) is written beside its box and read back; one that leaves its box, or has too
+    few points, is a bad entry: its box is left out, as for any bad box."""
+    document = index(data)
+    entries = document["images"]
+    x1, y1, x2, y2 = (entries[0]["boxes"][0][key] for key in ("x1", "y1", "x2", "y2"))
+    outline = [[x1, y1], [x2, (y1 + y2) / 2], [(x1 + x2) / 2, y2]]
+    entries[0]["boxes"][0]["polygon"] = outline
+    entries[1]["boxes"][0]["polygon"] = [[-5.0, 0.0], [1.0, 1.0], [2.0, 2.0]]
+    entries[2]["boxes"][0]["polygon"] = [[x1, y1], [x2, y2]]
+    (data / "dataset.json").write_text(json.dumps(document))
+    report = check_dataset(data)
+    assert [(f.problem, f.file) for f in report.findings] == [("bad entry", entries[k]["file"]) for k in (1, 2)]
+    assert "polygon point [-5.0, 0.0] is outside its box" in report.findings[0].detail
+    loaded = report.dataset.images[0].boxes[0]
+    assert loaded.polygon == tuple(tuple(point) for point in outline)
+    save_dataset(report.dataset, data)
+    assert index(data)["images"][0]["boxes"][0]["polygon"] == outline  # written back as read
 
 
 def test_check_refuses_what_is_not_a_data_set(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ DATA/
                   "classes": ["circle", ...],
                   "images": [{"file": "images/000001.png", "width": W, "height": H, "split": "train"|"val"|"test",
                               "boxes": [{"label": "circle", "x1": .., "y1": .., "x2": .., "y2": ..}],   # detect: pixels
+                                        # a box may add "polygon": [[x, y], ...] (the object's outline, inside it)
                               "label": "circle",                                                        # classify
                               "mask": "masks/000001.png"}]}                                             # segment
   images/...     the image files, paths relative to DATA
@@ -85,8 +86,8 @@ class FoundBy:
 @dataclass(frozen=True)
 class Box:
     """One object's bounds in pixels of its image, with its class name; `polygon`, when the object was outlined
-    as one (the app's polygons), its points [(x, y), ...] within these bounds: COCO's writer gives it as the
-    object's segmentation, every other format and forklift's own layout keep the bounds."""
+    as one (the app's polygons), its points [(x, y), ...] within these bounds: forklift's own layout keeps it
+    beside the bounds, COCO's writer gives it as the object's segmentation, the other formats keep the bounds."""
 
     label: str
     x1: float
@@ -98,6 +99,8 @@ class Box:
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"label": self.label, "x1": self.x1, "y1": self.y1, "x2": self.x2, "y2": self.y2}
+        if self.polygon is not None:
+            entry["polygon"] = [list(point) for point in self.polygon]
         if self.found_by is not None:
             entry["found_by"] = self.found_by.to_json()
         return entry
@@ -374,7 +377,22 @@ def _box(entry: Any, classes: list[str], width: int, height: int) -> Box:
         raise _EntryProblem(EMPTY_BOX, f"({x1}, {y1}, {x2}, {y2}) has no area")
     if min(x1, y1) < 0 or x2 > width or y2 > height:
         raise _EntryProblem(BOX_OUTSIDE, f"({x1}, {y1}, {x2}, {y2}) is not a box inside the {width}x{height} image")
-    return Box(label, x1, y1, x2, y2, found_by=_found_by(entry.get("found_by")))
+    polygon = _polygon(entry.get("polygon"), (x1, y1, x2, y2))
+    return Box(label, x1, y1, x2, y2, polygon=polygon, found_by=_found_by(entry.get("found_by")))
+
+
+def _polygon(value: Any, corners: tuple[float, float, float, float]) -> tuple[tuple[float, float], ...] | None:
+    """A box's outline: three or more [x, y] points within its bounds; None when the box has none."""
+    if value is None:
+        return None
+    pairs = isinstance(value, list) and len(value) >= 3 and all(isinstance(p, list) and len(p) == 2 for p in value)
+    if not pairs or not all(isinstance(v, int | float) and not isinstance(v, bool) for p in value for v in p):
+        raise _EntryProblem(BAD_ENTRY, "a polygon is a list of three or more [x, y] points")
+    x1, y1, x2, y2 = corners
+    outside = next((p for p in value if not (x1 <= p[0] <= x2 and y1 <= p[1] <= y2)), None)
+    if outside is not None:
+        raise _EntryProblem(BAD_ENTRY, f"polygon point {outside} is outside its box ({x1}, {y1}, {x2}, {y2})")
+    return tuple((float(x), float(y)) for x, y in value)
 
 
 def _found_by(entry: Any) -> FoundBy | None:

@@ -9,7 +9,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import Response, StreamingResponse
@@ -24,7 +24,7 @@ from forklift.app.records import add_image, file_name, get_or_404, images_out, l
 from forklift.app.storage import Storage, copy_limited, without_folder
 from forklift.app.tables import Annotation, DataSet, Image, Label, Model
 from forklift.app.transfer import ExportOptions, as_forklift_dataset, export_zip, exported_statuses, iter_files
-from forklift.data.dataset import INDEX, Dataset, ImageRecord, load_dataset, load_dataset_leniently
+from forklift.data.dataset import INDEX, Box, Dataset, ImageRecord, load_dataset, load_dataset_leniently
 from forklift.data.interchange import import_dataset
 from forklift.data.interchange.archives import safe_extract
 from forklift.data.interchange.common import image_size
@@ -187,13 +187,22 @@ def _add_dataset(
         for box in record.boxes:
             label = label_named(session, dataset.id, box.label, create=True)
             found_by = box.found_by
-            session.add(Annotation(image_id=image.id, label_id=label.id, kind="box",
-                                   points=[box.x1, box.y1, box.x2, box.y2], source="auto" if found_by else "human",
+            shape = _shape(box)
+            session.add(Annotation(image_id=image.id, label_id=label.id, kind=shape[0], points=shape[1],
+                                   source="auto" if found_by else "human",
                                    model_id=models.get(found_by.model) if found_by else None,
                                    confidence=found_by.confidence if found_by else None))  # fmt: skip
         session.commit()
         added.append(image)
     return schemas.UploadResult(added=images_out(session, added), refused=refused)
+
+
+def _shape(box: Box) -> tuple[str, list[Any]]:
+    """(kind, points) of the annotation a box becomes: the polygon it outlines (forklift's and COCO's exports
+    keep the app's polygons), else the box."""
+    if box.polygon is not None:
+        return "polygon", [[x, y] for x, y in box.polygon]
+    return "box", [box.x1, box.y1, box.x2, box.y2]
 
 
 def _status(record: ImageRecord) -> str:

@@ -26,6 +26,7 @@ from forklift.data.dataset import Dataset, ImageRecord
 from forklift.data.interchange.common import (
     DatasetBuilder,
     ExportSummary,
+    Outline,
     RawBox,
     SkipKind,
     checked_size,
@@ -135,8 +136,19 @@ def _annotations(
         if len(bbox) != 4 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in bbox):
             raise ForkliftError(f"{at}: bbox must be four numbers [x, y, w, h], found {bbox!r}")
         x, y, w, h = (float(v) for v in bbox)
-        boxes[image].append((name, x, y, x + w, y + h))
+        boxes[image].append(RawBox(name, x, y, x + w, y + h, polygon=_outline(annotation.get("segmentation"))))
     return boxes, regions
+
+
+def _outline(segmentation: Any) -> Outline | None:
+    """A detect annotation's outline: its segmentation when that is one polygon of three or more points (as the
+    app writes a polygon); an object in several parts, an RLE mask or none at all leave the box alone."""
+    if not isinstance(segmentation, list) or len(segmentation) != 1 or not isinstance(segmentation[0], list):
+        return None
+    flat = segmentation[0]
+    if len(flat) < 6 or len(flat) % 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in flat):
+        return None
+    return tuple((float(flat[k]), float(flat[k + 1])) for k in range(0, len(flat), 2))
 
 
 def _named(annotation: Any, i: int, ids: _Ids, builder: DatasetBuilder, where: str) -> tuple[int, str] | None:

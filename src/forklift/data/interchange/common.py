@@ -20,11 +20,25 @@ from forklift.errors import ForkliftError
 from forklift.vision.masks import IGNORE
 from forklift.vocabulary import Task
 
-RawBox = tuple[str, float, float, float, float]  # label, x1, y1, x2, y2 in pixels, possibly outside the image
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif"})
 ROUNDING = 0.01  # pixels a box may stick out (normalised formats round) before its clipping is worth reporting
 _TRANSPOSED = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
 EXAMPLES = 3  # skipped items named per kind: enough to find the pattern, short for any count
+
+
+Outline = tuple[tuple[float, float], ...]  # an object's polygon: (x, y) points in pixels
+
+
+class RawBox(NamedTuple):
+    """A box as a source gives it: its label and corners in pixels (possibly outside the image), and the object's
+    outline where the source has one (COCO's polygon segmentation)."""
+
+    label: str
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    polygon: Outline | None = None
 
 
 class SkipKind(NamedTuple):
@@ -295,7 +309,7 @@ class DatasetBuilder:
         return mask.astype(np.uint8)
 
     def _clip(self, raw: RawBox, width: int, height: int) -> Box | None:
-        label, *corners = raw
+        label, corners = raw.label, (raw.x1, raw.y1, raw.x2, raw.y2)
         if not all(math.isfinite(v) for v in corners):
             self.summary.dropped += 1
             return None
@@ -305,7 +319,8 @@ class DatasetBuilder:
             return None
         self.summary.clipped += max(abs(a - b) for a, b in zip(clipped, corners, strict=True)) > ROUNDING
         self.add_class(label)
-        return Box(label, *(float(v) for v in clipped))
+        x1, y1, x2, y2 = (float(v) for v in clipped)
+        return Box(label, x1, y1, x2, y2, polygon=_outline_within(raw.polygon, (x1, y1, x2, y2)))
 
     def finish(self) -> ImportSummary:
         """Write dataset.json and say what was imported; if everything was skipped there is no data set to write."""
@@ -318,3 +333,16 @@ class DatasetBuilder:
         self.summary.boxes = sum(len(image.boxes) for image in self.images)
         self.summary.classes = len(self.classes)
         return self.summary
+
+
+def _outline_within(polygon: Outline | None, corners: tuple[float, float, float, float]) -> Outline | None:
+    """The outline with its points moved into the box (a source rounds its bbox, or the box was clipped to the
+    image); None when it had none, or when it strays from the box by more than a pixel: then it is not this box's
+    outline, and the box is kept alone."""
+    if polygon is None or not all(math.isfinite(v) for point in polygon for v in point):
+        return None
+    x1, y1, x2, y2 = corners
+    xs, ys = [x for x, _ in polygon], [y for _, y in polygon]
+    if min(xs) < x1 - 1 or min(ys) < y1 - 1 or max(xs) > x2 + 1 or max(ys) > y2 + 1:
+        return None
+    return tuple((min(max(x, x1), x2), min(max(y, y1), y2)) for x, y in polygon)

@@ -54,7 +54,7 @@ def parse_voc_xml(data: bytes, where: str) -> VocAnnotation:
             raise MalformedXml(where, f"object {i + 1} has no <name>")
         corners = [_float(obj.findtext(f"bndbox/{key}"), where, f"object {i + 1} <{key}>") for key in _CORNERS]
         xmin, ymin, xmax, ymax = corners
-        annotation.boxes.append((name, xmin - 1, ymin - 1, xmax, ymax))
+        annotation.boxes.append(RawBox(name, xmin - 1, ymin - 1, xmax, ymax))
     return annotation
 
 

@@ -182,7 +182,9 @@ def _labels(
             builder.skip(UNKNOWN_CLASS, f"{at} class {index}")
             continue
         boxes.append(
-            (names[index], (cx - w / 2) * width, (cy - h / 2) * height, (cx + w / 2) * width, (cy + h / 2) * height)
+            RawBox(
+                names[index], (cx - w / 2) * width, (cy - h / 2) * height, (cx + w / 2) * width, (cy + h / 2) * height
+            )
         )
     return boxes
 
