@@ -820,3 +820,64 @@ def test_keys_in_a_field_stay_there_and_an_unfinished_polygon_is_not_left_behind
         page.wait_for_selector("[data-testid=shown]:has-text('1–1 of 1')")
         assert page.locator("text=1 selected").count() == 0  # nothing left to act on out of view
     assert not errors, errors
+
+
+def _shapes_once_saved(page, url: str) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The image's shapes as drawn, in one order, once the page has sent its save (sent 250 ms after a change)."""
+    page.wait_for_timeout(600)
+    _saved(page)
+    return sorted(as_drawn(httpx.get(url).json()["shapes"]), key=lambda shape: (shape["kind"], str(shape["points"])))
+
+
+def test_undo_and_redo_bring_the_shapes_back_and_leave_the_label_field_alone_in_chromium(app_url: str) -> None:
+    """Ctrl+Z and Ctrl+Y outside a field are the editor's: the browser's own undo and redo of the label typed
+    earlier stayed on too, so a redo put the name in the field again ("carcar") and took the focus there, where the
+    next redo went, and a shape undone stayed gone, saved so. Back, or a reload, with a polygon begun asks first."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "undo"}).json()["id"]
+        files = [("files", ("a.png", png(400, 300, seed=3)))]
+        (image,) = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+        client.post(f"/api/datasets/{dataset}/labels", json={"name": "car"})  # typed below: chosen, not made
+    shapes_url = f"{app_url}/api/images/{image['id']}/annotations"
+    field = "input[aria-label='Current label']"
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}")
+        page.click(".tile a")  # the image, opened from the grid (where Back leads)
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.click(field)
+        page.keyboard.type("car")
+        page.keyboard.press("Enter")
+        _draw(page, (40, 40, 200, 150))
+        _saved(page)
+        page.keyboard.press("g")
+        for x, y in ((250, 50), (350, 60), (330, 200)):
+            _click(page, x, y)
+        page.keyboard.press("Enter")
+        drawn = _shapes_once_saved(page, shapes_url)
+        assert [shape["kind"] for shape in drawn] == ["box", "polygon"]
+        page.keyboard.press("Control+z")
+        page.keyboard.press("Control+z")
+        assert _shapes_once_saved(page, shapes_url) == []
+        page.keyboard.press("Control+y")
+        page.keyboard.press("Control+y")
+        assert _shapes_once_saved(page, shapes_url) == drawn
+        assert page.input_value(field) == "" and page.evaluate("document.activeElement.tagName") != "INPUT"
+
+        page.keyboard.press("g")  # a polygon begun: Back does not drop it unasked
+        for x, y in ((60, 200), (120, 210), (90, 280)):
+            _click(page, x, y)
+        page.go_back()
+        page.wait_for_selector("text=Finish the shape first")
+        page.wait_for_timeout(300)
+        assert page.url.endswith(f"/images/{image['id']}")
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.type), dialog.dismiss()))
+        with pytest.raises(PlaywrightError, match="Timeout"):
+            page.reload(timeout=2000)  # the reload asks first; dismissed, the page stays
+        assert asked == ["beforeunload"] and page.url.endswith(f"/images/{image['id']}")
+        page.keyboard.press("Escape")
+        page.go_back()  # nothing begun now: Back goes back
+        page.wait_for_function(f"() => location.hash === '#/datasets/{dataset}'")
+        assert len(httpx.get(shapes_url).json()["shapes"]) == 2
+    assert not errors, errors

@@ -2,7 +2,7 @@
 // same page: #/ (data sets), #/datasets/ID (the grid), #/datasets/ID/images/IMAGE (the labelling editor),
 // #/datasets/ID/review (the auto labels' review queue), #/jobs, #/jobs/ID, #/models.
 import { render } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { loadSession, logout, type Session } from "./api";
 import { DataSets } from "./pages/DataSets";
 import { DataSetPage } from "./pages/DataSetPage";
@@ -11,12 +11,20 @@ import { JobPage, Jobs } from "./pages/Jobs";
 import { Models } from "./pages/Models";
 import { Review } from "./pages/Review";
 import { Login } from "./pages/Login";
+import { mayLeave } from "./widgets";
 import "./styles.css";
 
 function useHash(): string {
   const [hash, setHash] = useState(location.hash || "#/");
+  const shown = useRef(hash);
   useEffect(() => {
-    const changed = () => setHash(location.hash || "#/");
+    const changed = () => {
+      const next = location.hash || "#/";
+      if (next === shown.current) return;
+      if (!mayLeave()) { location.hash = shown.current; return; }  // the page holds (a shape begun): back to it
+      shown.current = next;
+      setHash(next);
+    };
     addEventListener("hashchange", changed);
     return () => removeEventListener("hashchange", changed);
   }, []);

@@ -26,3 +26,9 @@ export async function sendingWhile<T>(work: () => Promise<T>): Promise<T> {
   sending += 1;
   try { return await work(); } finally { sending -= 1; }
 }
+
+// A page that must not be left unasked (the editor while a shape is begun) says so here. Back and Forward cannot be
+// refused: the router asks before it shows another page, and while the page holds, goes back to it.
+let holding: (() => boolean) | null = null;
+export function holdLeaving(check: (() => boolean) | null) { holding = check; }
+export function mayLeave(): boolean { return holding === null || !holding(); }

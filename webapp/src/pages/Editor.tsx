@@ -18,7 +18,7 @@ import { Origin } from "@annotorious/core";
 import "@annotorious/annotorious/annotorious.css";
 import { api, ApiError, json, NAME_LIMIT, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
 import { colourOf } from "../labels";
-import { Message, sendingWhile, useMessage } from "../widgets";
+import { holdLeaving, Message, sendingWhile, useMessage } from "../widgets";
 
 type Tool = "rectangle" | "polygon";
 type Bounds = { minX: number; minY: number; maxX: number; maxY: number };
@@ -125,7 +125,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     // page goes may still be refused, as made on a version that a save in flight replaces); saves on their way
     // ask through `sendingWhile`.
     const unsaved = (event: BeforeUnloadEvent) => {
-      if (timer.current !== undefined) event.preventDefault();
+      if (timer.current !== undefined || begun()) event.preventDefault();  // a save waiting, or a shape begun
     };
     addEventListener("pagehide", leave);
     addEventListener("beforeunload", unsaved);
@@ -386,8 +386,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     return true;
   };
   // A shape being drawn (a polygon's first points) is not saved until it is closed: leaving would drop it unasked.
+  const begun = () => !!canvas.current?.querySelector(".a9s-rubberband > *");  // the drawing tool's outline: a shape begun
   const unfinished = () => {
-    if (!canvas.current?.querySelector(".a9s-rubberband > *")) return false;  // the drawing tool's outline, while drawing
+    if (!begun()) return false;
     say("Finish the shape first (a polygon: double-click or Enter closes it), or press Esc to drop it.", true);
     return true;
   };
@@ -402,18 +403,25 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   };
 
   // Annotorious undoes and redoes shapes on Ctrl+Z / Ctrl+Y wherever they are pressed: in a text field they are the
-  // field's own (its typing), so they go no further than the field. A link followed while a shape is unfinished
-  // waits for it.
+  // field's own (its typing), so they go no further than the field; elsewhere they are the shapes' only, not also the
+  // browser's (whose undo and redo of the label typed earlier put the name in its field again and took the focus
+  // there). A link followed, Back or Forward while a shape is unfinished waits for it.
   useEffect(() => {
     const ownKeys = (e: KeyboardEvent) => {
-      if (typing(e.target) && (e.ctrlKey || e.metaKey) && /^[zy]$/i.test(e.key)) e.stopPropagation();
+      if (!(e.ctrlKey || e.metaKey) || !/^[zy]$/i.test(e.key)) return;
+      if (typing(e.target)) e.stopPropagation();
+      else e.preventDefault();
     };
     const link = (e: MouseEvent) => {
       if ((e.target as Element).closest?.("a[href^='#']") && unfinished()) e.preventDefault();
     };
     addEventListener("keydown", ownKeys, true);
     addEventListener("click", link, true);
-    return () => { removeEventListener("keydown", ownKeys, true); removeEventListener("click", link, true); };
+    holdLeaving(unfinished);  // Back and Forward too (the router asks)
+    return () => {
+      removeEventListener("keydown", ownKeys, true); removeEventListener("click", link, true);
+      holdLeaving(null);
+    };
   }, []);
 
   useEffect(() => {
