@@ -551,6 +551,25 @@ def test_a_classification_set_takes_classes_in_bulk_and_exports_them(client: Tes
     )
 
 
+def test_a_classification_sets_forklift_export_imports_as_it_was(client: TestClient) -> None:
+    """Every image, the one with no class yet too (it was left out), and every class in its order, the unused one
+    too (as the page asks for): the app's own copy of the set, imported again, is the set."""
+    dataset = _dataset(client, "pets", task="classify")
+    a, b, _unclassed = _upload(client, dataset, {f"{k}.png": png(seed=k) for k in range(3)})["added"]
+    for name in ("dog", "zebra", "cat"):
+        client.post(f"/api/datasets/{dataset}/labels", json={"name": name})
+    for image, name in ((a, "cat"), (b, "dog")):
+        client.put(f"/api/images/{image['id']}/annotations", json={"version": image["version"], "class_label": name})
+    exported = client.get(f"/api/datasets/{dataset}/export?format=forklift&empty_labels=true").content
+    again = _dataset(client, "pets again", task="classify")
+    imported = client.post(f"/api/datasets/{again}/import", data={"format": "forklift"},
+                           files={"file": ("pets.zip", exported)})  # fmt: skip
+    assert imported.status_code == 201 and imported.json()["refused"] == [], imported.text
+    assert [(i["original_name"], i["status"], i["class_label"]) for i in imported.json()["added"]] == [
+        ("0.png", "labelled", "cat"), ("1.png", "labelled", "dog"), ("2.png", "unlabelled", None)]  # fmt: skip
+    assert [label["name"] for label in client.get(f"/api/datasets/{again}/labels").json()] == ["dog", "zebra", "cat"]
+
+
 def test_text_a_column_cannot_keep_is_refused_alike_on_both_databases(client: TestClient, tmp_path: Path) -> None:
     """PostgreSQL refuses text past its column's length or with a NUL; SQLite keeps it: the app refuses it first."""
     dataset = _dataset(client)

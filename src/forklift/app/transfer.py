@@ -48,8 +48,8 @@ def exported_statuses(format_name: str, options: ExportOptions) -> tuple[str, ..
     MMDetection leave such images out of training by default; an image a model labelled and no person reviewed
     goes without those labels unless asked for). VOC, YOLO and PowerAI Vision write a label file per image, where
     an empty one tells every trainer "nothing here": those get the images a person labelled or reviewed (and the
-    auto-labelled ones when asked for). A classification set's image without a class is in none (forklift's layout
-    needs its class)."""
+    auto-labelled ones when asked for). A classification set exports in forklift's layout only, where an image
+    without a class is marked unlabelled."""
     if format_name in WHOLE_SET_FORMATS:
         return ALL_IMAGES
     return (*TRAINED_ON, "auto") if options.auto else TRAINED_ON
@@ -90,9 +90,9 @@ def as_forklift_dataset(
         boxes = [_box(a, labels[a.label_id], models if unreviewed else None) for a in kept]
         class_id = image.class_id if (options.auto or not unreviewed) else None
         label = labels.get(class_id) if class_id else None
-        if dataset.task == Task.CLASSIFY and label is None:
-            continue
         unlabelled = image.status not in TRAINED_ON and not kept and label is None  # no person's nor asked-for labels
+        if dataset.task == Task.CLASSIFY and label is None and not unlabelled:
+            continue
         record = ImageRecord(image.file, image.width, image.height, image.split, boxes, label,
                              original=image.original_name, unlabelled=unlabelled)  # fmt: skip
         if label is not None and unreviewed:  # only a model gives an image the status "auto"

@@ -7,7 +7,7 @@ DATA/
                   "images": [{"file": "images/000001.png", "width": W, "height": H, "split": "train"|"val"|"test",
                               "boxes": [{"label": "circle", "x1": .., "y1": .., "x2": .., "y2": ..}],   # detect: pixels
                                         # a box may add "polygon": [[x, y], ...] (the object's outline, inside it)
-                              "label": "circle",                                                        # classify
+                              "label": "circle",                                     # classify (null: unlabelled)
                               "mask": "masks/000001.png"}]}                                             # segment
   images/...     the image files, paths relative to DATA
   masks/...      segment: one single-channel 8-bit PNG per image, its size; pixel 0 = background,
@@ -342,6 +342,8 @@ def _image(entry: Any, task: Task, classes: list[str], problems: list[_EntryProb
                          original=original if isinstance(original, str) else None,
                          unlabelled=entry.get("unlabelled") is True)  # fmt: skip
     if task == Task.CLASSIFY:
+        if record.unlabelled and entry.get("label") is None:  # no class yet: a whole-set export keeps it so
+            return record
         record.label = _label(entry, classes)
         record.label_found_by = _found_by(entry.get("label_found_by"))
         return record

@@ -43,7 +43,8 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
   // The server says first whether the export can be made: a download that fails would be a file (or a page) of
   // its error. The zip itself is the browser's download, with its progress.
   const exportAs = async (set: DataSet, format: string) => {
-    const url = `/api/datasets/${set.id}/export?format=${format}${withAuto[set.id] ? "&auto=true" : ""}`;
+    // forklift's format is the app's own copy of a set: every label goes, used or not (keys 1–9 stay theirs)
+    const url = `/api/datasets/${set.id}/export?format=${format}${withAuto[set.id] ? "&auto=true" : ""}${format === "forklift" ? "&empty_labels=true" : ""}`;
     try { await api(`${url}&check=true`); } catch (e) { say((e as Error).message, true); return; }
     const link = document.createElement("a");
     link.href = url;

@@ -104,7 +104,8 @@ def import_zip(
         except ForkliftError as exc:  # the reader names the folder the zip was unpacked to, or the zip's path
             said = without_folder(without_folder(str(exc), archive, called="it"), extracted.folder, called="the zip")
             raise HttpError(422, f"{archive.name}: {said}") from exc
-        return _add_dataset(session, storage, dataset, data, [*extracted.refused, *refused], config.max_image_bytes)
+        return _add_dataset(session, storage, dataset, data, [*extracted.refused, *refused], config.max_image_bytes,
+                            every_class=format == "forklift")  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -157,11 +158,15 @@ def _add_images(
 
 
 def _add_dataset(
-    session: Session, storage: Storage, dataset: DataSet, data: Dataset, refused: list[str], limit: int
-) -> schemas.UploadResult:
+    session: Session, storage: Storage, dataset: DataSet, data: Dataset, refused: list[str], limit: int, *,
+    every_class: bool,
+) -> schemas.UploadResult:  # fmt: skip
+    """The data set's images and labels added; its classes made first, in the file's order (their numbers in the
+    editor stay those of the export): the ones in use, or `every_class` (the app's own export lists its labels
+    on purpose; another tool's may list dozens never used)."""
     used = {box.label for record in data.images for box in record.boxes} | {r.label for r in data.images if r.label}
-    for name in data.classes:  # first, in the file's order: their numbers in the editor stay those of the export
-        if name in used:
+    for name in data.classes:
+        if every_class or name in used:
             with contextlib.suppress(TextRefused):  # a name no label can keep: its images are refused below, saying why
                 label_named(session, dataset.id, name, create=True)
     models = _models_by_name(session)
