@@ -219,7 +219,8 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
             assert page.locator("input[aria-label='Seconds between frames']:invalid").count() == 1
         assert httpx.get(f"{app_url}/api/datasets/1/images").json()["total"] == 4
         page.fill("input[aria-label='Seconds between frames']", "1")
-        page.click(".video-panel button:text-is('Capture')")
+        page.dblclick(".video-panel button:text-is('Capture')")  # captured once, and said so (not "0 frame(s)")
+        page.wait_for_selector("text=Captured 3 frame(s).")
         page.wait_for_function("() => document.querySelectorAll('.tile').length >= 7")
         page.wait_for_function(
             "() => [...document.querySelectorAll('.tile img')].every(i => i.complete && i.naturalWidth > 0)"
@@ -629,6 +630,13 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.locator(".card", has_text="Other").locator("button:has-text('Delete')").click()
         assert asked == ["Delete “Other”, its 0 images? This cannot be undone."]
         assert sorted(d["name"] for d in httpx.get(f"{app_url}/api/datasets").json()) == ["Checks", "Other"]
+        page.locator(".card", has_text="Other").locator("button:has-text('Duplicate')").dblclick()  # one copy
+        page.wait_for_selector("text=Other (copy)")
+        page.wait_for_timeout(500)
+        copies = [d for d in httpx.get(f"{app_url}/api/datasets").json() if d["name"].startswith("Other (copy")]
+        assert [d["name"] for d in copies] == ["Other (copy)"]
+        assert httpx.delete(f"{app_url}/api/datasets/{copies[0]['id']}").status_code == 204
+        page.reload()
         card = page.locator(".card", has_text="Checks")
         card.locator("select[aria-label='Export format']").select_option("voc")  # VOC holds labelled images only
         page.wait_for_selector("text=data set 'Checks': no images to export in voc format")

@@ -1,11 +1,25 @@
 // Small pieces every page uses: a message line (errors in red, kept until the next one).
-import { useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 
 export interface Said { text: string; error: boolean }
 
 export function useMessage(): [Said | null, (text: string, error?: boolean) => void] {
   const [message, setMessage] = useState<Said | null>(null);
   return [message, (text, error = false) => setMessage({ text, error })];
+}
+
+// An action that must not run twice at once (a double click on Start, Duplicate, Capture): a second call while the
+// first is on its way does nothing, and `busy` disables its button (rendered before the next click arrives).
+export function useOneAtATime(): [boolean, (work: () => Promise<unknown>) => Promise<void>] {
+  const [busy, setBusy] = useState(false);
+  const running = useRef(false);
+  const run = async (work: () => Promise<unknown>) => {
+    if (running.current) return;
+    running.current = true;
+    setBusy(true);
+    try { await work(); } finally { running.current = false; setBusy(false); }
+  };
+  return [busy, run];
 }
 
 export function Message({ message }: { message: Said | null }) {

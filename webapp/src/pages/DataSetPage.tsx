@@ -6,7 +6,7 @@ import {
   type UploadResult, type Video,
 } from "../api";
 import { LabelChart } from "../chart";
-import { duration, Message, sendingWhile, useMessage } from "../widgets";
+import { duration, Message, sendingWhile, useMessage, useOneAtATime } from "../widgets";
 
 const PAGE = 100;
 const UPLOAD_FILES = 200;
@@ -245,13 +245,17 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
   const everyField = useRef<HTMLInputElement>(null);
   const atField = useRef<HTMLInputElement>(null);
   // a field out of its range is shown as such and nothing is sent (the buttons are not a form's, which would check)
-  const capture = async (body: Record<string, unknown>, field?: HTMLInputElement | null) => {
+  const [capturing, once] = useOneAtATime();  // a double click captures once, and says what that did
+  const capture = (body: Record<string, unknown>, field?: HTMLInputElement | null) => {
     if (field && !field.reportValidity()) return;
-    try {
-      const result = await api<{ added: unknown[]; skipped: number }>(`/api/videos/${video.id}/capture`, json("POST", body));
-      say(`Captured ${result.added.length} frame(s)` + (result.skipped ? `; ${result.skipped} already captured.` : "."));
-      onCaptured();
-    } catch (e) { say((e as Error).message, true); }
+    return once(async () => {
+      say("Capturing…");
+      try {
+        const result = await api<{ added: unknown[]; skipped: number }>(`/api/videos/${video.id}/capture`, json("POST", body));
+        say(`Captured ${result.added.length} frame(s)` + (result.skipped ? `; ${result.skipped} already captured.` : "."));
+        onCaptured();
+      } catch (e) { say((e as Error).message, true); }
+    });
   };
   return (
     <div class="card video-panel">
@@ -260,10 +264,10 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
       {playable ? <video ref={player} src={video.file} controls preload="metadata" onError={() => setPlayable(false)} />
         : <p class="muted">This browser cannot play {video.original_name}; its frames are read on the server: give a time.</p>}
       {canEdit && <div class="actions">
-        {playable ? <button onClick={() => capture({ at_s: [Math.round((player.current?.currentTime ?? 0) * 1000) / 1000] })}>Capture this frame</button>
-          : <label>at <input ref={atField} type="number" required min="0" max={video.duration_s} step="any" value={at} onInput={(e) => setAt(+e.currentTarget.value)} aria-label="Time to capture" /> s <button onClick={() => capture({ at_s: [at] }, atField.current)}>Capture this time</button></label>}
+        {playable ? <button disabled={capturing} onClick={() => capture({ at_s: [Math.round((player.current?.currentTime ?? 0) * 1000) / 1000] })}>Capture this frame</button>
+          : <label>at <input ref={atField} type="number" required min="0" max={video.duration_s} step="any" value={at} onInput={(e) => setAt(+e.currentTarget.value)} aria-label="Time to capture" /> s <button disabled={capturing} onClick={() => capture({ at_s: [at] }, atField.current)}>Capture this time</button></label>}
         <label>every <input ref={everyField} type="number" required min="0.1" step="any" value={every} onInput={(e) => setEvery(+e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
-        <button onClick={() => capture({ every_s: every }, everyField.current)}>Capture</button>
+        <button disabled={capturing} onClick={() => capture({ every_s: every }, everyField.current)}>Capture</button>
       </div>}
     </div>
   );
@@ -300,19 +304,19 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
     ...form, [key]: TEXT_FIELDS.includes(key) ? value : Number(value),
     ...(key === "model" && form.start === "coco" && !starts.some((s) => s.model === value) ? { start: "" } : {}),
   });
-  const [starting, setStarting] = useState(false);  // a second click while the first is on its way starts nothing
-  const start = async (event: Event) => {
+  const [starting, once] = useOneAtATime();  // a second click while the first is on its way starts nothing
+  const start = (event: Event) => {
     event.preventDefault();
-    if (starting) return;
-    setStarting(true);
-    try {
-      const { start: from, ...settings } = form;
-      const body: Record<string, string | number> = Object.fromEntries(Object.entries(settings).filter(([k, v]) => k !== "device" || v));  // no device: the app picks
-      if (from === "coco") body.pretrained = "coco";
-      else if (from) body.from_model_id = Number(from);
-      const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", body));
-      location.hash = `#/jobs/${job.id}`;
-    } catch (e) { say((e as Error).message, true); } finally { setStarting(false); }
+    return once(async () => {
+      try {
+        const { start: from, ...settings } = form;
+        const body: Record<string, string | number> = Object.fromEntries(Object.entries(settings).filter(([k, v]) => k !== "device" || v));  // no device: the app picks
+        if (from === "coco") body.pretrained = "coco";
+        else if (from) body.from_model_id = Number(from);
+        const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", body));
+        location.hash = `#/jobs/${job.id}`;
+      } catch (e) { say((e as Error).message, true); }
+    });
   };
   if (!open) return <button onClick={() => setOpen(true)} disabled={labelled === 0} title={labelled ? "Train a model on the labelled images" : "Label some images first"}>Train…</button>;
   const number = (key: string, label: string, attrs: Record<string, string>) =>

@@ -1,7 +1,7 @@
 // The data sets page: each set with its thumbnail and counts; create, rename, duplicate, delete, import, export.
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, json, type DataSet, type Task, type UploadResult } from "../api";
-import { Message, useMessage } from "../widgets";
+import { Message, useMessage, useOneAtATime } from "../widgets";
 
 export function DataSets({ canEdit }: { canEdit: boolean }) {
   const [sets, setSets] = useState<DataSet[] | null>(null);
@@ -31,6 +31,7 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
       location.hash = `#/datasets/${made.id}`;
     } catch (e) { refused(e, name.trim()); }
   };
+  const [duplicating, once] = useOneAtATime();  // a double click makes one copy
   const act = async (what: () => Promise<unknown>, done: string) => {
     try { await what(); say(done); reload(); } catch (e) { say((e as Error).message, true); }
   };
@@ -119,7 +120,7 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
                         <option value="yolo">YOLO</option><option value="powerai">PowerAI Vision</option></>}
                     </select>
                     <button onClick={() => rename(set)}>Rename</button>
-                    <button onClick={() => act(() => api(`/api/datasets/${set.id}/duplicate`, { method: "POST" }), "Duplicated.")}>Duplicate</button>
+                    <button disabled={duplicating} onClick={() => once(() => act(() => api(`/api/datasets/${set.id}/duplicate`, { method: "POST" }), "Duplicated."))}>Duplicate</button>
                     <button class="danger" onClick={() => remove(set)}>Delete</button>
                   </>}
                 </div>
