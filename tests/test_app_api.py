@@ -549,6 +549,18 @@ def test_a_classification_set_takes_classes_in_bulk_and_exports_them(client: Tes
         refused.status_code == 422
         and "a classification data set exports in forklift's format only (coco holds boxes)" in refused.json()["error"]
     )
+    taken = client.post(f"/api/datasets/{dataset}/images/bulk", json={"image_ids": [a["id"]], "action": "unclass"})
+    assert taken.json() == {"changed": 1}  # a class given by mistake taken away: unlabelled again
+    shown = client.get(f"/api/images/{a['id']}/annotations").json()
+    assert (shown["status"], shown["class_label"]) == ("unlabelled", None)
+    alone = client.put(f"/api/images/{c['id']}/annotations", json={"version": 2, "class_label": None}).json()
+    assert (alone["status"], alone["class_label"]) == ("unlabelled", None)  # the editor's No class
+    boxes = _dataset(client, "boxes")
+    (box_image,) = _upload(client, boxes, {"d.png": png(seed=9)})["added"]
+    wrong = client.post(
+        f"/api/datasets/{boxes}/images/bulk", json={"image_ids": [box_image["id"]], "action": "unclass"}
+    )
+    assert wrong.status_code == 422 and wrong.json()["error"] == "action unclass: for classification data sets"
 
 
 def test_a_classification_sets_forklift_export_imports_as_it_was(client: TestClient) -> None:

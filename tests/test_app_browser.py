@@ -749,7 +749,8 @@ def test_leaving_the_page_before_a_box_is_saved_asks_first_in_chromium(app_url: 
 
 def test_a_classification_set_without_classes_takes_its_first_class_in_the_editor_in_chromium(app_url: str) -> None:
     """A new classification data set has no classes: its page says how to make one, and the image page takes a
-    typed class name (the image's class, and a class of the data set), then numbers keys as for the others."""
+    typed class name (the image's class, and a class of the data set), then numbers keys as for the others; Del (or
+    the grid's "no class") takes a class given by mistake away."""
     with httpx.Client(base_url=app_url, timeout=60) as client:
         dataset = client.post("/api/datasets", json={"name": "pets", "task": "classify"}).json()["id"]
         files = [("files", (f"{index}.png", png(seed=index))) for index in range(2)]
@@ -772,6 +773,15 @@ def test_a_classification_set_without_classes_takes_its_first_class_in_the_edito
         page.keyboard.press("1")  # the class made on the first image
         _saved(page)
         assert httpx.get(f"{app_url}/api/images/{second}/annotations").json()["class_label"] == "cat"
+        page.keyboard.press("Delete")  # given by mistake: taken away, the image unlabelled again
+        _saved(page)
+        shown = httpx.get(f"{app_url}/api/images/{second}/annotations").json()
+        assert (shown["class_label"], shown["status"]) == (None, "unlabelled")
+        page.goto(f"{app_url}/#/datasets/{dataset}")  # and from the grid, for the images chosen
+        page.click(".tile .pick >> nth=0")
+        page.select_option("select[aria-label='Assign class']", label="no class (unlabelled)")
+        page.wait_for_selector("text=Unlabelled: 1 image(s).")
+        assert httpx.get(f"{app_url}/api/images/{first}/annotations").json()["class_label"] is None
     assert not errors, errors
 
 

@@ -127,7 +127,7 @@ class UploadResult(BaseModel):
 
 class BulkIn(BaseModel):
     image_ids: list[Id] = Field(min_length=1, max_length=10_000)
-    action: Literal["delete", "split", "class"]
+    action: Literal["delete", "split", "class", "unclass"]  # unclass: a classification image unlabelled again
     split: Split | None = None
     class_label: str | None = None
 

@@ -11,6 +11,7 @@ import { duration, Message, sendingWhile, useMessage, useOneAtATime } from "../w
 const PAGE = 100;
 const UPLOAD_FILES = 200;
 const UPLOAD_BYTES = 1024 ** 3;
+const UNCLASS = " ";  // the "no class" choice of Assign class: no label's name is blank
 
 export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit: boolean }) {
   const [set, setSet] = useState<DataSet | null>(null);
@@ -158,8 +159,14 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
               <select aria-label="Move to split" onChange={(e) => { if (e.currentTarget.value) bulk({ action: "split", split: e.currentTarget.value }, "Moved"); e.currentTarget.value = ""; }}>
                 <option value="">Move to split…</option><option value="train">train</option><option value="val">val</option><option value="test">test</option>
               </select>
-              {set.task === "classify" && <select aria-label="Assign class" onChange={(e) => { if (e.currentTarget.value) bulk({ action: "class", class_label: e.currentTarget.value }, "Classified"); e.currentTarget.value = ""; }}>
+              {set.task === "classify" && <select aria-label="Assign class" onChange={(e) => {
+                const chosenClass = e.currentTarget.value;
+                if (chosenClass === UNCLASS) bulk({ action: "unclass" }, "Unlabelled");
+                else if (chosenClass) bulk({ action: "class", class_label: chosenClass }, "Classified");
+                e.currentTarget.value = "";
+              }}>
                 <option value="">Assign class…</option>{set.labels.map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
+                <option value={UNCLASS}>no class (unlabelled)</option>
               </select>}
               <button title="New images: flipped, rotated, blurred, sharpened, recoloured, cropped, noisy; boxes follow" onClick={() => augment()}>Augment…</button>
               <button class="danger" onClick={() => { if (confirm(`Delete ${chosen.size} image(s)?`)) bulk({ action: "delete" }, "Deleted"); }}>Delete</button>

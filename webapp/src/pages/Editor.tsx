@@ -401,6 +401,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const pick = (name: string) => {
     if (set?.task === "classify") { setClassLabel(name); save({ class_label: name }); } else choose(name);
   };
+  const unclass = () => { setClassLabel(null); save({ class_label: null }); };  // unlabelled again
 
   // Annotorious undoes and redoes shapes on Ctrl+Z / Ctrl+Y wherever they are pressed: in a text field they are the
   // field's own (its typing), so they go no further than the field; elsewhere they are the shapes' only, not also the
@@ -437,7 +438,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       else if (e.key === "+" || e.key === "=") setZoom((z) => Math.min(8, z * 1.25));
       else if (e.key === "-") setZoom((z) => Math.max(0.1, z / 1.25));
       else if (e.key === "0") setZoom(fit);
-      else if ((e.key === "Delete" || e.key === "Backspace") && canEdit) {
+      else if ((e.key === "Delete" || e.key === "Backspace") && canEdit && set?.task === "classify") {
+        if (classLabel !== null) unclass();
+      } else if ((e.key === "Delete" || e.key === "Backspace") && canEdit) {
         for (const a of anno?.getSelected() ?? []) anno!.removeAnnotation(a.id);
       } else if (/^[1-9]$/.test(e.key) && set) {
         const chosen = set.labels[+e.key - 1];
@@ -515,6 +518,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
               </li>
             ))}
           </ol>
+          {set.task === "classify" && canEdit && classLabel !== null && <button onClick={unclass} title="Take this image's class away: it is unlabelled again (Del)">No class</button>}
           {set.task === "classify" && canEdit && <form class="inline" onSubmit={(e) => {
             e.preventDefault();
             const name = draft.trim(), problem = nameProblem(name);
@@ -529,7 +533,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
           {doc && (doc.status === "auto" || doc.status === "reviewed") && <AutoNote doc={doc} datasetId={datasetId} canEdit={canEdit} onReview={review} />}
           <p class="muted">{image.width}×{image.height} · {image.split}{image.video_time_s !== null ? ` · frame at ${image.video_time_s.toFixed(2)} s` : ""}</p>
           <p class="muted small">{set.task === "classify"
-            ? "1–9 or a click on a class sets this image's class · ←/→ images · +/− zoom, 0 fit"
+            ? "1–9 or a click on a class sets this image's class, Del takes it away · ←/→ images · +/− zoom, 0 fit"
             : "Choose the label (1–9, a click, or type it in Next label), then drag around an object; it keeps that label. To relabel, click a shape, then choose. Esc deselects · R box · G polygon (click points, double-click or Enter closes) · Del delete · Ctrl+Z/Y undo/redo · ←/→ images · +/− zoom, 0 fit · Space+drag pan"}</p>
         </aside>
       </div>

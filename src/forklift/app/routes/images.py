@@ -146,7 +146,9 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
                                points=shape.points))  # fmt: skip
     image.class_id = labels[body.class_label].id if body.class_label else None
     image.class_model_id = image.class_confidence = None  # a person's class now
-    image.status = body.status or _status_after_edit(image.status, bool(body.shapes or body.class_label))
+    classify = session.scalar(select(DataSet.task).where(DataSet.id == image.dataset_id)) == Task.CLASSIFY
+    image.status = body.status or _status_after_edit(image.status, bool(body.shapes or body.class_label),
+                                                     classify=classify)  # fmt: skip
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)
@@ -175,9 +177,12 @@ def _shape_out(annotation: Annotation, label: str) -> schemas.ShapeOut:
                             confidence=annotation.confidence)  # fmt: skip
 
 
-def _status_after_edit(before: str, labelled: bool) -> str:
+def _status_after_edit(before: str, labelled: bool, *, classify: bool) -> str:
     """A person's edit of auto labels is their review (what they saved, boxes or none, is the truth); elsewhere
-    an image with labels is labelled and one without is unlabelled."""
+    an image with labels is labelled and one without is unlabelled. A classification image has no "nothing
+    here": without a class it is unlabelled, whatever it was."""
+    if classify and not labelled:
+        return "unlabelled"
     if before in ("auto", "reviewed"):
         return "reviewed"
     return "labelled" if labelled else "unlabelled"
@@ -212,8 +217,8 @@ def delete_image(image_id: RowId, session: Db, storage: Files, _: Editor) -> Non
 
 @router.post("/api/datasets/{dataset_id}/images/bulk")
 def bulk_change(dataset_id: RowId, body: schemas.BulkIn, session: Db, storage: Files, _: Editor) -> schemas.BulkOut:
-    """Delete the selected images, move them to a split, or (classify sets) give them a class; all of them or,
-    when one is not (or no longer) in the data set, none."""
+    """Delete the selected images, move them to a split, or (classify sets) give them a class or take it away
+    (unlabelled again); all of them or, when one is not (or no longer) in the data set, none."""
     dataset = get_or_404(session, DataSet, dataset_id)
     chosen = Image.dataset_id == dataset_id, Image.id.in_(body.image_ids)
     missing = sorted(set(body.image_ids) - set(session.scalars(select(Image.id).where(*chosen))))
@@ -232,9 +237,14 @@ def bulk_change(dataset_id: RowId, body: schemas.BulkIn, session: Db, storage: F
         if body.split is None:
             raise HttpError(422, "action split: give split (train, val or test)")
         values: dict = {"split": body.split}
+    elif dataset.task != Task.CLASSIFY:
+        raise HttpError(422, f"action {body.action}: for classification data sets")
+    elif body.action == "unclass":
+        values = {"class_id": None, "class_model_id": None, "class_confidence": None, "status": "unlabelled",
+                  "version": Image.version + 1}  # fmt: skip
     else:
-        if dataset.task != Task.CLASSIFY or not body.class_label:
-            raise HttpError(422, "action class: for classify data sets, with class_label")
+        if not body.class_label:
+            raise HttpError(422, "action class: give class_label")
         label = label_named(session, dataset_id, body.class_label, create=True)
         values = {"class_id": label.id, "class_model_id": None, "class_confidence": None, "status": "labelled",
                   "version": Image.version + 1}  # fmt: skip
