@@ -247,14 +247,16 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
 function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit: boolean; onCaptured: () => void; say: (t: string, e?: boolean) => void }) {
   const player = useRef<HTMLVideoElement>(null);
   const [every, setEvery] = useState(1);
+  const [span, setSpan] = useState({ from: "", to: "" });  // seconds as typed; empty: the start, the end
   const [playable, setPlayable] = useState(true);  // browsers play MP4 and WebM, not AVI: then a time is typed
   const [at, setAt] = useState(0);
   const everyField = useRef<HTMLInputElement>(null);
+  const spanFields = useRef<HTMLSpanElement>(null);
   const atField = useRef<HTMLInputElement>(null);
   // a field out of its range is shown as such and nothing is sent (the buttons are not a form's, which would check)
   const [capturing, once] = useOneAtATime();  // a double click captures once, and says what that did
-  const capture = (body: Record<string, unknown>, field?: HTMLInputElement | null) => {
-    if (field && !field.reportValidity()) return;
+  const capture = (body: Record<string, unknown>, ...fields: (HTMLInputElement | null | undefined)[]) => {
+    if (!fields.every((field) => !field || field.reportValidity())) return;
     return once(async () => {
       say("Capturing…");
       try {
@@ -274,7 +276,12 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
         {playable ? <button disabled={capturing} onClick={() => capture({ at_s: [Math.round((player.current?.currentTime ?? 0) * 1000) / 1000] })}>Capture this frame</button>
           : <label>at <input ref={atField} type="number" required min="0" max={video.duration_s} step="any" value={at} onInput={(e) => setAt(+e.currentTarget.value)} aria-label="Time to capture" /> s <button disabled={capturing} onClick={() => capture({ at_s: [at] }, atField.current)}>Capture this time</button></label>}
         <label>every <input ref={everyField} type="number" required min="0.1" step="any" value={every} onInput={(e) => setEvery(+e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
-        <button disabled={capturing} onClick={() => capture({ every_s: every }, everyField.current)}>Capture</button>
+        <span ref={spanFields}>
+          <label>from <input type="number" min="0" max={video.duration_s} step="any" placeholder="0" value={span.from} onInput={(e) => setSpan({ ...span, from: e.currentTarget.value })} aria-label="Capture from (s)" /> s</label>
+          <label>to <input type="number" min={span.from || "0"} max={video.duration_s} step="any" placeholder={video.duration_s.toFixed(1)} value={span.to} onInput={(e) => setSpan({ ...span, to: e.currentTarget.value })} aria-label="Capture to (s)" /> s</label>
+        </span>
+        <button disabled={capturing} onClick={() => capture({ every_s: every, ...(span.from ? { from_s: +span.from } : {}), ...(span.to ? { to_s: +span.to } : {}) },
+          everyField.current, ...(spanFields.current?.querySelectorAll("input") ?? []))}>Capture</button>
       </div>}
     </div>
   );

@@ -67,20 +67,24 @@ def video_file(video_id: RowId, session: Db, storage: Files, _: Viewer) -> FileR
 
 @router.post("/api/videos/{video_id}/capture", status_code=201)
 def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: Files, _: Editor) -> schemas.CaptureOut:
-    """Frames into the data set: one every `every_s` seconds from the start while the video lasts, or at the times
-    `at_s` (up to its end: there, its last frame). A frame is known by its millisecond: times that round to one
-    already captured (before, by this request or by another at the same moment) are skipped, and so are times
-    that show the frame an earlier time of this request gave. A video FFmpeg cannot
-    decode to the end is a 422 naming it; the frames captured before the damage are kept."""
+    """Frames into the data set: one every `every_s` seconds from `from_s` (the start) to before `to_s` (the end),
+    or at the times `at_s` (up to its end: there, its last frame). A frame is known by its millisecond: times that
+    round to one already captured (before, by this request or by another at the same moment) are skipped, and so
+    are times that show the frame an earlier time of this request gave. A video FFmpeg cannot decode to the end is
+    a 422 naming it; the frames captured before the damage are kept."""
     video = get_or_404(session, Video, video_id)
     if (body.every_s is None) == (body.at_s is None):
         raise HttpError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
     if body.every_s is not None:
-        wanted = video.duration_s / body.every_s - 1e-9  # from the start to before the end (inf for a denormal)
+        end = video.duration_s if body.to_s is None else min(body.to_s, video.duration_s)
+        if not body.from_s < end:
+            raise HttpError(422, f"from_s {body.from_s}: not before to_s {end:g} (the video lasts "
+                                 f"{video.duration_s:.3f} s)")  # fmt: skip
+        wanted = (end - body.from_s) / body.every_s - 1e-9  # from from_s to before the end (inf for a denormal)
         if wanted > MAX_FRAMES:
             raise HttpError(422, f"every_s {body.every_s}: over {MAX_FRAMES} frames; at most {MAX_FRAMES} per capture")
         count = max(1, math.ceil(wanted))
-        times = [k * body.every_s for k in range(count)]
+        times = [body.from_s + k * body.every_s for k in range(count)]
     else:
         times = list(body.at_s or [])
     bad = [t for t in times if not 0 <= t <= video.duration_s + 1e-3]
