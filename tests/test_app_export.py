@@ -62,14 +62,16 @@ def test_coco_gives_polygons_as_segmentations_and_lists_unlabelled_images(api: T
 
 @pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_forklift_format_holds_every_image_and_voc_and_yolo_the_labelled_ones_as_boxes(api: TestClient) -> None:
+    """forklift's format keeps a polygon beside its bounds; VOC and YOLO take the bounds."""
     dataset = _labelled_set(api)
     forklift = _exported(api, dataset, "forklift")
     index = json.loads(forklift.read(next(n for n in forklift.namelist() if n.endswith("dataset.json"))))
     boxes = {Path(image["file"]).name: image["boxes"] for image in index["images"]}
     assert sorted(len(found) for found in boxes.values()) == [0, 1, 1]  # the unlabelled image, with no boxes
     assert [b for found in boxes.values() for b in found if b["label"] == "triangle"] == [
-        {"label": "triangle", "x1": 10.0, "y1": 8.0, "x2": 60.0, "y2": 44.0}
-    ]
+        {"label": "triangle", "x1": 10.0, "y1": 8.0, "x2": 60.0, "y2": 44.0,
+         "polygon": [[float(x), float(y)] for x, y in TRIANGLE]}
+    ]  # fmt: skip
     voc = _exported(api, dataset, "voc")
     xmls = [n for n in voc.namelist() if n.endswith(".xml")]
     assert len(xmls) == 2
