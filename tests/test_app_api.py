@@ -497,16 +497,18 @@ def test_a_forklift_zip_brings_a_models_unreviewed_labels_back_unreviewed(client
         {"file": "images/b.png", "width": 64, "height": 48, "split": "val",
          "boxes": [{"label": "cat", "x1": 5, "y1": 5, "x2": 20, "y2": 20}]},
         {"file": "images/c.png", "width": 64, "height": 48, "split": "train", "boxes": [], "unlabelled": True},
+        {"file": "images/e.png", "width": 64, "height": 48, "split": "train", "boxes": []},  # "nothing here"
         {"file": "images/d.png", "width": 64, "height": 48, "split": "train", "boxes": []},  # the file is 32x32
         {"file": "../outside.png", "width": 64, "height": 48, "split": "train", "boxes": []},
     ]  # fmt: skip
-    files = {f"images/{n}.png": png(64, 48, seed=k) for k, n in enumerate("abc")} | {"images/d.png": png(32, 32)}
+    files = {f"images/{n}.png": png(64, 48, seed=k) for k, n in enumerate("abce")} | {"images/d.png": png(32, 32)}
     archive = _forklift_zip("detect", entries, files, ["cat", "dog"])
     answer = client.post(f"/api/datasets/{dataset}/import", data={"format": "forklift"},
                          files={"file": ("export.zip", archive)})  # fmt: skip
     assert answer.status_code == 201, answer.text
     assert [(i["original_name"], i["status"], i["split"]) for i in answer.json()["added"]] == [
-        ("a.png", "auto", "train"), ("b.png", "labelled", "val"), ("c.png", "unlabelled", "train")]  # fmt: skip
+        ("a.png", "auto", "train"), ("b.png", "labelled", "val"), ("c.png", "unlabelled", "train"),
+        ("e.png", "labelled", "train")]  # fmt: skip
     refused = " | ".join(answer.json()["refused"])
     assert "images/d.png: its labels are for a 64x48 image; the file is 32x32" in refused, refused
     assert "../outside.png: " in refused and "a path inside the data set's folder" in refused, refused

@@ -897,5 +897,23 @@ def test_undo_and_redo_bring_the_shapes_back_and_leave_the_label_field_alone_in_
         page.keyboard.press("Escape")
         page.go_back()  # nothing begun now: Back goes back
         page.wait_for_function(f"() => location.hash === '#/datasets/{dataset}'")
+        page.go_forward()
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.click(f".page-head a[href='#/datasets/{dataset}']")  # the grid, ahead of the image in the history
+        page.wait_for_function(f"() => location.hash === '#/datasets/{dataset}'")
+        page.go_back()
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.keyboard.press("g")
+        for x, y in ((60, 200), (120, 210), (90, 280)):
+            _click(page, x, y)
+        page.go_forward()  # held too, and the history left as it was: the grid still ahead, nothing added
+        page.wait_for_selector("text=Finish the shape first")
+        page.wait_for_timeout(300)
+        assert page.url.endswith(f"/images/{image['id']}")
+        page.keyboard.press("Escape")
+        page.go_forward()
+        page.wait_for_function(f"() => location.hash === '#/datasets/{dataset}'")
         assert len(httpx.get(shapes_url).json()["shapes"]) == 2
     assert not errors, errors

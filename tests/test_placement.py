@@ -194,10 +194,15 @@ def test_nginx(plan: Plan, tmp_path: Path) -> None:
     if not NGINX.exists():
         missing(f"{NGINX} is not installed (apt-get install -y nginx): the config's syntax is not checked")
     (tmp_path / "logs").mkdir()
-    (tmp_path / "nginx.conf").write_text(text)
-    command = [str(NGINX), "-t", "-c", str(tmp_path / "nginx.conf"), "-p", f"{tmp_path}/", "-e", "logs/error.log"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    assert result.returncode == 0, result.stderr
+    # every address, one, or every address of IPv4 and IPv6 (`forklift pod --host`; NGINX's [::] alone is IPv6 only)
+    for host, listen in ((None, f"listen {FRONT_PORT};"), ("127.0.0.1", f"listen 127.0.0.1:{FRONT_PORT};"),
+                         ("::", f"listen [::]:{FRONT_PORT} ipv6only=off;")):  # fmt: skip
+        text = nginx_conf(plan, FRONT_PORT, host=host) if host else text
+        assert f"        {listen}\n" in text
+        (tmp_path / "nginx.conf").write_text(text)
+        command = [str(NGINX), "-t", "-c", str(tmp_path / "nginx.conf"), "-p", f"{tmp_path}/", "-e", "logs/error.log"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
 
 
 def test_emit_unknown(plan: Plan) -> None:

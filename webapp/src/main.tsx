@@ -14,15 +14,31 @@ import { Login } from "./pages/Login";
 import { mayLeave } from "./widgets";
 import "./styles.css";
 
+// Each history entry the app shows carries its place in the history (history.state.at), so that a move the page
+// holds (Back or Forward past a shape begun) is undone by going as far the other way, the history left as it was.
+type Place = { hash: string; at: number };
+const placeOf = (): number | null => {
+  const at = (history.state as { at?: unknown } | null)?.at;
+  return typeof at === "number" ? at : null;
+};
+const stamp = (at: number) => history.replaceState({ ...(history.state ?? {}), at }, "");
+
 function useHash(): string {
   const [hash, setHash] = useState(location.hash || "#/");
-  const shown = useRef(hash);
+  const shown = useRef<Place>({ hash, at: placeOf() ?? 0 });
   useEffect(() => {
+    if (placeOf() === null) stamp(shown.current.at);
     const changed = () => {
       const next = location.hash || "#/";
-      if (next === shown.current) return;
-      if (!mayLeave()) { location.hash = shown.current; return; }  // the page holds (a shape begun): back to it
-      shown.current = next;
+      if (next === shown.current.hash) return;
+      const at = placeOf();
+      if (!mayLeave()) {  // the page holds (a shape begun): back to it
+        if (at === null) history.back();  // a new entry (a typed address): the one before it is the page's
+        else history.go(shown.current.at - at);
+        return;
+      }
+      if (at === null) stamp(shown.current.at + 1);
+      shown.current = { hash: next, at: at ?? shown.current.at + 1 };
       setHash(next);
     };
     addEventListener("hashchange", changed);

@@ -106,9 +106,9 @@ def run_app(args: argparse.Namespace) -> int:
     from forklift.app.database import sqlite_url
     from forklift.app.server import create_app
     from forklift.serve.http_protocol import http_config
-    from forklift.serve.listening import listening_socket
+    from forklift.serve.listening import listening_sockets, local_url
 
-    listening = listening_socket(args.host, args.port)  # a port in use is said before the data directory is made
+    listening = listening_sockets(args.host, args.port)  # a port in use is said before the data directory is made
     config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
                        jobs_per_device=args.jobs_per_device, login=args.login)  # fmt: skip
     if not config.local:
@@ -120,9 +120,8 @@ def run_app(args: argparse.Namespace) -> int:
                     f"add one with: forklift app user add NAME --role admin --data-dir {args.data_dir}"
                 )
     app = create_app(config)
-    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-    print(f"forklift app: http://{shown}:{args.port}/  (data in {args.data_dir}; API docs at /docs)", flush=True)
-    uvicorn.Server(http_config(app, host=args.host, port=args.port, log_level="warning")).run(sockets=[listening])
+    print(f"forklift app: {local_url(args.host, args.port)}/  (data in {args.data_dir}; API docs at /docs)", flush=True)
+    uvicorn.Server(http_config(app, host=args.host, port=args.port, log_level="warning")).run(sockets=listening)
     return 0
 
 

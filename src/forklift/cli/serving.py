@@ -111,7 +111,7 @@ def gpu_indices(text: str) -> list[int]:
 
 def run_serve(args: argparse.Namespace) -> int:
     from forklift.serve.config import ServeOptions, UrlFetch
-    from forklift.serve.listening import listening_socket
+    from forklift.serve.listening import listening_sockets
     from forklift.serve.server import serve
     from forklift.serve.worker_placement import served_models
 
@@ -146,7 +146,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_pixels=args.max_pixels,
         url_fetch=UrlFetch(frozenset(args.url_allow_host), upload_bytes, args.url_timeout),
     )
-    listening = listening_socket(args.host, args.port)  # a port in use is said before anything is started
+    listening = listening_sockets(args.host, args.port)  # a port in use is said before anything is started
     for model in models:
         sets = "; ".join(",".join(map(str, place.cpus)) for place in model.places)
         precision = f" in {model.precision}" if model.precision else ""
@@ -419,7 +419,8 @@ def add_pod(verbs: Any) -> None:
 
 
 def run_pod(args: argparse.Namespace) -> int:
-    from forklift.serve.pod import front_url, start_pod, stop_pod
+    from forklift.serve.listening import local_url
+    from forklift.serve.pod import start_pod, stop_pod
 
     if args.model_dir == Path("stop"):
         stopped = stop_pod(args.port)
@@ -433,5 +434,5 @@ def run_pod(args: argparse.Namespace) -> int:
     for instance in state["instances"]:
         cpus = ",".join(map(str, instance["cpus"]))
         print(f"  instance on port {instance['port']}, CPUs {cpus}, pid {instance['pid']}")
-    print(f"post to {front_url(args.host, args.port)}/ ; stop with 'forklift pod stop --port {args.port}'")
+    print(f"post to {local_url(args.host, args.port)}/ ; stop with 'forklift pod stop --port {args.port}'")
     return 0

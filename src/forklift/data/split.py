@@ -60,6 +60,8 @@ def _dominant(dataset: Dataset, image: ImageRecord) -> str | None:
     if dataset.task == Task.CLASSIFY:
         return image.label
     if dataset.task == Task.SEGMENT:
+        if not dataset.classes:  # no class yet: nothing to stratify by
+            return None
         counts = np.bincount(load_mask(dataset, image).ravel(), minlength=len(dataset.classes) + 1)
         k = int(np.argmax(counts[1 : len(dataset.classes) + 1]))
         return dataset.classes[k] if counts[k + 1] else None

@@ -177,7 +177,10 @@ def nginx_conf(
 
 
 def _address(host: str | None, port: int) -> str:
-    """NGINX's listen address: the port alone (every address), or host:port ([host]:port for IPv6)."""
+    """NGINX's listen address: the port alone (every IPv4 address), host:port, [host]:port for IPv6, and for `::`
+    every address of both (NGINX's [::] alone takes IPv6 only)."""
     if host is None:
         return str(port)
+    if host == "::":
+        return f"[::]:{port} ipv6only=off"
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

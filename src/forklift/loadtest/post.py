@@ -19,6 +19,8 @@ from tqdm import tqdm
 
 from forklift.errors import ForkliftError
 
+NOT_CONNECTED = frozenset({"ConnectError", "ConnectTimeout"})  # httpx's words for a request that never reached a server
+
 
 @dataclass
 class LoadResult:
@@ -78,7 +80,7 @@ async def run_load(
                 result.error_codes[code] = result.error_codes.get(code, 0) + 1
             progress.update()
 
-    async with httpx.AsyncClient(timeout=httpx.Timeout(120.0), limits=limits) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0), limits=limits) as client:
         start = time.perf_counter()
         await asyncio.gather(*(sender(client) for _ in range(concurrency)))
         result.seconds = round(time.perf_counter() - start, 3)
@@ -111,6 +113,6 @@ def post(images: Sequence[Path], count: int, *, url: str, concurrency: int | Non
         raise ForkliftError(f"COUNT must be at least 1, not {count}")
     concurrency = concurrency or server_workers(url)
     result = asyncio.run(run_load(url, read_images(images), count, concurrency, show_progress))
-    if result.ok == 0 and set(result.error_codes) == {"ConnectError"}:  # no table of a load that never arrived
+    if result.ok == 0 and set(result.error_codes) <= NOT_CONNECTED:  # no table of a load that never arrived
         raise ForkliftError(f"--url {url}: cannot connect ({count} tries): is a server listening there?")
     return result

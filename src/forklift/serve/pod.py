@@ -22,6 +22,7 @@ from pathlib import Path
 from forklift.deployment.serving import nginx_conf
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
+from forklift.serve.listening import listening_sockets, local_url
 from forklift.serve.process import wait_until_answering
 from forklift.system.placement import Plan, make_plan
 from forklift.system.topology import current
@@ -67,6 +68,9 @@ def start_pod(
     if (folder / "pod.json").exists():
         raise ForkliftError(f"a pod already runs on port {port} (state in {folder}); 'forklift pod stop --port {port}'")
     plan: Plan = make_plan(current(), instances=instances, cpus_per_instance=cpus_per_instance, base_port=port + 1)
+    for where, at in ((host, port), *(("127.0.0.1", i.port) for i in plan.instances)):  # said in one line, not by
+        for free in listening_sockets(where, at):  # NGINX's log or an instance's, after the wait for them fails
+            free.close()
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)
     state: dict = {"port": port, "model": str(model_dir), "instances": [], "nginx_pid": None}
@@ -90,17 +94,11 @@ def start_pod(
                                      start_new_session=True)  # fmt: skip
         state["nginx_pid"] = front.pid
         _save(folder, state)
-        wait_until_answering(f"{front_url(host, port)}/healthz", front, log)
+        wait_until_answering(f"{local_url(host, port)}/healthz", front, log)
     except BaseException:
         stop_pod(port)
         raise
     return state
-
-
-def front_url(host: str, port: int) -> str:
-    """Where NGINX answers on this machine: `host`, or loopback when it listens on every address."""
-    reached = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    return f"http://[{reached}]:{port}" if ":" in reached else f"http://{reached}:{port}"
 
 
 def _save(folder: Path, state: dict) -> None:

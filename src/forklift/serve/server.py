@@ -80,7 +80,7 @@ class DrainingServer(uvicorn.Server):
         self._captured_signals.clear()
 
 
-def serve(models: list[ServedModel], options: ServeOptions, *, listening: socket.socket) -> None:
+def serve(models: list[ServedModel], options: ServeOptions, *, listening: list[socket.socket]) -> None:
     """Serve `models` on `listening` (bound to options.host and options.port: see forklift.serve.listening)."""
     app = build_app(build_state(models, options))
     config = http_config(
@@ -92,4 +92,4 @@ def serve(models: list[ServedModel], options: ServeOptions, *, listening: socket
         limit_concurrency=None,
         backlog=2048,
     )
-    DrainingServer(config).run(sockets=[listening])
+    DrainingServer(config).run(sockets=listening)

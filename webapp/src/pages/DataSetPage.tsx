@@ -392,13 +392,16 @@ function AutoLabel({ datasetId, task, videos, onProgress, say }: { datasetId: nu
     }, (e) => say(e.message, true)), 1000);
     return () => window.clearTimeout(timer);
   }, [run]);
-  const start = async (event: Event) => {
+  const [starting, once] = useOneAtATime();  // a double click queues one run
+  const start = (event: Event) => {
     event.preventDefault();
-    try {
-      const body = { model_id: form.model_id, threshold: form.threshold, ...(form.video_id ? { video_id: form.video_id } : {}) };
-      setRun(await api<AutoLabelRun>(`/api/datasets/${datasetId}/autolabel`, json("POST", body)));
-      say("Auto-labelling: the model is being served for the run…");
-    } catch (e) { say((e as Error).message, true); }
+    return once(async () => {
+      try {
+        const body = { model_id: form.model_id, threshold: form.threshold, ...(form.video_id ? { video_id: form.video_id } : {}) };
+        setRun(await api<AutoLabelRun>(`/api/datasets/${datasetId}/autolabel`, json("POST", body)));
+        say("Auto-labelling: the model is being served for the run…");
+      } catch (e) { say((e as Error).message, true); }
+    });
   };
   if (!open) return <button onClick={() => setOpen(true)} title="Let a trained model label the unlabelled images">Auto-label…</button>;
   const going = run !== null && !FINISHED.includes(run.state);
@@ -417,7 +420,7 @@ function AutoLabel({ datasetId, task, videos, onProgress, say }: { datasetId: nu
         <progress max={run!.total || 1} value={run!.done} aria-label="Auto-label progress" />
         <span class="muted">{run!.done}/{run!.total}</span>
         <button type="button" onClick={() => api<AutoLabelRun>(`/api/autolabel/${run!.id}/cancel`, { method: "POST" }).then(setRun, (e) => say(e.message, true))}>Cancel</button>
-      </> : <button class="primary" type="submit" disabled={!form.model_id}>Start</button>}
+      </> : <button class="primary" type="submit" disabled={!form.model_id || starting}>Start</button>}
       <button type="button" onClick={() => setOpen(false)}>Close</button>
     </form>
   );

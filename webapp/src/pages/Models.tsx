@@ -2,7 +2,7 @@
 // export a model as a zip (its directory and its record) and import one.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, json, MAX_EPOCHS, type DataSet, type Deployment, type Model } from "../api";
-import { Message, useMessage } from "../widgets";
+import { Message, useMessage, useOneAtATime } from "../widgets";
 
 // What people call the figures and settings a model record holds (the API's keys are for programs).
 const NAMES: Record<string, string> = {
@@ -84,6 +84,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
     if (lastTry.current) void tryFile(lastTry.current.deployment, lastTry.current.file, value);
   };
   useEffect(() => { reload(); }, []);
+  const [deploying, deployOnce] = useOneAtATime();  // a double click starts one deployment
   const act = async (call: Promise<unknown>, done: string) => {
     try { await call; say(done); reload(); } catch (e) { say((e as Error).message, true); }
   };
@@ -116,7 +117,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
               <td>{shown(m.metrics.map50)}</td><td>{new Date(m.created_at).toLocaleString()}</td>
               <td><div class="row-actions">{/* a flex box inside the cell: a flex cell leaves the row's lines */}
                 <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
-                {canEdit && !deployments.some((d) => d.model_id === m.id) && <button class="primary" onClick={() => { say(`Deploying ${m.name}…`); act(api(`/api/models/${m.id}/deploy`, { method: "POST" }), `Deployed ${m.name}.`); }}>Deploy</button>}
+                {canEdit && !deployments.some((d) => d.model_id === m.id) && <button class="primary" disabled={deploying} onClick={() => deployOnce(() => { say(`Deploying ${m.name}…`); return act(api(`/api/models/${m.id}/deploy`, { method: "POST" }), `Deployed ${m.name}.`); })}>Deploy</button>}
                 {canEdit && m.dataset_id && <button title="Fine-tune this model on its data set as labelled and reviewed now" onClick={async () => {
                   const epochs = prompt(`Fine-tune ${m.name} on its data set as labelled now: how many epochs?`, String(m.settings.epochs ?? 30))?.trim();
                   if (!epochs) return;  // cancelled

@@ -105,7 +105,7 @@ def import_zip(
             said = without_folder(without_folder(str(exc), archive, called="it"), extracted.folder, called="the zip")
             raise HttpError(422, f"{archive.name}: {said}") from exc
         return _add_dataset(session, storage, dataset, data, [*extracted.refused, *refused], config.max_image_bytes,
-                            every_class=format == "forklift")  # fmt: skip
+                            own_format=format == "forklift")  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -159,14 +159,16 @@ def _add_images(
 
 def _add_dataset(
     session: Session, storage: Storage, dataset: DataSet, data: Dataset, refused: list[str], limit: int, *,
-    every_class: bool,
+    own_format: bool,
 ) -> schemas.UploadResult:  # fmt: skip
     """The data set's images and labels added; its classes made first, in the file's order (their numbers in the
-    editor stay those of the export): the ones in use, or `every_class` (the app's own export lists its labels
-    on purpose; another tool's may list dozens never used)."""
+    editor stay those of the export), the ones in use. `own_format`: forklift's layout (the app's own export) is
+    taken as written: every class it lists (another tool's may list dozens never used), each image's size
+    checked against its file (its labels are for the size it says), and an image with no boxes that is not marked
+    unlabelled kept as "nothing here"."""
     used = {box.label for record in data.images for box in record.boxes} | {r.label for r in data.images if r.label}
     for name in data.classes:
-        if every_class or name in used:
+        if own_format or name in used:
             with contextlib.suppress(TextRefused):  # a name no label can keep: its images are refused below, saying why
                 label_named(session, dataset.id, name, create=True)
     models = _models_by_name(session)
@@ -177,10 +179,12 @@ def _add_dataset(
             for name in {box.label for box in record.boxes} | ({record.label} if record.label else set()):
                 check_text(Label, name=name)
             path = data.path(record)
-            _check_size(path, record)
+            if own_format:
+                _check_size(path, record)
             with path.open("rb") as source:
                 image = add_image(session, storage, dataset.id, source, record.file, limit=limit,
-                                  original_name=original, split=record.split, status=_status(record))  # fmt: skip
+                                  original_name=original, split=record.split,
+                                  status=_status(record, own_format=own_format))  # fmt: skip
         except ForkliftError as exc:
             refused.append(str(exc))
             continue
@@ -210,17 +214,19 @@ def _shape(box: Box) -> tuple[str, list[Any]]:
     return "box", [box.x1, box.y1, box.x2, box.y2]
 
 
-def _status(record: ImageRecord) -> str:
-    """auto while a model's labels on it are unreviewed (an export made with them marks them), else labelled, or
-    unlabelled when it has no labels (or its export says no person labelled it)."""
+def _status(record: ImageRecord, *, own_format: bool) -> str:
+    """auto while a model's labels on it are unreviewed (an export made with them marks them); unlabelled when its
+    export says no person labelled it, or (another tool's format, which cannot tell "nothing here" from "not yet")
+    when it has no labels; else labelled."""
     if record.label_found_by is not None or any(box.found_by for box in record.boxes):
         return "auto"
-    return "labelled" if (record.boxes or record.label) and not record.unlabelled else "unlabelled"
+    if record.unlabelled or not (own_format or record.boxes or record.label):
+        return "unlabelled"
+    return "labelled"
 
 
 def _check_size(path: Path, record: ImageRecord) -> None:
-    """The image file is the size its labels were given in (forklift's dataset.json says it; the other formats'
-    readers measured it)."""
+    """The image file is the size its dataset.json says, which its labels are for."""
     size = image_size(path, record.file)
     if size != (record.width, record.height):
         raise ForkliftError(f"{record.file}: its labels are for a {record.width}x{record.height} image; the file is "

@@ -75,10 +75,13 @@ def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: File
     video = get_or_404(session, Video, video_id)
     if (body.every_s is None) == (body.at_s is None):
         raise HttpError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
+    if body.at_s is not None and (body.from_s or body.to_s is not None):
+        raise HttpError(422, "from_s and to_s go with every_s; at_s gives its own times")
     if body.every_s is not None:
         end = video.duration_s if body.to_s is None else min(body.to_s, video.duration_s)
         if not body.from_s < end:
-            raise HttpError(422, f"from_s {body.from_s}: not before to_s {end:g} (the video lasts "
+            until = "the video's end" if body.to_s is None or body.to_s >= video.duration_s else f"to_s {body.to_s:g}"
+            raise HttpError(422, f"from_s {body.from_s:g}: not before {until} (the video lasts "
                                  f"{video.duration_s:.3f} s)")  # fmt: skip
         wanted = (end - body.from_s) / body.every_s - 1e-9  # from from_s to before the end (inf for a denormal)
         if wanted > MAX_FRAMES:
