@@ -9,16 +9,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import pytest
 from helpers import forklift
 
 from forklift.data.check import check_dataset, usable_images
-from forklift.data.dataset import load_dataset, save_dataset
-from forklift.data.split import split_dataset
+from forklift.data.dataset import Dataset, ImageRecord, load_dataset, save_dataset
+from forklift.data.split import assign_splits, split_dataset
 from forklift.data.stats import dataset_stats
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
+from forklift.vocabulary import Task
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +191,14 @@ def test_split_cli_prints_the_new_counts_and_refuses_bad_fractions(data: Path) -
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "example:\n  forklift data split" in forklift_data("split", "--help").stdout
     assert "example:\n  forklift data check" in forklift_data("check", "--help").stdout
+
+
+def test_a_set_with_no_classes_yet_splits_stratified_too(tmp_path: Path) -> None:
+    """A segment set nobody has labelled (no classes, masks of background) has nothing to stratify by: one group."""
+    images = []
+    for k in range(4):
+        cv2.imwrite(str(tmp_path / f"{k}.png"), np.zeros((8, 8, 3), np.uint8))
+        cv2.imwrite(str(tmp_path / f"{k}-mask.png"), np.zeros((8, 8), np.uint8))
+        images.append(ImageRecord(f"{k}.png", 8, 8, "train", mask=f"{k}-mask.png"))
+    assign_splits(Dataset(Task.SEGMENT, [], images, tmp_path), val=0.5, test=0.0, stratify=True)
+    assert sorted(image.split for image in images) == ["train", "train", "val", "val"]
