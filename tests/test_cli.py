@@ -12,6 +12,7 @@ import pytest
 from helpers import CFGS, forklift, shared
 
 from forklift.model_files.model_dir import open_model_dir
+from forklift.serve.listening import local_url
 from forklift.nets.darknet import build_darknet
 
 
@@ -145,6 +146,9 @@ def test_a_port_in_use_or_an_address_not_here_is_one_line_before_anything_starts
     assert not (tmp_path / "app").exists()  # the app made no data directory for a run that could not start
     elsewhere = forklift("serve", tiny, "--host", "192.0.2.1", "--port", port, check=False, timeout=120)  # TEST-NET-1
     assert elsewhere.returncode == 2 and "--host 192.0.2.1: not an address of this machine" in elsewhere.stderr
+    # where a server on every address is reached here, as `app` and `pod` print it: a server on :: is IPv6 only
+    assert [local_url(host, 5000) for host in ("0.0.0.0", "::", "127.0.0.2")] == [
+        "http://127.0.0.1:5000", "http://[::1]:5000", "http://127.0.0.2:5000"]  # fmt: skip
 
 
 def test_wrong_runtime_for_caffe_is_clear(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import socket
 
 from forklift.errors import ForkliftError
 
-EVERY_ADDRESS = ("0.0.0.0", "::")
+LOOPBACK = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # where a server listening on every address answers on this machine
 
 
 def listening_sockets(host: str, port: int) -> list[socket.socket]:
@@ -49,6 +49,7 @@ def _refusal(host: str, port: int, exc: OSError) -> str:
 
 
 def local_url(host: str, port: int) -> str:
-    """Where a server listening on `host` answers on this machine: loopback when it listens on every address."""
-    reached = "127.0.0.1" if host in EVERY_ADDRESS else host
+    """Where a server listening on `host` answers on this machine: loopback when it listens on every address (of
+    its family: a server on `::` takes IPv6 only, a pod's NGINX on `::` both)."""
+    reached = LOOPBACK.get(host, host)
     return f"http://[{reached}]:{port}" if ":" in reached else f"http://{reached}:{port}"
