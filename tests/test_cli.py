@@ -12,8 +12,8 @@ import pytest
 from helpers import CFGS, forklift, shared
 
 from forklift.model_files.model_dir import open_model_dir
-from forklift.serve.listening import local_url
 from forklift.nets.darknet import build_darknet
+from forklift.serve.listening import local_url
 
 
 @pytest.fixture(scope="module")
