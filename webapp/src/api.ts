@@ -38,7 +38,16 @@ export class ApiError extends Error {
   constructor(public status: number, message: string) { super(message); }
 }
 
-export async function api<T>(path: string, options: RequestInit = {}): Promise<T> {
+// A session that ends while a page is open (a logout in another tab, the account removed) is said once, to whoever
+// listens (the app shows its login over the page, which keeps what it has not saved); `renewed` is sent when a
+// person has logged in again, for a page to send what waited.
+let ended: ((message: string) => void) | null = null;
+export function onSessionEnded(listener: ((message: string) => void) | null) { ended = listener; }
+export const RENEWED = "forklift:session-renewed";
+
+const CSRF_REFUSED = /x-csrf-token/i;  // the server's 403 for a change without this session's token
+
+export async function api<T>(path: string, options: RequestInit = {}, retried = false): Promise<T> {
   const headers = new Headers(options.headers);
   if (csrf) headers.set("X-CSRF-Token", csrf);
   if (options.body && !(options.body instanceof FormData)) headers.set("Content-Type", "application/json");
@@ -46,6 +55,11 @@ export async function api<T>(path: string, options: RequestInit = {}): Promise<T
   if (!response.ok) {
     let message = `${response.status} ${response.statusText}`;
     try { message = (await response.json()).error ?? message; } catch { /* not JSON */ }
+    // logged in again in another tab: the cookie is the new session's, the token this tab holds the old one's
+    if (response.status === 403 && CSRF_REFUSED.test(message) && !retried && (await loadSession()) !== null) {
+      return api<T>(path, options, true);
+    }
+    if (response.status === 401 && !path.startsWith("/api/session") && !path.startsWith("/api/login")) ended?.(message);
     throw new ApiError(response.status, readable(message));
   }
   return (response.status === 204 ? undefined : await response.json()) as T;

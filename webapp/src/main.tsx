@@ -3,7 +3,7 @@
 // #/datasets/ID/review (the auto labels' review queue), #/jobs, #/jobs/ID, #/models.
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { loadSession, logout, type Session } from "./api";
+import { loadSession, logout, onSessionEnded, RENEWED, type Session } from "./api";
 import { DataSets } from "./pages/DataSets";
 import { DataSetPage } from "./pages/DataSetPage";
 import { Editor } from "./pages/Editor";
@@ -50,7 +50,9 @@ function useHash(): string {
 function App() {
   const hash = useHash();
   const [session, setSession] = useState<Session | null | undefined>(undefined);
+  const [ended, setEnded] = useState<string | null>(null);  // why the session ended while a page was open
   useEffect(() => { loadSession().then(setSession, () => setSession(null)); }, []);
+  useEffect(() => { onSessionEnded(setEnded); return () => onSessionEnded(null); }, []);
   if (session === undefined) return <div class="loading">Loading…</div>;
   if (session === null) return <Login onDone={setSession} />;
   const editor = hash.match(/^#\/datasets\/(\d+)\/images\/(\d+)/);
@@ -74,6 +76,10 @@ function App() {
           : dataset ? <DataSetPage datasetId={+dataset[1]} canEdit={canEdit} />
           : <DataSets canEdit={canEdit} />}
       </main>
+      {ended !== null && <div class="overlay">{/* over the page, which stays as it is: what it has not saved waits */}
+        <Login note={`Your session has ended (${ended}). Log in again to go on: what this page has not saved yet stays here and is sent then.`}
+          onDone={(renewed) => { setEnded(null); setSession(renewed); dispatchEvent(new Event(RENEWED)); }} />
+      </div>}
     </div>
   );
 }

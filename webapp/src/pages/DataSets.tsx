@@ -89,7 +89,7 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
       </div>
       <Message message={message} />
       {sets === null ? <p class="muted">Loading…</p> : sets.length === 0 ? (
-        <p class="empty">No data sets yet. Create one, then upload images or a video.</p>
+        <p class="empty">{canEdit ? "No data sets yet. Create one, then upload images or a video." : "No data sets yet: an editor or admin makes them."}</p>
       ) : (
         <ul class="cards">
           {sets.map((set) => (

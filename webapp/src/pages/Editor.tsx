@@ -16,7 +16,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from "@annotorious/annotorious";
 import { Origin } from "@annotorious/core";
 import "@annotorious/annotorious/annotorious.css";
-import { api, ApiError, json, NAME_LIMIT, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
+import { api, ApiError, json, NAME_LIMIT, RENEWED, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
 import { colourOf } from "../labels";
 import { holdLeaving, Message, sendingWhile, useMessage } from "../widgets";
 
@@ -81,6 +81,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const [zoom, setZoom] = useState(1);
   const [fit, setFit] = useState(1);
   const [state, setState] = useState("loading");
+  const unsent = useRef(false);  // a change the server did not take for now (a session ended, the network): only here
   const [classLabel, setClassLabel] = useState<string | null>(null);
   const [doc, setDoc] = useState<Annotations | null>(null);
   const [drawn, setDrawn] = useState<Drawn[]>([]);
@@ -125,7 +126,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     // page goes may still be refused, as made on a version that a save in flight replaces); saves on their way
     // ask through `sendingWhile`.
     const unsaved = (event: BeforeUnloadEvent) => {
-      if (timer.current !== undefined || begun()) event.preventDefault();  // a save waiting, or a shape begun
+      if (timer.current !== undefined || begun() || unsent.current) event.preventDefault();  // a change not saved yet
     };
     addEventListener("pagehide", leave);
     addEventListener("beforeunload", unsaved);
@@ -180,8 +181,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       version.current = doc.version;
       setDoc(doc);
       setState("saved");
+      unsent.current = false;
       recount();
     } catch (e) {
+      unsent.current = !(e instanceof ApiError && (e.status === 409 || e.status === 404));  // else it can go later
       if (e instanceof ApiError && e.status === 409) {
         say("This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted): its saved version is shown, and your last change was not kept.", true);
         await load();
@@ -198,7 +201,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     if (now) { void sendingWhile(() => put(body, drawn, true)); return; }
     const previous = queue.current;
     queue.current = sendingWhile(() => previous.then(() => put(body, drawn, false))
-      .catch((e) => { say((e as Error).message, true); setState("not saved"); }));  // the next save still goes
+      .catch((e) => { say((e as Error).message, true); setState("not saved"); unsent.current = true; }));  // the next save still goes
   };
   const save = (extra: Partial<{ class_label: string | null }> = {}) => {
     window.clearTimeout(timer.current);
@@ -387,10 +390,16 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   };
   // A shape being drawn (a polygon's first points) is not saved until it is closed: leaving would drop it unasked.
   const begun = () => !!canvas.current?.querySelector(".a9s-rubberband > *");  // the drawing tool's outline: a shape begun
+  // Leaving the image: not with a shape begun; with a change the server did not take, only when the person says so.
   const unfinished = () => {
-    if (!begun()) return false;
-    say("Finish the shape first (a polygon: double-click or Enter closes it), or press Esc to drop it.", true);
-    return true;
+    if (begun()) {
+      say("Finish the shape first (a polygon: double-click or Enter closes it), or press Esc to drop it.", true);
+      return true;
+    }
+    if (!unsent.current) return false;
+    if (!confirm("This image's last change was not saved (see the message above). Leave it anyway, and lose that change?")) return true;
+    unsent.current = false;
+    return false;
   };
   const step = (by: 1 | -1) => {
     if (unfinished()) return;
@@ -419,9 +428,12 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     addEventListener("keydown", ownKeys, true);
     addEventListener("click", link, true);
     holdLeaving(unfinished);  // Back and Forward too (the router asks)
+    const again = () => { if (unsent.current) save(); };  // logged in again: what waited goes now
+    addEventListener(RENEWED, again);
     return () => {
       removeEventListener("keydown", ownKeys, true); removeEventListener("click", link, true);
       holdLeaving(null);
+      removeEventListener(RENEWED, again);
     };
   }, []);
 
@@ -460,7 +472,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     <section class="editor">
       <div class="page-head">
         <h1><a href="#/">Data sets</a> › <a href={`#/datasets/${datasetId}`}>{set.name}</a> › {image.original_name}</h1>
-        <span class={`save-state ${state.replace(" ", "-")}`} data-testid="save-state">{state}</span>
+        {canEdit ? <span class={`save-state ${state.replace(" ", "-")}`} data-testid="save-state">{state}</span>
+          : <span class="save-state" title="A viewer looks; an editor or admin changes">view only</span>}
       </div>
       <div class="message-slot"><Message message={message} /></div>{/* a message coming or going moves no image under the pointer */}
       <div class="toolbar">
@@ -532,7 +545,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
           </form>}
           {doc && (doc.status === "auto" || doc.status === "reviewed") && <AutoNote doc={doc} datasetId={datasetId} canEdit={canEdit} onReview={review} />}
           <p class="muted">{image.width}×{image.height} · {image.split}{image.video_time_s !== null ? ` · frame at ${image.video_time_s.toFixed(2)} s` : ""}</p>
-          <p class="muted small">{set.task === "classify"
+          <p class="muted small">{!canEdit ? "View only: your account is a viewer's (an editor or admin labels) · ←/→ images · +/− zoom, 0 fit" : set.task === "classify"
             ? "1–9 or a click on a class sets this image's class, Del takes it away · ←/→ images · +/− zoom, 0 fit"
             : "Choose the label (1–9, a click, or type it in Next label), then drag around an object; it keeps that label. To relabel, click a shape, then choose. Esc deselects · R box · G polygon (click points, double-click or Enter closes) · Del delete · Ctrl+Z/Y undo/redo · ←/→ images · +/− zoom, 0 fit · Space+drag pan"}</p>
         </aside>

@@ -82,7 +82,7 @@ export function Jobs({ canEdit }: { canEdit: boolean }) {
     <section>
       <div class="page-head"><h1>Training</h1></div>
       <Message message={message} />
-      {jobs === null ? <p class="muted">Loading…</p> : jobs.length === 0 ? <p class="empty">No training jobs yet: open a labelled data set and press Train.</p> : (
+      {jobs === null ? <p class="muted">Loading…</p> : jobs.length === 0 ? <p class="empty">{canEdit ? "No training jobs yet: open a labelled data set and press Train." : "No training jobs yet."}</p> : (
         <table class="jobs card">
           <thead><tr><th>Job</th><th>Data set</th><th>Model</th><th>Device</th><th>State</th><th>Progress · ETA</th><th>Started by</th><th /></tr></thead>
           <tbody>{jobs.map((job) => (

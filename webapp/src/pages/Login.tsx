@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks";
 import { login, type Session } from "../api";
 
-export function Login({ onDone }: { onDone: (session: Session) => void }) {
+export function Login({ onDone, note }: { onDone: (session: Session) => void; note?: string }) {
   const [name, setName] = useState("");
   const [password, setPassword] = useState("");
   const [error, setError] = useState("");
@@ -12,6 +12,7 @@ export function Login({ onDone }: { onDone: (session: Session) => void }) {
   return (
     <form class="login card" onSubmit={submit}>
       <h1>forklift</h1>
+      {note && <p class="message error" role="alert">{note}</p>}
       <label>Name <input value={name} onInput={(e) => setName(e.currentTarget.value)} autoFocus /></label>
       <label>Password <input type="password" value={password} onInput={(e) => setPassword(e.currentTarget.value)} /></label>
       {error && <p class="error" role="alert">{error}</p>}
