@@ -403,6 +403,8 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.get_by_role("button", name="Deploy").click()
         page.wait_for_selector(".deployment pre", timeout=120_000)
         assert "/predict/" in page.locator(".deployment pre").inner_text()
+        described = page.get_attribute(".deployment a", "href")  # the server's own API description (it has no /docs)
+        assert described is not None and httpx.get(described).json()["openapi"].startswith("3.")
         tried = tmp_path / "shapes" / "images" / sorted(p.name for p in (tmp_path / "shapes" / "images").iterdir())[0]
         page.set_input_files(".deployment input[type=file]", str(tried))  # Try an image: drawn with its boxes
         page.wait_for_selector(f"[data-testid=tried]:has-text('{tried.name}: ') svg")

@@ -138,7 +138,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
           <h2>Deployed</h2>
           {deployments.map((d) => (
             <div key={d.id} class="deployment">
-              <strong>{(models ?? []).find((m) => m.id === d.model_id)?.name ?? `model ${d.model_id}`}</strong> at <a href={`${d.url}/docs`} target="_blank">{d.url}</a>
+              <strong>{(models ?? []).find((m) => m.id === d.model_id)?.name ?? `model ${d.model_id}`}</strong> at <a href={`${d.url}/openapi.json`} target="_blank" title="The server's API, as an OpenAPI description">{d.url}</a>
               <pre>{d.curl.native}{"\n"}{d.curl.powerai}</pre>
               <span class="row-actions">
                 <label class="button">Try an image<input type="file" accept="image/*" hidden onChange={(e) => tryImage(d, e.currentTarget)} /></label>
