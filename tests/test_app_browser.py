@@ -516,8 +516,8 @@ def test_log_in_and_out_in_chromium(tmp_path: Path) -> None:
     assert (shots / "login.png").stat().st_size > 5_000
 
 
-def _log_in(page, url: str, where: str = "") -> None:  # type: ignore[no-untyped-def]
-    page.fill(f"{where} form.login input >> nth=0", "ana")
+def _log_in(page, url: str, where: str = "", account: str = "ana") -> None:  # type: ignore[no-untyped-def]
+    page.fill(f"{where} form.login input >> nth=0", account)
     page.fill(f"{where} form.login input[type=password]", "correct horse")
     page.click(f"{where} form.login button:text-is('Log in')")
 
@@ -544,7 +544,7 @@ def _a_session_ended_in_another_tab_loses_nothing(page, url: str) -> None:  # ty
     other.wait_for_selector("button:text-is('Log in')")
     page.keyboard.press("1")
     _draw(page, (40, 40, 200, 150))
-    page.wait_for_selector(".overlay >> text=Your session has ended")
+    page.wait_for_selector(".overlay >> text=Logged out here")
     assert page.request.get(shapes).status == 401  # nothing saved meanwhile, and the box still drawn in the page
     _log_in(page, url, ".overlay")
     page.wait_for_selector(".overlay", state="detached")
@@ -557,6 +557,15 @@ def _a_session_ended_in_another_tab_loses_nothing(page, url: str) -> None:  # ty
     _draw(page, (220, 40, 380, 150))
     _saved(page)
     assert len(page.request.get(shapes).json()["shapes"]) == 2 and page.locator(".overlay").count() == 0
+    other.click("button:text-is('Log out')")  # another account logged in there: this tab does not act as it
+    _log_in(other, url, account="root")
+    other.wait_for_selector("text=root · admin")
+    _draw(page, (40, 170, 200, 280))
+    page.wait_for_selector(".overlay >> text=root logged in in another tab")
+    assert len(page.request.get(shapes).json()["shapes"]) == 2
+    _log_in(page, url, ".overlay")
+    _saved(page)
+    assert len(page.request.get(shapes).json()["shapes"]) == 3
 
 
 def test_a_script_in_an_uploaded_file_does_not_run(app_url: str, tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ export interface Session { name: string; role: string; local: boolean; csrf: str
 export interface Neighbours { previous: number | null; next: number | null; previous_frame: number | null }
 
 let csrf: string | null = null;
+let account: string | null = null;  // who this tab is logged in as: a token renewed for another is not used
 
 export class ApiError extends Error {
   constructor(public status: number, message: string) { super(message); }
@@ -55,9 +56,14 @@ export async function api<T>(path: string, options: RequestInit = {}, retried = 
   if (!response.ok) {
     let message = `${response.status} ${response.statusText}`;
     try { message = (await response.json()).error ?? message; } catch { /* not JSON */ }
-    // logged in again in another tab: the cookie is the new session's, the token this tab holds the old one's
-    if (response.status === 403 && CSRF_REFUSED.test(message) && !retried && (await loadSession()) !== null) {
-      return api<T>(path, options, true);
+    // logged in again in another tab: the cookie is the new session's, the token this tab holds the old one's. The
+    // request goes again only as the same account; another's login there ends this tab's (nothing went through).
+    if (response.status === 403 && CSRF_REFUSED.test(message) && !retried) {
+      const was = account;
+      const now = await api<Session>("/api/session").catch(() => null);
+      if (now !== null && now.name === was) { csrf = now.csrf; return api<T>(path, options, true); }
+      ended?.(now === null ? "logged out" : `${now.name} logged in in another tab`);
+      throw new ApiError(401, "log in first");
     }
     if (response.status === 401 && !path.startsWith("/api/session") && !path.startsWith("/api/login")) ended?.(message);
     throw new ApiError(response.status, readable(message));
@@ -82,6 +88,7 @@ export async function loadSession(): Promise<Session | null> {
   try {
     const session = await api<Session>("/api/session");
     csrf = session.csrf;
+    account = session.name;
     return session;
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return null;
@@ -92,6 +99,7 @@ export async function loadSession(): Promise<Session | null> {
 export async function login(name: string, password: string): Promise<Session> {
   const session = await api<Session>("/api/login", json("POST", { name, password }));
   csrf = session.csrf;
+  account = session.name;
   return session;
 }
 

@@ -47,14 +47,22 @@ function useHash(): string {
   return hash;
 }
 
+// Why a page lost its session, in a person's words, from the server's 401 (or the tab's own finding).
+function why(said: string): string {
+  if (/no longer exists/.test(said)) return "Your account was removed";
+  if (/in another tab/.test(said)) return `Logged out here: ${said}`;
+  return "Logged out here (a logout, in this tab or another)";
+}
+
 function App() {
   const hash = useHash();
   const [session, setSession] = useState<Session | null | undefined>(undefined);
   const [ended, setEnded] = useState<string | null>(null);  // why the session ended while a page was open
+  const [renewals, setRenewals] = useState(0);  // logins over a page: the pages that could not load, load again
   useEffect(() => { loadSession().then(setSession, () => setSession(null)); }, []);
   useEffect(() => { onSessionEnded(setEnded); return () => onSessionEnded(null); }, []);
   if (session === undefined) return <div class="loading">Loading…</div>;
-  if (session === null) return <Login onDone={setSession} />;
+  if (session === null) return <Login onDone={(fresh) => { setEnded(null); setSession(fresh); }} />;
   const editor = hash.match(/^#\/datasets\/(\d+)\/images\/(\d+)/);
   const review = hash.match(/^#\/datasets\/(\d+)\/review/);
   const dataset = hash.match(/^#\/datasets\/(\d+)/);
@@ -62,23 +70,24 @@ function App() {
   const canEdit = session.role !== "viewer";
   return (
     <div class="shell">
-      <header class="topbar">
+      <header class="topbar" inert={ended !== null}>
         <a class="brand" href="#/">forklift</a>
         <nav><a href="#/">Data sets</a><a href="#/jobs">Training</a><a href="#/models">Models</a><a href="/docs" target="_blank">API</a></nav>
-        <span class="who">{session.local ? "local" : <>{session.name} · {session.role} <button class="link" onClick={() => logout().then(() => setSession(null), () => setSession(null))}>Log out</button></>}</span>
+        <span class="who">{session.local ? "local" : <>{session.name} · {session.role} <button class="link" onClick={() => logout().finally(() => { setEnded(null); setSession(null); })}>Log out</button></>}</span>
       </header>
-      <main>
-        {job ? <JobPage jobId={+job[1]} canEdit={canEdit} key={job[1]} />
-          : hash.startsWith("#/jobs") ? <Jobs canEdit={canEdit} />
-          : hash.startsWith("#/models") ? <Models canEdit={canEdit} />
-          : review ? <Review datasetId={+review[1]} canEdit={canEdit} key={review[1]} />
+      <main inert={ended !== null}>{/* the editor keeps its own state over a login (it sends what waited); the
+        other pages are made again, loading what they could not */}
+        {job ? <JobPage jobId={+job[1]} canEdit={canEdit} key={`${job[1]}-${renewals}`} />
+          : hash.startsWith("#/jobs") ? <Jobs canEdit={canEdit} key={renewals} />
+          : hash.startsWith("#/models") ? <Models canEdit={canEdit} key={renewals} />
+          : review ? <Review datasetId={+review[1]} canEdit={canEdit} key={`${review[1]}-${renewals}`} />
           : editor ? <Editor datasetId={+editor[1]} imageId={+editor[2]} canEdit={canEdit} key={editor[2]} />
-          : dataset ? <DataSetPage datasetId={+dataset[1]} canEdit={canEdit} />
-          : <DataSets canEdit={canEdit} />}
+          : dataset ? <DataSetPage datasetId={+dataset[1]} canEdit={canEdit} key={renewals} />
+          : <DataSets canEdit={canEdit} key={renewals} />}
       </main>
       {ended !== null && <div class="overlay">{/* over the page, which stays as it is: what it has not saved waits */}
-        <Login note={`Your session has ended (${ended}). Log in again to go on: what this page has not saved yet stays here and is sent then.`}
-          onDone={(renewed) => { setEnded(null); setSession(renewed); dispatchEvent(new Event(RENEWED)); }} />
+        <Login note={`${why(ended)}: log in again to go on. What this page has not saved yet stays here and is sent then.`}
+          onDone={(renewed) => { setEnded(null); setSession(renewed); setRenewals((n) => n + 1); dispatchEvent(new Event(RENEWED)); }} />
       </div>}
     </div>
   );

@@ -32,6 +32,8 @@ const typing = (target: EventTarget | null) => {
   return !!element && (["INPUT", "SELECT", "TEXTAREA"].includes(element.tagName) || element.isContentEditable);
 };
 
+const overlaid = () => document.querySelector(".overlay") !== null;  // the login asked for over the page: keys are its
+
 // Why a typed label or class cannot be used, or null: the server's own limits, said before anything is drawn with it.
 const nameProblem = (name: string) =>
   !name ? "The name is empty: type one." : name.length > NAME_LIMIT ? `The name is too long: at most ${NAME_LIMIT} characters.` : null;
@@ -104,23 +106,25 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const label = useRef<HTMLInputElement>(null);
   const known = useRef<{ image: number; near: Neighbours } | null>(null);  // this image's neighbours, once loaded
 
+  // The data set, the image and its neighbours (again after a login, when the session had ended before them).
+  const open = () => Promise.all([
+    api<DataSet>(`/api/datasets/${datasetId}`), api<ImageRecord>(`/api/images/${imageId}`),
+    api<Neighbours>(`/api/images/${imageId}/neighbours`),
+  ]).then(([s, i, n]) => {
+    setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || "");
+    known.current = { image: imageId, near: n };
+    if (walk.heading === imageId && walk.pending !== 0) {
+      const by = Math.sign(walk.pending);
+      walk.pending -= by;
+      if (!go(by > 0 ? n.next : n.previous)) walk.pending = 0;  // the first or last image: no further
+    }
+  }, (e) => say(e.message, true));
   useEffect(() => {
     if (walk.heading !== imageId) {  // reached by other means (a link, the browser's back): earlier steps are off
       walk.heading = imageId;
       walk.pending = 0;
     }
-    Promise.all([
-      api<DataSet>(`/api/datasets/${datasetId}`), api<ImageRecord>(`/api/images/${imageId}`),
-      api<Neighbours>(`/api/images/${imageId}/neighbours`),
-    ]).then(([s, i, n]) => {
-      setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || "");
-      known.current = { image: imageId, near: n };
-      if (walk.heading === imageId && walk.pending !== 0) {
-        const by = Math.sign(walk.pending);
-        walk.pending -= by;
-        if (!go(by > 0 ? n.next : n.previous)) walk.pending = 0;  // the first or last image: no further
-      }
-    }, (e) => say(e.message, true));
+    void open();
     const leave = () => flush({ now: true });
     // Closing or reloading the tab while a change waits to be sent: the browser asks first (a save sent as the
     // page goes may still be refused, as made on a version that a save in flight replaces); saves on their way
@@ -184,7 +188,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       unsent.current = false;
       recount();
     } catch (e) {
-      unsent.current = !(e instanceof ApiError && (e.status === 409 || e.status === 404));  // else it can go later
+      // what may go later: a save the session's end (401), the server (5xx) or the network stopped; not a refusal
+      unsent.current = !(e instanceof ApiError) || e.status === 401 || e.status >= 500;
       if (e instanceof ApiError && e.status === 409) {
         say("This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted): its saved version is shown, and your last change was not kept.", true);
         await load();
@@ -355,7 +360,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       layer.dispatchEvent(new PointerEvent("pointerup", { ...at, buttons: 0 }));
     };
     const key = (e: KeyboardEvent) => {
-      if (e.key !== " " || typing(e.target)) return;
+      if (e.key !== " " || typing(e.target) || overlaid()) return;
       spaceHeld.current = e.type === "keydown";
       box.classList.toggle("pan-ready", spaceHeld.current);
       e.preventDefault();
@@ -396,10 +401,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       say("Finish the shape first (a polygon: double-click or Enter closes it), or press Esc to drop it.", true);
       return true;
     }
-    if (!unsent.current) return false;
-    if (!confirm("This image's last change was not saved (see the message above). Leave it anyway, and lose that change?")) return true;
-    unsent.current = false;
-    return false;
+    return unsent.current && !confirm("This image's last change was not saved (see the message above). Leave it anyway, and lose that change?");
   };
   const step = (by: 1 | -1) => {
     if (unfinished()) return;
@@ -408,9 +410,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     else go(by > 0 ? here.near.next : here.near.previous);
   };
   const pick = (name: string) => {
-    if (set?.task === "classify") { setClassLabel(name); save({ class_label: name }); } else choose(name);
+    if (set?.task !== "classify") choose(name);
+    else if (canEdit) { setClassLabel(name); save({ class_label: name }); }
   };
-  const unclass = () => { setClassLabel(null); save({ class_label: null }); };  // unlabelled again
+  const unclass = () => { if (canEdit) { setClassLabel(null); save({ class_label: null }); } };  // unlabelled again
 
   // Annotorious undoes and redoes shapes on Ctrl+Z / Ctrl+Y wherever they are pressed: in a text field they are the
   // field's own (its typing), so they go no further than the field; elsewhere they are the shapes' only, not also the
@@ -428,7 +431,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     addEventListener("keydown", ownKeys, true);
     addEventListener("click", link, true);
     holdLeaving(unfinished);  // Back and Forward too (the router asks)
-    const again = () => { if (unsent.current) save(); };  // logged in again: what waited goes now
+    const again = () => {  // logged in again: what waited goes now, or what could not load, loads
+      if (unsent.current) save();
+      else if (!imageRef.current) void open();
+    };
     addEventListener(RENEWED, again);
     return () => {
       removeEventListener("keydown", ownKeys, true); removeEventListener("click", link, true);
@@ -439,7 +445,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
 
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
-      if (typing(e.target) || e.ctrlKey || e.metaKey || e.altKey) return;
+      if (typing(e.target) || e.ctrlKey || e.metaKey || e.altKey || overlaid()) return;
       const anno = annotator.current;
       if (e.key === "ArrowRight" || e.key === "n") step(1);
       else if (e.key === "ArrowLeft" || e.key === "p") step(-1);
