@@ -196,8 +196,8 @@ def _add_dataset(
         for box in record.boxes:
             label = label_named(session, dataset.id, box.label, create=True)
             found_by = box.found_by
-            shape = _shape(box)
-            session.add(Annotation(image_id=image.id, label_id=label.id, kind=shape[0], points=shape[1],
+            kind, points = _shape(box)
+            session.add(Annotation(image_id=image.id, label_id=label.id, kind=kind, points=points,
                                    source="auto" if found_by else "human",
                                    model_id=models.get(found_by.model) if found_by else None,
                                    confidence=found_by.confidence if found_by else None))  # fmt: skip
@@ -236,5 +236,6 @@ def _check_size(path: Path, record: ImageRecord) -> None:
 def _models_by_name(session: Session) -> dict[str, int]:
     """This app's models by name, for the model an export says labelled something: a name two models share, or
     one not here (another app's model, or one deleted), links to none."""
-    names = Counter(session.scalars(select(Model.name)))
-    return {name: model_id for model_id, name in session.execute(select(Model.id, Model.name)) if names[name] == 1}
+    models = session.execute(select(Model.id, Model.name)).all()
+    names = Counter(name for _, name in models)
+    return {name: model_id for model_id, name in models if names[name] == 1}
