@@ -7,8 +7,10 @@ from __future__ import annotations
 import io
 import json
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -104,6 +106,30 @@ def test_a_data_set_name_is_one_data_sets_only(client: TestClient) -> None:
     assert [label["name"] for label in copied[0]["labels"]] == ["zebra", "ant", "moose"]  # in the order they were made
     names = [d["name"] for d in client.get("/api/datasets").json()]
     assert sorted(names) == sorted([name, "second", *copies])
+
+
+def test_a_name_asked_for_by_many_at_once_is_given_once(client: TestClient) -> None:
+    """Requests at the same moment each find the name free before they add their set (a check in the app let them all
+    through); the database's unique index keeps the name to one set, and the others are told why."""
+    start = threading.Barrier(6)
+
+    def make(_: int) -> int:
+        start.wait()
+        return client.post("/api/datasets", json={"name": "racing"}).status_code
+
+    with ThreadPoolExecutor(6) as pool:
+        assert sorted(pool.map(make, range(6))) == [201] + [409] * 5
+    source = next(d["id"] for d in client.get("/api/datasets").json() if d["name"] == "racing")
+
+    def duplicate(_: int) -> int:
+        start.wait()
+        return client.post(f"/api/datasets/{source}/duplicate").status_code
+
+    with ThreadPoolExecutor(6) as pool:
+        codes = list(pool.map(duplicate, range(6)))
+    names = [d["name"] for d in client.get("/api/datasets").json()]
+    assert set(codes) <= {201, 409} and codes.count(201) == len(names) - 1 >= 1
+    assert len(set(names)) == len(names)
 
 
 def test_a_removed_records_id_never_names_a_new_one(client: TestClient) -> None:

@@ -8,6 +8,7 @@ import os
 import signal
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -80,11 +81,19 @@ def test_deleting_a_deployed_model_stops_its_server(tmp_path: Path) -> None:
     data = tmp_path / "app"
     data.mkdir()
     with app_client(data, fresh_database(None, data)) as client:
-        model = client.post("/api/models/import", files={"file": ("tiny.zip", model_zip(tmp_path))}).json()["model"]
-        deployment = client.post(f"/api/models/{model['id']}/deploy").json()
+        tiny = model_zip(tmp_path)
+        model, again = (client.post("/api/models/import", files={"file": ("tiny.zip", tiny)}).json()["model"]
+                        for _ in range(2))  # fmt: skip
+        assert (model["name"], again["name"]) == ("tiny", "tiny (2)")  # the lists tell them apart
+        assert client.delete(f"/api/models/{again['id']}").status_code == 204
+        # two deploys at once (two tabs, two scripts): both pass the check before the server starts; one deploys
+        with ThreadPoolExecutor(2) as pool:
+            made = list(pool.map(lambda _: client.post(f"/api/models/{model['id']}/deploy"), range(2)))
+        assert sorted(answer.status_code for answer in made) == [201, 409], [answer.text for answer in made]
+        deployment = next(answer.json() for answer in made if answer.status_code == 201)
         url = f"http://127.0.0.1:{deployment['port']}"
         assert _answering(url, 60)
-        pid = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"]))
+        (pid,) = (int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"]))
         assert client.delete(f"/api/models/{model['id']}").status_code == 204
         assert client.get("/api/deployments").json() == [] and not _answering(url, 3)
         assert not Path(f"/proc/{pid}").exists()  # stopped and reaped, not left answering from deleted files

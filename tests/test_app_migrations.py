@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from forklift.app.database import MIGRATIONS, make_engine, sqlite_url, upgrade
 from forklift.app.tables import Base
@@ -95,3 +97,34 @@ def test_an_older_database_keeps_its_rows_and_stops_reusing_ids(tmp_path: Path) 
         assert connection.execute(text("SELECT count(*) FROM labels")).scalar() == 0
         connection.execute(text("INSERT INTO datasets (name, task, created_at) VALUES ('d3', 'detect', '2026-01-02')"))
         assert connection.execute(text("SELECT max(id) FROM datasets")).scalar() == 3
+
+
+def test_names_held_twice_are_numbered_and_a_models_second_deployment_goes(tmp_path: Path) -> None:
+    """Before 0010 only the app's check kept names apart, and two requests at once could pass it together."""
+    engine = make_engine(sqlite_url(tmp_path))
+    _upgrade_to(engine, "0009")
+    long = "x" * 200
+    sets = ("d", "d", "d (2)", "d", long, long)
+    with engine.begin() as connection:
+        for row, name in enumerate(sets, start=1):
+            connection.execute(text("INSERT INTO datasets (id, name, task, created_at) "
+                                    "VALUES (:id, :name, 'detect', '2026-01-01')"),
+                               {"id": row, "name": name})  # fmt: skip
+        for row in (1, 2):
+            connection.execute(text("INSERT INTO models (id, name, dir, settings, metrics, created_at) "
+                                    f"VALUES ({row}, 'm', 'models/{row}', '{{}}', '{{}}', '2026-01-01')"))  # fmt: skip
+        for row, model in ((1, 1), (2, 1), (3, 2)):
+            deployment = f"({row}, {model}, 'model{model}', {9000 + row}, 'ana', '2026-01-01')"
+            connection.execute(text(f"INSERT INTO deployments (id, model_id, name, port, created_by, created_at) "
+                                    f"VALUES {deployment}"))  # fmt: skip
+    upgrade(engine)
+    with engine.begin() as connection:
+        named = connection.execute(text("SELECT id, name FROM datasets ORDER BY id")).all()
+        assert named == [(1, "d"), (2, "d (3)"), (3, "d (2)"), (4, "d (4)"), (5, long), (6, "x" * 196 + " (2)")]
+        assert connection.execute(text("SELECT name FROM models ORDER BY id")).scalars().all() == ["m", "m (2)"]
+        assert connection.execute(text("SELECT id FROM deployments ORDER BY id")).scalars().all() == [1, 3]
+    for twin in ("INSERT INTO datasets (name, task, created_at) VALUES ('d', 'detect', '2026-01-02')",
+                 "INSERT INTO deployments (model_id, name, port, created_by, created_at) "
+                 "VALUES (2, 'model2', 9100, 'ana', '2026-01-02')"):  # fmt: skip
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(text(twin))  # the database keeps them apart, whatever asks it

@@ -86,6 +86,11 @@ def images_out(session: Session, images: list[Image]) -> list[schemas.ImageOut]:
     ]
 
 
+def in_classify_set(session: Session, image: Image) -> bool:
+    """Whether the image's data set is a classification set, where a class alone labels an image."""
+    return session.scalar(select(DataSet.task).where(DataSet.id == image.dataset_id)) == Task.CLASSIFY
+
+
 def label_names(session: Session, dataset_ids: set[int]) -> dict[int, str]:
     if not dataset_ids:
         return {}

@@ -17,13 +17,15 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from zipstream import ZIP_DEFLATED, ZipStream
 
-from forklift.app.columns import check_text, fitted
+from forklift.app.columns import check_text
+from forklift.app.names import flush_unique, numbered, unused_name
 from forklift.app.schemas import ModelRecord
 from forklift.app.storage import without_folder
 from forklift.app.tables import DataSet, Job, Model
 from forklift.data.interchange.archives import safe_extract
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
+from forklift.serve.responses import HttpError
 
 RECORD = "model.json"
 LEFT_OUT = ("checkpoints", "tensorboard")  # training state, not the model
@@ -58,7 +60,7 @@ def register_job(session: Session, job: Job, root: Path) -> Model:
     index = out / "data" / "dataset.json"
     digest = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
     dataset = session.get(DataSet, job.dataset_id)
-    name = fitted(Model.name, dataset.name if dataset else "data set", f" #{job.id}")
+    name = unused_name(session, Model.name, dataset.name if dataset else "data set", numbered(f" #{job.id}"))
     model = Model(name=name, dir=f"{job.out_dir}/model", job_id=job.id, dataset_id=job.dataset_id,
                   dataset_digest=digest, settings={"model": job.model, **job.settings},
                   metrics=scalar_metrics(out / "model"))  # fmt: skip
@@ -112,8 +114,8 @@ def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) 
         model_dir = inside[0] if len(inside) == 1 and inside[0].is_dir() else folder
         task = model_task(model_dir, shown_from=folder)  # a model forklift can load, or one line saying why not
         saved = read_record(model_dir / RECORD)
-        name = saved.name or fitted(Model.name, fallback_name)
-        check_text(Model, name=name, dataset_digest=saved.dataset_digest)
+        check_text(Model, name=saved.name, dataset_digest=saved.dataset_digest)
+        name = unused_name(session, Model.name, saved.name or fallback_name, numbered())
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)  # nothing of a refused zip stays, nor of one the disk had no room for
         raise
@@ -121,5 +123,10 @@ def import_zip(session: Session, archive: Path, root: Path, fallback_name: str) 
                   dataset_digest=saved.dataset_digest, settings={**saved.settings, "task": task},
                   metrics=saved.metrics or scalar_metrics(model_dir))  # fmt: skip
     session.add(model)
+    try:
+        flush_unique(session, f"a model named {name!r} was made at the same moment: import this one again")
+    except HttpError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     session.commit()
     return model, extracted.refused

@@ -69,7 +69,7 @@ class DataSet(Base):
     __tablename__ = "datasets"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200), unique=True, index=True)  # a set is known by its name
     task: Mapped[str] = mapped_column(String(16))  # detect | classify
     created_at: Mapped[datetime] = mapped_column(default=_now)
 
@@ -180,7 +180,7 @@ class Model(Base):
     __tablename__ = "models"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200), unique=True, index=True)  # the lists offer models by name
     dir: Mapped[str] = mapped_column(String(300))  # relative to the data directory
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
     dataset_id: Mapped[int | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"))
@@ -196,7 +196,7 @@ class Deployment(Base):
     __tablename__ = "deployments"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True, unique=True)
     name: Mapped[str] = mapped_column(String(80))  # the served model's name in its URLs
     port: Mapped[int] = mapped_column(Integer)
     pid: Mapped[int | None] = mapped_column(Integer)

@@ -11,11 +11,10 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
-from forklift.app.records import get_or_404, images_out, label_named, model_for, take_version
+from forklift.app.records import get_or_404, images_out, in_classify_set, label_named, model_for, take_version
 from forklift.app.routes.images import PAGE_MAX, annotations_out
 from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, JobState, Video
 from forklift.serve.responses import HttpError
-from forklift.vocabulary import Task
 
 LABELLED_TASKS = get_args(schemas.LabelledTask)
 router = APIRouter(tags=["auto-label"])
@@ -123,7 +122,7 @@ def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> s
         return _reopened(session, image, body)
     if image.status != "auto":
         raise HttpError(409, f"image {image_id} is {image.status}, not waiting for review")
-    if body.action == "accept" and image.class_id is None and _task_of(session, image) == Task.CLASSIFY:
+    if body.action == "accept" and image.class_id is None and in_classify_set(session, image):
         raise HttpError(409, f"image {image_id}: the model gave it no class; pick one (correct) or reject it")
     status = "reviewed" if body.action == "accept" else "unlabelled"
     take_version(session, image_id, body.version, status=status)
@@ -157,7 +156,3 @@ def _reopened(session: Session, image: Image, body: schemas.ReviewIn) -> schemas
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)
-
-
-def _task_of(session: Session, image: Image) -> str | None:
-    return session.scalar(select(DataSet.task).where(DataSet.id == image.dataset_id))

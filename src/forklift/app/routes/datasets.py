@@ -8,8 +8,8 @@ from fastapi import APIRouter
 from sqlalchemy import select
 
 from forklift.app import schemas
-from forklift.app.columns import fitted
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
+from forklift.app.names import flush_unique, numbered, unused_name
 from forklift.app.records import dataset_out, get_or_404
 from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, Job, Label
 from forklift.serve.responses import HttpError
@@ -26,8 +26,7 @@ def list_datasets(session: Db, _: Viewer) -> list[schemas.DataSetOut]:
 def create_dataset(body: schemas.DataSetIn, session: Db, _: Editor) -> schemas.DataSetOut:
     dataset = DataSet(name=body.name, task=body.task)
     session.add(dataset)
-    session.flush()  # the name checked as text first
-    _refuse_taken(session, dataset)
+    flush_unique(session, _taken(body.name))
     session.commit()
     return dataset_out(session, dataset)
 
@@ -41,8 +40,7 @@ def get_dataset(dataset_id: RowId, session: Db, _: Viewer) -> schemas.DataSetOut
 def rename_dataset(dataset_id: RowId, body: schemas.DataSetRename, session: Db, _: Editor) -> schemas.DataSetOut:
     dataset = get_or_404(session, DataSet, dataset_id)
     dataset.name = body.name
-    session.flush()
-    _refuse_taken(session, dataset)
+    flush_unique(session, _taken(body.name))
     session.commit()
     return dataset_out(session, dataset)
 
@@ -68,9 +66,9 @@ def delete_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> N
 def duplicate_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> schemas.DataSetOut:
     """A copy with its own files: its labels, images (with their annotations and splits) and nothing else."""
     source = get_or_404(session, DataSet, dataset_id)
-    copy = DataSet(name=_copy_name(session, source.name), task=source.task)
+    copy = DataSet(name=unused_name(session, DataSet.name, source.name, numbered(word="copy")), task=source.task)
     session.add(copy)
-    session.flush()
+    flush_unique(session, f"another copy of {source.name!r} was made at the same moment: duplicate it again")
     labels = {}
     for label in session.scalars(select(Label).where(Label.dataset_id == source.id).order_by(Label.id)):
         labels[label.id] = Label(dataset_id=copy.id, name=label.name)
@@ -95,18 +93,6 @@ def duplicate_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -
     return dataset_out(session, copy)
 
 
-def _taken(session: Db, name: str, dataset_id: int | None = None) -> bool:
-    other = select(DataSet.id).where(DataSet.name == name, DataSet.id != dataset_id)
-    return session.scalar(other.limit(1)) is not None
-
-
-def _refuse_taken(session: Db, dataset: DataSet) -> None:
+def _taken(name: str) -> str:
     """Two data sets of one name could not be told apart in the list, in a job or a deployment."""
-    if _taken(session, dataset.name, dataset.id):
-        raise HttpError(409, f"a data set named {dataset.name!r} exists already: give this one another name")
-
-
-def _copy_name(session: Db, name: str) -> str:
-    """`name (copy)`, or `name (copy 2)`, `(copy 3)`... where that is taken."""
-    tails = (" (copy)", *(f" (copy {n})" for n in range(2, 10_000)))
-    return next(copy for tail in tails if not _taken(session, copy := fitted(DataSet.name, name, tail)))
+    return f"a data set named {name!r} exists already: give this one another name"

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from forklift.app import schemas
 from forklift.app.deploy import curl_lines, predict, start_serving, stop_serving
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
+from forklift.app.names import flush_unique
 from forklift.app.records import get_or_404
 from forklift.app.tables import Deployment, Model
 from forklift.errors import ForkliftError
@@ -32,12 +33,18 @@ def deploy(model_id: RowId, request: Request, session: Db, storage: Files, who: 
     if session.scalar(select(Deployment).where(Deployment.model_id == model_id)) is not None:
         raise HttpError(409, f"model {model_id} is deployed already")
     name = f"model{model_id}"
+    folder = storage.path(model.dir)
     try:
-        port, pid = start_serving(storage.path(model.dir), name)
+        port, pid = start_serving(folder, name)
     except ForkliftError as exc:
         raise HttpError(422, f"model {model.name!r} cannot be served: {str(exc).splitlines()[0]}") from exc
     deployment = Deployment(model_id=model_id, name=name, port=port, pid=pid, created_by=who.name)
     session.add(deployment)
+    try:
+        flush_unique(session, f"model {model_id} is deployed already")  # by another request in the meantime
+    except HttpError:
+        stop_serving(deployment, folder)
+        raise
     session.commit()
     return deployment_out(request, deployment)
 

@@ -13,7 +13,15 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.headers import user_file
-from forklift.app.records import add_image, get_or_404, images_out, label_named, labels_named, take_version
+from forklift.app.records import (
+    add_image,
+    get_or_404,
+    images_out,
+    in_classify_set,
+    label_named,
+    labels_named,
+    take_version,
+)
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
@@ -146,9 +154,8 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
                                points=shape.points))  # fmt: skip
     image.class_id = labels[body.class_label].id if body.class_label else None
     image.class_model_id = image.class_confidence = None  # a person's class now
-    classify = session.scalar(select(DataSet.task).where(DataSet.id == image.dataset_id)) == Task.CLASSIFY
     image.status = body.status or _status_after_edit(image.status, bool(body.shapes or body.class_label),
-                                                     classify=classify)  # fmt: skip
+                                                     classify=in_classify_set(session, image))  # fmt: skip
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)

@@ -16,6 +16,7 @@ from forklift.app import schemas
 from forklift.app.deploy import stop_serving
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.jobs import JOB_RECORD, OPTIONS
+from forklift.app.names import flush_unique
 from forklift.app.records import file_name, get_or_404
 from forklift.app.registry import export_stream, import_zip
 from forklift.app.routes.jobs import job_out, queue_job
@@ -50,10 +51,8 @@ def get_model(model_id: RowId, session: Db, _: Viewer) -> schemas.ModelOut:
 def rename_model(model_id: RowId, body: schemas.ModelRename, session: Db, _: Editor) -> schemas.ModelOut:
     model = get_or_404(session, Model, model_id)
     model.name = body.name
-    session.flush()  # the name checked as text first
-    if session.scalar(select(Model.id).where(Model.name == body.name, Model.id != model_id).limit(1)) is not None:
-        raise HttpError(409, f"a model named {body.name!r} exists already: the lists that offer models could not "
-                             "tell the two apart")  # fmt: skip
+    flush_unique(session, f"a model named {body.name!r} exists already: the lists that offer models could not "
+                         "tell the two apart")  # fmt: skip
     session.commit()
     return model_out(model)
 
