@@ -25,7 +25,7 @@ WEBAPP_BUILT := src/forklift/app/static/index.html
 webapp/node_modules/.package-lock.json: webapp/package.json webapp/package-lock.json
 	cd webapp && npm ci --no-audit --no-fund --loglevel=error
 
-$(WEBAPP_BUILT): webapp/node_modules/.package-lock.json $(wildcard webapp/src/*.ts webapp/src/*.tsx webapp/src/*.css webapp/src/pages/*.tsx) webapp/index.html webapp/vite.config.ts
+$(WEBAPP_BUILT): webapp/node_modules/.package-lock.json $(wildcard webapp/src/*.ts webapp/src/*.tsx webapp/src/*.css webapp/src/pages/*.tsx) webapp/index.html webapp/docs.html webapp/vite.config.ts
 	cd webapp && npm run --silent build
 
 webapp: $(WEBAPP_BUILT)

@@ -7,6 +7,7 @@ screenshot in the test's folder."""
 from __future__ import annotations
 
 import io
+import json
 import re
 import zipfile
 from collections.abc import Iterator
@@ -508,12 +509,31 @@ def test_log_in_and_out_in_chromium(tmp_path: Path) -> None:
                 after = httpx.get(f"{url}/api/datasets", cookies={cookie["name"]: cookie["value"]})
                 assert after.status_code == 401
                 _a_session_ended_in_another_tab_loses_nothing(page, url)
+                _the_api_page_tries_a_change_with_nothing_from_elsewhere(page, url)
             finally:
                 browser.close()
     finally:
         server.terminate()
         server.wait(20)
     assert (shots / "login.png").stat().st_size > 5_000
+
+
+def _the_api_page_tries_a_change_with_nothing_from_elsewhere(page, url: str) -> None:  # type: ignore[no-untyped-def]
+    """/docs is Swagger UI served by the app (it loaded from a CDN: a blank page without internet), under the pages'
+    content policy, and its "Try it out" sends the session's CSRF token: a data set made there is made."""
+    asked: list[str] = []
+    refused: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    page.goto(f"{url}/docs")
+    made = page.locator(".opblock-post", has=page.locator(".opblock-summary-path[data-path='/api/datasets']"))
+    made.locator(".opblock-summary").click()
+    made.locator("button.try-out__btn").click()
+    made.locator("textarea.body-param__text").fill(json.dumps({"name": "tried in /docs", "task": "detect"}))
+    made.locator("button.execute").click()
+    assert made.locator(".live-responses-table .response .response-col_status").inner_text().strip() == "201"
+    assert "tried in /docs" in [d["name"] for d in page.request.get(f"{url}/api/datasets").json()]
+    assert asked and all(where.startswith(f"{url}/") for where in asked) and not refused, (asked, refused)
 
 
 def _log_in(page, url: str, where: str = "", account: str = "ana") -> None:  # type: ignore[no-untyped-def]

@@ -2,8 +2,8 @@
 
 Every answer says `X-Content-Type-Options: nosniff` (a browser takes the declared type, never a guess from the
 bytes) and carries a Content-Security-Policy: the app's pages may run only the app's own scripts, from its own
-origin, and be framed by no one. The interactive API docs (/docs, /redoc) load their viewer from a CDN and keep
-FastAPI's own page. A user's file is answered by `user_file`: a type from what the app found it to be (else
+origin, and be framed by no one (the API's page, /docs, included: its Swagger UI is the front end's own copy).
+A user's file is answered by `user_file`: a type from what the app found it to be (else
 `application/octet-stream`) and a policy that runs nothing, so a file made to look like a page stays a file.
 """
 
@@ -21,7 +21,6 @@ PAGE_POLICY = (
     "frame-ancestors 'none'"
 )
 FILE_POLICY = "default-src 'none'; sandbox"  # a user's file: nothing in it runs, even opened on its own
-DOCS = ("/docs", "/redoc")
 
 # the types of the files the app stores, by the suffix the app gave them (never the uploader's)
 MEDIA_TYPES = {
@@ -48,13 +47,12 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        docs = scope["path"] in DOCS
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 headers["X-Content-Type-Options"] = "nosniff"
-                if not docs and "content-security-policy" not in headers:
+                if "content-security-policy" not in headers:
                     headers["Content-Security-Policy"] = PAGE_POLICY
             await send(message)
 

@@ -64,7 +64,8 @@ PARAMETER = re.compile(r"\{[^}]+\}")  # a path parameter in an OpenAPI path temp
 ENUM_MEMBER = re.compile(r"<\w+\.\w+: '([^']*)'>")  # how pydantic names an enum's member among the choices
 NOT_A_FILE = re.compile(r"Value error, Expected UploadFile, received: .*")  # FastAPI's words for a text field
 NOT_BUILT = """<!doctype html><title>forklift app</title><p>The front end is not built: run <code>make webapp</code>
-(npm) in the repository, then start <code>forklift app</code> again. The API answers at <a href="/docs">/docs</a>."""
+(npm) in the repository, then start <code>forklift app</code> again. The API is described at
+<a href="/openapi.json">/openapi.json</a>."""
 
 
 def create_app(config: AppConfig) -> FastAPI:
@@ -84,7 +85,7 @@ def create_app(config: AppConfig) -> FastAPI:
         started.state.autolabel.stop()
 
     app = FastAPI(title="forklift app", version=__version__, summary="Data sets, labelling and video frames.",
-                  lifespan=lifespan, responses=ERRORS_DOCUMENTED)  # fmt: skip
+                  lifespan=lifespan, responses=ERRORS_DOCUMENTED, docs_url=None, redoc_url=None)  # fmt: skip
     app.state.config = config
     app.state.engine = engine
     app.state.sessionmaker = session_factory(engine)
@@ -108,6 +109,12 @@ def create_app(config: AppConfig) -> FastAPI:
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_middleware(LimitedBodies, config=config)  # bodies past their route's limit: 413 before they are spooled
     app.add_middleware(SecurityHeaders)  # nosniff everywhere, a content policy on the pages
+
+    @app.get("/docs", include_in_schema=False)
+    def api_page() -> Response:
+        """The API described by /openapi.json, in the front end's copy of Swagger UI (FastAPI's loads a CDN's)."""
+        page = STATIC / "docs.html"
+        return FileResponse(page) if page.is_file() else HTMLResponse(NOT_BUILT)
 
     @app.get("/{path:path}", include_in_schema=False)
     def front_end(path: str) -> Response:
