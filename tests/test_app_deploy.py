@@ -99,6 +99,26 @@ def test_deleting_a_deployed_model_stops_its_server(tmp_path: Path) -> None:
         assert not Path(f"/proc/{pid}").exists()  # stopped and reaped, not left answering from deleted files
 
 
+def test_a_deployment_listens_where_the_app_does(tmp_path: Path) -> None:
+    """An app on ::1 deploys on ::1: its URL and curl lines name it (bracketed), and its test page reaches it there
+    (a deployment on 127.0.0.1 behind a URL of the app's address was out of reach wherever the app was not on
+    loopback)."""
+    data = tmp_path / "app"
+    data.mkdir()
+    with app_client(data, fresh_database(None, data), host="::1") as client:
+        model = client.post("/api/models/import", files={"file": ("tiny.zip", model_zip(tmp_path))}).json()["model"]
+        deployment = client.post(f"/api/models/{model['id']}/deploy").json()
+        url = f"http://[::1]:{deployment['port']}"
+        assert deployment["url"] == url and deployment["curl"]["native"].endswith(f"{url}/predict/{deployment['name']}")
+        assert _answering(url, 30)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{deployment['port']}/healthz")
+        photo = (shared_data_root() / "images" / "dog.jpg").read_bytes()
+        tried = client.post(f"/api/deployments/{deployment['id']}/predict", files={"file": ("dog.jpg", photo)})
+        assert tried.status_code == 200 and tried.json()["results"][0]["file"] == "dog.jpg"
+        assert client.delete(f"/api/deployments/{deployment['id']}").status_code == 204
+
+
 @pytest.fixture(scope="module")
 def tiny_zip(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """One model zip for the module's tests that only read it."""

@@ -24,6 +24,7 @@ from forklift.app.deploy import serving, serving_process
 from forklift.app.records import label_named, labels_named, next_version
 from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Deployment, Image, JobState, Model
 from forklift.errors import ForkliftError
+from forklift.serve.listening import local_url
 from forklift.vision.boxes import one_box_per_object
 from forklift.vocabulary import Task
 
@@ -37,9 +38,9 @@ class AutoLabeler(Follower):
 
     name = "forklift-autolabel"
 
-    def __init__(self, sessions: sessionmaker[Session], root: Path) -> None:
+    def __init__(self, sessions: sessionmaker[Session], root: Path, *, host: str) -> None:
         super().__init__()
-        self.sessions, self.root = sessions, root
+        self.sessions, self.root, self.host = sessions, root, host  # host: where the app's deployments listen
 
     def recover(self) -> None:
         """A run that was running when the app stopped is interrupted (resuming it labels the images still
@@ -74,7 +75,7 @@ class AutoLabeler(Follower):
             session.commit()
             deployment = session.scalar(select(Deployment).where(Deployment.model_id == run.model_id))
             served = deployment is not None and model is not None and serving(deployment, self.root / model.dir)
-            endpoint = (deployment.port, deployment.name) if served and deployment is not None else None
+            endpoint = (local_url(self.host, deployment.port), deployment.name) if served and deployment else None
             model_dir = self.root / model.dir if model is not None else None
         state, error = JobState.DONE, None
         try:
@@ -168,10 +169,10 @@ def _keep_boxes(session: Session, image: Image, detections: list[dict], threshol
 
 
 @contextlib.contextmanager
-def _endpoint(model_dir: Path, deployed: tuple[int, str] | None) -> Iterator[str]:
-    """The native predict URL of the model: its deployment's, or a server started for the run."""
+def _endpoint(model_dir: Path, deployed: tuple[str, str] | None) -> Iterator[str]:
+    """The native predict URL of the model: its deployment's (its URL, its name), or a server started for the run."""
     if deployed is not None:
-        yield f"http://127.0.0.1:{deployed[0]}/predict/{deployed[1]}"
+        yield f"{deployed[0]}/predict/{deployed[1]}"
         return
     with serving_process(model_dir, "autolabel") as server:
         yield f"{server.url}/predict/autolabel"

@@ -19,20 +19,23 @@ from sqlalchemy.orm import Session, sessionmaker
 from forklift.app.processes import runs
 from forklift.app.tables import Deployment, Model
 from forklift.errors import ForkliftError
+from forklift.serve.listening import local_url
 from forklift.serve.process import ServerProcess, free_port
 from forklift.vision.boxes import one_box_per_object
 
 STOP_S = 30.0
 
 
-def serving_process(model_dir: Path, name: str, port: int | None = None) -> ServerProcess:
-    """A new `forklift serve` of the model under `name`, once it answers /healthz; one line if it cannot."""
-    return ServerProcess(f"{model_dir}={name}", "--instances", "1", port=port or free_port(), timeout=120)
+def serving_process(model_dir: Path, name: str, *, host: str = "127.0.0.1", port: int | None = None) -> ServerProcess:
+    """A new `forklift serve` of the model under `name` on `host`, once it answers /healthz; one line if it cannot."""
+    return ServerProcess(f"{model_dir}={name}", "--instances", "1", host=host, port=port or free_port(), timeout=120)
 
 
-def start_serving(model_dir: Path, name: str, port: int | None = None) -> tuple[int, int]:
-    """(port, pid) of a deployment's server, which outlives this call (and the app)."""
-    server = serving_process(model_dir, name, port)
+def start_serving(model_dir: Path, name: str, *, host: str, port: int | None = None) -> tuple[int, int]:
+    """(port, pid) of a deployment's server, which outlives this call (and the app). It listens where the app does
+    (`host`): on loopback for an app on loopback, where people reach the app otherwise, so that its curl lines
+    work from where the app's page is read."""
+    server = serving_process(model_dir, name, host=host, port=port)
     return server.port, server.process.pid
 
 
@@ -57,20 +60,19 @@ def stop_serving(deployment: Deployment, model_dir: Path) -> None:
         os.waitpid(deployment.pid, 0)
 
 
-def curl_lines(host: str, deployment: Deployment) -> dict[str, str]:
-    """Ready-to-paste calls of the deployment: forklift's native protocol and PowerAI Vision's."""
-    base = f"http://{host}:{deployment.port}"
+def curl_lines(base: str, deployment: Deployment) -> dict[str, str]:
+    """Ready-to-paste calls of the deployment at `base` (its URL): forklift's native protocol and PowerAI Vision's."""
     return {
         "native": f"curl -F files=@image.jpg {base}/predict/{deployment.name}",
         "powerai": f"curl -F files=@image.jpg {base}/api/dlapis/{deployment.name}",
     }
 
 
-def predict(deployment: Deployment, content: bytes, filename: str, *, conf: float | None = None) -> dict:
+def predict(deployment: Deployment, host: str, content: bytes, filename: str, *, conf: float | None = None) -> dict:
     """The deployment's answer for one image (the app's test page sends images through here) at confidence `conf`
     and above (None: the model's own), an object found as two classes given once, as auto-labelling gives it
     (`one_box_per_object`)."""
-    answer = httpx.post(f"http://127.0.0.1:{deployment.port}/predict/{deployment.name}",
+    answer = httpx.post(f"{local_url(host, deployment.port)}/predict/{deployment.name}",
                         files={"files": (filename, content)}, data={} if conf is None else {"conf": str(conf)},
                         timeout=120)  # fmt: skip
     body = answer.json()
@@ -91,15 +93,16 @@ def deployed(session: Session, root: Path) -> Iterator[tuple[Deployment, Path]]:
             yield deployment, root / model.dir
 
 
-def restore(sessions: sessionmaker[Session], root: Path, lock: threading.Lock) -> None:
-    """After an app start: every deployment whose server is gone is started again (on its port when free). It
-    holds `lock` meanwhile, which undeploy takes too: a deployment is not undeployed half restarted."""
+def restore(sessions: sessionmaker[Session], root: Path, lock: threading.Lock, host: str) -> None:
+    """After an app start: every deployment whose server is gone is started again on `host` (on its port when
+    free). It holds `lock` meanwhile, which undeploy takes too: a deployment is not undeployed half restarted."""
     with lock, sessions() as session:
         for deployment, model_dir in list(deployed(session, root)):
             if serving(deployment, model_dir):
                 continue
             try:
-                deployment.port, deployment.pid = start_serving(model_dir, deployment.name, deployment.port)
+                deployment.port, deployment.pid = start_serving(model_dir, deployment.name, host=host,
+                                                                port=deployment.port)  # fmt: skip
             except ForkliftError:
-                deployment.port, deployment.pid = start_serving(model_dir, deployment.name)
+                deployment.port, deployment.pid = start_serving(model_dir, deployment.name, host=host)
             session.commit()

@@ -78,8 +78,8 @@ def create_app(config: AppConfig) -> FastAPI:
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         started.state.jobs.start()  # training jobs and auto-label runs are followed while the app serves
         started.state.autolabel.start()
-        threading.Thread(target=restore, args=(started.state.sessionmaker, config.data_dir, started.state.deploying),
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(target=restore, args=(started.state.sessionmaker, config.data_dir, started.state.deploying,
+                                               config.host), daemon=True).start()  # fmt: skip
         yield
         started.state.jobs.stop()
         started.state.autolabel.stop()
@@ -93,7 +93,7 @@ def create_app(config: AppConfig) -> FastAPI:
     app.state.storage.sweep_partials()
     app.state.jobs = JobRunner(app.state.sessionmaker, config.data_dir, devices=machine_devices(config.jobs_per_device),
                                slots=config.jobs_per_device)  # fmt: skip
-    app.state.autolabel = AutoLabeler(app.state.sessionmaker, config.data_dir)
+    app.state.autolabel = AutoLabeler(app.state.sessionmaker, config.data_dir, host=config.host)
     app.state.event_streams = collections.Counter()  # open job event streams by account (routes.jobs.MAX_STREAMS)
     app.state.deploying = threading.Lock()  # deployments restored at start, or undeployed: one at a time
     app.state.login_guard = LoginGuard()

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from forklift.errors import ForkliftError
+from forklift.serve.listening import local_url
 
 
 def free_port() -> int:
@@ -41,10 +42,13 @@ def wait_until_answering(url: str, process: subprocess.Popen, log: Path, timeout
 class ServerProcess:
     """A `forklift serve` child; `url` is its base address, its output goes to `log`."""
 
-    def __init__(self, *args: str | Path, port: int | None = None, timeout: float = 180.0) -> None:
+    def __init__(
+        self, *args: str | Path, host: str = "127.0.0.1", port: int | None = None, timeout: float = 180.0
+    ) -> None:
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "forklift.cli", "serve", *map(str, args), "--port", str(self.port)]
+        self.url = local_url(host, self.port)
+        command = [sys.executable, "-m", "forklift.cli", "serve", *map(str, args), "--host", host, "--port",
+                   str(self.port)]  # fmt: skip
         self.log = Path(tempfile.gettempdir()) / f"forklift-serve-{self.port}.log"
         with self.log.open("w") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

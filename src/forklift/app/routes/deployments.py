@@ -15,16 +15,21 @@ from forklift.app.names import flush_unique
 from forklift.app.records import get_or_404
 from forklift.app.tables import Deployment, Model
 from forklift.errors import ForkliftError
+from forklift.serve.listening import LOOPBACK, local_url
 from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["deployments"])
 
 
 def deployment_out(request: Request, deployment: Deployment) -> schemas.DeploymentOut:
-    host = request.url.hostname or "127.0.0.1"
+    """Its URL as people reach it: the app's address, or for an app on every address (0.0.0.0, ::) the host the
+    page was asked by."""
+    listens = request.app.state.config.host
+    asked = request.url.hostname if listens in LOOPBACK else None  # LOOPBACK's keys: every address
+    url = local_url(asked or listens, deployment.port)
     return schemas.DeploymentOut(id=deployment.id, model_id=deployment.model_id, name=deployment.name,
-                                 port=deployment.port, url=f"http://{host}:{deployment.port}",
-                                 curl=curl_lines(host, deployment), created_by=deployment.created_by)  # fmt: skip
+                                 port=deployment.port, url=url, curl=curl_lines(url, deployment),
+                                 created_by=deployment.created_by)  # fmt: skip
 
 
 @router.post("/api/models/{model_id}/deploy", status_code=201)
@@ -35,7 +40,7 @@ def deploy(model_id: RowId, request: Request, session: Db, storage: Files, who: 
     name = f"model{model_id}"
     folder = storage.path(model.dir)
     try:
-        port, pid = start_serving(folder, name)
+        port, pid = start_serving(folder, name, host=request.app.state.config.host)
     except ForkliftError as exc:
         raise HttpError(422, f"model {model.name!r} cannot be served: {str(exc).splitlines()[0]}") from exc
     deployment = Deployment(model_id=model_id, name=name, port=port, pid=pid, created_by=who.name)
@@ -69,14 +74,14 @@ def undeploy(deployment_id: RowId, request: Request, session: Db, storage: Files
 
 @router.post("/api/deployments/{deployment_id}/predict")
 def try_image(
-    deployment_id: RowId, file: Annotated[UploadFile, File()], session: Db, _: Viewer,
+    deployment_id: RowId, request: Request, file: Annotated[UploadFile, File()], session: Db, _: Viewer,
     conf: Annotated[float | None, Form(ge=0, le=1)] = None,
 ) -> dict:  # fmt: skip
     """The test page: one image through the deployment, its answer as the deployment gives it (at confidence
     `conf` and above when given, else the model's own threshold); what the deployment refuses (a file that is not
     an image), refused alike."""
     deployment = get_or_404(session, Deployment, deployment_id)
-    answer = predict(deployment, file.file.read(), file.filename or "image", conf=conf)
+    answer = predict(deployment, request.app.state.config.host, file.file.read(), file.filename or "image", conf=conf)
     if answer["status_code"] >= 400:
         raise HttpError(answer["status_code"], str(answer.get("error") or answer))
     return answer
