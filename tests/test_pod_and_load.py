@@ -63,6 +63,20 @@ def test_pod_behind_nginx(model: Path) -> None:
     assert missing.returncode == 2 and "no pod runs" in missing.stderr
 
 
+def test_a_pod_on_every_address_answers_both_families(model: Path) -> None:
+    """`--host ::` is NGINX on [::] with ipv6only=off: one socket that takes IPv4 and IPv6 (uvicorn's `::` takes
+    IPv6 only, so an IPv4 client was refused)."""
+    nginx()
+    port = free_port()
+    forklift("pod", model, "-n", "1", "--port", port, "--host", "::")
+    try:
+        assert _listening(port) == {"::"}
+        for url in (f"http://127.0.0.1:{port}", f"http://[::1]:{port}"):
+            assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200, url
+    finally:
+        forklift("pod", "stop", "--port", port)
+
+
 def test_post_reports_percentiles_and_errors(model: Path) -> None:
     server = Server(f"{model}=shapes", "--instances", "1")
     try:
