@@ -237,6 +237,22 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
         page.wait_for_selector("text=Captured 1 frame(s).")
         times = [i["video_time_s"] for i in httpx.get(f"{app_url}/api/datasets/1/images").json()["items"]]
         assert sorted(t for t in times if t is not None) == pytest.approx([0.0, 1.0, 1.5, 2.0])
+        # a stretch of it: from 2.2 s to 2.8 s every 0.3 s; a stretch that ends before it starts is shown as wrong
+        page.fill("input[aria-label='Seconds between frames']", "0.3")
+        page.fill("input[aria-label='Capture from (s)']", "2.2")
+        page.fill("input[aria-label='Capture to (s)']", "1")
+        page.click(".video-panel button:text-is('Capture')")
+        assert page.locator("input[aria-label='Capture to (s)']:invalid").count() == 1
+        page.fill("input[aria-label='Capture to (s)']", "2.8")  # with 2.8 (2.2 + 2 × 0.3 is a hair past it)
+        page.click(".video-panel button:text-is('Capture')")
+        page.wait_for_selector("text=Captured 3 frame(s).")
+        items = httpx.get(f"{app_url}/api/datasets/1/images").json()["items"]
+        times = sorted(i["video_time_s"] for i in items if i["video_time_s"] is not None)
+        assert times == pytest.approx([0.0, 1.0, 1.5, 2.0, 2.2, 2.5, 2.8])
+        for stretch in (i for i in items if (i["video_time_s"] or 0) > 2.1):  # the rest of the walk counts 4 frames
+            assert httpx.delete(f"{app_url}/api/images/{stretch['id']}").status_code == 204
+        page.reload()
+        page.wait_for_function("() => document.querySelectorAll('.tile').length === 8")
 
         # multi-select: a click, then Shift+click selects the range between; moved to val in one step
         page.click(".tile .pick >> nth=0")

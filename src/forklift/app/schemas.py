@@ -169,7 +169,7 @@ class VideoOut(BaseModel):
 class CaptureIn(BaseModel):
     every_s: float | None = Field(default=None, gt=0, le=86_400)  # a frame every this many seconds
     from_s: float = Field(default=0, ge=0, le=86_400)  # ... from this time
-    to_s: float | None = Field(default=None, gt=0, le=86_400)  # ... to before this one (default: the end)
+    to_s: float | None = Field(default=None, gt=0, le=86_400)  # ... to this one, with it (default: the end)
     at_s: list[float] | None = Field(default=None, max_length=5000)  # or the frames at these times
 
 

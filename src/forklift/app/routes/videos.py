@@ -67,10 +67,11 @@ def video_file(video_id: RowId, session: Db, storage: Files, _: Viewer) -> FileR
 
 @router.post("/api/videos/{video_id}/capture", status_code=201)
 def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: Files, _: Editor) -> schemas.CaptureOut:
-    """Frames into the data set: one every `every_s` seconds from `from_s` (the start) to before `to_s` (the end),
-    or at the times `at_s` (up to its end: there, its last frame). A frame is known by its millisecond: times that
-    round to one already captured (before, by this request or by another at the same moment) are skipped, and so
-    are times that show the frame an earlier time of this request gave. A video FFmpeg cannot decode to the end is
+    """Frames into the data set: one every `every_s` seconds from `from_s` (the start) to `to_s` (with it: from 2.2
+    to 2.8 every 0.3 is 2.2, 2.5 and 2.8; default: to before the end, which has no frame), or at the times `at_s`
+    (up to its end: there, its last frame). A frame is known by its millisecond: times that round to one already
+    captured (before, by this request or by another at the same moment) are skipped, and so are times that show
+    the frame an earlier time of this request gave. A video FFmpeg cannot decode to the end is
     a 422 naming it; the frames captured before the damage are kept."""
     video = get_or_404(session, Video, video_id)
     if (body.every_s is None) == (body.at_s is None):
@@ -78,16 +79,18 @@ def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: File
     if body.at_s is not None and (body.from_s or body.to_s is not None):
         raise HttpError(422, "from_s and to_s go with every_s; at_s gives its own times")
     if body.every_s is not None:
-        end = video.duration_s if body.to_s is None else min(body.to_s, video.duration_s)
-        if not body.from_s < end:
-            until = "the video's end" if body.to_s is None or body.to_s >= video.duration_s else f"to_s {body.to_s:g}"
-            raise HttpError(422, f"from_s {body.from_s:g}: not before {until} (the video lasts "
+        to = body.to_s if body.to_s is not None and body.to_s < video.duration_s else None  # else: to the end
+        if not (body.from_s <= to if to is not None else body.from_s < video.duration_s):
+            until = f"after to_s {to:g}" if to is not None else "not before the video's end"
+            raise HttpError(422, f"from_s {body.from_s:g}: {until} (the video lasts "
                                  f"{video.duration_s:.3f} s)")  # fmt: skip
-        wanted = (end - body.from_s) / body.every_s - 1e-9  # from from_s to before the end (inf for a denormal)
-        if wanted > MAX_FRAMES:
+        # how many steps fit: up to and with `to` (a step's sum a hair past it still counts), up to before the end
+        steps = (to - body.from_s) / body.every_s + 1e-9 if to is not None else \
+            (video.duration_s - body.from_s) / body.every_s - 1e-9  # fmt: skip
+        if steps > MAX_FRAMES:  # (inf for a denormal every_s)
             raise HttpError(422, f"every_s {body.every_s}: over {MAX_FRAMES} frames; at most {MAX_FRAMES} per capture")
-        count = max(1, math.ceil(wanted))
-        times = [body.from_s + k * body.every_s for k in range(count)]
+        count = math.floor(steps) + 1 if to is not None else max(1, math.ceil(steps))
+        times = [min(body.from_s + k * body.every_s, to if to is not None else math.inf) for k in range(count)]
     else:
         times = list(body.at_s or [])
     bad = [t for t in times if not 0 <= t <= video.duration_s + 1e-3]
