@@ -217,7 +217,7 @@ def run_predict(args: argparse.Namespace) -> int:
         raise ForkliftError(f"{args.model_dir}: not a tabular model; 'forklift ml predict' takes what 'ml fit' wrote")
     model_dir = open_model_dir(args.model_dir)
     model = TabularModel(model_dir, threads=args.threads)
-    table = read_features(args.data, model.settings.names, zero_based=model.settings.libsvm_zero_based)
+    table = read_features(args.data, model.settings)
     answer = model.answer(encode_table(model.settings, table))
     scores = [f"score_{c}" for c in model.settings.classes] if answer.scores is not None else []
     rows = []

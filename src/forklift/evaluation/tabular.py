@@ -82,7 +82,7 @@ def evaluate_table(
     said = logging.getLogger("forklift")  # where the table's reader and the encoder warn
     said.addHandler(heard)
     try:
-        table = read_features(data, settings.names, target=column, zero_based=settings.libsvm_zero_based)
+        table = read_features(data, settings, target=column)
         if table.target is None or table.rows == 0:
             raise ForkliftError(f"{data}: no rows to measure the model on")
         encoded = encode_table(settings, table)

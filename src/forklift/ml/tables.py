@@ -10,9 +10,12 @@ absent entries are zeros, as libsvm reads them.
 from __future__ import annotations
 
 import contextlib
+import csv
 import logging
+import numbers
 import re
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,8 @@ TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
 LIBSVM_TARGET = "label"  # what a libsvm file's labels are called: its target
 NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
+CATEGORY_CODES = 20  # ... or half of whose cells are, of more values than a category's number codes would have
+MANY_VALUES = 50  # a category of more values than this, more than half of them each a row's own: said (an id? a date?)
 NUMBER_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 log = logging.getLogger(__name__)
 
@@ -48,9 +53,15 @@ class Table:
 
 
 def read_table(
-    path: Path, *, target: str | None, n_features: int | None = None, zero_based: bool | None = None
+    path: Path,
+    *,
+    target: str | None,
+    n_features: int | None = None,
+    zero_based: bool | None = None,
+    text: Collection[str] = (),
 ) -> Table:
-    """The table in ``path``; ``target`` names its target column (None: the last one; a libsvm file's labels).
+    """The table in ``path``; ``target`` names its target column (None: the last one; a libsvm file's labels);
+    ``text``: columns read as text whatever their cells look like (the categories of a model's training table).
     ``n_features``: a libsvm file's width, where its highest index may fall short of the model's; ``zero_based``:
     its index base where another file decided it (the training file's for its test file: a 0-based test file may
     happen to hold no index 0, and read by itself it would be taken as 1-based, each feature one column over)."""
@@ -70,14 +81,19 @@ def read_table(
             raise ForkliftError(f"{path}: no rows or no features (a libsvm file of 'label index:value ...' lines)")
         dense = np.asarray(X.toarray(), dtype=np.float64)
         columns = {f"f{i}": dense[:, i] for i in range(dense.shape[1])}
-        return Table(columns, np.asarray(y), LIBSVM_TARGET, dense.shape[0], str(path), zero_based=zero)
-    frame = _read_frame(path, suffix)
+        labels = y.astype(np.int64) if np.array_equal(y, np.round(y)) else y  # class 1, not 1.0
+        return Table(columns, labels, LIBSVM_TARGET, dense.shape[0], str(path), zero_based=zero)
+    frame = _read_frame(path, suffix, text=text)
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise ForkliftError(f"{path}: no rows or no columns")
     target_name = target or str(frame.columns[-1])
     if target_name not in frame.columns:
         raise ForkliftError(f"{path}: no column {target_name!r} (columns: {', '.join(map(str, frame.columns))})")
-    columns = {str(name): _column(path, str(name), frame[name]) for name in frame.columns if name != target_name}
+    columns = {
+        str(name): _column(path, str(name), frame[name], text=name in text)
+        for name in frame.columns
+        if name != target_name
+    }
     if not columns:
         raise ForkliftError(f"{path}: the target {target_name!r} is the only column; there are no features")
     return Table(columns, frame[target_name].to_numpy(), target_name, frame.shape[0], str(path))
@@ -87,17 +103,21 @@ def read_test_table(path: Path, train: Table) -> Table:
     """A table to measure a model fitted on ``train`` with: a libsvm file read with the training file's index base
     and width (its highest index may fall short of the training file's; one beyond it is refused)."""
     libsvm = train.zero_based is not None
+    categories = [name for name, values in train.columns.items() if values.dtype == object]
     return read_table(
-        path, target=train.target_name, zero_based=train.zero_based, n_features=len(train.columns) if libsvm else None
+        path,
+        target=train.target_name,
+        zero_based=train.zero_based,
+        n_features=len(train.columns) if libsvm else None,
+        text=categories,
     )
 
 
-def read_features(
-    path: Path, names: tuple[str, ...], *, target: str | None = None, zero_based: bool | None = None
-) -> Table:
-    """A table to predict on: the model's features by name; a target column beside them is left out, unless
-    ``target`` names it (to measure the model: a libsvm file's labels are always its target). ``zero_based``: the
-    index base of the libsvm file the model was fitted on."""
+def read_features(path: Path, settings: TabularSettings, *, target: str | None = None) -> Table:
+    """A table to predict on: the model's features by name (its categories read as text, as the file writes them);
+    the model's target column beside them is left out, unless ``target`` names it (to measure the model: a libsvm
+    file's labels are always its target)."""
+    names, zero_based = settings.names, settings.libsvm_zero_based
     if not path.is_file():
         raise ForkliftError(f"{path}: no such file")
     if path.suffix.lower() in SVMLIGHT_SUFFIXES:
@@ -105,20 +125,23 @@ def read_features(
         if list(table.columns) != list(names):
             raise ForkliftError(f"{path}: {len(table.columns)} features; the model takes {len(names)}")
         return table
-    frame = _read_frame(path, path.suffix.lower())
+    categories = {f.name for f in settings.features if f.kind is FeatureKind.CATEGORY}
+    frame = _read_frame(path, path.suffix.lower(), text=categories)
     missing = [name for name in names if name not in frame.columns]
     if missing:
         raise ForkliftError(f"{path}: no column {missing[0]!r}, a feature of the model")
     if target is not None and target not in frame.columns:
         raise ForkliftError(f"{path}: no target column {target!r} (columns: {', '.join(map(str, frame.columns))})")
-    left_out = [str(name) for name in frame.columns if name not in names and name != target]
+    if target is None and settings.target in frame.columns:
+        log.info("%s: the model's target column %r, left out", path, settings.target)
+    left_out = [str(name) for name in frame.columns if name not in names and name not in (target, settings.target)]
     if left_out:  # an id column, or the target: said, as a misspelt feature would need to be
         shown = ", ".join(repr(name) for name in left_out[:5]) + (", ..." if len(left_out) > 5 else "")
         what = (
             "a column that is not a feature" if len(left_out) == 1 else f"{len(left_out)} columns that are not features"
         )
         log.warning("%s: %s of the model, left out: %s", path, what, shown)
-    columns = {name: _column(path, name, frame[name]) for name in names}
+    columns = {name: _column(path, name, frame[name], text=name in categories) for name in names}
     truth = None if target is None else frame[target].to_numpy()
     return Table(columns, truth, target or "", frame.shape[0], str(path))
 
@@ -143,11 +166,13 @@ def _read_libsvm(
     return X, y, zero
 
 
-def _read_frame(path: Path, suffix: str) -> pd.DataFrame:
+def _read_frame(path: Path, suffix: str, *, text: Collection[str] = ()) -> pd.DataFrame:
+    """``text``: columns a CSV file's reader keeps as written (``01`` stays ``01``)."""
     try:
         if suffix == ".csv":
+            _refuse_twice_named(path)  # pandas renames the second: `age.1`, a feature nobody meant
             try:
-                frame = pd.read_csv(path, skipinitialspace=True)
+                frame = pd.read_csv(path, skipinitialspace=True, dtype=dict.fromkeys(text, str))
             except pd.errors.ParserError:
                 _refuse_ragged_row(path)  # a row longer than the header: said in forklift's words
                 raise
@@ -170,6 +195,14 @@ def _read_frame(path: Path, suffix: str) -> pd.DataFrame:
         raise ForkliftError(f"{path}: {' '.join(str(exc).split())}") from exc
     known = ", ".join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)
     raise ForkliftError(f"{path}: not a table forklift reads (by its suffix: {known})")
+
+
+def _refuse_twice_named(path: Path) -> None:
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as file:
+        header = [name.strip() for name in next(csv.reader(file), [])]
+    twice = next((name for name, count in Counter(header).items() if count > 1 and name), None)
+    if twice is not None:
+        raise ForkliftError(f"{path}: two columns are named {twice!r}; rename one")
 
 
 def _refuse_ragged_row(path: Path) -> None:
@@ -212,16 +245,43 @@ def _is_number(text: str) -> bool:
     return NUMBER_TEXT.fullmatch(text.strip()) is not None
 
 
-def _column(path: Path, name: str, values: pd.Series) -> np.ndarray:
-    """Numbers as float64 (NaN missing), or a category's values as strings (None missing)."""
-    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
-        present = values.dropna()
-        numbers = pd.to_numeric(present, errors="coerce")
-        if len(present) and numbers.notna().mean() >= NUMERIC_SHARE and not pd.api.types.is_bool_dtype(values):
-            row = int(numbers.index[numbers.isna()][0])
-            raise ForkliftError(f"{path}: row {row + 1}, column {name!r}: {present[row]!r} is not a number")
-        return np.array([None if pd.isna(v) else str(v) for v in values], dtype=object)
-    return values.to_numpy(dtype=np.float64, na_value=np.nan)
+def _column(path: Path, name: str, values: pd.Series, *, text: bool = False) -> np.ndarray:
+    """Numbers as float64 (NaN missing), or a category's values as strings (None missing); ``text``: the column is
+    a category of the model, read as the file writes it."""
+    if pd.api.types.is_datetime64_any_dtype(values) or pd.api.types.is_timedelta64_dtype(values):
+        raise ForkliftError(
+            f"{path}: column {name!r} holds dates or times, which are not features forklift reads: give them as "
+            "numbers (a day, an hour) or as text, or leave the column out"
+        )
+    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        if text:  # a file whose cells of a category all happen to be numbers: as they were written where it was read
+            return np.array([None if pd.isna(v) else _as_written(v) for v in values], dtype=object)
+        return values.to_numpy(dtype=np.float64, na_value=np.nan)
+    present = values.dropna()
+    if len(present) and all(isinstance(v, numbers.Number) and not isinstance(v, bool | np.bool_) for v in present):
+        return np.array([np.nan if pd.isna(v) else float(v) for v in values])  # Parquet's decimals
+    written = present[[isinstance(v, str) for v in present]]  # booleans (True, False) are a category's values
+    numeric = pd.to_numeric(written, errors="coerce")
+    words = written[numeric.isna()]
+    if not text and len(words) and _numbers_with_typos(numeric.dropna(), of=len(present)):
+        raise ForkliftError(
+            f"{path}: row {int(words.index[0]) + 1}, column {name!r}: {words.iloc[0]!r} is not a number"
+        )
+    return np.array([None if pd.isna(v) else str(v) for v in values], dtype=object)
+
+
+def _numbers_with_typos(numbers: pd.Series, *, of: int) -> bool:
+    """Whether a column of `of` cells, `numbers` of them numbers, is a column of numbers with words in it (a typo,
+    'unknown' for a missing value, '1,801' with a thousands separator) rather than a category whose values are
+    codes, some of them numbers: nearly all its cells are numbers, or most are, of many values."""
+    share = len(numbers) / of
+    return share >= NUMERIC_SHARE or (share >= 0.5 and numbers.nunique() > CATEGORY_CODES)
+
+
+def _as_written(value: Any) -> str:
+    """A number as a text file writes it: an integral float as an integer (a category value `1`, read as 1.0 where
+    a missing value made its column floats)."""
+    return str(int(value)) if isinstance(value, float | np.floating) and float(value).is_integer() else str(value)
 
 
 def infer_features(table: Table) -> tuple[Feature, ...]:
@@ -230,6 +290,12 @@ def infer_features(table: Table) -> tuple[Feature, ...]:
     for name, values in table.columns.items():
         if values.dtype == object:
             categories = tuple(sorted({v for v in values if v is not None}))
+            if len(categories) > MANY_VALUES and len(categories) * 2 > table.rows:
+                log.warning(
+                    "%s: column %r is a category of %d values in %d rows, each a one-hot column: if it is an id "
+                    "or a date, leave it out or give it as numbers",
+                    table.source, name, len(categories), table.rows,
+                )  # fmt: skip
             features.append(Feature(name, FeatureKind.CATEGORY, categories))
         else:
             features.append(Feature(name))
