@@ -151,19 +151,30 @@ def test_the_log_loss_of_a_float32_graph_is_the_estimators() -> None:
     log-loss equals the one `ml fit` recorded."""
     truth = np.array([0, 1, 1, 0])
     probabilities = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.25, 0.75]])  # the third row: wrong and sure
-    as_fitted = classifier_scores(truth, probabilities.argmax(axis=1), probabilities, labels=[0, 1])
-    as_served = classifier_scores(truth, probabilities.argmax(axis=1), probabilities.astype(np.float32), labels=[0, 1])
+    as_fitted = classifier_scores(truth, probabilities.argmax(axis=1), probabilities, labels=[0, 1], probabilities=True)
+    as_served = classifier_scores(
+        truth, probabilities.argmax(axis=1), probabilities.astype(np.float32), labels=[0, 1], probabilities=True
+    )
     assert as_served.log_loss == pytest.approx(as_fitted.log_loss, rel=1e-6)
     assert as_fitted.log_loss == pytest.approx(-(np.log(np.finfo(np.float64).eps) + np.log(0.25)) / 4)
 
 
-def test_a_model_without_probabilities_has_curves_but_no_log_loss(
+def test_a_model_without_probabilities_has_curves_and_an_auc_but_no_log_loss(
     models: dict[str, tuple[Path, Path]], tmp_path: Path
 ) -> None:
+    """An SVM's decision values rank the rows as well as probabilities would: its AUC is the ROC curve's (it said
+    n/a beside a curve labelled with it), as `ml fit` records it, and what scikit-learn computes from them."""
     _, data = models["binary"]
     forklift_here("ml", "fit", "--data", data, "--target", "label", "--model", "svm", tmp_path / "svm")
     report = evaluated(tmp_path / "svm", data, tmp_path / "eval")
-    assert report["log_loss"] is None and report["auc"] is None and 0.5 < report["class_auc"]["yes"] <= 1.0
+    assert report["log_loss"] is None and 0.5 < report["auc"] == pytest.approx(report["class_auc"]["yes"])
+    fitted = json.loads((tmp_path / "svm" / "forklift.json").read_text())["tabular"]["metrics"]
+    estimator = pickle.loads((tmp_path / "svm" / "model.pkl").read_bytes())
+    frame = pd.read_csv(data)
+    colours = [(frame["colour"] == colour).astype(float) for colour in ("blue", "green", "red")]  # its categories
+    encoded = np.column_stack([frame["a"], frame["b"], *colours])
+    expected = roc_auc_score(frame["label"] == "yes", estimator.decision_function(encoded))
+    assert fitted["train_auc"] == pytest.approx(expected) and report["auc"] == pytest.approx(expected, abs=1e-6)
     assert report["plots"] == CLASSIFIER_PLOTS
 
 

@@ -32,8 +32,11 @@ from forklift.ml import (
     BoostingMachineRegressor,
     DecisionTreeClassifier,
     DecisionTreeRegressor,
+    LinearRegression,
+    LogisticRegression,
     RandomForestClassifier,
     RandomForestRegressor,
+    SupportVectorMachine,
     column_bundles,
     trees,
 )
@@ -479,6 +482,31 @@ def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) ->
     with pytest.raises(ValueError) as caught:
         make().fit(X, y, **kwargs)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DecisionTreeClassifier(max_depth=3, n_jobs=1),
+        lambda: BoostingMachineClassifier(num_round=5, max_depth=2, n_jobs=1),
+        lambda: DecisionTreeRegressor(max_depth=3, n_jobs=1),
+        lambda: LogisticRegression(n_jobs=1),
+        lambda: LinearRegression(n_jobs=1),
+        lambda: SupportVectorMachine(n_jobs=1),
+    ],
+)
+def test_a_snapml_program_predicts_with_its_own_thread_count(make: Any) -> None:
+    """snapml takes ``predict(X, n_jobs=...)`` (and ``predict_proba``, ``decision_function``); a program that passes
+    it runs unchanged, with the same answers, and a count that is no count is refused as the fit's is."""
+    X, y = binned_classification(2, 4)
+    model = make().fit(X, y)
+    for method in ("predict", "predict_proba", "decision_function"):
+        if hasattr(model, method):
+            np.testing.assert_allclose(getattr(model, method)(X, n_jobs=2), getattr(model, method)(X), rtol=1e-6)
+            with pytest.raises(ValueError, match="n_jobs=0 is not valid"):
+                getattr(model, method)(X, n_jobs=0)
+    if hasattr(model, "ensemble_"):
+        assert model.optimize_trees() is model  # snapml's call before predicting: nothing to do here
 
 
 def test_predicting_with_another_number_of_features_is_refused() -> None:

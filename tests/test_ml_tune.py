@@ -206,7 +206,7 @@ def test_a_trial_that_fails_says_why_in_one_line(tables: tuple[Path, Path], tmp_
             ["--ml", "forest", "--test", "VAL", "--metric", "rmse"],
             "rmse: RandomForestClassifier is measured by log_loss",
         ),
-        (["--ml", "svm", "--test", "VAL", "--metric", "log_loss"], "SupportVectorMachine is measured by accuracy"),
+        (["--ml", "svm", "--test", "VAL", "--metric", "log_loss"], "SupportVectorMachine is measured by accuracy, auc"),
         (["--ml", "forest", "--test", "VAL", "--epochs", "3"], "--epochs: not with --ml"),
         (["--ml", "forest"], "--ml: give --test FILE"),
         (["--test", "VAL"], "--test: only with --ml"),

@@ -29,11 +29,11 @@ def curve_classes(truth: np.ndarray, classes: int) -> list[int]:
 def classifier_metrics(
     truth: np.ndarray, scores: np.ndarray, *, classes: list[str], probabilities: bool
 ) -> TableClassifierMetrics:
-    """``truth``: each row's class index; ``scores``: the graph's [rows, classes] (log-loss and AUC only where
-    they are probabilities; curves from any scores, since ranking is all they need)."""
+    """``truth``: each row's class index; ``scores``: the graph's [rows, classes] (log-loss only where they are
+    probabilities; AUC and the curves from any scores, since ranking is all they need)."""
     labels = list(range(len(classes)))
     predicted = scores.argmax(axis=1)
-    overall = classifier_scores(truth, predicted, scores if probabilities else None, labels=labels)
+    overall = classifier_scores(truth, predicted, scores, labels=labels, probabilities=probabilities)
     drawn = curve_classes(truth, len(classes))
     return TableClassifierMetrics(
         accuracy=overall.accuracy,

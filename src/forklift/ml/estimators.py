@@ -44,8 +44,9 @@ class Estimator(BaseEstimator):
         if self.use_gpu:
             check_cuda(self, gpus, option=option)
 
-    def _threads(self) -> int:
-        return thread_count(self, self.n_jobs)
+    def _threads(self, n_jobs: int | None = None) -> int:
+        """The threads of a fit, or of a prediction given its own ``n_jobs`` (snapml's ``predict(X, n_jobs=...)``)."""
+        return thread_count(self, self.n_jobs if n_jobs is None else n_jobs)
 
 
 def check_flags(model: BaseEstimator) -> None:

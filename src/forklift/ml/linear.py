@@ -353,14 +353,17 @@ class _LinearClassifier(ClassifierMixin, _GeneralizedLinearModel):
         counts = peers.sum(np.bincount(encoded, minlength=len(classes)).astype(np.float64))
         return np.asarray(counts.sum() / (len(classes) * np.maximum(counts, 1.0)))
 
-    def decision_function(self, X: Any) -> np.ndarray:
-        """The linear function: one column per class (one-vs-rest), a vector for two classes."""
+    def decision_function(self, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
+        """The linear function: one column per class (one-vs-rest), a vector for two classes. ``n_jobs``, as
+        snapml takes it, is checked; the product is numpy's or scipy's."""
+        if n_jobs is not None:
+            self._threads(n_jobs)
         scores = self._linear(X)
         return scores.ravel() if scores.shape[1] == 1 else scores
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
         """The class of highest score."""
-        scores = self.decision_function(X)
+        scores = self.decision_function(X, n_jobs=n_jobs)
         indices = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
         return self.classes_[indices]
 
@@ -407,17 +410,19 @@ class LogisticRegression(_LinearClassifier):
     ) -> None:
         keep_parameters(self, locals())
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities: the sigmoid of the score, normalised over classes when there are more than two."""
+    def predict_proba(self, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
+        """Class probabilities: the sigmoid of the score, normalised over classes when there are more than two;
+        ``n_jobs`` threads take the sigmoid's share of the rows (the fit's ``n_jobs`` when not given)."""
+        threads = self._threads(n_jobs)
         scores = self._linear(X)
         if scores.shape[1] > 1:
             return normalize_rows(expit(scores), norm="l1", copy=False)
-        with use_threads(self._threads()):
+        with use_threads(threads):
             return kernels.binary_probabilities(scores[:, 0].astype(np.float64, copy=False))
 
-    def predict_log_proba(self, X: Any) -> np.ndarray:
+    def predict_log_proba(self, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
         """The logarithm of :meth:`predict_proba`."""
-        return np.log(self.predict_proba(X))
+        return np.log(self.predict_proba(X, n_jobs=n_jobs))
 
 
 class SupportVectorMachine(_LinearClassifier):
@@ -517,6 +522,8 @@ class LinearRegression(RegressorMixin, _GeneralizedLinearModel):
         self.intercept_ = float(intercept[0])
         return self
 
-    def predict(self, X: Any) -> np.ndarray:
-        """``X @ coef_ + intercept_``."""
+    def predict(self, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
+        """``X @ coef_ + intercept_``. ``n_jobs``, as snapml takes it, is checked; the product is numpy's or scipy's."""
+        if n_jobs is not None:
+            self._threads(n_jobs)
         return self._linear(X)

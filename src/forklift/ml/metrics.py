@@ -22,7 +22,7 @@ from sklearn.metrics import (
 class ClassifierScores:
     accuracy: float
     log_loss: float | None  # None: the model gives no probabilities
-    auc: float | None  # one-vs-rest macro for more than two classes; None: no probabilities, or a class has no row
+    auc: float | None  # one-vs-rest macro for more than two classes; None: no scores, or a class has no row
 
 
 @dataclass(frozen=True)
@@ -33,21 +33,29 @@ class RegressorScores:
 
 
 def classifier_scores(
-    truth: np.ndarray, predicted: np.ndarray, probabilities: np.ndarray | None, *, labels: Sequence[Any]
+    truth: np.ndarray,
+    predicted: np.ndarray,
+    scores: np.ndarray | None,
+    *,
+    labels: Sequence[Any],
+    probabilities: bool,
 ) -> ClassifierScores:
-    """Accuracy; log-loss and AUC from ``probabilities`` [rows, labels] where the model gives them."""
+    """Accuracy; AUC from ``scores`` [rows, labels], any scores (a ranking is all it needs: an SVM's decision
+    values too); log-loss where they are ``probabilities``."""
     accuracy = float(accuracy_score(truth, predicted))
-    if probabilities is None:
+    if scores is None:
         return ClassifierScores(accuracy, None, None)
-    # float64 whatever the model answered in: log_loss clips at its dtype's eps, and a graph's float32 zeros
-    # would otherwise count log(1.2e-7) where the estimator's own float64 zeros count log(2.2e-16); rows scaled to
-    # sum to one, as float32 rows miss it by about 1e-7, which log_loss warns of
-    rows = np.asarray(probabilities, dtype=np.float64)
-    loss = float(log_loss(truth, rows / rows.sum(axis=1, keepdims=True), labels=list(labels)))
+    loss = None
+    if probabilities:
+        # float64 whatever the model answered in: log_loss clips at its dtype's eps, and a graph's float32 zeros
+        # would otherwise count log(1.2e-7) where the estimator's own float64 zeros count log(2.2e-16); rows scaled
+        # to sum to one, as float32 rows miss it by about 1e-7, which log_loss warns of
+        rows = np.asarray(scores, dtype=np.float64)
+        loss = float(log_loss(truth, rows / rows.sum(axis=1, keepdims=True), labels=list(labels)))
     auc = None
     if len(set(truth.tolist())) == len(labels):  # AUC needs every class present
-        scores = probabilities[:, 1] if len(labels) == 2 else probabilities
-        auc = float(roc_auc_score(truth, scores, multi_class="ovr", labels=list(labels)))
+        ranked = [1] if len(labels) == 2 else range(len(labels))  # one-vs-rest, macro: each class against the rest
+        auc = float(np.mean([roc_auc_score(truth == labels[k], scores[:, k]) for k in ranked]))
     return ClassifierScores(accuracy, loss, auc)
 
 

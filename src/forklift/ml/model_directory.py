@@ -308,17 +308,17 @@ def _target(table: Table, *, classification: bool) -> np.ndarray:
 
 
 def measure(estimator: BaseEstimator, X: np.ndarray, y: np.ndarray, settings: TabularSettings) -> dict[str, float]:
-    """Accuracy, log-loss and AUC (where there are probabilities) for classes; RMSE, MAE and R² for values."""
+    """Accuracy, AUC and log-loss (where there are probabilities) for classes; RMSE, MAE and R² for values."""
     if not settings.classification:
         scores: ClassifierScores | RegressorScores = regressor_scores(y, estimator.predict(X))
     else:
         classes = estimator.classes_
-        if settings.probabilities:  # the predicted class is the most probable: one pass of the model, not two
-            probabilities = estimator.predict_proba(X)
-            predicted = classes[probabilities.argmax(axis=1)]
-        else:
-            probabilities, predicted = None, estimator.predict(X)
-        scores = classifier_scores(y, predicted, probabilities, labels=list(classes))
+        # the predicted class is the highest scored: one pass of the model, not two
+        ranked = estimator.predict_proba(X) if settings.probabilities else estimator.decision_function(X)
+        if ranked.ndim == 1:  # two classes' decision values: the second class's score
+            ranked = np.column_stack([-ranked, ranked])
+        predicted = classes[ranked.argmax(axis=1)]
+        scores = classifier_scores(y, predicted, ranked, labels=list(classes), probabilities=settings.probabilities)
     return {name: value for name, value in asdict(scores).items() if value is not None}
 
 

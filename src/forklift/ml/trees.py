@@ -123,7 +123,7 @@ class _TreeModel(Estimator):
             reference = xgboost.QuantileDMatrix(rows, weight=row_weights, **options)
         return xgboost.QuantileDMatrix(X, label=label, weight=weight, ref=reference, **options)
 
-    def _predicted(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _predicted(self, X: Any, n_jobs: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         check_is_fitted(self, "ensemble_")
         X = self._validated(X, fitting=False)
         if self.ensemble_.fourier is not None and (sp.issparse(X) or np.isnan(X).any()):
@@ -131,7 +131,13 @@ class _TreeModel(Estimator):
                 f"{type(self).__name__}: this model has ridge rounds (tree_select_probability < 1), which read every "
                 "feature: give a dense X without missing values"
             )
-        return self.ensemble_.predict(X, threads=self._threads())
+        return self.ensemble_.predict(X, threads=self._threads(n_jobs))
+
+    def optimize_trees(self, tree_format: str = "auto", X: Any = None) -> Any:
+        """snapml compiles its trees for prediction here; forklift's ensemble predicts from its compiled form from
+        the fit on, so this only checks the model is fitted (a snapml program calling it runs unchanged)."""
+        check_is_fitted(self, "ensemble_")
+        return self
 
     @property
     def feature_importances_(self) -> np.ndarray:
@@ -196,22 +202,22 @@ class _TreeClassifierMixin(ClassifierMixin):
         check_two_classes(self, self.classes_)
         return np.asarray(encoded)
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
         """Each class's probability, one column per class in ``classes_`` order (rows sum to one: the graph's
-        float32 sums are normalised in float64)."""
-        probabilities = self._predicted(X)[1]
+        float32 sums are normalised in float64); on ``n_jobs`` threads (the fit's when not given), as snapml's."""
+        probabilities = self._predicted(X, n_jobs)[1]
         return probabilities / probabilities.sum(axis=1, keepdims=True)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
         """The most probable class."""
-        probabilities = self.predict_proba(X)
+        probabilities = self.predict_proba(X, n_jobs=n_jobs)
         return self.classes_[probabilities.argmax(axis=1)]
 
 
 class _TreeRegressorMixin(RegressorMixin):
-    def predict(self, X: Any) -> np.ndarray:
-        """The predicted target."""
-        return self._predicted(X)[1][:, 0]
+    def predict(self, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
+        """The predicted target, on ``n_jobs`` threads (the fit's when not given)."""
+        return self._predicted(X, n_jobs)[1][:, 0]
 
 
 class _Forest(_TreeModel):

@@ -134,7 +134,8 @@ def tabular_search(
     assert train.target is not None and validation.target is not None  # a CSV's or a libsvm file's is always read
     estimator, settings = check_tables(train, validation, model=model, task=task)
     classification = settings.classification
-    names = (CLASSIFIER_METRICS if settings.probabilities else ("accuracy",)) if classification else REGRESSOR_METRICS
+    scored = CLASSIFIER_METRICS if settings.probabilities else tuple(m for m in CLASSIFIER_METRICS if m != "log_loss")
+    names = scored if classification else REGRESSOR_METRICS
     chosen = metric or names[0]
     if chosen not in names:
         raise ForkliftError(f"--metric {chosen}: {type(estimator).__name__} is measured by {', '.join(names)}")
