@@ -358,11 +358,11 @@ def test_bad_cells_of_the_target_the_test_table_and_a_predicted_table_are_one_li
         assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_cells_as_people_write_them_are_read_as_meant(tmp_path: Path) -> None:
+def test_cells_as_people_write_them_are_read_as_meant(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """What a walk through messy tables found: a True/False column with an empty cell, category codes that are
     numbers (a file of only `1` and `2` read them as 1.0 and 2.0, values the model never saw), a number column with
-    many words in it (it became a category of 72 values), Parquet's decimals and dates, a header naming one column
-    twice, a libsvm file's classes (1.0 for 1)."""
+    many words in it (it became a category of 72 values without a word), Parquet's decimals and dates, a header
+    naming one column twice, a libsvm file's classes (1.0 for 1)."""
     rng = np.random.default_rng(3)
     rows = 300
     code = rng.choice(["A", "1", "2"], rows)
@@ -385,7 +385,7 @@ def test_cells_as_people_write_them_are_read_as_meant(tmp_path: Path) -> None:
     assert alone == beside[:3] == typed and [row["prediction"] for row in alone] == ["yes", "no", "yes"]
 
     ages = np.round(rng.uniform(18, 80, rows)).astype(object)
-    ages[::7] = "unknown"  # one cell in seven: still a column of numbers, whose missing values are not empty
+    ages[::7] = "unknown"  # one cell in seven: a column of numbers whose missing values are not empty, or codes?
     frame.drop(columns="y").assign(age=ages, y=frame["y"]).to_csv(tmp_path / "unknown.csv", index=False)
     pd.DataFrame({"amount": pd.array([Decimal("1.50"), None, Decimal("2.25")] * 20, dtype=object),
                   "y": ["yes", "no", "yes"] * 20}).to_parquet(tmp_path / "decimals.pq")  # fmt: skip
@@ -394,7 +394,6 @@ def test_cells_as_people_write_them_are_read_as_meant(tmp_path: Path) -> None:
     )
     (tmp_path / "twice.csv").write_text("a,b,a,y\n1,2,3,yes\n4,5,6,no\n")
     refused = {
-        "unknown.csv": "unknown.csv: row 1, column 'age': 'unknown' is not a number",
         "dates.pq": "dates.pq: column 'when' holds dates or times, which are not features forklift reads",
         "twice.csv": "twice.csv: two columns are named 'a'; rename one",
     }
@@ -402,6 +401,16 @@ def test_cells_as_people_write_them_are_read_as_meant(tmp_path: Path) -> None:
         result = forklift_here("ml", "fit", "--data", tmp_path / name, "--model", "tree", tmp_path / "no", check=False)
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+    forklift_here("ml", "fit", "--data", tmp_path / "unknown.csv", "--model", "tree", tmp_path / "unknown")
+    assert (
+        "unknown.csv: column 'age' is read as a category: 86% of its cells are numbers, of 62 values, and 43 are "
+        "words, the first 'unknown' in row 1; if they stand for missing values, leave those cells empty"
+    ) in caplog.text
+    zips = [f"{k:05d}" for k in range(40)] + ["unknown"] * 10  # text by the file's own types: codes, not numbers
+    pd.DataFrame({"zip": zips, "y": ["yes", "no"] * 25}).to_parquet(tmp_path / "zips.pq")
+    forklift_here("ml", "fit", "--data", tmp_path / "zips.pq", "--model", "tree", tmp_path / "zips")
+    feature = json.loads((tmp_path / "zips" / "forklift.json").read_text())["tabular"]["features"][0]
+    assert feature["categories"] == sorted(set(zips)) and "zip" not in caplog.text
     forklift_here("ml", "fit", "--data", tmp_path / "decimals.pq", "--model", "tree", tmp_path / "decimals")
     amount = json.loads((tmp_path / "decimals" / "forklift.json").read_text())["tabular"]["features"][0]
     assert amount == {"name": "amount", "kind": FeatureKind.NUMBER}

@@ -2,7 +2,7 @@
 a tabular model's settings encode (`forklift.model_files.tabular`), and the target.
 
 A column of numbers is a number feature (an empty cell is a missing value); a column of text or booleans is a
-category, one-hot. A column of numbers with a few cells that are not is refused, naming the first such cell:
+category, one-hot. A CSV column of numbers with a few cells that are not is refused, naming the first such cell:
 a typo in a number must not turn the column into categories. A libsvm file's features are ``f0, f1, ...``; its
 absent entries are zeros, as libsvm reads them.
 """
@@ -34,7 +34,7 @@ TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
 LIBSVM_TARGET = "label"  # what a libsvm file's labels are called: its target
 NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
-CATEGORY_CODES = 20  # ... or half of whose cells are, of more values than a category's number codes would have
+CATEGORY_CODES = 20  # ... or half of whose cells are, of more values than a category's number codes: said
 MANY_VALUES = 50  # a category of more values than this, more than half of them each a row's own: said (an id? a date?)
 NUMBER_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 log = logging.getLogger(__name__)
@@ -84,13 +84,14 @@ def read_table(
         labels = y.astype(np.int64) if np.array_equal(y, np.round(y)) else y  # class 1, not 1.0
         return Table(columns, labels, LIBSVM_TARGET, dense.shape[0], str(path), zero_based=zero)
     frame = _read_frame(path, suffix, text=text)
+    typed = suffix != ".csv"  # Parquet's text columns are text by the file's own types
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise ForkliftError(f"{path}: no rows or no columns")
     target_name = target or str(frame.columns[-1])
     if target_name not in frame.columns:
         raise ForkliftError(f"{path}: no column {target_name!r} (columns: {', '.join(map(str, frame.columns))})")
     columns = {
-        str(name): _column(path, str(name), frame[name], text=name in text)
+        str(name): _column(path, str(name), frame[name], text=name in text, typed=typed)
         for name in frame.columns
         if name != target_name
     }
@@ -245,9 +246,10 @@ def _is_number(text: str) -> bool:
     return NUMBER_TEXT.fullmatch(text.strip()) is not None
 
 
-def _column(path: Path, name: str, values: pd.Series, *, text: bool = False) -> np.ndarray:
-    """Numbers as float64 (NaN missing), or a category's values as strings (None missing); ``text``: the column is
-    a category of the model, read as the file writes it."""
+def _column(path: Path, name: str, values: pd.Series, *, text: bool = False, typed: bool = False) -> np.ndarray:
+    """Numbers as float64 (NaN missing), or a category's values as strings (None missing). ``text``: the column is a
+    category of the model, read as the file writes it; ``typed``: the file types its columns (Parquet), so a text
+    column is text, whatever its cells look like."""
     if pd.api.types.is_datetime64_any_dtype(values) or pd.api.types.is_timedelta64_dtype(values):
         raise ForkliftError(
             f"{path}: column {name!r} holds dates or times, which are not features forklift reads: give them as "
@@ -260,22 +262,30 @@ def _column(path: Path, name: str, values: pd.Series, *, text: bool = False) -> 
     present = values.dropna()
     if len(present) and all(isinstance(v, numbers.Number) and not isinstance(v, bool | np.bool_) for v in present):
         return np.array([np.nan if pd.isna(v) else float(v) for v in values])  # Parquet's decimals
-    written = present[[isinstance(v, str) for v in present]]  # booleans (True, False) are a category's values
-    numeric = pd.to_numeric(written, errors="coerce")
-    words = written[numeric.isna()]
-    if not text and len(words) and _numbers_with_typos(numeric.dropna(), of=len(present)):
-        raise ForkliftError(
-            f"{path}: row {int(words.index[0]) + 1}, column {name!r}: {words.iloc[0]!r} is not a number"
-        )
+    if not text and not typed:
+        _check_words(path, name, present)
     return np.array([None if pd.isna(v) else str(v) for v in values], dtype=object)
 
 
-def _numbers_with_typos(numbers: pd.Series, *, of: int) -> bool:
-    """Whether a column of `of` cells, `numbers` of them numbers, is a column of numbers with words in it (a typo,
-    'unknown' for a missing value, '1,801' with a thousands separator) rather than a category whose values are
-    codes, some of them numbers: nearly all its cells are numbers, or most are, of many values."""
-    share = len(numbers) / of
-    return share >= NUMERIC_SHARE or (share >= 0.5 and numbers.nunique() > CATEGORY_CODES)
+def _check_words(path: Path, name: str, present: pd.Series) -> None:
+    """A CSV column of numbers with words in it: refused when nearly all its cells are numbers (a typo); said when
+    half of them or more are numbers of many values (`unknown` for a missing value, `1,801` with a thousands
+    separator), where a category of codes, some of them numbers, would have few."""
+    written = present[[isinstance(v, str) for v in present]]  # booleans (True, False) are a category's values
+    numeric = pd.to_numeric(written, errors="coerce")
+    words = written[numeric.isna()]
+    if not len(words):
+        return
+    share = numeric.notna().sum() / len(present)
+    row, word = int(words.index[0]) + 1, words.iloc[0]
+    if share >= NUMERIC_SHARE:
+        raise ForkliftError(f"{path}: row {row}, column {name!r}: {word!r} is not a number")
+    if share >= 0.5 and numeric.nunique() > CATEGORY_CODES:
+        log.warning(
+            "%s: column %r is read as a category: %d%% of its cells are numbers, of %d values, and %d are words, the "
+            "first %r in row %d; if they stand for missing values, leave those cells empty",
+            path, name, round(100 * share), numeric.nunique(), len(words), word, row,
+        )  # fmt: skip
 
 
 def _as_written(value: Any) -> str:
