@@ -315,16 +315,18 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   // a polygon's clicks are remembered so that Enter can close it.
   const spaceHeld = useRef(false);
   const lastClick = useRef<{ x: number; y: number } | null>(null);
+  // The drawing layer a press on it started a drag on: kept across the handlers' renewal (a save's recount renews
+  // the data set, and with it these handlers; a drag begun before and let go past the edge after was lost).
+  const dragging = useRef<SVGSVGElement | null>(null);
   useEffect(() => {
     const box = canvas.current;
     if (!box) return;
     // A box dragged past the image's edge (an object at the edge) ends at the edge, as if let go there: Annotorious
     // hears the pointer only over the image, and a release beyond it left no box and the outline following the mouse.
-    let drag: SVGSVGElement | null = null;  // the drawing layer a press on it started a drag on
     const down = (e: PointerEvent) => {
       const anno = annotator.current;
       const layer = (e.target as Element).closest?.("svg.a9s-annotationlayer") as SVGSVGElement | null;
-      drag = e.button === 0 && !spaceHeld.current && layer?.classList.contains("drawing") ? layer : null;
+      dragging.current = e.button === 0 && !spaceHeld.current && layer?.classList.contains("drawing") ? layer : null;
       if (!spaceHeld.current && e.button !== 1) {
         const onShape = (e.target as Element).closest?.("g.a9s-annotation:not(.a9s-rubberband), .a9s-handle, .a9s-shape-handle");
         if (anno && anno.getSelected().length && !onShape && e.button === 0) {
@@ -349,8 +351,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     };
     const up = (e: PointerEvent) => { if (e.isTrusted) lastClick.current = { x: e.clientX, y: e.clientY }; };
     const released = (e: PointerEvent) => {
-      const layer = drag;
-      drag = null;
+      const layer = dragging.current;
+      dragging.current = null;
       if (!layer || !e.isTrusted || layer.contains(e.target as Node)) return;
       const edge = layer.getBoundingClientRect();
       const clientX = Math.min(Math.max(e.clientX, edge.left + 0.01), edge.right - 0.01);
