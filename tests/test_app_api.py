@@ -197,6 +197,8 @@ def test_labels_are_counted_renamed_merged_and_deleted(client: TestClient) -> No
     _box(client, b, "kitty", [2, 2, 12, 12])
     labels = {label["name"]: label for label in client.get(f"/api/datasets/{dataset}/labels").json()}
     assert {name: label["count"] for name, label in labels.items()} == {"cat": 1, "kitty": 1}
+    both = client.patch(f"/api/labels/{labels['kitty']['id']}", json={"name": "x", "merge_into": labels["cat"]["id"]})
+    assert both.status_code == 422 and both.json()["error"] == "give name (rename) or merge_into (merge), not both"
     merged = client.patch(f"/api/labels/{labels['kitty']['id']}", json={"merge_into": labels["cat"]["id"]}).json()
     assert [(label["name"], label["count"]) for label in merged] == [("cat", 2)]
     padded = client.patch(f"/api/labels/{labels['cat']['id']}", json={"name": " feline "})  # as adding one refuses
@@ -208,6 +210,32 @@ def test_labels_are_counted_renamed_merged_and_deleted(client: TestClient) -> No
     assert {image["status"] for image in client.get(f"/api/datasets/{dataset}/images").json()["items"]} == {
         "unlabelled"
     }
+
+
+def test_a_save_whose_status_or_class_contradicts_its_shapes_is_refused(client: TestClient) -> None:
+    """A status is for what the shapes cannot say (a detection image with none is "nothing here" when labelled);
+    an unlabelled image with a box was left out of the VOC, YOLO and PowerAI exports, box and all."""
+    dataset = _dataset(client)
+    image = _upload(client, dataset, {"a.png": png(seed=1)})["added"][0]
+    box = [{"kind": "box", "label": "dog", "points": [1, 1, 5, 5]}]
+    url = f"/api/images/{image['id']}/annotations"
+    refused = {
+        "status unlabelled: the save has 1 shape(s)": {"shapes": box, "status": "unlabelled"},
+        "status auto: only an auto-label run gives it": {"shapes": box, "status": "auto"},
+        "status reviewed: the image is unlabelled; only auto": {"shapes": box, "status": "reviewed"},
+        "class_label: for classification data sets": {"shapes": [], "class_label": "dog"},
+    }
+    for said, body in refused.items():
+        answer = client.put(url, json={"version": image["version"], **body})
+        assert answer.status_code == 422 and answer.json()["error"].startswith(said), answer.text
+    assert client.get(url).json()["version"] == image["version"]  # nothing saved
+    nothing = client.put(url, json={"version": image["version"], "shapes": [], "status": "labelled"}).json()
+    assert nothing["status"] == "labelled" and nothing["shapes"] == []  # "nothing here", as a person says it
+    kinds = _dataset(client, "kinds", task="classify")
+    photo = _upload(client, kinds, {"b.png": png(seed=2)})["added"][0]
+    unclassed = client.put(f"/api/images/{photo['id']}/annotations", json={"version": photo["version"],
+                                                                           "status": "labelled"})  # fmt: skip
+    assert unclassed.status_code == 422 and "a classification image is labelled by its class" in unclassed.text
 
 
 @pytest.mark.parametrize("change", ["delete", "rename", "merge"])
@@ -383,6 +411,7 @@ def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path)
     assert first["previous_frame"] == every["added"][0]["id"]
     corrupt = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("bad.mp4", b"\0\0\0 not a video")})
     assert corrupt.status_code == 422 and corrupt.json()["error"].startswith("bad.mp4: not a video")
+    assert str(tmp_path) not in corrupt.json()["error"] and ".partial" not in corrupt.json()["error"]  # no path
     assert client.get(f"/api/datasets/{dataset}/videos").json()[0]["frames"] == len(times)
 
 

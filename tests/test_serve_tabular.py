@@ -209,6 +209,12 @@ def test_v2_with_tritonclient(server: Server, fitted) -> None:
     tensor.set_data_from_numpy(values)
     result = client.infer("reg", [tensor]).as_numpy("predictions")
     np.testing.assert_allclose(result[:, 0], _estimator(fitted["reg"]).predict(values), rtol=1e-5, atol=1e-4)
+    assert client.infer("reg", [tensor], model_version="1").as_numpy("predictions").shape == result.shape
+    assert client.is_model_ready("reg", model_version="1") and not client.is_model_ready("reg", model_version="99")
+    for asked in (lambda: client.infer("reg", [tensor], model_version="99"),
+                  lambda: client.get_model_metadata("reg", model_version="abc")):  # fmt: skip
+        with pytest.raises(InferenceServerException, match="model 'reg' has no version"):
+            asked()  # the one version it has is 1: another is not answered as if it were
 
 
 def test_a_client_builds_the_v2_tensor_from_the_models_description(server: Server, fitted) -> None:

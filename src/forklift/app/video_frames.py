@@ -38,22 +38,27 @@ def video_facts(path: Path, name: str) -> VideoFacts:
             if not container.streams.video:
                 raise ForkliftError(f"{name}: has no video stream")
             stream = container.streams.video[0]
-            duration = _duration(container, stream)
+            duration = _duration(container, stream, name=name)
             frame = next(container.decode(stream), None)  # proves that frames decode, not only the header
             if frame is None:
                 raise ForkliftError(f"{name}: no frame decodes")
             suffix = CONTAINER_SUFFIXES.get(container.format.name.split(",")[0], OTHER_CONTAINER)
             return VideoFacts(duration, _fps(stream), frame.width, frame.height, suffix)
     except (FFmpegError, OSError, ValueError, StopIteration) as exc:
-        raise ForkliftError(f"{name}: not a video FFmpeg can read ({exc})") from exc
+        raise ForkliftError(f"{name}: not a video FFmpeg can read ({_why(exc)})") from exc
 
 
-def _duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float:
+def _why(exc: Exception) -> str:
+    """FFmpeg's or the system's words without the file's path (the server's own folders are not the client's)."""
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+def _duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream, *, name: str) -> float:
     if stream.duration is not None and stream.time_base is not None:
         return float(stream.duration * stream.time_base)
     if container.duration is not None:
         return container.duration / av.time_base
-    raise ForkliftError(f"{container.name}: does not say how long it is")
+    raise ForkliftError(f"{name}: does not say how long it is")
 
 
 def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[float, bytes]]:
@@ -96,14 +101,14 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
                     if not wanted:
                         return
                     last = frame
-            duration, step = _duration(container, stream), 2 / _fps(stream)
+            duration, step = _duration(container, stream, name=name), 2 / _fps(stream)
             if last is None or moment + step < video_end or packets_end + step < duration:
                 raise ForkliftError(f"{name}: its frames stop at {moment:.3f} s of {duration:.3f} s (the file is "
                                     f"damaged or cut short)")  # fmt: skip
             if wanted and last is not given:
                 yield wanted[0], _jpeg(last)
     except (FFmpegError, OSError) as exc:
-        raise ForkliftError(f"{name}: FFmpeg could not decode past {moment:.3f} s ({exc})") from exc
+        raise ForkliftError(f"{name}: FFmpeg could not decode past {moment:.3f} s ({_why(exc)})") from exc
 
 
 def _fps(stream: av.video.stream.VideoStream) -> float:

@@ -133,8 +133,12 @@ def get_annotations(image_id: RowId, session: Db, _: Viewer) -> schemas.Annotati
 @router.put("/api/images/{image_id}/annotations")
 def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _: Editor) -> schemas.AnnotationsOut:
     """Replace an image's annotations, if nobody changed them since `version` (else 409 with the current ones'
-    version in the message: reload them). New label names are added to the data set."""
+    version in the message: reload them). New label names are added to the data set. `status` is for what the
+    shapes cannot say (a detection image with none is unlabelled unless it is "labelled": nothing here); a status
+    that contradicts them is refused (an unlabelled image with boxes was left out of some exports, boxes and all)."""
     image = get_or_404(session, Image, image_id)
+    classify = in_classify_set(session, image)
+    _check_status(body, before=image.status, classify=classify)
     for shape in body.shapes:
         _check_shape(shape, image)
     names = {shape.label for shape in body.shapes}
@@ -155,7 +159,7 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
     image.class_id = labels[body.class_label].id if body.class_label else None
     image.class_model_id = image.class_confidence = None  # a person's class now
     image.status = body.status or _status_after_edit(image.status, bool(body.shapes or body.class_label),
-                                                     classify=in_classify_set(session, image))  # fmt: skip
+                                                     classify=classify)  # fmt: skip
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)
@@ -182,6 +186,22 @@ def _shape_out(annotation: Annotation, label: str) -> schemas.ShapeOut:
     return schemas.ShapeOut(kind=annotation.kind, label=label, points=annotation.points,  # type: ignore[arg-type]
                             source=annotation.source, model_id=annotation.model_id,  # type: ignore[arg-type]
                             confidence=annotation.confidence)  # fmt: skip
+
+
+def _check_status(body: schemas.AnnotationsIn, *, before: str, classify: bool) -> None:
+    """Refuse a save whose status or class its data set and shapes contradict (a 422 naming them)."""
+    if body.class_label is not None and not classify:
+        raise HttpError(422, "class_label: for classification data sets; this is a detection set (give shapes)")
+    labelled = bool(body.shapes or body.class_label)
+    if body.status == "auto":
+        raise HttpError(422, "status auto: only an auto-label run gives it (a person's save is labelled or reviewed)")
+    if body.status == "unlabelled" and labelled:
+        what = "a class" if body.class_label else f"{len(body.shapes)} shape(s)"
+        raise HttpError(422, f"status unlabelled: the save has {what}; send none to leave the image unlabelled")
+    if body.status in ("labelled", "reviewed") and classify and not labelled:
+        raise HttpError(422, f"status {body.status}: a classification image is labelled by its class; give class_label")
+    if body.status == "reviewed" and before not in ("auto", "reviewed"):
+        raise HttpError(422, f"status reviewed: the image is {before}; only auto labels are reviewed (send labelled)")
 
 
 def _status_after_edit(before: str, labelled: bool, *, classify: bool) -> str:

@@ -32,6 +32,8 @@ def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Edi
     """Rename a label, or merge it into another label of the same data set (its uses move there)."""
     label = get_or_404(session, Label, label_id)
     dataset = get_or_404(session, DataSet, label.dataset_id)
+    if (body.merge_into is None) == (body.name is None):  # both: a merge would drop the rename unsaid
+        raise HttpError(422, f"give name (rename) or merge_into (merge){', not both' if body.name else ''}")
     if body.merge_into is not None:
         target = get_or_404(session, Label, body.merge_into)
         if target.dataset_id != label.dataset_id or target.id == label.id:
@@ -46,8 +48,6 @@ def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Edi
                 raise HttpError(409, f"label {body.name!r} exists already; merge into it instead")
             _changed_where_used(session, label)
         label.name = body.name
-    else:
-        raise HttpError(422, "give name (rename) or merge_into (merge)")
     session.commit()
     return label_counts(session, dataset)
 

@@ -36,6 +36,7 @@ HEADER_LENGTH = "Inference-Header-Content-Length"
 INPUT_NAME = "images"
 OUTPUT_NAMES = {Task.DETECT: "detections", Task.CLASSIFY: "probabilities", Task.SEGMENT: "masks"}
 DATATYPES = {"FP32": np.float32}
+MODEL_VERSION = "1"  # the one version of a served model
 
 
 class OutputTensor(TypedDict):
@@ -116,9 +117,19 @@ def _signature(pool: ModelPool) -> Signature:
     return Signature(INPUT_NAME, [-1, 3, height, width], OUTPUT_NAMES[task], output_shape)
 
 
+def _check_version(request: Request) -> None:
+    """A served model has one version, "1" (its metadata's `versions`): another one named in the path is not here
+    (404, as Triton answers), rather than answered by version 1 as if it were."""
+    version = request.path_params.get("version")
+    if version is not None and version != MODEL_VERSION:
+        model = request.path_params["model"]
+        raise HttpError(404, f"model {model!r} has no version {version!r} (its versions: {MODEL_VERSION})")
+
+
 def _v2_model(request: Request) -> tuple[ModelPool, Signature]:
     state: ServeState = request.app.state.serve
     pool = state.pool(request.path_params["model"])
+    _check_version(request)
     return pool, _signature(pool)
 
 
@@ -141,7 +152,7 @@ async def model_metadata(request: Request) -> Response:
     pool, signature = _v2_model(request)
     return JSONResponse({
         "name": pool.name,
-        "versions": ["1"],
+        "versions": [MODEL_VERSION],
         "platform": f"forklift_{pool.served.runtime}",
         "inputs": [{"name": signature.input_name, "datatype": "FP32", "shape": signature.input_shape}],
         "outputs": [{"name": signature.output_name, "datatype": "FP32", "shape": signature.output_shape}],
@@ -154,6 +165,7 @@ async def model_ready(request: Request) -> Response:
     name = request.path_params["model"]
     if name not in state.pools:
         raise HttpError(404, f"unknown model {name!r} (served: {', '.join(sorted(state.pools))})")
+    _check_version(request)
     ok = state.pools[name].ready
     return JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
 
@@ -237,7 +249,7 @@ async def infer(request: Request) -> Response:
         raise HttpError(400, f"unknown output {unknown[0]!r}: this model gives {output_name!r}")
     tensor = _input_tensor(inputs[0], binary, signature)
     output = np.ascontiguousarray(await _run(state, pool, tensor), dtype=np.float32)
-    answer: InferAnswer = {"model_name": pool.name, "model_version": "1", "outputs": []}
+    answer: InferAnswer = {"model_name": pool.name, "model_version": MODEL_VERSION, "outputs": []}
     if request_json.id is not None:
         answer["id"] = request_json.id
     described: OutputTensor = {"name": output_name, "datatype": "FP32", "shape": list(output.shape)}
