@@ -379,6 +379,25 @@ def test_a_zip_import_refuses_unsafe_entries_and_keeps_the_rest(client: TestClie
         assert wrong.status_code == 422 and wrong.json()["error"].startswith(f"photos.zip: {said}")  # not a path
 
 
+def test_an_image_of_a_forklift_zip_with_a_box_refused_is_left_out_whole(client: TestClient) -> None:
+    """Kept without the box, it came in labelled with none: "nothing here", trained on so, beside the object."""
+    dataset = _dataset(client)
+    entries = [{"file": f"images/{name}.png", "width": 64, "height": 48, "split": "train", "boxes": boxes}
+               for name, boxes in (("bad", [{"label": "a", "x1": -5, "y1": 0, "x2": 1000, "y2": 10},
+                                            {"label": "a", "x1": 1, "y1": 1, "x2": 9, "y2": 9}]),
+                                   ("good", [{"label": "a", "x1": 1, "y1": 1, "x2": 9, "y2": 9}]))]  # fmt: skip
+    index = {"format": "forklift-dataset", "version": 1, "task": "detect", "classes": ["a"], "images": entries}
+    archive = zip_of({"set/dataset.json": json.dumps(index).encode(), "set/images/bad.png": png(seed=1),
+                      "set/images/good.png": png(seed=2)})  # fmt: skip
+    answer = client.post(f"/api/datasets/{dataset}/import", data={"format": "forklift"},
+                         files={"file": ("set.zip", archive)})  # fmt: skip
+    assert answer.status_code == 201, answer.text
+    assert [image["original_name"] for image in answer.json()["added"]] == ["good.png"]
+    (said,) = answer.json()["refused"]
+    assert said.endswith("images[0] boxes[0]: (-5.0, 0.0, 1000.0, 10.0) is not a box inside the 64x48 image; the "
+                         "image is left out")  # fmt: skip
+
+
 def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path) -> None:
     dataset = _dataset(client)
     clip = video(tmp_path / "clip.mp4", seconds=3.0, fps=10)

@@ -127,7 +127,15 @@ def _imported(format: str, archive: Path, folder: Path, out: Path, dataset: Data
     data, findings = load_dataset_leniently(indexes[0].parent)
     if data.task != dataset.task:
         raise ForkliftError(f"{folder}: a {data.task} data set; {dataset.name!r} is a {dataset.task} one")
-    return data, [f"{finding.file or finding.problem}: {finding.detail}" for finding in findings]
+    # an image one of whose boxes is refused is left out whole: kept with the others only, it would be labelled
+    # (or "nothing here") without the object that box marks, and trained on so
+    incomplete = {finding.image for finding in findings if finding.image is not None}
+    data.images = [record for position, record in enumerate(data.images) if position not in incomplete]
+    return data, [
+        f"{finding.file or finding.problem}: {finding.detail}"
+        + ("; the image is left out" if finding.image is not None else "")
+        for finding in findings
+    ]
 
 
 def _upload_name(filename: str | None) -> str:
