@@ -300,7 +300,7 @@ def _big_jpeg(megabytes: float) -> bytes:
         ("empty", None, 400, "empty request body"),
         ("text", b"just some text, not a picture", 400, "not an image"),
         ("truncated", "truncated", 400, "corrupt or truncated image"),
-        ("bomb", _png_declaring(30_000, 30_000), 400, "over the limit of 100000000"),
+        ("bomb", _png_declaring(30_000, 30_000), 413, "900,000,000 pixels together, over the limit of 100,000,000"),
         (
             "too big",
             _big_jpeg(UPLOAD_LIMIT_MB + 1),
