@@ -151,6 +151,8 @@ def test_powerai_vision_api(server: Server, image_host: str) -> None:
     assert "<form" in httpx.get(f"{server.url}/test").text
     upload = httpx.post(f"{server.url}/detect_upload", files={"files": ("d.jpg", dog())}, data={"model": "tiny"})
     assert upload.status_code == 200 and upload.json()["result"] == "success"
+    unnamed = httpx.post(f"{server.url}/detect_upload", files={"files": ("d.jpg", dog())})  # says how to name one
+    assert_error(unnamed, 404, "several models are served (shapes, tiny): name one, with the form field model")
     fetched = httpx.get(f"{server.url}/detect_url", params={"url": f"{image_host}/horses.jpg", "model": "shapes"})
     assert fetched.status_code == 200 and fetched.json()["webAPIId"] == "shapes"
 

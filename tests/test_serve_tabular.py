@@ -295,6 +295,26 @@ def test_v2_json_values_beyond_float32_are_named_by_position(
     assert "RuntimeWarning" not in log and "overflow" not in log
 
 
+def test_v2_binary_bytes_that_do_not_match_their_header_are_named(server: Server, fitted) -> None:
+    """Fewer bytes than binary_data_size (it said the size, not what came), more (ignored), none at all."""
+    width = _settings(fitted["clf"]).width
+    header = {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1, width]}]}
+    sized = {"inputs": [{**header["inputs"][0], "parameters": {"binary_data_size": 4 * width}}]}
+    inline = {"inputs": [{**header["inputs"][0], "data": [0.5] * width}]}
+    rows = np.zeros(width, dtype="<f4").tobytes()
+    cases = [
+        (sized, rows[:8], f"input 'X': 8 bytes follow the JSON header, where binary_data_size says {4 * width}"),
+        (sized, rows + b"junk", f"input 'X': {4 * width + 4} bytes follow the JSON header"),
+        (header, b"", "input 'X': no data (give data, or binary_data_size and the bytes after the JSON)"),
+        (inline, b"junk", "input 'X': its data is in the JSON, and 4 bytes follow it that no input claims"),
+    ]
+    for body, binary, message in cases:
+        text = json.dumps(body).encode()
+        answer = httpx.post(f"{server.url}/v2/models/clf/infer", content=text + binary,
+                            headers={"Inference-Header-Content-Length": str(len(text))})  # fmt: skip
+        assert_error(answer, 400, message)
+
+
 # ---- batching ----------------------------------------------------------------------------------------------------
 
 

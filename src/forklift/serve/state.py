@@ -30,12 +30,13 @@ class ServeState:
         self.options = options
         self.metrics = metrics
 
-    def pool(self, name: str | None) -> ModelPool:
-        """The named model's pool; without a name, the only one (or a 404 that lists the choices)."""
+    def pool(self, name: str | None, *, naming: str = "as /predict/{model}") -> ModelPool:
+        """The named model's pool; without a name, the only one (or a 404 that lists the choices and says how the
+        route names one: `naming`)."""
         served = ", ".join(sorted(self.pools))
         if name is None:
             if len(self.pools) != 1:
-                raise HttpError(404, f"several models are served ({served}): name one, as /predict/{{model}}")
+                raise HttpError(404, f"several models are served ({served}): name one, {naming}")
             name = next(iter(self.pools))
         if name not in self.pools:
             raise HttpError(404, f"unknown model {name!r} (served: {served})")

@@ -199,9 +199,18 @@ def _input_tensor(spec: TensorIn, binary: bytes, signature: Signature) -> np.nda
     count = int(np.prod(shape))
     size = spec.parameters.get("binary_data_size")
     if size is not None:
-        if size != count * 4 or len(binary) < size:
-            raise HttpError(400, f"input {name!r}: binary data of {size} bytes does not hold shape {shape} FP32")
-        values = given = np.frombuffer(binary[: count * 4], dtype="<f4")
+        if size != count * 4:
+            raise HttpError(400, f"input {name!r}: binary_data_size {size} is not shape {shape} FP32's {count * 4} "
+                                 "bytes")  # fmt: skip
+        if len(binary) != size:  # one input: the bytes after the JSON are its, no fewer and no more
+            raise HttpError(400, f"input {name!r}: {len(binary)} bytes follow the JSON header, where "
+                                 f"binary_data_size says {size}")  # fmt: skip
+        values = given = np.frombuffer(binary, dtype="<f4")
+    elif spec.data is None:
+        raise HttpError(400, f"input {name!r}: no data (give data, or binary_data_size and the bytes after the JSON)")
+    elif binary:
+        raise HttpError(400, f"input {name!r}: its data is in the JSON, and {len(binary)} bytes follow it that no "
+                             "input claims")  # fmt: skip
     else:
         try:
             given = np.asarray(spec.data, dtype=np.float64)  # as sent: 1e300 is named, not an overflow warning

@@ -85,9 +85,11 @@ async def fetch_image(url: str, settings: UrlFetch) -> tuple[str, bytes]:
     return parts.path.rsplit("/", 1)[-1] or parts.hostname, b"".join(chunks)
 
 
-async def _detect(request: Request, model: str | None, images: list[tuple[str, bytes]], conf_text: str | None):
+async def _detect(
+    request: Request, model: str | None, images: list[tuple[str, bytes]], conf_text: str | None, *, naming: str
+) -> Response:
     state: ServeState = request.app.state.serve
-    pool = state.pool(model)
+    pool = state.pool(model, naming=naming)
     conf = parse_conf(conf_text, "confthre")
     pixels = pixels_within(images[:1], state.options.max_pixels)
     prediction = await state.run(pool, ImagesJob(images[:1], RequestOptions(conf=conf), pixels=pixels))
@@ -97,7 +99,8 @@ async def _detect(request: Request, model: str | None, images: list[tuple[str, b
 async def _from_upload(request: Request, model: str | None) -> Response:
     state: ServeState = request.app.state.serve
     images, fields = await read_images(request, state.options.upload_limit)
-    return await _detect(request, model or fields.get("model"), images, fields.get("confthre"))
+    naming = "with the form field model (-F model=NAME)"
+    return await _detect(request, model or fields.get("model"), images, fields.get("confthre"), naming=naming)
 
 
 async def _from_url(request: Request, model: str | None, parameter: str) -> Response:
@@ -105,7 +108,7 @@ async def _from_url(request: Request, model: str | None, parameter: str) -> Resp
     if not url:
         raise HttpError(400, f"GET {request.url.path} needs ?{parameter}=")
     image = await fetch_image(url, request.app.state.serve.options.url_fetch)
-    return await _detect(request, model, [image], request.query_params.get("confthre"))
+    return await _detect(request, model, [image], request.query_params.get("confthre"), naming="with ?model=NAME")
 
 
 @endpoint("powerai")
