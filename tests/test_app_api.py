@@ -228,7 +228,23 @@ def test_a_save_whose_status_or_class_contradicts_its_shapes_is_refused(client: 
     for said, body in refused.items():
         answer = client.put(url, json={"version": image["version"], **body})
         assert answer.status_code == 422 and answer.json()["error"].startswith(said), answer.text
+    not_a_number = "shapes.0.points.list[float].0: Input should be a valid number"
+    points = [
+        (not_a_number, [{"kind": "box", "label": "dog", "points": [True, 1, 5, 5]}]),  # true is no coordinate
+        (not_a_number, [{"kind": "box", "label": "dog", "points": ["1", 1, 5, 5]}]),
+        ("polygon 'dog': 10002 points; a polygon has at most 10000",  # a row of megabytes
+         [{"kind": "polygon", "label": "dog", "points": [[1, 1], [2, 2], [1, 2]] * 3334}]),
+    ]  # fmt: skip
+    for said, shapes in points:
+        answer = client.put(url, json={"version": image["version"], "shapes": shapes})
+        assert answer.status_code == 422 and said in answer.json()["error"], answer.text
     assert client.get(url).json()["version"] == image["version"]  # nothing saved
+    for missing, said in (
+        (f"/api/datasets/{dataset + 99}", "no data set"),
+        ("/api/autolabel/999", "no auto-label run"),
+    ):
+        answer = client.get(missing)
+        assert answer.status_code == 404 and answer.json()["error"].startswith(said), answer.text  # the pages' words
     nothing = client.put(url, json={"version": image["version"], "shapes": [], "status": "labelled"}).json()
     assert nothing["status"] == "labelled" and nothing["shapes"] == []  # "nothing here", as a person says it
     kinds = _dataset(client, "kinds", task="classify")

@@ -745,7 +745,7 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.wait_for_selector("text=Imported 1 images.")
         (imported,) = [d for d in httpx.get(f"{app_url}/api/datasets").json() if d["name"] == "Other"]
         assert (imported["images"], imported["labelled"]) == (1, 0)  # nobody labelled it: unlabelled still
-        for missing, said in (("jobs/77", "no job 77"), ("datasets/99", "no dataset 99")):  # an old link
+        for missing, said in (("jobs/77", "no job 77"), ("datasets/99", "no data set 99")):  # an old link
             page.goto(f"{app_url}/#/{missing}")
             page.wait_for_selector(f"text={said}")
             assert (

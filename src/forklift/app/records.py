@@ -23,10 +23,15 @@ from forklift.vocabulary import Task
 Row = TypeVar("Row", bound=Base)
 
 
+RECORD_WORDS = {"datasets": "data set", "autolabel_runs": "auto-label run", "api_tokens": "API token"}
+
+
 def get_or_404(session: Session, kind: type[Row], row_id: int) -> Row:
+    """The record, or a 404 naming it as the pages do ("no data set 9", not the table's "datasets")."""
     row = session.get(kind, row_id)
     if row is None:
-        raise HttpError(404, f"no {kind.__tablename__.rstrip('s')} {row_id}")
+        table = kind.__tablename__
+        raise HttpError(404, f"no {RECORD_WORDS.get(table, table.rstrip('s'))} {row_id}")
     return row
 
 

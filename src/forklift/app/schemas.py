@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, StrictFloat
 
 from forklift.app.security import MAX_PASSWORD
 from forklift.app.tables import JobState
@@ -21,8 +21,10 @@ Name = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
 ACCOUNT_NAME = r"^[^\x00]+$"  # no NUL, which PostgreSQL refuses even in a query (SQLite would look it up)
 MAX_SHAPES = 10_000  # an image's shapes in one save: a crowd's thousands, not a request that holds the app for seconds
 MAX_NEW_LABELS = 100  # labels one save may add to its data set (a typo makes one; a script's loop thousands)
+MAX_POINTS = 10_000  # a polygon's points: a traced outline's hundreds, not a request that fills a row with megabytes
 MAX_ID = 2**31 - 1  # what every database's integer column holds
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+Point = Annotated[list[StrictFloat], Field(min_length=2, max_length=2)]  # [x, y]
 
 
 class LabelCount(BaseModel):
@@ -64,7 +66,8 @@ class DataSetOut(BaseModel):
 class Shape(BaseModel):
     kind: Literal["box", "polygon"]
     label: str = Name
-    points: list[float] | list[list[float]]  # box: [x1, y1, x2, y2]; polygon: [[x, y], ...], pixels
+    # box: [x1, y1, x2, y2]; polygon: [[x, y], ...], pixels; numbers only (true or "5" is not a coordinate)
+    points: list[StrictFloat] | list[Point]
 
 
 class ShapeOut(Shape):

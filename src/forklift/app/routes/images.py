@@ -229,6 +229,8 @@ def _check_shape(shape: schemas.Shape, image: Image) -> None:
     points = shape.points
     if len(points) < 3 or not all(isinstance(p, list) and len(p) == 2 for p in points):
         raise HttpError(422, f"{where}: a polygon is three or more [x, y] points")
+    if len(points) > schemas.MAX_POINTS:  # a row of megabytes, read back on every load of the image
+        raise HttpError(422, f"{where}: {len(points)} points; a polygon has at most {schemas.MAX_POINTS}")
     if not all(0 <= p[0] <= image.width and 0 <= p[1] <= image.height for p in points):  # type: ignore[index]
         raise HttpError(422, f"{where}: a point lies outside the image")
 
