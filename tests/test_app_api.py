@@ -132,6 +132,17 @@ def test_a_name_asked_for_by_many_at_once_is_given_once(client: TestClient) -> N
     assert len(set(names)) == len(names)
 
 
+def test_the_description_says_how_a_request_is_authorised(client: TestClient) -> None:
+    """/openapi.json declares the bearer token, the session cookie and the CSRF header (a client found the header's
+    name only in a 403; /docs had no Authorize button); the login itself needs none of them."""
+    spec = client.get("/openapi.json").json()
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["HTTPBearer"]["scheme"] == "bearer"
+    assert (schemes["APIKeyCookie"]["name"], schemes["APIKeyHeader"]["name"]) == ("forklift_session", "x-csrf-token")
+    assert {"HTTPBearer": []} in spec["paths"]["/api/datasets"]["post"]["security"]
+    assert "security" not in spec["paths"]["/api/login"]["post"]
+
+
 def test_a_removed_records_id_never_names_a_new_one(client: TestClient) -> None:
     """The newest image and data set removed, the next ones added get ids of their own: a page still open on the
     removed image cannot save its boxes onto the new one, nor an old link open it."""

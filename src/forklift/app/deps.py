@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Request, Security
+from fastapi.security import APIKeyCookie, APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from forklift.app.security import Principal, authenticate
+from forklift.app.security import COOKIE, CSRF_HEADER, Principal, authenticate
 from forklift.app.storage import Storage
 from forklift.serve.responses import HttpError
 
@@ -31,8 +32,23 @@ RowId = Annotated[int, Path(ge=1, le=2**31 - 1, description="a record's id")]
 Files = Annotated[Storage, Depends(storage)]
 
 
-def _role(role: str) -> Callable[[Request, Session], Principal]:
-    def check(request: Request, session: Db) -> Principal:
+# How a request says who it is, as /openapi.json describes it (and /docs's Authorize button offers it): an API
+# token as a bearer token, or the session cookie of a login with the CSRF token on every change. `authenticate`
+# reads them itself; these only describe them (none refuses a request on its own).
+_TOKEN = HTTPBearer(auto_error=False, description="an API token (made by: forklift app token add NAME --user USER)")
+_COOKIE = APIKeyCookie(name=COOKIE, auto_error=False, description="the session of POST /api/login")
+_CSRF = APIKeyHeader(name=CSRF_HEADER, auto_error=False,
+                     description="with the session cookie, on every change: the csrf of GET /api/session")  # fmt: skip
+
+
+def _role(role: str) -> Callable[..., Principal]:
+    def check(
+        request: Request,
+        session: Db,
+        _token: Annotated[HTTPAuthorizationCredentials | None, Security(_TOKEN)],
+        _cookie: Annotated[str | None, Security(_COOKIE)],
+        _csrf: Annotated[str | None, Security(_CSRF)],
+    ) -> Principal:
         principal = authenticate(request, session)
         if not principal.may(role):
             raise HttpError(403, f"{principal.name} is {_a(principal.role)}; this needs {_a(role)} or more")
