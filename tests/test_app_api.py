@@ -235,6 +235,7 @@ def test_a_save_whose_status_or_class_contradicts_its_shapes_is_refused(client: 
         "status auto: only an auto-label run gives it": {"shapes": box, "status": "auto"},
         "status reviewed: the image is unlabelled; only auto": {"shapes": box, "status": "reviewed"},
         "class_label: for classification data sets": {"shapes": [], "class_label": "dog"},
+        "body.clas_label: Extra inputs are not permitted": {"shapes": box, "clas_label": "dog"},  # a typo: not unsaid
     }
     for said, body in refused.items():
         answer = client.put(url, json={"version": image["version"], **body})

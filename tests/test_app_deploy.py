@@ -69,12 +69,13 @@ def test_deploy_answer_restart_and_undeploy(tmp_path: Path) -> None:
         assert not Path(f"/proc/{restarted}").exists()  # reaped: no defunct process left behind
 
 
-def _serves(pid: int, name: str) -> bool:
+def _serves(pid: int, name: str, under: Path | None = None) -> bool:
+    """Whether the process is `forklift serve` of a model named `name` (from a model folder `under` that one)."""
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"serve" in command and f"={name}".encode() in command
+    return b"serve" in command and f"={name}".encode() in command and str(under or "").encode() in command
 
 
 def test_deleting_a_deployed_model_stops_its_server(tmp_path: Path) -> None:
@@ -93,7 +94,7 @@ def test_deleting_a_deployed_model_stops_its_server(tmp_path: Path) -> None:
         deployment = next(answer.json() for answer in made if answer.status_code == 201)
         url = f"http://127.0.0.1:{deployment['port']}"
         assert _answering(url, 60)
-        (pid,) = (int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"]))
+        (pid,) = (int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"], data))
         assert client.delete(f"/api/models/{model['id']}").status_code == 204
         assert client.get("/api/deployments").json() == [] and not _answering(url, 3)
         assert not Path(f"/proc/{pid}").exists()  # stopped and reaped, not left answering from deleted files

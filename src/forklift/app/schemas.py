@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, StrictFloat
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat
 
 from forklift.app.security import MAX_PASSWORD
 from forklift.app.tables import JobState
@@ -27,6 +27,13 @@ Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 Point = Annotated[list[StrictFloat], Field(min_length=2, max_length=2)]  # [x, y]
 
 
+class Input(BaseModel):
+    """A request's body: a field it does not have is refused (422 naming it), not ignored: a typo such as
+    `clas_label` would otherwise save the image without its class, unsaid."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class LabelCount(BaseModel):
     id: int
     name: str
@@ -41,12 +48,12 @@ class ErrorOut(BaseModel):
     error: str
 
 
-class DataSetIn(BaseModel):
+class DataSetIn(Input):
     name: str = Name
     task: LabelledTask = Task.DETECT
 
 
-class DataSetRename(BaseModel):
+class DataSetRename(Input):
     name: str = Name
 
 
@@ -63,7 +70,7 @@ class DataSetOut(BaseModel):
     thumbnail: str | None  # the first image's thumbnail URL
 
 
-class Shape(BaseModel):
+class Shape(BaseModel):  # not an Input: a GET's shapes (with source, model_id, confidence) go back as they are
     kind: Literal["box", "polygon"]
     label: str = Name
     # box: [x1, y1, x2, y2]; polygon: [[x, y], ...], pixels; numbers only (true or "5" is not a coordinate)
@@ -76,7 +83,7 @@ class ShapeOut(Shape):
     confidence: float | None  # an auto label's score
 
 
-class AnnotationsIn(BaseModel):
+class AnnotationsIn(Input):
     version: int = Field(ge=0, le=MAX_ID)  # the version these edits start from: an older one is refused (409)
     shapes: list[Shape] = Field(default=[], max_length=MAX_SHAPES)
     class_label: str | None = None  # classify sets
@@ -128,14 +135,14 @@ class UploadResult(BaseModel):
     refused: list[str]  # one line per file: its name and the problem
 
 
-class BulkIn(BaseModel):
+class BulkIn(Input):
     image_ids: list[Id] = Field(min_length=1, max_length=10_000)
     action: Literal["delete", "split", "class", "unclass"]  # unclass: a classification image unlabelled again
     split: Split | None = None
     class_label: str | None = None
 
 
-class AugmentIn(BaseModel):
+class AugmentIn(Input):
     image_ids: list[Id] = Field(min_length=1, max_length=1000)
     variants: int = Field(default=3, ge=1, le=20)  # per image
     operations: list[Literal["flip", "rotate", "blur", "sharpen", "colour", "crop", "noise"]] = Field(
@@ -148,11 +155,11 @@ class BulkOut(BaseModel):
     changed: int
 
 
-class LabelIn(BaseModel):
+class LabelIn(Input):
     name: str = Name
 
 
-class LabelChange(BaseModel):
+class LabelChange(Input):
     name: str | None = Field(default=None, min_length=1, max_length=200, pattern=NAME_PATTERN)  # rename to this
     merge_into: Id | None = None  # move its annotations to this label and delete it
 
@@ -169,7 +176,7 @@ class VideoOut(BaseModel):
     frames: int  # images captured from it
 
 
-class CaptureIn(BaseModel):
+class CaptureIn(Input):
     every_s: float | None = Field(default=None, gt=0, le=86_400)  # a frame every this many seconds
     from_s: float = Field(default=0, ge=0, le=86_400)  # ... from this time
     to_s: float | None = Field(default=None, gt=0, le=86_400)  # ... to this one, with it (default: the end)
@@ -181,7 +188,7 @@ class CaptureOut(BaseModel):
     skipped: int  # times already captured
 
 
-class LoginIn(BaseModel):
+class LoginIn(Input):
     name: str = Field(min_length=1, max_length=80, pattern=ACCOUNT_NAME)
     password: str = Field(min_length=1, max_length=MAX_PASSWORD)
 
@@ -215,7 +222,7 @@ class DeviceOut(BaseModel):
 TrainedModel = Literal["yolov3-tiny", "yolov3-tiny-slim", "faster-rcnn", "small-classifier"]
 
 
-class JobIn(BaseModel):
+class JobIn(Input):
     model: TrainedModel | None = None  # default: yolov3-tiny or small-classifier, by the data set's task
     epochs: int = Field(default=30, ge=1, le=10_000)
     batch: int = Field(default=16, ge=1, le=1024)
@@ -253,7 +260,7 @@ class EstimateOut(BaseModel):
     basis: str  # what the figure rests on, in words
 
 
-class RetrainIn(BaseModel):
+class RetrainIn(Input):
     """Fine-tune a model on its data set as labelled now; what is not given is as the model was trained."""
 
     epochs: int | None = Field(default=None, ge=1, le=10_000)
@@ -261,7 +268,7 @@ class RetrainIn(BaseModel):
     device: DeviceName | None = None
 
 
-class ResumeIn(BaseModel):
+class ResumeIn(Input):
     device: DeviceName | None = None  # default: where it ran
 
 
@@ -306,7 +313,7 @@ class ModelOut(BaseModel):
     created_at: Moment
 
 
-class ModelRename(BaseModel):
+class ModelRename(Input):
     name: str = Name
 
 
@@ -325,7 +332,7 @@ class DeploymentOut(BaseModel):
     created_by: str
 
 
-class AutoLabelIn(BaseModel):
+class AutoLabelIn(Input):
     model_id: Id  # a registered model (deployed or not)
     threshold: float = Field(default=0.5, ge=0, le=1)  # boxes scoring less are not kept
     video_id: Id | None = None  # only this video's frames; default: every unlabelled image of the data set
@@ -362,7 +369,7 @@ class ReviewPage(BaseModel):
     items: list[ReviewItem]
 
 
-class ReviewIn(BaseModel):
+class ReviewIn(Input):
     # correct = edit in the editor (a saved edit counts as reviewed); reopen = undo an accept or a reject: the
     # image waits for review again, with the model's labels it had (`shapes` and the class, as the review saw them)
     action: Literal["accept", "reject", "reopen"]
