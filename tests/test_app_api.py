@@ -454,6 +454,10 @@ def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path)
         assert odd.status_code == 422 and said in odd.json()["error"], odd.text
     frame = client.get(again["added"][0]["file"]).content
     assert frame[:2] == b"\xff\xd8"
+    other = _dataset(client, "other")
+    for where, status, said in ((dataset, 404, "no video 999"), (other, 422, "not a video of data set 'other'")):
+        wrong = client.get(f"/api/datasets/{where}/images?video_id={999 if status == 404 else facts['id']}")
+        assert wrong.status_code == status and said in wrong.json()["error"]  # as a label not the set's: said
     first = client.get(f"/api/images/{every['added'][1]['id']}/neighbours").json()
     assert first["previous_frame"] == every["added"][0]["id"]
     corrupt = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("bad.mp4", b"\0\0\0 not a video")})

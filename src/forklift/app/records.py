@@ -91,6 +91,14 @@ def images_out(session: Session, images: list[Image]) -> list[schemas.ImageOut]:
     ]
 
 
+def video_of(session: Session, dataset: DataSet, video_id: int) -> Video:
+    """The data set's video of that id: a 404 when there is none, a 422 when it is another set's."""
+    video = get_or_404(session, Video, video_id)
+    if video.dataset_id != dataset.id:
+        raise HttpError(422, f"video {video_id}: not a video of data set {dataset.name!r}")
+    return video
+
+
 def in_classify_set(session: Session, image: Image) -> bool:
     """Whether the image's data set is a classification set, where a class alone labels an image."""
     return session.scalar(select(DataSet.task).where(DataSet.id == image.dataset_id)) == Task.CLASSIFY

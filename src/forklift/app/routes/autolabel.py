@@ -11,9 +11,17 @@ from sqlalchemy.orm import Session
 
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
-from forklift.app.records import get_or_404, images_out, in_classify_set, label_named, model_for, take_version
+from forklift.app.records import (
+    get_or_404,
+    images_out,
+    in_classify_set,
+    label_named,
+    model_for,
+    take_version,
+    video_of,
+)
 from forklift.app.routes.images import PAGE_MAX, annotations_out
-from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, JobState, Video
+from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, JobState
 from forklift.serve.responses import HttpError
 
 LABELLED_TASKS = get_args(schemas.LabelledTask)
@@ -35,9 +43,7 @@ def start_run(
     model = model_for(session, request.app.state.storage, body.model_id, dataset)  # one that answers its task
     todo = select(func.count()).select_from(Image).where(Image.dataset_id == dataset_id, Image.status == "unlabelled")
     if body.video_id is not None:
-        video = get_or_404(session, Video, body.video_id)
-        if video.dataset_id != dataset_id:
-            raise HttpError(422, f"video {body.video_id}: not a video of data set {dataset.name!r}")
+        video_of(session, dataset, body.video_id)
         todo = todo.where(Image.video_id == body.video_id)
     if not session.scalar(todo):
         raise HttpError(422, f"data set {dataset.name!r}: no unlabelled images to label")

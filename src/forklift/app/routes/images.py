@@ -21,6 +21,7 @@ from forklift.app.records import (
     label_named,
     labels_named,
     take_version,
+    video_of,
 )
 from forklift.app.tables import Annotation, DataSet, Image, Label
 from forklift.errors import ForkliftError
@@ -72,8 +73,8 @@ def list_images(
         query = query.where(Image.status == status)
     if split is not None:
         query = query.where(Image.split == split)
-    if video_id is not None:
-        query = query.where(Image.video_id == video_id)
+    if video_id is not None:  # as a label that is not the set's: said, not an empty page
+        query = query.where(Image.video_id == video_of(session, dataset, video_id).id)
     if empty is not None:
         shaped = Image.id.in_(select(Annotation.image_id))
         query = (
