@@ -22,7 +22,7 @@ from sklearn.metrics import (
 class ClassifierScores:
     accuracy: float
     log_loss: float | None  # None: the model gives no probabilities
-    auc: float | None  # one-vs-rest macro for more than two classes; None: no scores, or a class has no row
+    auc: float | None  # one-vs-rest macro for more than two classes; None: a class has no row
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class RegressorScores:
 def classifier_scores(
     truth: np.ndarray,
     predicted: np.ndarray,
-    scores: np.ndarray | None,
+    scores: np.ndarray,
     *,
     labels: Sequence[Any],
     probabilities: bool,
@@ -43,8 +43,6 @@ def classifier_scores(
     """Accuracy; AUC from ``scores`` [rows, labels], any scores (a ranking is all it needs: an SVM's decision
     values too); log-loss where they are ``probabilities``."""
     accuracy = float(accuracy_score(truth, predicted))
-    if scores is None:
-        return ClassifierScores(accuracy, None, None)
     loss = None
     if probabilities:
         # float64 whatever the model answered in: log_loss clips at its dtype's eps, and a graph's float32 zeros
