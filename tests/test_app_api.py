@@ -630,6 +630,18 @@ def test_a_forklift_zip_brings_a_models_unreviewed_labels_back_unreviewed(client
     assert [i["image"]["id"] for i in client.get(f"/api/datasets/{dataset}/review").json()["items"]] == [a["id"]]
     assert [label["name"] for label in client.get(f"/api/datasets/{dataset}/labels").json()] == ["cat", "dog"]
 
+    # through COCO (its extra keys): the model's label still the model's, the image nobody labelled still unlabelled
+    coco = client.get(f"/api/datasets/{dataset}/export?format=coco&auto=true")
+    assert coco.status_code == 200, coco.text
+    again = _dataset(client, "through coco")
+    answer = client.post(f"/api/datasets/{again}/import", data={"format": "coco"},
+                         files={"file": ("coco.zip", coco.content)})  # fmt: skip
+    assert answer.status_code == 201, answer.text
+    statuses = {i["original_name"]: i["status"] for i in answer.json()["added"]}
+    assert statuses == {"a.png": "auto", "b.png": "labelled", "c.png": "unlabelled", "e.png": "unlabelled"}
+    (auto,) = client.get(f"/api/images/{answer.json()['added'][0]['id']}/annotations").json()["shapes"]
+    assert (auto["source"], auto["confidence"]) == ("auto", 0.42)
+
     pets = _dataset(client, "pets", task="classify")
     classes = [{"file": "images/a.png", "width": 64, "height": 48, "split": "train", "label": "cat",
                 "label_found_by": model}]  # fmt: skip

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from forklift.data.dataset import Dataset, load_dataset
 from forklift.data.interchange import coco, png_masks, powerai, voc, yolo
-from forklift.data.interchange.archives import OWN_FILES, located_source, safe_extract
+from forklift.data.interchange.archives import OWN_FILES, Source, located_sources, safe_extract
 from forklift.data.interchange.common import UNSAFE_ENTRY, DatasetBuilder, ExportSummary, ImportSummary
 from forklift.errors import ForkliftError
 from forklift.vocabulary import DataFormat, Task, word
@@ -81,17 +81,20 @@ def import_dataset(
     builder = DatasetBuilder(out, Task(chosen), root=images or (source if source.is_dir() else source.parent))
     unpacked = None
     try:
+        sources = [Source(source)]
         if kind in OWN_FILES and zipfile.is_zipfile(source) and source.is_file():
             unpacked = Path(tempfile.mkdtemp(prefix=f".{out.name}-unpacked-", dir=out.parent))
             builder.root = (images or unpacked).resolve()
             extracted = safe_extract(source, unpacked)
             for refusal in extracted.refused:
                 builder.skip(UNSAFE_ENTRY, refusal)
-            source = located_source(kind, unpacked, source)
+            sources = located_sources(kind, unpacked, source)
         elif kind in OWN_FILES and source.is_dir():
-            source = located_source(kind, source, source)
-        folder = images or (interchange.default_images(source) if interchange.default_images else source)
-        interchange.read(source, builder, folder)
+            sources = located_sources(kind, source, source)
+        for source, split in sources:
+            builder.split = split or "train"
+            folder = images or (interchange.default_images(source) if interchange.default_images else source)
+            interchange.read(source, builder, folder)
         return builder.finish()
     except (ForkliftError, OSError) as exc:
         shutil.rmtree(out)  # it was new or empty: nothing of the user's is lost

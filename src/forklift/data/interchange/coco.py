@@ -8,7 +8,10 @@ pixels as compressed RLE (exact, unlike polygons), with their bbox and area; ign
 are left out, so they read back as background.
 
 An image's split is not part of COCO; forklift writes it as an extra `split` key that other readers ignore, and
-reads it back when present (else the image is "train").
+reads it back when present (else the image is in the split its JSON's name says, "train" when it says none). So
+too an image no person has labelled yet (`"unlabelled": true`: no annotations, and not "nothing here"), and a
+model's unreviewed box (`"attributes": {"source": "auto", "model": ..., "confidence": ...}`, as CVAT marks
+attributes).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import numpy as np
 from pycocotools import mask as coco_mask
 
-from forklift.data.dataset import Dataset, ImageRecord
+from forklift.data.dataset import Dataset, FoundBy, ImageRecord
 from forklift.data.interchange.common import (
     DatasetBuilder,
     ExportSummary,
@@ -73,8 +76,10 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
             continue
         width, height = size
         mask = _paint(regions.get(ident, []), width, height) if segment else None
-        split = entry.get("split", "train")
-        builder.add_image(file_name, path, width, height, split, boxes.get(ident, []), at, mask=mask)
+        split = entry.get("split", builder.split)
+        unlabelled = entry.get("unlabelled") is True
+        builder.add_image(file_name, path, width, height, split, boxes.get(ident, []), at, mask=mask,
+                          unlabelled=unlabelled)  # fmt: skip
 
 
 @dataclass
@@ -136,8 +141,21 @@ def _annotations(
         if len(bbox) != 4 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in bbox):
             raise ForkliftError(f"{at}: bbox must be four numbers [x, y, w, h], found {bbox!r}")
         x, y, w, h = (float(v) for v in bbox)
-        boxes[image].append(RawBox(name, x, y, x + w, y + h, polygon=_outline(annotation.get("segmentation"))))
+        outline, found_by = _outline(annotation.get("segmentation")), _found_by(annotation.get("attributes"))
+        boxes[image].append(RawBox(name, x, y, x + w, y + h, polygon=outline, found_by=found_by))
     return boxes, regions
+
+
+def _found_by(attributes: Any) -> FoundBy | None:
+    """The model whose unreviewed label an annotation is, as forklift's export marks one; None for a person's."""
+    if not isinstance(attributes, dict) or attributes.get("source") != "auto":
+        return None
+    model, confidence = attributes.get("model"), attributes.get("confidence")
+    if not isinstance(model, str) or not model:
+        return None
+    if not (isinstance(confidence, int | float) and not isinstance(confidence, bool) and 0 <= confidence <= 1):
+        confidence = None
+    return FoundBy(model, None if confidence is None else float(confidence))
 
 
 def _outline(segmentation: Any) -> Outline | None:
@@ -213,9 +231,8 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
     for number, image in enumerate(dataset.images, start=1):
         name = place_image(dataset, image, folder / "images", taken)
         file_name = f"images/{name}"
-        images.append(
-            {"id": number, "file_name": file_name, "width": image.width, "height": image.height, "split": image.split}
-        )
+        entry = {"id": number, "file_name": file_name, "width": image.width, "height": image.height}
+        images.append(entry | {"split": image.split} | ({"unlabelled": True} if image.unlabelled else {}))
         found = _mask_annotations(dataset, image) if dataset.task == Task.SEGMENT else _box_annotations(image, ids)
         for annotation in found:
             annotations.append({"id": len(annotations) + 1, "image_id": number, **annotation, "iscrowd": 0})
@@ -231,12 +248,13 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
 
 
 def _box_annotations(image: ImageRecord, ids: dict[str, int]) -> list[dict[str, Any]]:
-    """A box as its bbox and area; an outlined object (a box with a polygon) also as its polygon segmentation,
-    its area the polygon's pixels as pycocotools rasterises them (what COCO's own annotations give)."""
+    """A box as its bbox and area, its segmentation empty (COCO gives every annotation one; CVAT writes a box's
+    so); an outlined object (a box with a polygon) with its polygon as its segmentation, its area the polygon's
+    pixels as pycocotools rasterises them (what COCO's own annotations give)."""
     annotations = []
     for box in image.boxes:
         w, h = box.x2 - box.x1, box.y2 - box.y1
-        annotation = {"category_id": ids[box.label], "bbox": [box.x1, box.y1, w, h], "area": w * h}
+        annotation = {"category_id": ids[box.label], "bbox": [box.x1, box.y1, w, h], "area": w * h, "segmentation": []}
         if box.polygon:
             outline = [float(v) for point in box.polygon for v in point]
             rle = coco_mask.merge(coco_mask.frPyObjects([outline], image.height, image.width))

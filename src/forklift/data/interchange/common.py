@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from forklift.data.dataset import SPLITS, Box, Dataset, ImageRecord, save_dataset
+from forklift.data.dataset import SPLITS, Box, Dataset, FoundBy, ImageRecord, save_dataset
 from forklift.data.masks import write_mask
 from forklift.errors import ForkliftError
 from forklift.vision.masks import IGNORE
@@ -30,8 +30,9 @@ Outline = tuple[tuple[float, float], ...]  # an object's polygon: (x, y) points 
 
 
 class RawBox(NamedTuple):
-    """A box as a source gives it: its label and corners in pixels (possibly outside the image), and the object's
-    outline where the source has one (COCO's polygon segmentation)."""
+    """A box as a source gives it: its label and corners in pixels (possibly outside the image), the object's
+    outline where the source has one (COCO's polygon segmentation), and the model that found it where the source
+    marks a label no person reviewed."""
 
     label: str
     x1: float
@@ -39,6 +40,7 @@ class RawBox(NamedTuple):
     x2: float
     y2: float
     polygon: Outline | None = None
+    found_by: FoundBy | None = None
 
 
 class SkipKind(NamedTuple):
@@ -50,6 +52,9 @@ class SkipKind(NamedTuple):
 
 MISSING_IMAGE = SkipKind("image not found in the import", "images not found in the import")
 UNREADABLE_IMAGE = SkipKind("unreadable image", "unreadable images")
+RESIZED_IMAGE = SkipKind(
+    "image whose size is not the one its labels are for", "images whose size is not the one their labels are for"
+)
 ORPHAN_ANNOTATION = SkipKind(
     "annotation file whose image is not found in the import", "annotation files whose image is not found in the import"
 )
@@ -175,18 +180,22 @@ def image_size(content: Path | bytes, where: str) -> tuple[int, int]:
 def checked_size(
     content: Path | bytes, builder: DatasetBuilder, name: str, *, width: int = 0, height: int = 0
 ) -> tuple[int, int] | None:
-    """The image's size: as the source gives it (0: unknown), else from its header. None when the image is missing
-    or unreadable: it is then recorded as skipped under name, so one bad image does not sink the import."""
+    """The image's size from its header (upright per EXIF). None when the image is missing or unreadable, or when
+    the source gives another size (0: none given), which its boxes are for (a photo turned by its EXIF tag after
+    it was labelled, a file replaced): it is then recorded as skipped under name, so one bad image neither sinks
+    the import nor comes in with its boxes where they were not drawn."""
     if isinstance(content, Path) and not (builder.holds(content) and content.is_file()):
         builder.skip(MISSING_IMAGE, name)  # the same words for a file outside the import as for none at all
         return None
-    if width and height:
-        return width, height
     try:
-        return image_size(content, name)
+        size = image_size(content, name)
     except ForkliftError:
         builder.skip(UNREADABLE_IMAGE, name)
         return None
+    if width and height and (width, height) != size:
+        builder.skip(RESIZED_IMAGE, f"{name}: labels for {width}x{height}, the image {size[0]}x{size[1]}")
+        return None
+    return size
 
 
 def need(entry: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -216,12 +225,32 @@ def segment_only(dataset: Dataset, format_name: str) -> None:
         raise ForkliftError(f"{dataset.root}: a {dataset.task} data set has no masks to export to {format_name}")
 
 
+def labelled_images(dataset: Dataset) -> tuple[list[ImageRecord], list[str]]:
+    """The images an export of a label file per image holds (VOC, YOLO, PowerAI Vision), and a note on the ones it
+    leaves out: an image no person has labelled yet would get an empty file, which tells every trainer "nothing
+    here"."""
+    kept = [image for image in dataset.images if not image.unlabelled]
+    left = len(dataset.images) - len(kept)
+    if not kept and left:
+        raise ForkliftError(f"{dataset.root}: no person has labelled any of its {left} images; nothing to export")
+    if not left:
+        return kept, []
+    plural = "image" if left == 1 else "images"
+    return kept, [f"left out {left} {plural} no person has labelled (an empty label file says nothing is there)"]
+
+
 def export_name(image: ImageRecord, taken: set[str]) -> str:
-    """The image's file name in an export: the one it came with when known (else its own), made unique. Only its
-    last part, whichever separator it was given with: a name sent from Windows (``..\\x.jpg``) must not become a
-    zip entry that climbs out of the folder it is unpacked to."""
+    """The image's file name in an export: the one it came with when known (else its own), made unique, with the
+    stored file's suffix where it came without an image's (an upload named `snapshot`: YOLO trainers find an image
+    by its suffix). Only its last part, whichever separator it was given with: a name sent from Windows
+    (``..\\x.jpg``) must not become a zip entry that climbs out of the folder it is unpacked to."""
+    stored = PurePosixPath(image.file)
     given = PureWindowsPath(image.original or "").name  # splits at / and \ alike
-    return unique_name(given if given.strip(".") else PurePosixPath(image.file).name, taken)
+    if not given.strip("."):
+        return unique_name(stored.name, taken)
+    if PurePosixPath(given).suffix.lower() not in IMAGE_SUFFIXES:
+        given += stored.suffix
+    return unique_name(given, taken)
 
 
 def place_image(dataset: Dataset, image: ImageRecord, folder: Path, taken: set[str]) -> str:
@@ -240,6 +269,7 @@ class DatasetBuilder:
         self.out = new_folder(out)
         (self.out / "images").mkdir()
         self.task = task
+        self.split = "train"  # the split of an image whose source names none
         self.classes: list[str] = []
         self.images: list[ImageRecord] = []
         self.summary = ImportSummary(out=self.out, task=task)
@@ -273,9 +303,12 @@ class DatasetBuilder:
         boxes: list[RawBox],
         where: str,
         mask: np.ndarray | None = None,
+        *,
+        unlabelled: bool = False,
     ) -> None:
         """Copy one image (a file or its bytes) into OUT/images/ under its own name, made unique if need be; a
-        segment import gives its label map (values index the classes added so far), written to OUT/masks/."""
+        segment import gives its label map (values index the classes added so far), written to OUT/masks/; an
+        image its source says no person has labelled yet is marked so (no box is then not "nothing here")."""
         if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
             raise ForkliftError(f"{where}: image size {width}x{height} is not positive")
         if split not in SPLITS:
@@ -291,7 +324,7 @@ class DatasetBuilder:
         else:
             raise ForkliftError(f"{content}: no such image (named by {where})")
         kept = [box for box in (self._clip(raw, width, height) for raw in boxes) if box is not None]
-        record = ImageRecord(f"images/{file}", width, height, split, kept)
+        record = ImageRecord(f"images/{file}", width, height, split, kept, unlabelled=unlabelled and not kept)
         if self.task == Task.SEGMENT:
             record.mask = f"masks/{PurePosixPath(file).stem}.png"
             write_mask(self.out / record.mask, self._checked(mask, width, height, where))
@@ -320,7 +353,8 @@ class DatasetBuilder:
         self.summary.clipped += max(abs(a - b) for a, b in zip(clipped, corners, strict=True)) > ROUNDING
         self.add_class(label)
         x1, y1, x2, y2 = (float(v) for v in clipped)
-        return Box(label, x1, y1, x2, y2, polygon=_outline_within(raw.polygon, (x1, y1, x2, y2)))
+        outline = _outline_within(raw.polygon, (x1, y1, x2, y2))
+        return Box(label, x1, y1, x2, y2, polygon=outline, found_by=raw.found_by)
 
     def finish(self) -> ImportSummary:
         """Write dataset.json and say what was imported; if everything was skipped there is no data set to write."""

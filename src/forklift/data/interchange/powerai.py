@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from forklift.atomic import written_atomically
 from forklift.data.dataset import Dataset
+from forklift.data.interchange.archives import entry_name, mac_metadata
 from forklift.data.interchange.common import (
     MALFORMED_ANNOTATION,
     ORPHAN_ANNOTATION,
@@ -23,6 +24,7 @@ from forklift.data.interchange.common import (
     checked_size,
     detect_only,
     export_name,
+    labelled_images,
 )
 from forklift.data.interchange.voc_xml import MalformedXml, VocAnnotation, parse_voc_xml, voc_xml
 from forklift.errors import ForkliftError
@@ -40,8 +42,10 @@ def read(source: Path, builder: DatasetBuilder) -> None:
     except zipfile.BadZipFile:
         raise ForkliftError(f"{source}: not a zip file") from None
     with archive:
-        members = {_safe(source, info.filename): info for info in archive.infolist() if not info.is_dir()}
-        for name in _categories(archive, members.get(PurePosixPath(PROP)), source):
+        named = ((_safe(source, entry_name(info)), info) for info in archive.infolist() if not info.is_dir())
+        members = {path: info for path, info in named if not mac_metadata(path)}
+        props = sorted((path for path in members if path.name == PROP), key=lambda path: len(path.parts))
+        for name in _categories(archive, members[props[0]] if props else None, source):
             builder.add_class(name)
         found = [
             entry
@@ -52,10 +56,11 @@ def read(source: Path, builder: DatasetBuilder) -> None:
             builder.add_class(name)
         for member, image, annotation in found:
             content = _member(archive, members[image], builder, UNREADABLE_IMAGE)
-            if content is not None:
-                where = f"{source}:{member}"
-                size = (annotation.width, annotation.height)
-                builder.add_image(image.name, content, *size, "train", annotation.boxes, where)
+            if content is None:
+                continue
+            size = checked_size(content, builder, str(image), width=annotation.width, height=annotation.height)
+            if size is not None:
+                builder.add_image(image.name, content, *size, "train", annotation.boxes, f"{source}:{member}")
 
 
 def _entry(
@@ -64,8 +69,7 @@ def _entry(
     member: PurePosixPath,
     builder: DatasetBuilder,
 ) -> tuple[PurePosixPath, PurePosixPath, VocAnnotation] | None:
-    """One XML member with its image member and the image's size; None (and a skip recorded) when either cannot be
-    had."""
+    """One XML member with its image member; None (and a skip recorded) when either cannot be had."""
     data = _member(archive, members[member], builder, MALFORMED_ANNOTATION)
     if data is None:
         return None
@@ -78,12 +82,6 @@ def _entry(
     if image not in members:
         builder.skip(ORPHAN_ANNOTATION, f"{member} -> {annotation.filename or '(no <filename>)'}")
         return None
-    if not (annotation.width and annotation.height):  # read the image for its size only when the XML lacks it
-        content = _member(archive, members[image], builder, UNREADABLE_IMAGE)
-        size = None if content is None else checked_size(content, builder, str(image))
-        if size is None:
-            return None
-        annotation.width, annotation.height = size
     return member, image, annotation
 
 
@@ -99,6 +97,7 @@ def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, builder: DatasetBui
 def write(dataset: Dataset, out: Path) -> ExportSummary:
     """The zip at OUT (a new file), written aside and renamed so a half-written zip never looks complete."""
     detect_only(dataset, "PowerAI Vision")
+    images, notes = labelled_images(dataset)
     out = Path(out)
     if out.exists():
         raise ForkliftError(f"{out}: already exists; choose a new file name")
@@ -106,13 +105,13 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
     with written_atomically(out) as partial, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
         prop = {"name": dataset.title, "type": 0, "categories": list(dataset.classes)}
         archive.writestr(PROP, json.dumps(prop, indent=1) + "\n")
-        for image in dataset.images:
+        for image in images:
             name = export_name(image, taken)
             archive.write(dataset.path(image), name)
             xml = voc_xml(name, image.width, image.height, image.boxes, folder="")
             archive.writestr(f"{PurePosixPath(name).stem}.xml", xml)
-    boxes = sum(len(image.boxes) for image in dataset.images)
-    return ExportSummary(out, "powerai", len(dataset.images), boxes, len(dataset.classes))
+    boxes = sum(len(image.boxes) for image in images)
+    return ExportSummary(out, "powerai", len(images), boxes, len(dataset.classes), notes=notes)
 
 
 def _safe(source: Path, name: str) -> PurePosixPath:

@@ -5,6 +5,7 @@ VOC keeps no list of classes, so an import orders them by name.
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 from forklift.data.dataset import SPLITS, Dataset
@@ -15,6 +16,7 @@ from forklift.data.interchange.common import (
     ExportSummary,
     checked_size,
     detect_only,
+    labelled_images,
     new_folder,
     place_image,
 )
@@ -58,20 +60,21 @@ def _entry(xml: Path, images: Path, builder: DatasetBuilder) -> tuple[Path, Path
 def write(dataset: Dataset, out: Path) -> ExportSummary:
     """A VOC folder: one XML per image named after it, the images flat in JPEGImages/, one list per split."""
     detect_only(dataset, "VOC")
+    images, notes = labelled_images(dataset)
     folder = new_folder(out)
     for sub in ("Annotations", "JPEGImages", "ImageSets/Main"):
         (folder / sub).mkdir(parents=True)
     taken: set[str] = set()
     ids: dict[str, list[str]] = {split: [] for split in SPLITS}
-    for image in dataset.images:
+    for image in images:
         name = place_image(dataset, image, folder / "JPEGImages", taken)
         stem = Path(name).stem
         (folder / "Annotations" / f"{stem}.xml").write_bytes(voc_xml(name, image.width, image.height, image.boxes))
         ids[image.split].append(stem)
     for split, names in ids.items():
         (folder / "ImageSets" / "Main" / f"{split}.txt").write_text("".join(f"{n}\n" for n in names))
-    boxes = sum(len(image.boxes) for image in dataset.images)
-    return ExportSummary(folder, "voc", len(dataset.images), boxes, len(dataset.classes))
+    boxes = sum(len(image.boxes) for image in images)
+    return ExportSummary(folder, "voc", len(images), boxes, len(dataset.classes), notes=notes)
 
 
 def _splits(folder: Path) -> dict[str, str]:
@@ -80,11 +83,11 @@ def _splits(folder: Path) -> dict[str, str]:
     for split in SPLITS:
         path = folder / f"{split}.txt"
         if path.is_file():
-            found.update((line.split()[0], split) for line in path.read_text().splitlines() if line.strip())
+            found.update((line.strip(), split) for line in path.read_text().splitlines() if line.strip())
     return found
 
 
 def _by_stem(images: Path, stem: str) -> Path | None:
     """The image an XML without <filename> belongs to: the one of the same name, if there is one."""
-    matches = sorted(p for p in images.glob(f"{stem}.*") if p.is_file())
+    matches = sorted(p for p in images.glob(f"{glob.escape(stem)}.*") if p.is_file())
     return matches[0] if matches else None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from forklift.data.dataset import SPLITS, Dataset
+from forklift.data.dataset import SPLITS, Dataset, ImageRecord
 from forklift.data.interchange.common import (
     IMAGE_SUFFIXES,
     ORPHAN_ANNOTATION,
@@ -19,6 +19,7 @@ from forklift.data.interchange.common import (
     SkipKind,
     checked_size,
     detect_only,
+    labelled_images,
     new_folder,
     place_image,
 )
@@ -45,7 +46,7 @@ def read(source: Path, builder: DatasetBuilder) -> None:
     for split in SPLITS:
         folders = config.get(split) or []
         for folder in [folders] if isinstance(folders, str) else folders:
-            directory = root / str(folder)
+            directory = _split_folder(root, str(folder), builder)
             if not builder.holds(directory):  # outside the import: read as not there, its files never listed
                 builder.skip(MISSING_SPLIT, f"{split}: {folder}")
             elif directory.resolve() in read:  # its images once, in the first split that names the folder
@@ -57,6 +58,15 @@ def read(source: Path, builder: DatasetBuilder) -> None:
                 raise ForkliftError(f"{source}: {split} folder {directory} is not a folder (lists are not supported)")
             else:
                 builder.skip(MISSING_SPLIT, f"{split}: {folder}")
+
+
+def _split_folder(root: Path, folder: str, builder: DatasetBuilder) -> Path:
+    """A split's folder as data.yaml names it, relative to its root; by Ultralytics' rule, one named `../x` that is
+    not there (in the import) is `x` (Roboflow's data.yaml names its splits `../train/images`, beside itself)."""
+    directory = root / folder
+    if folder.startswith("../") and not (builder.holds(directory) and directory.is_dir()):
+        return root / folder[3:]
+    return directory
 
 
 def _read_folder(directory: Path, split: str, names: list[str], builder: DatasetBuilder, *, root: Path) -> None:
@@ -80,11 +90,12 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
     the splits that have images. YOLO trainers need a val split: a data set without one gets a seeded tenth of its
     images as val, and data.yaml and the summary say so."""
     detect_only(dataset, "YOLO")
+    images, notes = labelled_images(dataset)
     folder = new_folder(out)
-    splits, note = _splits_with_val(dataset)
+    splits, note = _splits_with_val(images)
     index = {name: i for i, name in enumerate(dataset.classes)}
     taken: set[str] = set()
-    for image, split in zip(dataset.images, splits, strict=True):
+    for image, split in zip(images, splits, strict=True):
         (folder / "images" / split).mkdir(parents=True, exist_ok=True)
         (folder / "labels" / split).mkdir(parents=True, exist_ok=True)
         name = place_image(dataset, image, folder / "images" / split, taken)
@@ -98,14 +109,14 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
     config = {split: f"images/{split}" for split in present} | {"nc": len(index), "names": list(dataset.classes)}
     header = f"# {note}\n" if note else ""
     (folder / "data.yaml").write_text(header + yaml.safe_dump(config, sort_keys=False))
-    boxes = sum(len(image.boxes) for image in dataset.images)
-    return ExportSummary(folder, "yolo", len(dataset.images), boxes, len(index), notes=[note] if note else [])
+    boxes = sum(len(image.boxes) for image in images)
+    return ExportSummary(folder, "yolo", len(images), boxes, len(index), notes=[*notes, note] if note else notes)
 
 
-def _splits_with_val(dataset: Dataset) -> tuple[list[str], str]:
+def _splits_with_val(images: list[ImageRecord]) -> tuple[list[str], str]:
     """Each image's split in the export, and a note when val had to be made: a seeded tenth (at least one image)
     of the train images, when there are two or more."""
-    splits = [image.split for image in dataset.images]
+    splits = [image.split for image in images]
     train = [k for k, split in enumerate(splits) if split == "train"]
     if "val" in splits or len(train) < 2:
         return splits, ""
@@ -162,7 +173,7 @@ def _labels(
     if not path.is_file():
         return []
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows' Notepad) is not the class
     except (OSError, UnicodeDecodeError):
         builder.skip(UNREADABLE_LABELS, _shown(path, root))
         return None
