@@ -1030,3 +1030,106 @@ def test_undo_and_redo_bring_the_shapes_back_and_leave_the_label_field_alone_in_
         page.wait_for_function(f"() => location.hash === '#/datasets/{dataset}'")
         assert len(httpx.get(shapes_url).json()["shapes"]) == 2
     assert not errors, errors
+
+
+def _two_images_labelled_car_and_bus(app_url: str) -> tuple[int, list[int]]:
+    """A data set of two 400 × 300 images, labels car and bus, a box on the first: (data set, images)."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "street"}).json()["id"]
+        files = [("files", (f"{name}.png", png(400, 300, seed))) for seed, name in enumerate("ab")]
+        images = [image["id"] for image in client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]]
+        for name in ("car", "bus"):
+            client.post(f"/api/datasets/{dataset}/labels", json={"name": name})
+        shapes = [{"kind": "box", "label": "car", "points": [10, 10, 50, 50]}]
+        assert client.put(f"/api/images/{images[0]}/annotations", json={"version": 1, "shapes": shapes}).is_success
+    return dataset, images
+
+
+def test_numbers_typed_key_by_key_are_sent_as_typed_in_chromium(app_url: str) -> None:
+    """The Train form's fields typed as a person types them, key by key: "0.0005" was sent as 5 (the field's "0."
+    reads as no number until its next digit, and was written back as 0), "0.3" as 30."""
+    dataset, _ = _two_images_labelled_car_and_bus(app_url)
+    with chromium_page(800) as (page, errors):
+        sent: list[dict] = []
+        page.route("**/jobs", lambda r: (sent.append(r.request.post_data_json),
+                                         r.fulfill(status=422, json={"error": "held by the test"})))  # fmt: skip
+        page.goto(f"{app_url}/#/datasets/{dataset}")
+        page.get_by_role("button", name="Train…").click()
+        for name, typed in (("lr", "0.0005"), ("weight decay", "0.001"), ("validation share", "0.3"), ("epochs", "2")):
+            field = page.get_by_label(name, exact=True)
+            field.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.press("Backspace")
+            page.keyboard.type(typed, delay=30)
+            assert field.input_value() == typed
+        page.get_by_role("button", name="Start").click()
+        page.wait_for_selector("text=held by the test")
+        (body,) = sent
+        assert (body["lr"], body["weight_decay"], body["val_share"], body["epochs"]) == (0.0005, 0.001, 0.3, 2)
+    assert not errors, errors
+
+
+def test_the_label_chosen_goes_on_to_the_next_image_and_follows_a_rename_in_chromium(app_url: str) -> None:
+    """Bus chosen on one image, → to the next: its box is a bus (the next image's editor went back to the set's
+    first label, car, and saved the box so, unsaid). Renamed in another tab, the label chosen follows the rename
+    when the page comes back into view (drawn with the old name, it came back beside the renamed one)."""
+    dataset, (first, second) = _two_images_labelled_car_and_bus(app_url)
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{first}")
+        page.wait_for_selector(".editor img")
+        page.keyboard.press("2")  # bus
+        page.keyboard.press("g")  # and the polygon tool
+        page.keyboard.press("ArrowRight")
+        page.wait_for_url(f"**/images/{second}")
+        page.wait_for_selector(".editor img")
+        assert page.locator("input[aria-label='Current label']").get_attribute("placeholder") == "bus"
+        assert page.get_by_role("button", name="⬠ Polygon").get_attribute("class") == "on"
+        page.keyboard.press("r")
+        _draw(page, (100, 100, 200, 180))
+        second_url = f"{app_url}/api/images/{second}/annotations"
+        assert [shape["label"] for shape in _shapes_on_the_server(second_url, 1)] == ["bus"]
+        _saved(page)
+        labels = {label["name"]: label["id"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()}
+        assert httpx.patch(f"{app_url}/api/labels/{labels['bus']}", json={"name": "coach"}).is_success  # another tab
+        page.evaluate("dispatchEvent(new Event('focus'))")  # the page in view again
+        page.wait_for_selector("text=The label bus was renamed coach elsewhere")
+        _draw(page, (250, 100, 350, 180))
+        page.wait_for_timeout(600)
+        _saved(page)
+        assert sorted(shape["label"] for shape in httpx.get(second_url).json()["shapes"]) == ["coach", "coach"]
+        names = [label["name"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()]
+        assert names == ["car", "coach"]  # no bus made again
+    assert not errors, errors
+
+
+def test_a_save_that_cannot_reach_the_server_is_said_once_and_taken_back_in_chromium(app_url: str) -> None:
+    """The network down as a box is saved: the page says so in words (the browser's "Failed to fetch" said
+    nothing), and that the change goes with the next one; it does, and the red message goes with it. Leaving an
+    image whose change was not saved asks once (it asked twice, and a second answer overrode the first)."""
+    dataset, (first, second) = _two_images_labelled_car_and_bus(app_url)
+    with chromium_page(800) as (page, errors):
+        asked: list[str] = []
+        page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{first}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.route("**/annotations", lambda r: r.abort() if r.request.method == "PUT" else r.continue_())
+        _draw(page, (100, 100, 200, 180))
+        message = page.wait_for_selector(".message.error:has-text('could not be reached')")
+        said = "The server could not be reached (it is stopped, or the network is down). Your last change is not "
+        assert message.inner_text() == said + "saved yet: it is sent with your next one."
+        page.unroute("**/annotations")
+        _draw(page, (250, 100, 350, 180))
+        page.wait_for_timeout(600)
+        _saved(page)
+        assert page.locator(".message.error").count() == 0
+        assert len(httpx.get(f"{app_url}/api/images/{first}/annotations").json()["shapes"]) == 3  # both went
+        page.route("**/annotations", lambda r: r.abort() if r.request.method == "PUT" else r.continue_())
+        _draw(page, (300, 200, 380, 280))
+        page.wait_for_selector(".message.error:has-text('could not be reached')")
+        page.keyboard.press("ArrowRight")  # leave it: asked, answered "leave", and gone, asked once
+        page.wait_for_url(f"**/images/{second}")
+        page.wait_for_selector(".editor img")
+        page.wait_for_timeout(300)
+        assert len(asked) == 1 and asked[0].startswith("This image's last change was not saved")
+    assert not errors, errors

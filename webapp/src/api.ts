@@ -52,7 +52,13 @@ export async function api<T>(path: string, options: RequestInit = {}, retried = 
   const headers = new Headers(options.headers);
   if (csrf) headers.set("X-CSRF-Token", csrf);
   if (options.body && !(options.body instanceof FormData)) headers.set("Content-Type", "application/json");
-  const response = await fetch(path, { ...options, headers, credentials: "same-origin" });
+  let response: Response;
+  try {
+    response = await fetch(path, { ...options, headers, credentials: "same-origin" });
+  } catch (e) {  // the browser's own words ("Failed to fetch", "NetworkError when ...") say nothing to a person
+    if ((e as Error).name === "AbortError") throw e;
+    throw new Error("The server could not be reached (it is stopped, or the network is down).");
+  }
   if (!response.ok) {
     let message = `${response.status} ${response.statusText}`;
     try { message = (await response.json()).error ?? message; } catch { /* not JSON */ }

@@ -3,9 +3,11 @@ import { useRef, useState } from "preact/hooks";
 
 export interface Said { text: string; error: boolean }
 
-export function useMessage(): [Said | null, (text: string, error?: boolean) => void] {
+// The page's message, and (third) a way to take an error back once what it said is over (a save that failed went
+// through since): a red "not saved" beside a saved image says the opposite of what is so.
+export function useMessage(): [Said | null, (text: string, error?: boolean) => void, () => void] {
   const [message, setMessage] = useState<Said | null>(null);
-  return [message, (text, error = false) => setMessage({ text, error })];
+  return [message, (text, error = false) => setMessage({ text, error }), () => setMessage((m) => (m?.error ? null : m))];
 }
 
 // An action that must not run twice at once (a double click on Start, Duplicate, Capture): a second call while the

@@ -246,10 +246,10 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
 
 function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit: boolean; onCaptured: () => void; say: (t: string, e?: boolean) => void }) {
   const player = useRef<HTMLVideoElement>(null);
-  const [every, setEvery] = useState(1);
+  const [every, setEvery] = useState("1");  // as typed: a number field's text ("0.") is not a number while typed
   const [span, setSpan] = useState({ from: "", to: "" });  // seconds as typed; empty: the start, the end
   const [playable, setPlayable] = useState(true);  // browsers play MP4 and WebM, not AVI: then a time is typed
-  const [at, setAt] = useState(0);
+  const [at, setAt] = useState("0");
   const everyField = useRef<HTMLInputElement>(null);
   const spanFields = useRef<HTMLSpanElement>(null);
   const atField = useRef<HTMLInputElement>(null);
@@ -274,13 +274,13 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
         : <p class="muted">This browser cannot play {video.original_name}; its frames are read on the server: give a time.</p>}
       {canEdit && <div class="actions">
         {playable ? <button disabled={capturing} onClick={() => capture({ at_s: [Math.round((player.current?.currentTime ?? 0) * 1000) / 1000] })}>Capture this frame</button>
-          : <label>at <input ref={atField} type="number" required min="0" max={video.duration_s} step="any" value={at} onInput={(e) => setAt(+e.currentTarget.value)} aria-label="Time to capture" /> s <button disabled={capturing} onClick={() => capture({ at_s: [at] }, atField.current)}>Capture this time</button></label>}
-        <label>every <input ref={everyField} type="number" required min="0.1" step="any" value={every} onInput={(e) => setEvery(+e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
+          : <label>at <input ref={atField} type="number" required min="0" max={video.duration_s} step="any" value={at} onInput={(e) => setAt(e.currentTarget.value)} aria-label="Time to capture" /> s <button disabled={capturing} onClick={() => capture({ at_s: [+at] }, atField.current)}>Capture this time</button></label>}
+        <label>every <input ref={everyField} type="number" required min="0.1" step="any" value={every} onInput={(e) => setEvery(e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
         <span ref={spanFields}>
           <label>from <input type="number" min="0" max={video.duration_s} step="any" placeholder="0" value={span.from} onInput={(e) => setSpan({ ...span, from: e.currentTarget.value })} aria-label="Capture from (s)" /> s</label>
           <label>to <input type="number" min={span.from || "0"} max={video.duration_s} step="any" placeholder={video.duration_s.toFixed(1)} value={span.to} onInput={(e) => setSpan({ ...span, to: e.currentTarget.value })} aria-label="Capture to (s)" /> s</label>
         </span>
-        <button disabled={capturing} onClick={() => capture({ every_s: every, ...(span.from ? { from_s: +span.from } : {}), ...(span.to ? { to_s: +span.to } : {}) },
+        <button disabled={capturing} onClick={() => capture({ every_s: +every, ...(span.from ? { from_s: +span.from } : {}), ...(span.to ? { to_s: +span.to } : {}) },
           everyField.current, ...(spanFields.current?.querySelectorAll("input") ?? []))}>Capture</button>
       </div>}
     </div>
@@ -296,9 +296,11 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
   const [devices, setDevices] = useState<Device[]>([]);
   const [models, setModels] = useState<Model[]>([]);
   const [starts, setStarts] = useState<Pretrained[]>([]);
-  const [form, setForm] = useState<Record<string, string | number>>(task === "detect"
-    ? { model: "yolov3-tiny", start: "", epochs: 30, batch: 16, img: 320, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" }
-    : { model: "small-classifier", start: "", epochs: 30, batch: 32, img: 128, lr: 0.001, weight_decay: 0.0005, val_share: 0.2, device: "" });
+  // every field as typed (a number field's "0." reads as "" until its next digit: made a number at once, it was
+  // written back as 0 and "0.0005" became 5); numbers are made when the job is sent
+  const [form, setForm] = useState<Record<string, string>>(task === "detect"
+    ? { model: "yolov3-tiny", start: "", epochs: "30", batch: "16", img: "320", lr: "0.001", weight_decay: "0.0005", val_share: "0.2", device: "" }
+    : { model: "small-classifier", start: "", epochs: "30", batch: "32", img: "128", lr: "0.001", weight_decay: "0.0005", val_share: "0.2", device: "" });
   const [estimate, setEstimate] = useState<Estimate | null>(null);
   useEffect(() => {
     if (!open) return;
@@ -308,14 +310,14 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
   }, [open]);
   useEffect(() => {  // how long these settings would take, from the pace of the jobs that ran here
     if (!open) return;
-    const query = new URLSearchParams({ model: String(form.model), epochs: String(form.epochs), img: String(form.img), val_share: String(form.val_share) });
-    if (form.device) query.set("device", String(form.device));
+    const query = new URLSearchParams({ model: form.model, epochs: form.epochs, img: form.img, val_share: form.val_share });
+    if (form.device) query.set("device", form.device);
     const timer = window.setTimeout(() => api<Estimate>(`/api/datasets/${datasetId}/jobs/estimate?${query}`).then(setEstimate, () => setEstimate(null)), 300);
     return () => window.clearTimeout(timer);
   }, [open, form.model, form.epochs, form.img, form.val_share, form.device]);
   const pretrained = starts.find((s) => s.model === form.model);  // COCO's weights for this model, if any
   const set = (key: string, value: string) => setForm({
-    ...form, [key]: TEXT_FIELDS.includes(key) ? value : Number(value),
+    ...form, [key]: value,
     ...(key === "model" && form.start === "coco" && !starts.some((s) => s.model === value) ? { start: "" } : {}),
   });
   const [starting, once] = useOneAtATime();  // a second click while the first is on its way starts nothing
@@ -324,7 +326,9 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
     return once(async () => {
       try {
         const { start: from, ...settings } = form;
-        const body: Record<string, string | number> = Object.fromEntries(Object.entries(settings).filter(([k, v]) => k !== "device" || v));  // no device: the app picks
+        const body: Record<string, string | number> = Object.fromEntries(Object.entries(settings)
+          .filter(([k, v]) => k !== "device" || v)  // no device: the app picks
+          .map(([k, v]) => [k, TEXT_FIELDS.includes(k) ? v : Number(v)]));
         if (from === "coco") body.pretrained = "coco";
         else if (from) body.from_model_id = Number(from);
         const job = await api<{ id: number }>(`/api/datasets/${datasetId}/jobs`, json("POST", body));
@@ -334,7 +338,7 @@ function Train({ datasetId, task, labelled, labels, say }: { datasetId: number; 
   };
   if (!open) return <button onClick={() => setOpen(true)} disabled={labelled === 0} title={labelled ? "Train a model on the labelled images" : "Label some images first"}>Train…</button>;
   const number = (key: string, label: string, attrs: Record<string, string>) =>
-    <label>{label} <input type="number" {...attrs} value={form[key]} onInput={(e) => set(key, e.currentTarget.value)} /></label>;
+    <label>{label} <input type="number" required {...attrs} value={form[key]} onInput={(e) => set(key, e.currentTarget.value)} /></label>;
   return (
     <form class="inline train-form card" onSubmit={start}>
       <select value={form.model} onChange={(e) => set("model", e.currentTarget.value)} aria-label="Model">
@@ -375,7 +379,7 @@ function AutoLabel({ datasetId, task, videos, onProgress, say }: { datasetId: nu
   const [open, setOpen] = useState(false);
   const [models, setModels] = useState<Model[]>([]);
   const [deployed, setDeployed] = useState<number[]>([]);
-  const [form, setForm] = useState({ model_id: 0, threshold: 0.5, video_id: 0 });
+  const [form, setForm] = useState({ model_id: 0, threshold: "0.5", video_id: 0 });  // the threshold as typed
   const [run, setRun] = useState<AutoLabelRun | null>(null);
   useEffect(() => {
     if (!open) return;
@@ -397,7 +401,7 @@ function AutoLabel({ datasetId, task, videos, onProgress, say }: { datasetId: nu
     event.preventDefault();
     return once(async () => {
       try {
-        const body = { model_id: form.model_id, threshold: form.threshold, ...(form.video_id ? { video_id: form.video_id } : {}) };
+        const body = { model_id: form.model_id, threshold: +form.threshold, ...(form.video_id ? { video_id: form.video_id } : {}) };
         setRun(await api<AutoLabelRun>(`/api/datasets/${datasetId}/autolabel`, json("POST", body)));
         say("Auto-labelling: the model is being served for the run…");
       } catch (e) { say((e as Error).message, true); }
@@ -411,7 +415,7 @@ function AutoLabel({ datasetId, task, videos, onProgress, say }: { datasetId: nu
         {models.length === 0 && <option value={0}>No models yet: train one first</option>}
         {models.map((m) => <option key={m.id} value={m.id}>{m.name}{deployed.includes(m.id) ? " (deployed)" : ""}</option>)}
       </select>
-      <label>confidence ≥ <input type="number" min="0" max="1" step="0.01" value={form.threshold} onInput={(e) => setForm({ ...form, threshold: +e.currentTarget.value })} aria-label="Confidence threshold" /></label>
+      <label>confidence ≥ <input type="number" required min="0" max="1" step="0.01" value={form.threshold} onInput={(e) => setForm({ ...form, threshold: e.currentTarget.value })} aria-label="Confidence threshold" /></label>
       <select value={form.video_id} onChange={(e) => setForm({ ...form, video_id: +e.currentTarget.value })} aria-label="Which images">
         <option value={0}>Every unlabelled image</option>
         {videos.map((v) => <option key={v.id} value={v.id}>Frames of {v.original_name}</option>)}

@@ -71,6 +71,14 @@ function toShape(annotation: ImageAnnotation, width: number, height: number): Sh
 // pressed quickly goes two images on, N P comes back (the old image's neighbours would move one, or two back).
 // Each image has an editor of its own (keyed), so the steps are kept here, across the one left and the one opened.
 const walk = { heading: 0, pending: 0 };  // the image shown or a step's way to; steps still to take (+ on, - back)
+// A save the network, the server or a session's end stopped, said with what happens to the change: it waits here
+// and goes with the next one (a refusal, 4xx, is said as it is: sent again, it would be refused again).
+const notSaved = (e: Error) => `${e.message.replace(/\.?$/, ".")} Your last change is not saved yet: it is sent with your next one.`;
+
+// The label chosen for the next shape and the tool, kept here for the next image of the same data set: a run of
+// images of horses is labelled horse after horse, where each new editor went back to the set's first label and
+// its first box was saved as that, unsaid.
+const carried = { dataset: 0, label: "", tool: "rectangle" as Tool };
 
 export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; imageId: number; canEdit: boolean }) {
   const [set, setSet] = useState<DataSet | null>(null);
@@ -79,15 +87,17 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const [current, setCurrent] = useState("");  // the label of the next shape drawn ("": none chosen yet)
   const [draft, setDraft] = useState("");  // what the Label field holds while it is typed in
   const [selected, setSelected] = useState<string | null>(null);  // the selected shape's label
-  const [tool, setTool] = useState<Tool>("rectangle");
+  const [tool, setTool] = useState<Tool>(carried.dataset === datasetId ? carried.tool : "rectangle");
   const [zoom, setZoom] = useState(1);
   const [fit, setFit] = useState(1);
   const [state, setState] = useState("loading");
+  const stateRef = useRef(state);  // read by the listeners made once
+  stateRef.current = state;
   const unsent = useRef(false);  // a change the server did not take for now (a session ended, the network): only here
   const [classLabel, setClassLabel] = useState<string | null>(null);
   const [doc, setDoc] = useState<Annotations | null>(null);
   const [drawn, setDrawn] = useState<Drawn[]>([]);
-  const [message, say] = useMessage();
+  const [message, say, unsay] = useMessage();
   const img = useRef<HTMLImageElement>(null);
   const annotator = useRef<ImageAnnotator | null>(null);
   const version = useRef(0);
@@ -97,6 +107,27 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const confidence = useRef(new Map<string, number | null>());  // auto labels' scores, by annotation id
   const currentRef = useRef("");
   currentRef.current = current;
+  useEffect(() => {  // what this image's editor has chosen is the next image's to begin with
+    if (!set) return;  // not before the set is loaded: a fresh editor's "" and "rectangle" are no choice
+    carried.dataset = datasetId;
+    carried.tool = tool;
+    if (current) carried.label = current;
+  }, [set, current, tool]);
+  // The label chosen, renamed or deleted in another tab or by someone else (the set is loaded again when the page
+  // comes back into view, and after each save): followed to its new name, or given up for the first label, and
+  // said. Drawn with the old name, it was made again unsaid beside the renamed one, or came back after its delete.
+  const labelIds = useRef(new Map<string, number>());  // the set's labels as last loaded: each name's id
+  useEffect(() => {
+    if (!set) return;
+    const was = currentRef.current, before = labelIds.current.get(was);
+    labelIds.current = new Map(set.labels.map((l) => [l.name, l.id]));
+    if (before === undefined || labelIds.current.has(was)) return;
+    const renamed = set.labels.find((l) => l.id === before);
+    const next = renamed?.name ?? set.labels[0]?.name ?? "";
+    if (renamed) say(`The label ${was} was renamed ${next} elsewhere: the next shape is a ${next}.`);
+    else say(`The label ${was} was deleted or merged elsewhere: ${next ? `the next shape is a ${next}` : "choose a label for the next shape"}.`, true);
+    setCurrent(next);
+  }, [set]);
   const namesRef = useRef<string[]>([]);  // the data set's labels in creation order: their colours
   namesRef.current = set?.labels.map((l) => l.name) ?? [];
   const classRef = useRef<string | null>(null);
@@ -111,7 +142,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     api<DataSet>(`/api/datasets/${datasetId}`), api<ImageRecord>(`/api/images/${imageId}`),
     api<Neighbours>(`/api/images/${imageId}/neighbours`),
   ]).then(([s, i, n]) => {
-    setSet(s); setImage(i); setNear(n); setCurrent((c) => c || s.labels[0]?.name || "");
+    const kept = carried.dataset === datasetId && s.labels.some((l) => l.name === carried.label) ? carried.label : "";
+    setSet(s); setImage(i); setNear(n); setCurrent((c) => c || kept || s.labels[0]?.name || "");
     known.current = { image: imageId, near: n };
     if (walk.heading === imageId && walk.pending !== 0) {
       const by = Math.sign(walk.pending);
@@ -186,6 +218,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       setDoc(doc);
       setState("saved");
       unsent.current = false;
+      unsay();  // a save that failed, or a shape that had to be finished first: over now
       recount();
     } catch (e) {
       // what may go later: a save the session's end (401), the server (5xx) or the network stopped; not a refusal
@@ -197,7 +230,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       } else if (e instanceof ApiError && e.status === 404) {
         say("This image was deleted (in another tab or by someone else): nothing more can be saved to it.", true);
         setState("not saved");
-      } else { say((e as Error).message, true); setState("not saved"); }
+      } else { say(unsent.current ? notSaved(e as Error) : (e as Error).message, true); setState("not saved"); }
     }
   };
   const send = (body: Body, { now = false } = {}) => {
@@ -206,7 +239,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     if (now) { void sendingWhile(() => put(body, drawn, true)); return; }
     const previous = queue.current;
     queue.current = sendingWhile(() => previous.then(() => put(body, drawn, false))
-      .catch((e) => { say((e as Error).message, true); setState("not saved"); unsent.current = true; }));  // the next save still goes
+      .catch((e) => { say(notSaved(e as Error), true); setState("not saved"); unsent.current = true; }));  // the next save still goes
   };
   const save = (extra: Partial<{ class_label: string | null }> = {}) => {
     window.clearTimeout(timer.current);
@@ -403,7 +436,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       say("Finish the shape first (a polygon: double-click or Enter closes it), or press Esc to drop it.", true);
       return true;
     }
-    return unsent.current && !confirm("This image's last change was not saved (see the message above). Leave it anyway, and lose that change?");
+    if (!unsent.current) return false;
+    if (!confirm("This image's last change was not saved (see the message above). Leave it anyway, and lose that change?")) return true;
+    unsent.current = false;  // she said leave: the router's own ask, as the address changes, is not asked again
+    return false;
   };
   const step = (by: 1 | -1) => {
     if (unfinished()) return;
@@ -430,8 +466,19 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const link = (e: MouseEvent) => {
       if ((e.target as Element).closest?.("a[href^='#']") && unfinished()) e.preventDefault();
     };
+    // Back in view: the labels as they are now, and the image's shapes where they changed meanwhile (a label renamed
+    // in another tab renames them) and nothing here waits to be saved: drawn on the old version, a box was refused.
+    const back = () => {
+      if (document.visibilityState !== "visible") return;
+      recount();
+      const still = () => timer.current === undefined && !unsent.current && stateRef.current === "saved" && !begun();
+      if (still()) api<Annotations>(`/api/images/${imageId}/annotations`)
+        .then((doc) => { if (doc.version !== version.current && still()) void load(); }, () => undefined);
+    };
     addEventListener("keydown", ownKeys, true);
     addEventListener("click", link, true);
+    addEventListener("focus", back);
+    document.addEventListener("visibilitychange", back);
     holdLeaving(unfinished);  // Back and Forward too (the router asks)
     const again = () => {  // logged in again: what waited goes now, or what could not load, loads
       if (unsent.current) save();
@@ -440,6 +487,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     addEventListener(RENEWED, again);
     return () => {
       removeEventListener("keydown", ownKeys, true); removeEventListener("click", link, true);
+      removeEventListener("focus", back); document.removeEventListener("visibilitychange", back);
       holdLeaving(null);
       removeEventListener(RENEWED, again);
     };
