@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from app_helpers import app_client, bomb_png, fresh_database, png, video, zip_of
 from fastapi.testclient import TestClient
+from PIL import Image as PILImage
 from pycocotools.coco import COCO
 
 from forklift.cli import main
@@ -549,6 +551,25 @@ def test_augmented_variants_carry_their_boxes_and_polygons(client: TestClient) -
     assert client.get(again["added"][0]["file"]).content in pictures  # the same seed makes the same first variant
     bad = client.post(f"/api/datasets/{dataset}/augment", json={"image_ids": [source["id"]], "operations": ["melt"]})
     assert bad.status_code == 422 and bad.json()["error"].startswith("body.operations.0:")
+
+
+def test_a_16_bit_gray_image_keeps_its_picture_in_its_thumbnail_and_variants(client: TestClient) -> None:
+    """A 16-bit gray PNG (a microscope's, a thermal camera's): Pillow's convert("RGB") clipped it at 255, so its
+    thumbnail was white and an augmented variant a flat gray, trained on so. Both are scaled as training sees it."""
+    gradient = np.tile(np.linspace(0, 65535, 160, dtype=np.uint16), (120, 1))  # black to white, left to right
+    encoded = io.BytesIO()
+    PILImage.fromarray(gradient).save(encoded, "PNG")
+    dataset = _dataset(client)
+    (image,) = _upload(client, dataset, {"gray16.png": encoded.getvalue()})["added"]
+    with PILImage.open(io.BytesIO(client.get(image["thumbnail"]).content)) as thumbnail:
+        small = np.asarray(thumbnail.convert("L"), dtype=np.float32)
+    assert abs(small.mean() - 127.5) < 8 and small[:, :10].mean() < 20 and small[:, -10:].mean() > 235
+    made = client.post(f"/api/datasets/{dataset}/augment",
+                       json={"image_ids": [image["id"]], "variants": 1, "operations": ["blur"]})  # fmt: skip
+    assert made.status_code == 201, made.text
+    with PILImage.open(io.BytesIO(client.get(made.json()["added"][0]["file"]).content)) as variant:
+        pixels = np.asarray(variant.convert("L"), dtype=np.float32)
+    assert pixels[:, :10].mean() < 20 and pixels[:, -10:].mean() > 235  # still black to white
 
 
 @pytest.mark.parametrize("format_name", ["forklift", "voc", "yolo", "powerai"])

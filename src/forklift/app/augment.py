@@ -18,6 +18,8 @@ import numpy as np
 from PIL import Image as PILImage
 from PIL import ImageOps
 
+from forklift.vision.images import to_rgb8
+
 OPERATIONS = ("flip", "rotate", "blur", "sharpen", "colour", "crop", "noise")
 MIN_VISIBLE = 0.3  # of a box's area that must stay in the frame for the box to be kept
 
@@ -52,7 +54,7 @@ def augmented(content: bytes, shapes: list[Shape], operations: list[str], seed: 
     """One variant of the image (JPEG) and its shapes, by a random non-empty subset of `operations` drawn from
     `seed`; a box mostly cut off is dropped, a polygon left with fewer than 3 distinct points too."""
     with PILImage.open(io.BytesIO(content)) as opened:
-        pixels = np.asarray(ImageOps.exif_transpose(opened).convert("RGB"))
+        pixels = to_rgb8(ImageOps.exif_transpose(opened))
     height, width = pixels.shape[:2]
     boxes = [s for s in shapes if s.kind == "box"]
     polygons = [s for s in shapes if s.kind == "polygon"]

@@ -23,6 +23,7 @@ from PIL import ImageOps, UnidentifiedImageError
 
 from forklift.app.config import size_text
 from forklift.errors import ForkliftError
+from forklift.vision.images import to_rgb8
 
 MAX_PIXELS = 100_000_000  # an image header claiming more is refused before any pixel is decoded
 THUMBNAIL = 256  # the longer side of a grid thumbnail, in pixels
@@ -137,7 +138,7 @@ class Storage:
             with PILImage.open(self.path(relative)) as image:
                 image.draft("RGB", (THUMBNAIL, THUMBNAIL))  # JPEG: decoded at the least scale this big, not whole
                 with DECODING.held(image.size[0] * image.size[1]):
-                    small = ImageOps.exif_transpose(image).convert("RGB")
+                    small = PILImage.fromarray(to_rgb8(ImageOps.exif_transpose(image)))
                 small.thumbnail((THUMBNAIL, THUMBNAIL))
                 with written(thumb.with_suffix(".partial")) as partial:
                     small.save(partial, "JPEG", quality=85)

@@ -52,8 +52,9 @@ def _gray16_to_rgb8(image: Image.Image) -> np.ndarray:
     return np.repeat(gray[:, :, None], 3, axis=2)
 
 
-def _to_rgb8(image: Image.Image) -> np.ndarray:
-    """Grayscale, 16/32-bit, float, palette, alpha and CMYK images become HxWx3 uint8 RGB."""
+def to_rgb8(image: Image.Image) -> np.ndarray:
+    """Grayscale, 16/32-bit, float, palette, alpha and CMYK images become HxWx3 uint8 RGB, as training and serving
+    see them (Pillow's own convert("RGB") clips 16-bit gray at 255: a white picture)."""
     if image.mode.startswith("I") or image.mode == "F":
         return _gray16_to_rgb8(image)
     if image.mode in _ALPHA_MODES or "transparency" in image.info:
@@ -93,7 +94,7 @@ def decode_image(data: bytes, name: str, max_pixels: int = DEFAULT_MAX_PIXELS) -
                 )
             image.load()
             ImageOps.exif_transpose(image, in_place=True)
-            return _to_rgb8(image)
+            return to_rgb8(image)
     except UnidentifiedImageError as exc:
         if _looks_like_image(data):
             raise ForkliftError(f"{name}: corrupt or truncated image: unreadable header") from exc
