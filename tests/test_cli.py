@@ -151,6 +151,22 @@ def test_a_port_in_use_or_an_address_not_here_is_one_line_before_anything_starts
         "http://127.0.0.1:5000", "http://[::1]:5000", "http://127.0.0.2:5000"]  # fmt: skip
 
 
+def test_a_model_its_workers_cannot_load_is_one_line_and_no_listening(tiny: Path) -> None:
+    """A precision the model has no file for is found by the workers as they load it: the server stops and says so
+    in one line, exit 2 (it was uvicorn's traceback, exit 3, after "listening on")."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = forklift(
+        "serve", tiny, "--port", port, "--precision", "int8", "--instances", "1", check=False, timeout=120
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"forklift: error: {tiny}: no INT8 model; make one with 'forklift models quantize {tiny} --data DATA_SET'"
+    ]
+    assert "listening" not in result.stdout
+
+
 def test_wrong_runtime_for_caffe_is_clear(tmp_path: Path) -> None:
     (tmp_path / "net.prototxt").write_text("name: 'x'\n")
     (tmp_path / "net.caffemodel").write_bytes(b"")

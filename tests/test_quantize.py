@@ -91,6 +91,16 @@ def test_a_drop_over_the_limit_refuses_and_writes_nothing(trained: tuple[Path, P
     assert not (model_dir / INT8_DIR).exists() and not list(model_dir.glob(".quantize-*"))
 
 
+def test_the_json_report_is_all_that_goes_to_stdout(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """NNCF's progress bars and log lines go to stderr: on stdout they came before the JSON report."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained[0], model_dir, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    result = forklift_here("models", "quantize", model_dir, "--data", trained[1], "--samples", "8", "--max-drop", "1",
+                           "--json")  # fmt: skip
+    assert json.loads(result.stdout)["int8"]["passed"] is True, result.stdout
+    assert "Statistics collection" in result.stderr
+
+
 def test_int8_without_a_quantised_graph_names_the_command(trained: tuple[Path, Path]) -> None:
     image = next((trained[1] / "images").iterdir())
     with pytest.raises(ForkliftError, match="no INT8 model; make one with 'forklift models quantize"):

@@ -23,6 +23,7 @@ from helpers import CFGS, assert_resume_is_exact
 from forklift.cli import main
 from forklift.data.dataset import load_dataset
 from forklift.data.synth import synth_shapes
+from forklift.errors import ForkliftError
 from forklift.model_files.cfg_edit import set_classes
 from forklift.model_files.darknet_cfg import parse_cfg
 from forklift.model_files.model_dir import open_model_dir
@@ -65,6 +66,15 @@ def trained(work: Path) -> Path:
 def _metrics(out: Path) -> list[dict[str, str]]:
     with (out / "metrics.csv").open(newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
+
+
+def test_a_cfg_that_is_not_text_is_said_by_its_line(work: Path, tmp_path: Path) -> None:
+    """A photo given as --cfg: the cfg reader's one line (a UnicodeDecodeError's traceback, from training only)."""
+    photo = tmp_path / "dog.jpg"
+    photo.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01")
+    settings = TrainSettings.of(data=work / "data", cfg=photo, **SETTINGS)
+    with pytest.raises(ForkliftError, match=r"dog.jpg:1: expected 'key=value' or '\[section\]'"):
+        train(settings, tmp_path / "out")
 
 
 def test_set_classes_rewrites_heads_and_size() -> None:

@@ -156,8 +156,8 @@ def run_serve(args: argparse.Namespace) -> int:
             f"serving {model.name} from {model.model_dir}{precision}: {len(model.places)} "
             f"worker{'' if len(model.places) == 1 else 's'} on CPUs {sets}" + on_gpus
         )
-    print(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)", flush=True)
-    serve(models, options, listening=listening)
+    said = f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)"
+    serve(models, options, listening=listening, ready=lambda: print(said, flush=True))  # once the models are loaded
     return 0
 
 

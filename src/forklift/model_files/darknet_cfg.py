@@ -146,9 +146,14 @@ def parse_cfg(text: str, source: str = "<cfg>") -> DarknetConfig:
     return DarknetConfig(sections[0], sections[1:], source)
 
 
-def read_cfg(path: Path) -> DarknetConfig:
+def cfg_text(path: Path) -> str:
+    """A cfg file's text; bytes that are not UTF-8 (a binary given as a cfg) are kept as U+FFFD, for the parser to
+    name the line they are on."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise ForkliftError(f"{path}: cannot read: {exc.strerror}") from exc
-    return parse_cfg(text, str(path))
+
+
+def read_cfg(path: Path) -> DarknetConfig:
+    return parse_cfg(cfg_text(path), str(path))

@@ -10,9 +10,11 @@ from, so an INT8 graph beside changed weights is never used.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,23 @@ def quantize_graph(
         return save_graph(graph, directory, facts=facts)
 
 
+@contextlib.contextmanager
+def _progress_on_stderr() -> Iterator[None]:
+    """NNCF's progress bars and log lines on stderr while it works: on stdout they came before the report that
+    `--json` prints there, so the output was not JSON."""
+    from nncf.common.logging import nncf_logger
+
+    outs = (sys.stdout, sys.__stdout__)
+    handlers = [h for h in nncf_logger.handlers if isinstance(h, logging.StreamHandler) and h.stream in outs]
+    streams = [handler.setStream(sys.stderr) for handler in handlers]
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        for handler, stream in zip(handlers, streams, strict=True):
+            handler.setStream(stream)
+
+
 def _quantize(
     graph: Any, calibration: Any, size: int, tail: list[str], validation: Validation | None, max_drop: float
 ) -> Any:
@@ -107,20 +126,22 @@ def _quantize(
 
     scope = nncf.IgnoredScope(names=tail, validate=False)
     if validation is None:
-        return nncf.quantize(graph, calibration, subset_size=size, ignored_scope=scope)
+        with _progress_on_stderr():
+            return nncf.quantize(graph, calibration, subset_size=size, ignored_scope=scope)
     items, measure = validation
-    return nncf.quantize_with_accuracy_control(
-        graph,
-        calibration,
-        nncf.Dataset(items),
-        lambda candidate, chosen: (measure(candidate, chosen), None),
-        max_drop=max_drop,
-        subset_size=size,
-        ignored_scope=scope,
-        advanced_accuracy_restorer_parameters=nncf.AdvancedAccuracyRestorerParameters(
-            max_num_iterations=FLOAT_LAYERS, num_ranking_workers=1
-        ),
-    )
+    with _progress_on_stderr():
+        return nncf.quantize_with_accuracy_control(
+            graph,
+            calibration,
+            nncf.Dataset(items),
+            lambda candidate, chosen: (measure(candidate, chosen), None),
+            max_drop=max_drop,
+            subset_size=size,
+            ignored_scope=scope,
+            advanced_accuracy_restorer_parameters=nncf.AdvancedAccuracyRestorerParameters(
+                max_num_iterations=FLOAT_LAYERS, num_ranking_workers=1
+            ),
+        )
 
 
 def _openvino_graph(source: Path, scratch: Path) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from forklift.errors import ForkliftError
 from forklift.serve.openapi import openapi
 from forklift.serve.protocols import kserve, native, powerai, stream
 from forklift.serve.responses import error_response
@@ -57,11 +58,23 @@ async def server_error(request: Request, exc: Exception) -> Response:
     return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
 
 
-def build_app(state: ServeState) -> Starlette:
+def build_app(state: ServeState, *, started: Callable[[ForkliftError | None], None] | None = None) -> Starlette:
+    """The app; `started` hears when every model's workers are up (None), or the error of one that cannot load:
+    handed there (to be said in one line as the server stops) rather than raised, which the HTTP server would log
+    as a traceback."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await asyncio.gather(*(pool.start() for pool in state.pools.values()))
         try:
+            try:
+                await asyncio.gather(*(pool.start() for pool in state.pools.values()))
+            except ForkliftError as exc:
+                if started is None:
+                    raise
+                started(exc)
+            else:
+                if started is not None:
+                    started(None)
             yield
         finally:
             await asyncio.gather(*(pool.stop() for pool in state.pools.values()))

@@ -7,6 +7,7 @@ then stops the workers.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
@@ -80,9 +81,26 @@ class DrainingServer(uvicorn.Server):
         self._captured_signals.clear()
 
 
-def serve(models: list[ServedModel], options: ServeOptions, *, listening: list[socket.socket]) -> None:
-    """Serve `models` on `listening` (bound to options.host and options.port: see forklift.serve.listening)."""
-    app = build_app(build_state(models, options))
+def serve(
+    models: list[ServedModel],
+    options: ServeOptions,
+    *,
+    listening: list[socket.socket],
+    ready: Callable[[], None] = lambda: None,
+) -> None:
+    """Serve `models` on `listening` (bound to options.host and options.port: see forklift.serve.listening);
+    `ready` is called once every worker has loaded its model. A model that cannot load (a precision its runtime
+    lacks, a model never quantised) stops the server and is raised here, as the ForkliftError it is."""
+    failed: list[ForkliftError] = []
+
+    def started(error: ForkliftError | None) -> None:
+        if error is None:
+            ready()
+        else:
+            failed.append(error)
+            server.should_exit = True
+
+    app = build_app(build_state(models, options), started=started)
     config = http_config(
         app,
         host=options.host,
@@ -92,4 +110,7 @@ def serve(models: list[ServedModel], options: ServeOptions, *, listening: list[s
         limit_concurrency=None,
         backlog=2048,
     )
-    DrainingServer(config).run(sockets=listening)
+    server = DrainingServer(config)
+    server.run(sockets=listening)
+    if failed:
+        raise failed[0]

@@ -21,6 +21,7 @@ from torch import nn
 
 from forklift.data.dataset import Dataset, ImageRecord
 from forklift.errors import ForkliftError
+from forklift.model_files.darknet_cfg import cfg_text
 from forklift.model_files.labels import write_labels
 from forklift.model_files.model_config import ModelConfig, save_config
 from forklift.model_files.model_dir import open_model_dir
@@ -195,7 +196,7 @@ def darknet_source(
         cfg = Path(source.cfg)
         if not cfg.is_file():
             raise ForkliftError(f"{cfg}: no such cfg file")
-        return cfg.stem, rewrite(cfg.read_text(encoding="utf-8"), str(cfg), len(classes), source.img), None, []
+        return cfg.stem, rewrite(cfg_text(cfg), str(cfg), len(classes), source.img), None, []
     if source.model is None or source.cfg is not None:
         raise ForkliftError("give exactly one of --cfg CFG (train from scratch) or --model MODEL_DIR (fine-tune)")
     directory = open_model_dir(source.model)
@@ -205,5 +206,5 @@ def darknet_source(
     start = build_darknet(cfg, directory.files["weights"])
     if start.is_detector != detector:
         raise ForkliftError(f"{source.model}: not {wanted}, which this data set needs to start from")
-    text = rewrite(cfg.read_text(encoding="utf-8"), str(cfg), len(classes), source.img)
+    text = rewrite(cfg_text(cfg), str(cfg), len(classes), source.img)
     return cfg.stem, text, start, directory.labels
