@@ -102,6 +102,11 @@ def test_plan_emit_k8s_is_what_the_chart_renders(tmp_path: Path) -> None:
     values = _values(tmp_path / "values.yaml", {"app": {"enabled": False}, "serving": {"models": {"yolo": model}}})
     assert _by_kind(_render("-f", values)) == _by_kind(objects)
     assert deployment["spec"]["replicas"] == 7  # 7 instances of 4 CPUs on this topology
+    # a model on another machine is named as given, and said so; a folder here that is no model is refused
+    noted = forklift_here("plan", "--lscpu", lscpu, "--emit", "k8s", "--model", "/srv/models/yolo")
+    assert noted.stderr == "forklift: note: /srv/models/yolo is not on this machine; the files name it as given\n"
+    refused = forklift_here("plan", "--lscpu", lscpu, "--emit", "k8s", "--model", tmp_path, check=False)
+    assert refused.returncode == 2 and refused.stderr.startswith(f"forklift: error: {tmp_path}: not a model directory")
 
 
 @pytest.mark.parametrize("kind", ["k8s", "pytorchjob"])

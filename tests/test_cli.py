@@ -9,7 +9,7 @@ from pathlib import Path
 
 import cv2
 import pytest
-from helpers import CFGS, forklift, shared
+from helpers import CFGS, forklift, forklift_here, shared
 
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.darknet import build_darknet
@@ -206,3 +206,16 @@ def test_new_darknet_reproducible_and_export(tmp_path: Path) -> None:
     forklift("models", "export", tmp_path / "a", "--to", "onnx")
     assert (tmp_path / "a" / "v3-spp-groups.onnx").stat().st_size > 10_000
     assert open_model_dir(tmp_path / "a").files["onnx"].name == "v3-spp-groups.onnx"
+    # OUT after --to, as the usage line has it (argparse's first pass left it over); a new folder named with a /
+    # (it was written as a file of that name); OUT under a file: one line
+    forklift_here("models", "export", tmp_path / "a", "--to", "onnx", tmp_path / "x.onnx")
+    forklift_here("models", "export", tmp_path / "a", "--to", "onnx", f"{tmp_path / 'new'}/")
+    assert (tmp_path / "x.onnx").is_file() and (tmp_path / "new" / "v3-spp-groups.onnx").is_file()
+    under = forklift_here(
+        "models", "export", tmp_path / "a", "--to", "onnx", tmp_path / "x.onnx" / "y.onnx", check=False
+    )
+    assert under.returncode == 2 and under.stderr.strip().splitlines() == [
+        f"forklift: error: {tmp_path}/x.onnx/y.onnx: cannot write it there ({tmp_path}/x.onnx is a file, not a folder)"
+    ]
+    extra = forklift_here("models", "export", tmp_path / "a", "--to", "onnx", tmp_path / "x.onnx", "more", check=False)
+    assert extra.returncode == 2 and "forklift models export: error: unrecognized arguments: more" in extra.stderr

@@ -115,6 +115,9 @@ def test_inspect_predict_and_export(directories, format: ModelFormat, tmp_path: 
         assert result["file"].endswith("dog.jpg") and "error" not in result
         answer = {Task.DETECT: "detections", Task.CLASSIFY: "classes", Task.STYLE: "image"}[Task(summary["task"])]
         assert answer in result, result
+    if format == ModelFormat.DARKNET:  # a style model's option given to one that answers labels: refused, not ignored
+        code, _, err = _run(capsys, "predict", directory, SHARED / "images" / "dog.jpg", "--keep-colour")
+        assert code == 2 and "--keep-colour: " in err and "answers labels, not images" in err, err
 
     exported = tmp_path / "exported.onnx"
     code, out, err = _run(capsys, "models", "export", directory, exported, "--to", "onnx")

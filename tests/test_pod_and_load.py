@@ -85,8 +85,16 @@ def test_post_reports_percentiles_and_errors(model: Path) -> None:
         assert "10 requests, 1 in flight" in text and "p99" in text and "errors: 0" in text
         bad = forklift("post", dog, "5", "--url", f"{server.url}/predict/nope", "--json", check=False)
         assert bad.returncode == 1 and json.loads(bad.stdout)["error_codes"] == {"404": 5}
+        unanswered = forklift("post", dog, "3", "--url", f"{server.url}/predict/nope", check=False).stdout
+        assert "latency: none measured (no request was answered with 200)" in unanswered and "p50" not in unanswered
     finally:
         server.stop()
+    for args, said in (  # refused before the first request (each was a run of errors: UnsupportedProtocol, 400)
+        ([dog, "5", "--url", "notaurl"], "--url notaurl: not an http(s) URL"),
+        ([shared("darknet/coco.names"), "5"], "coco.names: not an image (JPEG, PNG"),
+    ):
+        refused = forklift("post", *args, check=False)
+        assert refused.returncode == 2 and said in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
     nobody = forklift("post", dog, "3", "--url", f"http://127.0.0.1:{free_port()}/", check=False)  # nothing there
     assert nobody.returncode == 2 and nobody.stderr.strip().endswith("cannot connect (3 tries): is a server "
                                                                      "listening there?"), nobody.stderr  # fmt: skip

@@ -117,6 +117,9 @@ def test_predict_writes_styled_images_of_the_input_size(narrow: Path, tmp_path: 
     assert written.shape == original.shape and Path(answered["image"]["file"]).parent == out
     refused = forklift_here("predict", narrow, shared("images/dog.jpg"), check=False)
     assert refused.returncode == 2 and "--out DIR" in refused.stderr
+    # one name twice (a/x.jpg and b/x.jpg, or one image given twice): the second was written over the first
+    twice = forklift_here("predict", narrow, shared("images/dog.jpg"), shared("images/dog.jpg"), "--out", out, "--json")
+    assert [Path(a["image"]["file"]).name for a in json.loads(twice.stdout)["results"]] == ["dog.jpg", "dog_2.jpg"]
 
 
 @pytest.mark.slow  # a process of its own, seconds

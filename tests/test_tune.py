@@ -8,6 +8,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -99,6 +100,13 @@ def test_space_specs() -> None:
         training_space(["momentum=0.8..0.9"], Task.DETECT)
     with pytest.raises(ForkliftError, match="given twice"):
         training_space(["lr=0.1", "lr=0.2"], Task.DETECT)
+    for spec, problem in [  # values `forklift train` refuses: each trial that drew one failed
+        ("momentum=0.5..1.5", "--space momentum: --momentum 1.5: must be from 0 up to (not including) 1"),
+        ("lr=0..0.1", "--space lr: --lr 0.0: must be a finite number above 0"),
+        ("aug_shift=0.1,0.7", "--space aug_shift: --aug-shift 0.7: must be from 0 to 0.5"),
+    ]:
+        with pytest.raises(ForkliftError, match=re.escape(problem)):
+            training_space(["optimizer=momentum", spec], Task.DETECT)
 
 
 def test_space_file(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from forklift.data.file_names import unique_name
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 from forklift.runtime.base import PredictOptions
@@ -68,14 +69,17 @@ def predict_files(
 
 
 def save_images(prediction: Prediction, out: Path) -> None:
-    """Write each answered image to `out` under its input's name (PNG inputs stay PNG, others become JPEG)."""
+    """Write each answered image to `out` under its input's name (PNG inputs stay PNG, others become JPEG), made
+    unique (`x_2.jpg`) where two inputs share one (a/x.jpg and b/x.jpg, or one image given twice): the second
+    overwrote the first."""
     out.mkdir(parents=True, exist_ok=True)
+    taken: set[str] = set()
     for result in prediction.results:
         if result.image is None:
             continue
         source = Path(result.file)
         image_format = "png" if source.suffix.lower() == ".png" else "jpeg"
-        path = out / (source.stem + IMAGE_FORMATS[image_format][0])
+        path = out / unique_name(source.stem + IMAGE_FORMATS[image_format][0], taken)
         try:
             path.write_bytes(encode_image(result.image, image_format=image_format, quality=SAVED_QUALITY))
         except OSError as exc:

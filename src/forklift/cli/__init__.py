@@ -42,13 +42,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _verb_parser(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> tuple[
+    argparse.ArgumentParser, list[str]
+]:  # fmt: skip
+    """The parser of the verb that was given (`models export`'s, not `models`'), and the arguments after its name."""
+    while True:
+        chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, chooser.dest, None) if chooser is not None else None
+        if chooser is None or name not in argv:
+            return parser, argv
+        argv = argv[argv.index(name) + 1 :]
+        parser = chooser.choices[name]
+
+
+def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The arguments; a positional given after an option (`models export M --to onnx OUT`), which argparse's
+    first pass leaves over, is taken by the verb's own parser, as its usage line promises. What is still left over
+    is said by the verb's parser, which names the verb and its --help, not the top level's."""
+    args, unknown = parser.parse_known_args(argv)
+    if not unknown:
+        return args
+    verb, rest = _verb_parser(parser, args, argv)
+    try:
+        again, unknown = verb.parse_known_intermixed_args(rest)
+    except TypeError:  # a verb whose last positional takes all that follows (run's command): as it was parsed
+        pass
+    else:
+        if not unknown:
+            return argparse.Namespace(**(vars(args) | vars(again)))
+    verb.error(f"unrecognized arguments: {' '.join(unknown)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # said by the verb's parser, which names the verb and its --help, not the top level's
-        verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        verbs.choices[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: a verb may run itself again (--nproc)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = _parsed(parser, given)
+    args.argv = given  # as typed: a verb may run itself again (--nproc)
     handler: Handler = args.handler
     try:
         return handler(args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,7 +61,7 @@ def add_predict(verbs: Any) -> None:
     predict.add_argument("--resize", choices=words(ResizeMode), help="fit to the input (default: the model's)")
     predict.add_argument("--max-pixels", type=positive, default=100_000_000, help="refuse larger images (bombs)")
     predict.add_argument("--out", type=Path, metavar="DIR", help="style models: write the styled images here")
-    predict.add_argument("--strength", type=threshold, default=1.0, help="style models: 0 (original) to 1 (default)")
+    predict.add_argument("--strength", type=threshold, help="style models: 0 (original) to 1 (default)")
     predict.add_argument("--keep-colour", action="store_true", help="style models: keep the original's colours")
     add_json(predict, "print the result JSON instead of a table")
     predict.set_defaults(handler=run_predict)
@@ -80,14 +81,17 @@ def run_predict(args: argparse.Namespace) -> int:
         iou=args.iou,
         resize=optional(ResizeMode, args.resize),
         max_pixels=args.max_pixels,
-        style=StyleAdjust(args.strength, args.keep_colour),
+        style=StyleAdjust(1.0 if args.strength is None else args.strength, args.keep_colour),
     )
     if any(result.image is not None for result in prediction.results):
         if args.out is None:
             raise ForkliftError(f"{args.model_dir}: a style model answers images; say where to write them: --out DIR")
         save_images(prediction, args.out)
-    elif args.out is not None:
-        raise ForkliftError(f"--out: {args.model_dir} answers labels, not images (--json writes its answers)")
+    else:  # a style model's options given to one that answers labels: refused, not ignored
+        given = [o for o, v in (("--out", args.out), ("--strength", args.strength), ("--keep-colour", args.keep_colour))
+                 if v not in (None, False)]  # fmt: skip
+        if given:
+            raise ForkliftError(f"{given[0]}: {args.model_dir} answers labels, not images (--json writes its answers)")
     if args.json:
         print(json.dumps(prediction.to_json(), indent=2))
     else:
@@ -208,7 +212,10 @@ def add_export(actions: Any) -> None:
     export.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
     export.add_argument("--to", choices=("onnx",), required=True)
     export.add_argument(
-        "out", type=Path, nargs="?", metavar="OUT", help="file or folder (default: in MODEL_DIR, for Darknet and style)"
+        "out",
+        nargs="?",
+        metavar="OUT",
+        help="file, or folder (one that exists, or a name ending in /); default: in MODEL_DIR, for Darknet and style",
     )
     export.set_defaults(handler=run_export)
 
@@ -222,10 +229,17 @@ def run_export(args: argparse.Namespace) -> int:
     if entry.export is None:
         raise ForkliftError(f"{args.model_dir}: a {model.format} model has no ONNX export: {entry.no_export}")
     name = f"{model.files[entry.files.sources[0]].stem}.onnx"
-    out = args.out or model.path / name
+    out = Path(args.out) if args.out else model.path / name
+    if args.out and args.out.endswith(("/", os.sep)):  # a folder, made if need be (Path drops the slash)
+        out.mkdir(parents=True, exist_ok=True)
     if out.is_dir():
         out = out / name
-    entry.export(model, out)
+    try:
+        entry.export(model, out)
+    except OSError as exc:  # a folder in its path is a file, or not writable
+        blocker = next((folder for folder in out.parents if folder.exists() and not folder.is_dir()), None)
+        why = f"{blocker} is a file, not a folder" if blocker else exc.strerror or str(exc)
+        raise ForkliftError(f"{out}: cannot write it there ({why})") from exc
     print(f"wrote {out}")
     return 0
 

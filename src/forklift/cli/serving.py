@@ -184,7 +184,8 @@ def add_post(verbs: Any) -> None:
 def run_post(args: argparse.Namespace) -> int:
     from forklift.loadtest.post import post
 
-    result = post(args.image, args.count, url=args.url, concurrency=args.concurrency, show_progress=not args.json)
+    progress = not args.json and sys.stderr.isatty()  # a bar in a log file is a line per update
+    result = post(args.image, args.count, url=args.url, concurrency=args.concurrency, show_progress=progress)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0 if result.errors == 0 else 1
@@ -192,10 +193,13 @@ def run_post(args: argparse.Namespace) -> int:
         f"{result.requests} requests, {result.concurrency} in flight, {result.seconds:.2f} s: "
         f"{result.throughput:.1f} requests/s"
     )
-    print(
-        f"latency p50 {result.p50_ms:.1f} ms  p90 {result.p90_ms:.1f}  p99 {result.p99_ms:.1f}  "
-        f"max {result.max_ms:.1f}  mean {result.mean_ms:.1f}"
-    )
+    if result.ok:
+        print(
+            f"latency p50 {result.p50_ms:.1f} ms  p90 {result.p90_ms:.1f}  p99 {result.p99_ms:.1f}  "
+            f"max {result.max_ms:.1f}  mean {result.mean_ms:.1f}"
+        )
+    else:  # zeros would read as measured
+        print("latency: none measured (no request was answered with 200)")
     print(f"errors: {result.errors}" + (f" {result.error_codes}" if result.errors else ""))
     return 0 if result.errors == 0 else 1
 
@@ -318,6 +322,7 @@ def run_topology(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     from forklift.deployment.serving import MODEL_PLACEHOLDER, emit
+    from forklift.model_files.model_dir import open_model_dir
     from forklift.system.placement import describe_plan, make_plan
     from forklift.system.topology import load_topology
 
@@ -328,6 +333,10 @@ def run_plan(args: argparse.Namespace) -> int:
         base_port=args.base_port,
     )
     if args.emit:
+        if args.model is not None and args.model.exists():
+            open_model_dir(args.model)  # a data set or any other folder: one line, not files that serve nothing
+        elif args.model is not None:  # planned for another machine (its --lscpu), where the model may well be
+            print(f"forklift: note: {args.model} is not on this machine; the files name it as given", file=sys.stderr)
         print(emit(plan, args.emit, str(args.model.resolve()) if args.model else MODEL_PLACEHOLDER), end="")
     else:
         print(json.dumps(plan.to_json(), indent=2) if args.json else describe_plan(plan))
@@ -360,12 +369,14 @@ def add_sweep(verbs: Any) -> None:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
+    from forklift.loadtest.post import read_images
     from forklift.loadtest.sweep import keep, layouts, recommend, run_sweep, write_results
     from forklift.model_files.model_dir import open_model_dir
     from forklift.model_files.precision import offered_precisions
     from forklift.shared_data import shared_data_path
 
     images = args.image or [shared_data_path("images/dog.jpg")]
+    read_images(images)  # each an image, before minutes of layouts post it
     precision = optional(Precision, args.precision)
     precisions = [precision] if precision else offered_precisions(open_model_dir(args.model_dir))
     candidates, skipped = layouts(args.instances, args.threads, args.max_batch, precisions)
@@ -389,7 +400,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     print("wrote " + ", ".join(str(p) for p in written))
     best = recommend(rows, args.slo_ms)
     if best is None:
-        print(f"no layout met the SLO of p99 <= {args.slo_ms} ms without errors; nothing saved")
+        slo = f"met the SLO of p99 <= {args.slo_ms} ms" if args.slo_ms else "ran"
+        print(f"no layout {slo} without errors; nothing saved")
         return 1
     saved = keep(args.model_dir, best)
     print(

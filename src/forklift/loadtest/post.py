@@ -7,6 +7,7 @@ so the client itself costs little CPU next to the server it measures.
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import time
 from collections.abc import Sequence
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 from tqdm import tqdm
 
 from forklift.errors import ForkliftError
+from forklift.vision.images import FORMAT_NAMES
 
 NOT_CONNECTED = frozenset({"ConnectError", "ConnectTimeout"})  # httpx's words for a request that never reached a server
 
@@ -98,19 +101,39 @@ def server_workers(url: str) -> int:
         return 1
 
 
+def checked_url(url: str) -> httpx.URL:
+    """`url` if it is an http(s) URL with a host: anything else failed every request, counted as errors."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ForkliftError(f"--url {url}: not a URL ({exc})") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ForkliftError(f"--url {url}: not an http(s) URL (for example http://127.0.0.1:5000/predict/MODEL)")
+    return parsed
+
+
 def read_images(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
+    """Each image's name and bytes; a file that is not an image is refused here, where every request of a run
+    (a sweep's, minutes of them) would have been an error."""
     images = []
     for path in paths:
         try:
-            images.append((path.name, path.read_bytes()))
+            content = path.read_bytes()
         except OSError as exc:
             raise ForkliftError(f"{path}: cannot read: {exc.strerror}") from exc
+        try:
+            with Image.open(io.BytesIO(content)):
+                pass
+        except (UnidentifiedImageError, OSError) as exc:
+            raise ForkliftError(f"{path}: not an image ({FORMAT_NAMES})") from exc
+        images.append((path.name, content))
     return images
 
 
 def post(images: Sequence[Path], count: int, *, url: str, concurrency: int | None, show_progress: bool) -> LoadResult:
     if count < 1:
         raise ForkliftError(f"COUNT must be at least 1, not {count}")
+    checked_url(url)
     concurrency = concurrency or server_workers(url)
     result = asyncio.run(run_load(url, read_images(images), count, concurrency, show_progress))
     if result.ok == 0 and set(result.error_codes) <= NOT_CONNECTED:  # no table of a load that never arrived

@@ -12,7 +12,7 @@ import csv
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from optuna.study import StudyDirection
 
 from forklift.errors import ForkliftError
 from forklift.train.optimizers import USES_MOMENTUM
-from forklift.train.settings import RunOptions, TrainSettings
+from forklift.train.settings import RunOptions, TrainSettings, check_values
 from forklift.train.trainer import train
 from forklift.tune.space import Dimension, Kind, Setting, parse_space
 from forklift.tune.trial import Steps, StepUnit, TimeUp, report
@@ -104,6 +104,14 @@ def training_space(specs: Sequence[str], task: Task) -> list[Dimension]:
     optimisers = next((d.choices or () for d in dimensions if d.name == "optimizer"), ())
     if any(d.name == "momentum" for d in dimensions) and not set(optimisers) & set(USES_MOMENTUM):
         raise ForkliftError("--space momentum: needs an optimizer with momentum in the space (momentum, rmsprop)")
+    for dimension in dimensions:  # a value `forklift train` refuses would fail every trial that draws it
+        if SETTINGS[dimension.name].kind is Kind.WORD:
+            continue
+        for value in dimension.choices if dimension.choices is not None else (dimension.low, dimension.high):
+            try:
+                check_values(replace(TrainSettings(), **{dimension.name: value}))
+            except ForkliftError as exc:
+                raise ForkliftError(f"--space {dimension.name}: {exc}") from exc
     return dimensions
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from forklift.data.dataset import SPLITS, Box, Dataset, FoundBy, ImageRecord, save_dataset
+from forklift.data.file_names import unique_name
 from forklift.data.masks import write_mask
 from forklift.errors import ForkliftError
 from forklift.vision.masks import IGNORE
@@ -151,17 +152,6 @@ def new_folder(out: Path) -> Path:
         raise ForkliftError(f"{out}: already exists and is not an empty folder; choose a new one")
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def unique_name(name: str, taken: set[str]) -> str:
-    """name, or name_2, name_3 ... so no two files share a stem (their label or XML files would clash)."""
-    path = PurePosixPath(name)
-    stem, count = path.stem, 1
-    while (stem if count == 1 else f"{stem}_{count}").lower() in taken:
-        count += 1
-    stem = stem if count == 1 else f"{stem}_{count}"
-    taken.add(stem.lower())
-    return stem + path.suffix
 
 
 def image_size(content: Path | bytes, where: str) -> tuple[int, int]:
