@@ -130,7 +130,12 @@ def test_check_refuses_what_is_not_a_data_set(tmp_path: Path) -> None:
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such file" in missing.stderr
     (tmp_path / "dataset.json").write_text("{")
     garbled = forklift_data("check", tmp_path, "--json")
-    assert garbled.returncode == 2 and "not valid JSON" in garbled.stderr
+    assert garbled.returncode == 2 and "not valid JSON: Expecting property name" in garbled.stderr
+    assert "line 1 column 2" in garbled.stderr
+    (tmp_path / "notes.txt").write_text("root:x:0:0:root:/root:/bin/bash\n")  # any file that is not dataset.json
+    other = forklift_data("stats", tmp_path / "notes.txt")
+    assert other.returncode == 2 and other.stderr.strip().endswith(
+        "notes.txt: not a data set (a folder holding dataset.json, or that file itself)"), other.stderr  # fmt: skip
 
 
 def test_stats_match_a_recount_of_dataset_json(data: Path) -> None:

@@ -99,6 +99,9 @@ def test_the_json_report_is_all_that_goes_to_stdout(trained: tuple[Path, Path], 
                            "--json")  # fmt: skip
     assert json.loads(result.stdout)["int8"]["passed"] is True, result.stdout
     assert "Statistics collection" in result.stderr
+    synth_shapes(tmp_path / "pets", 6, 64, seed=0, task="classify")  # the model named as given, not its staged copy
+    wrong = forklift_here("models", "quantize", model_dir, "--data", tmp_path / "pets", check=False)
+    assert wrong.returncode == 2 and f"forklift: error: {model_dir}: a detect model cannot be evaluated" in wrong.stderr
 
 
 def test_int8_without_a_quantised_graph_names_the_command(trained: tuple[Path, Path]) -> None:

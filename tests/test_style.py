@@ -19,6 +19,7 @@ import pytest
 import torch
 from helpers import CFGS, assert_resume_is_exact, forklift, forklift_here, shared
 
+from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 from forklift.nets.style import StyleNet
@@ -120,6 +121,9 @@ def test_predict_writes_styled_images_of_the_input_size(narrow: Path, tmp_path: 
     # one name twice (a/x.jpg and b/x.jpg, or one image given twice): the second was written over the first
     twice = forklift_here("predict", narrow, shared("images/dog.jpg"), shared("images/dog.jpg"), "--out", out, "--json")
     assert [Path(a["image"]["file"]).name for a in json.loads(twice.stdout)["results"]] == ["dog.jpg", "dog_2.jpg"]
+    synth_shapes(tmp_path / "shapes", 4, 64, seed=0)  # eval: what a style model is, not "shares no class"
+    measured = forklift_here("eval", narrow, "--data", tmp_path / "shapes", check=False)
+    assert measured.returncode == 2 and "a style model answers images, which eval has no measure of" in measured.stderr
 
 
 @pytest.mark.slow  # a process of its own, seconds

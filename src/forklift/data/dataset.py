@@ -199,6 +199,8 @@ def _load(path: Path, findings: list[Finding] | None) -> Dataset:
     """The loader of both modes: strict when findings is None, else problems of entries go into findings."""
     index = path / INDEX if path.is_dir() else path
     refuse_other_layouts(path)
+    if index.is_file() and index.name != INDEX:  # /etc/passwd said "not valid JSON", as if it were a data set's
+        raise ForkliftError(f"{path}: not a data set (a folder holding {INDEX}, or that file itself)")
     document = _read_json(index)
     where = str(index)
     if not isinstance(document, dict):
@@ -258,7 +260,7 @@ def _read_json(index: Path) -> Any:
     except FileNotFoundError:
         raise ForkliftError(f"{index}: no such file (a data set is a folder holding {INDEX})") from None
     except json.JSONDecodeError as exc:
-        raise ForkliftError(f"{index}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise ForkliftError(f"{index}: not valid JSON: {exc}") from None  # "...: line 21 column 5 (char 400)"
     except UnicodeDecodeError:
         raise ForkliftError(f"{index}: not UTF-8 text") from None
     except OSError as exc:

@@ -27,7 +27,7 @@ from forklift.runtime.base import PredictOptions, Predictor
 from forklift.runtime.load import load_predictor
 from forklift.vision.masks import labels_from_segments
 from forklift.vision.results import Segment
-from forklift.vocabulary import Precision, Runtime, Task
+from forklift.vocabulary import ModelFormat, Precision, Runtime, Task
 
 BATCH = 8  # images per predict call: batched inference without holding the whole split in memory
 EVAL_CONF, EVAL_IOU = 0.001, 0.6  # what mAP is measured on: every box over a floor, NMS at 0.6 (as YOLO evaluates)
@@ -74,6 +74,9 @@ def evaluate(
     The low default `conf` keeps the low-scoring detections that mAP needs to trace the whole precision-recall curve.
     """
     model = open_model_dir(model_dir)
+    if model.format == ModelFormat.STYLE:  # its labels are none: "share no class" said the wrong thing
+        raise ForkliftError(f"{model_dir}: a style model answers images, which eval has no measure of (it measures "
+                            f"detectors, classifiers, segmenters and tabular models)")  # fmt: skip
     report = check_dataset(data)
     dataset = report.dataset
     notes = check_labels(model.labels, dataset.classes, model_dir, data)

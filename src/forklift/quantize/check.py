@@ -73,7 +73,10 @@ def quantize_model_dir(
             measured = measure(staged, dataset, val, runtime=runtime, precision=precision)
             return float(getattr(measured, metric) or 0.0)
 
-        f32 = score(Precision.F32)
+        try:
+            f32 = score(Precision.F32)
+        except ForkliftError as exc:  # about the model, named as the person gave it, not its staged copy
+            raise ForkliftError(str(exc).replace(str(staging), str(model_dir))) from exc
         inputs = calibration_inputs(model, report, samples=samples, seed=seed)
         source, digest = graph_path(model), source_digest(model)
         target = quantize_graph(source, inputs, staging, digest=digest, runtime=runtime)  # the staged model's

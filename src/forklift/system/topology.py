@@ -152,7 +152,8 @@ def read_sysfs(root: Path = SYSFS, allowed: Collection[int] | None = None) -> To
             continue  # the kernel drops an offline CPU's topology, and `lscpu -p` leaves such a CPU out too
         core, socket = _read_int(topology_dir / "core_id"), _read_int(topology_dir / "physical_package_id")
         cpus.append(Cpu(cpu, core, socket, node_of.get(cpu, 0), cpu in online))
-    return Topology(tuple(cpus), str(root))
+    # messages and plans name where the CPUs were read: this machine's, said as such ("/sys: 4 instances do not fit")
+    return Topology(tuple(cpus), "this machine (/sys)" if root == SYSFS else str(root))
 
 
 def _sysfs_nodes(root: Path) -> dict[int, int]:
