@@ -17,7 +17,7 @@ export function LabelChart({ labels, task }: { labels: LabelCount[]; task: strin
     return () => chart.destroy();
   }, [labels]);
   if (labels.length === 0) {
-    return <p class="muted">{task === "classify" ? "No classes yet: open an image and name its class (or add classes here)." : "No labels yet: draw a box and type its label."}</p>;
+    return <p class="muted">{task === "classify" ? "No classes yet: open an image and name its class (or add classes here)." : "No labels yet: open an image, type the first label's name in Next label, then drag around an object (or add labels here)."}</p>;
   }
   return <div class="chart" style={{ height: `${40 + labels.length * 24}px` }}><canvas ref={canvas} /></div>;
 }

@@ -622,7 +622,8 @@ function AutoNote({ doc, datasetId, canEdit, onReview }: { doc: Annotations; dat
           : auto.length ? ` by ${byModel(auto[0].model_id)}: ${auto.length} box(es), lowest confidence ${lowest.toFixed(2)}.` : ": the model found nothing."}
         <span> Any change you save counts as your review.</span>
         {canEdit && <span class="row-actions"><button class="primary" onClick={() => onReview("accept")}>Accept</button><button class="danger" onClick={() => onReview("reject")}>Reject</button></span>}
-      </> : <><strong>Reviewed</strong> ({doc.class_model_id !== null ? "the model's class kept" : `${auto.length} auto label(s) kept`}).</>}
+      </> : <><strong>Reviewed</strong> ({doc.class_model_id !== null ? "the model's class kept"
+        : auto.length ? `${auto.length} auto label(s) kept as the model gave them` : "corrected: every label on it is a person's now"}).</>}
       <a href={`#/datasets/${datasetId}/review`}>Review queue ›</a>
     </div>
   );

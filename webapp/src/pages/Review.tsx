@@ -62,7 +62,8 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   const correct = () => { if (item) location.hash = `#/datasets/${datasetId}/images/${item.image.id}?from=review`; };
   // Undo the last accept or reject: the image waits for review again, with the labels it was shown with.
   const undo = async () => {
-    if (!last || !canEdit || busy.current) return;
+    if (!canEdit || busy.current) return;
+    if (!last) { say("Nothing to undo: U undoes the last accept or reject, once."); return; }
     const { item: undone, doc: was, action } = last;
     busy.current = true;
     try {
