@@ -47,14 +47,14 @@ def fresh_database(server_url: str | None, data_dir: Path) -> str:
 
 
 def start_app(
-    data_dir: Path, port: int, *, db: str | None = None, login: bool = False, timeout: float = 60
+    data_dir: Path, port: int, *, db: str | None = None, login: bool = False, timeout: float = 60, more: tuple = ()
 ) -> subprocess.Popen[bytes]:
-    """`forklift app` as a process of its own on loopback (with `login`, asking for one), returned once it
-    answers; its output is appended to app-PORT.log beside the data directory (an error quotes it when the app
-    dies or does not answer)."""
+    """`forklift app` as a process of its own on loopback (with `login`, asking for one; `more`: other options),
+    returned once it answers; its output is appended to app-PORT.log beside the data directory (an error quotes it
+    when the app dies or does not answer)."""
     log = data_dir.parent / f"app-{port}.log"
     command = [sys.executable, "-m", "forklift.cli", "app", "--data-dir", str(data_dir), "--port", str(port)]
-    options = [*(["--db", db] if db else []), *(["--login"] if login else [])]
+    options = [*(["--db", db] if db else []), *(["--login"] if login else []), *map(str, more)]
     with log.open("ab") as out:
         server = subprocess.Popen([*command, *options], stdout=out, stderr=subprocess.STDOUT)
     try:

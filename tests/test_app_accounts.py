@@ -10,13 +10,15 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
-from app_helpers import app_client, fresh_database, png
+from app_helpers import app_client, fresh_database, png, start_app
 from fastapi.testclient import TestClient
 
 from forklift.app.login_guard import HASHING_AT_ONCE, PER_ACCOUNT, PER_ADDRESS, LoginGuard
 from forklift.app.security import COOKIE
 from forklift.cli import main
+from forklift.serve.process import free_port
 from forklift.serve.responses import HttpError
 
 PASSWORD = "correct horse"
@@ -200,6 +202,25 @@ def test_guessing_is_refused_and_the_time_tells_no_names(tmp_path: Path) -> None
         assert refused.status_code == 429 and 1 <= int(refused.headers["retry-after"]) <= 60
         assert refused.json()["error"].startswith("too many failed logins from testclient: try again in ")
         assert client.post("/api/login", json={"name": "ana", "password": "x" * 1025}).status_code == 422
+
+
+@pytest.mark.slow  # two app processes
+def test_a_forwarded_for_header_counts_only_from_the_proxies_named(tmp_path: Path) -> None:
+    """The app as it runs (uvicorn): X-Forwarded-For is ignored unless --forwarded-allow-ips names the proxy that
+    sends it (uvicorn trusted it from loopback, so anyone there guessed passwords without end, each try under an
+    address made up for it); behind a proxy named so, each client is counted by its own address."""
+    data, db = _accounts(None, tmp_path, ("ana", "admin"))
+    for more, limited in (((), True), (("--forwarded-allow-ips", "127.0.0.1"), False)):
+        port = free_port()
+        server = start_app(data, port, db=db, login=True, more=more)
+        try:
+            answers = [httpx.post(f"http://127.0.0.1:{port}/api/login", json={"name": "ana", "password": "wrong"},
+                                  headers={"X-Forwarded-For": f"10.9.0.{k}"}).status_code
+                       for k in range(PER_ADDRESS.amount + 1)]  # fmt: skip
+        finally:
+            server.terminate()
+            server.wait(20)
+        assert answers[-1] == (429 if limited else 401) and set(answers[:-1]) == {401}, (more, answers)
 
 
 def test_an_account_guessed_at_from_many_addresses_is_locked() -> None:

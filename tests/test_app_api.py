@@ -409,6 +409,32 @@ def test_a_zip_import_refuses_unsafe_entries_and_keeps_the_rest(client: TestClie
         assert wrong.status_code == 422 and wrong.json()["error"].startswith(f"photos.zip: {said}")  # not a path
 
 
+def test_a_set_named_in_other_letters_exports_under_its_name_and_leaves_no_copy(client: TestClient) -> None:
+    """A header is Latin-1: the export of "日本 set" was a 500, and each one left a copy of the set in the temporary
+    folder (its removal ran only after a sent answer)."""
+    dataset = _dataset(client, "日本 set")
+    _upload(client, dataset, {"a.png": png()})
+    before = set(Path(tempfile.gettempdir()).glob("forklift-export-*"))
+    answer = client.get(f"/api/datasets/{dataset}/export?format=forklift")
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-disposition"] == (
+        "attachment; filename=\"set-forklift.zip\"; filename*=UTF-8''%E6%97%A5%E6%9C%AC-set-forklift.zip"
+    )
+    assert zipfile.ZipFile(io.BytesIO(answer.content)).namelist()  # a zip, whole
+    assert set(Path(tempfile.gettempdir()).glob("forklift-export-*")) <= before
+
+
+def test_a_zip_bomb_of_many_small_entries_is_refused_whole(client: TestClient) -> None:
+    """80 entries of 1 MiB of zeros (80 KB packed): each under the one-entry check's floor, together a bomb (2,000
+    of them filled 2 GB of disk from one 2 MB upload)."""
+    dataset = _dataset(client)
+    archive = zip_of({f"zeros/{k}.png": b"\0" * 2**20 for k in range(80)} | {"a.png": png()})
+    answer = client.post(f"/api/datasets/{dataset}/import", files={"file": ("many.zip", archive)})
+    assert answer.status_code == 422 and answer.json()["error"].startswith("many.zip: unpacks to 83,"), answer.text
+    assert "over 100 times its size (a zip bomb?)" in answer.json()["error"]
+    assert client.get(f"/api/datasets/{dataset}/images").json()["total"] == 0
+
+
 def test_an_image_of_a_forklift_zip_with_a_box_refused_is_left_out_whole(client: TestClient) -> None:
     """Kept without the box, it came in labelled with none: "nothing here", trained on so, beside the object."""
     dataset = _dataset(client)

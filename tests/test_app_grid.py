@@ -120,3 +120,33 @@ def test_thumbnails_count_boxes_and_a_nothing_here_review_can_be_found_and_undon
     reopened = api.post(f"/api/images/{c['id']}/review", json={"action": "reopen", "version": accepted["version"]})
     assert reopened.status_code == 200 and reopened.json()["status"] == "auto"
     assert _names(api, dataset, "status=reviewed&empty=true") == []
+
+
+def test_an_undone_reject_puts_back_only_shapes_a_save_could_store(api: TestClient) -> None:
+    """reopen after a reject sends the model's labels back: they are checked as any save's are (they went in
+    unchecked: boxes outside the image, a polygon of 50,000 points, 151 new labels, NaN as a confidence)."""
+    dataset = api.post("/api/datasets", json={"name": "undo"}).json()["id"]
+    (image,) = api.post(f"/api/datasets/{dataset}/images", files=[("files", ("a.png", png(64, 48)))]).json()["added"]
+    auto = {"source": "auto", "model_id": None, "confidence": 0.5}
+    inside = {"kind": "box", "label": "cat", "points": [1, 1, 9, 9], **auto}
+    review = f"/api/images/{image['id']}/review"
+    for shapes, said in (
+        ([{**inside, "points": [-500, -500, 9000, 9000]}], "is empty or outside the image"),
+        ([{**inside, "kind": "polygon", "points": [[1.0, 1.0]] * 50_000}], "a polygon has at most 10000"),
+        ([{**inside, "label": f"L{k}"} for k in range(151)], "151 labels new to the data set in one save"),
+    ):
+        answer = api.post(
+            f"/api/images/{image['id']}/review", json={"action": "reopen", "version": 1, "shapes": shapes}
+        )
+        assert answer.status_code == 422 and said in answer.json()["error"], answer.text
+    nan = '{"action": "reopen", "version": 1, "shapes": [{"kind": "box", "label": "cat", "points": [1, 1, 9, 9], ' \
+          '"source": "auto", "model_id": null, "confidence": NaN}]}'  # fmt: skip
+    answer = api.post(review, content=nan, headers={"content-type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    assert api.get(f"/api/images/{image['id']}/annotations").json() | {"version": 1} == {
+        "image_id": image["id"], "version": 1, "status": "unlabelled", "shapes": [], "class_label": None,
+        "class_model_id": None, "class_confidence": None}  # fmt: skip
+    put_back = api.post(
+        f"/api/images/{image['id']}/review", json={"action": "reopen", "version": 1, "shapes": [inside]}
+    )
+    assert put_back.status_code == 200 and put_back.json()["status"] == "auto"

@@ -181,7 +181,9 @@ def test_a_finished_job_is_a_model_that_exports_and_imports(tmp_path: Path) -> N
         assert model["job_id"] == job and model["name"] == "shapes #" + str(job)
         assert "map50" in model["metrics"] and model["settings"]["epochs"] == 1 and len(model["dataset_digest"]) == 64
         exported = client.get(f"/api/models/{model['id']}/export")
-        assert exported.headers["content-disposition"] == f'attachment; filename="shapes-{job}.zip"'  # "shapes #1"
+        assert exported.headers["content-disposition"] == (
+            f"attachment; filename=\"shapes-{job}.zip\"; filename*=UTF-8''shapes-{job}.zip"
+        )  # "shapes #1"
         names = zipfile.ZipFile(io.BytesIO(exported.content)).namelist()
         assert (
             "model.json" in names

@@ -9,9 +9,14 @@ A user's file is answered by `user_file`: a type from what the app found it to b
 
 from __future__ import annotations
 
+import re
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, StreamingResponse
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,6 +34,28 @@ MEDIA_TYPES = {
     ".avi": "video/x-msvideo", ".mpg": "video/mpeg", ".ts": "video/mp2t", ".ogv": "video/ogg",
 }  # fmt: skip
 UNKNOWN = "application/octet-stream"
+
+
+def attachment(filename: str) -> str:
+    """A download's Content-Disposition: the name as it is for browsers (RFC 6266's `filename*`, UTF-8) and an
+    ASCII one for clients without it. A header is Latin-1: a data set named in other letters (`日本`) made a 500."""
+    plain = re.sub(r"[^A-Za-z0-9._-]+", "-", filename).strip("-.") or "download"
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+class StreamThenRemove(StreamingResponse):
+    """A download made in a scratch folder, removed once the answer is over, however it ended (sent, the client
+    gone, or failed before its first byte, when a background task never runs and the copy stayed)."""
+
+    def __init__(self, content: Iterable[bytes], *, scratch: Path, **options: Any) -> None:
+        super().__init__(content, **options)
+        self.scratch = scratch
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def user_file(path: Path, *, headers: dict[str, str] | None = None) -> FileResponse:

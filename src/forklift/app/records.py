@@ -4,7 +4,7 @@ adding an image to a data set (its file checked and stored, its row made)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 from sqlalchemy import ColumnElement, func, select, update
@@ -225,3 +225,38 @@ def model_for(session: Session, storage: Storage, model_id: int, dataset: DataSe
     if task != dataset.task:
         raise HttpError(422, f"model {model.name!r} answers {task}; data set {dataset.name!r} is a {dataset.task} set")
     return model
+
+
+def check_shapes(session: Session, image: Image, shapes: Sequence[schemas.Shape]) -> None:
+    """Shapes a save (or a review's undo) may store on `image`: each inside it (a 422 naming the first that is not),
+    and at most MAX_NEW_LABELS labels new to its data set."""
+    for shape in shapes:
+        _check_shape(shape, image)
+    names = {shape.label for shape in shapes}
+    if len(names) > schemas.MAX_NEW_LABELS:
+        known = set(
+            session.scalars(select(Label.name).where(Label.dataset_id == image.dataset_id, Label.name.in_(names)))
+        )
+        if len(names - known) > schemas.MAX_NEW_LABELS:
+            raise HttpError(422, f"shapes: {len(names - known)} labels new to the data set in one save; at most "
+                                 f"{schemas.MAX_NEW_LABELS} (add labels on the data set's page)")  # fmt: skip
+
+
+def _check_shape(shape: schemas.Shape, image: Image) -> None:
+    """A box is [x1, y1, x2, y2] with x1 < x2, y1 < y2 inside the image; a polygon 3 or more [x, y] inside it."""
+    where = f"image {image.id} ({image.width}x{image.height}), {shape.kind} {shape.label!r}"
+    if shape.kind == "box":
+        if len(shape.points) != 4 or not all(isinstance(v, float | int) for v in shape.points):
+            raise HttpError(422, f"{where}: a box is [x1, y1, x2, y2]")
+        x1, y1, x2, y2 = shape.points
+        inside = 0 <= x1 < x2 <= image.width and 0 <= y1 < y2 <= image.height  # type: ignore[operator]
+        if not inside:
+            raise HttpError(422, f"{where}: {shape.points} is empty or outside the image")
+        return
+    points = shape.points
+    if len(points) < 3 or not all(isinstance(p, list) and len(p) == 2 for p in points):
+        raise HttpError(422, f"{where}: a polygon is three or more [x, y] points")
+    if len(points) > schemas.MAX_POINTS:  # a row of megabytes, read back on every load of the image
+        raise HttpError(422, f"{where}: {len(points)} points; a polygon has at most {schemas.MAX_POINTS}")
+    if not all(0 <= p[0] <= image.width and 0 <= p[1] <= image.height for p in points):  # type: ignore[index]
+        raise HttpError(422, f"{where}: a point lies outside the image")

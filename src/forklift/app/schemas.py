@@ -80,7 +80,7 @@ class Shape(BaseModel):  # not an Input: a GET's shapes (with source, model_id, 
 class ShapeOut(Shape):
     source: Literal["human", "auto"]  # drawn by a person, or found by a model (auto-label)
     model_id: int | None  # an auto label's model
-    confidence: float | None  # an auto label's score
+    confidence: float | None = Field(ge=0, le=1)  # an auto label's score (NaN is not one)
 
 
 class AnnotationsIn(Input):
@@ -374,7 +374,7 @@ class ReviewIn(Input):
     # image waits for review again, with the model's labels it had (`shapes` and the class, as the review saw them)
     action: Literal["accept", "reject", "reopen"]
     version: int = Field(ge=0, le=MAX_ID)
-    shapes: list[ShapeOut] | None = None  # reopen after a reject: the model's labels to put back
+    shapes: list[ShapeOut] | None = Field(default=None, max_length=MAX_SHAPES)  # reopen after a reject: put back
     class_label: str | None = None
     class_model_id: int | None = None
     class_confidence: float | None = Field(default=None, ge=0, le=1)

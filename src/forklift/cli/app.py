@@ -46,6 +46,13 @@ def register(verbs: Any) -> None:
         metavar="N",
         help="training jobs at once on the CPU (each pinned to its own CPU set) and on each GPU (default 1)",
     )
+    app.add_argument(
+        "--forwarded-allow-ips",
+        metavar="ADDRESSES",
+        help="behind a reverse proxy: its addresses (comma-separated), whose X-Forwarded-For header names the client "
+        "that logins are counted by; default none: the header is ignored (anyone could send one, and log in untold "
+        "times under addresses not theirs)",
+    )
     app.set_defaults(handler=run_app)
     accounts = app.add_subparsers(dest="what", metavar="user|token")
     user = accounts.add_parser("user", help="accounts: add NAME --role ROLE, list, remove NAME")
@@ -121,7 +128,10 @@ def run_app(args: argparse.Namespace) -> int:
                 )
     app = create_app(config)
     print(f"forklift app: {local_url(args.host, args.port)}/  (data in {args.data_dir}; API docs at /docs)", flush=True)
-    uvicorn.Server(http_config(app, host=args.host, port=args.port, log_level="warning")).run(sockets=listening)
+    proxies = args.forwarded_allow_ips  # None: X-Forwarded-For ignored, the connection's address counted
+    server = http_config(app, host=args.host, port=args.port, log_level="warning", proxy_headers=bool(proxies),
+                         forwarded_allow_ips=proxies)  # fmt: skip
+    uvicorn.Server(server).run(sockets=listening)
     return 0
 
 

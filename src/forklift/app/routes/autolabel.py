@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.records import (
+    check_shapes,
     get_or_404,
     images_out,
     in_classify_set,
@@ -150,6 +151,8 @@ def _reopened(session: Session, image: Image, body: schemas.ReviewIn) -> schemas
         raise HttpError(409, f"image {image.id} is waiting for review: nothing to undo")
     if not (accepted or rejected):
         raise HttpError(409, f"image {image.id} is {image.status} and was changed since its review: nothing to undo")
+    if rejected:  # what the review saw, sent back: checked as any save of shapes is
+        check_shapes(session, image, body.shapes or [])
     take_version(session, image.id, body.version, status="auto")
     if rejected:
         for shape in body.shapes or []:

@@ -15,6 +15,7 @@ from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.headers import user_file
 from forklift.app.records import (
     add_image,
+    check_shapes,
     get_or_404,
     images_out,
     in_classify_set,
@@ -140,16 +141,7 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
     image = get_or_404(session, Image, image_id)
     classify = in_classify_set(session, image)
     _check_status(body, before=image.status, classify=classify)
-    for shape in body.shapes:
-        _check_shape(shape, image)
-    names = {shape.label for shape in body.shapes}
-    if len(names) > schemas.MAX_NEW_LABELS:
-        known = set(
-            session.scalars(select(Label.name).where(Label.dataset_id == image.dataset_id, Label.name.in_(names)))
-        )
-        if len(names - known) > schemas.MAX_NEW_LABELS:
-            raise HttpError(422, f"shapes: {len(names - known)} labels new to the data set in one save; at most "
-                                 f"{schemas.MAX_NEW_LABELS} (add labels on the data set's page)")  # fmt: skip
+    check_shapes(session, image, body.shapes)
     take_version(session, image_id, body.version)
     session.execute(delete(Annotation).where(Annotation.image_id == image_id))
     named = [shape.label for shape in body.shapes] + ([body.class_label] if body.class_label else [])
@@ -214,26 +206,6 @@ def _status_after_edit(before: str, labelled: bool, *, classify: bool) -> str:
     if before in ("auto", "reviewed"):
         return "reviewed"
     return "labelled" if labelled else "unlabelled"
-
-
-def _check_shape(shape: schemas.Shape, image: Image) -> None:
-    """A box is [x1, y1, x2, y2] with x1 < x2, y1 < y2 inside the image; a polygon 3 or more [x, y] inside it."""
-    where = f"image {image.id} ({image.width}x{image.height}), {shape.kind} {shape.label!r}"
-    if shape.kind == "box":
-        if len(shape.points) != 4 or not all(isinstance(v, float | int) for v in shape.points):
-            raise HttpError(422, f"{where}: a box is [x1, y1, x2, y2]")
-        x1, y1, x2, y2 = shape.points
-        inside = 0 <= x1 < x2 <= image.width and 0 <= y1 < y2 <= image.height  # type: ignore[operator]
-        if not inside:
-            raise HttpError(422, f"{where}: {shape.points} is empty or outside the image")
-        return
-    points = shape.points
-    if len(points) < 3 or not all(isinstance(p, list) and len(p) == 2 for p in points):
-        raise HttpError(422, f"{where}: a polygon is three or more [x, y] points")
-    if len(points) > schemas.MAX_POINTS:  # a row of megabytes, read back on every load of the image
-        raise HttpError(422, f"{where}: {len(points)} points; a polygon has at most {schemas.MAX_POINTS}")
-    if not all(0 <= p[0] <= image.width and 0 <= p[1] <= image.height for p in points):  # type: ignore[index]
-        raise HttpError(422, f"{where}: a point lies outside the image")
 
 
 @router.delete("/api/images/{image_id}", status_code=204)

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from forklift.app import schemas
 from forklift.app.deploy import stop_serving
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
+from forklift.app.headers import attachment
 from forklift.app.jobs import JOB_RECORD, OPTIONS
 from forklift.app.names import flush_unique
 from forklift.app.records import file_name, get_or_404
@@ -90,7 +91,7 @@ def export_model(model_id: RowId, session: Db, storage: Files, _: Viewer) -> Str
     model = get_or_404(session, Model, model_id)
     name = file_name(model.name, "model")
     return StreamingResponse(export_stream(model, storage.root), media_type="application/zip",
-                             headers={"Content-Disposition": f'attachment; filename="{name}.zip"'})  # fmt: skip
+                             headers={"Content-Disposition": attachment(f"{name}.zip")})  # fmt: skip
 
 
 @router.post("/api/models/import", status_code=201)

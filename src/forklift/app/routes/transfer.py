@@ -15,11 +15,11 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-from starlette.background import BackgroundTask
 
 from forklift.app import schemas
 from forklift.app.columns import TextRefused, check_text
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
+from forklift.app.headers import StreamThenRemove, attachment
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
 from forklift.app.storage import Storage, copy_limited, without_folder
 from forklift.app.tables import Annotation, DataSet, Image, Label, Model
@@ -68,9 +68,8 @@ def export(
         stream, size, scratch = export_zip(data, format, f"{name}-{format}")
     except ForkliftError as exc:
         raise HttpError(422, str(exc)) from exc
-    headers = {"Content-Disposition": f'attachment; filename="{name}-{format}.zip"', "Content-Length": str(size)}
-    return StreamingResponse(stream, media_type="application/zip", headers=headers,
-                             background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True))  # fmt: skip
+    headers = {"Content-Disposition": attachment(f"{name}-{format}.zip"), "Content-Length": str(size)}
+    return StreamThenRemove(stream, scratch=scratch, media_type="application/zip", headers=headers)
 
 
 @router.post("/api/datasets/{dataset_id}/import", status_code=201)

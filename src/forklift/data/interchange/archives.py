@@ -17,7 +17,8 @@ from typing import NamedTuple
 from forklift.errors import ForkliftError, out_of_space
 from forklift.vocabulary import DataFormat, Split
 
-MAX_RATIO = 100  # uncompressed / compressed, per entry
+MAX_RATIO = 100  # uncompressed / compressed, per entry and over the whole zip
+RATIO_FLOOR = 64 * 2**20  # bytes unpacked under which the whole zip's ratio is not asked (small text zips)
 MAX_UNPACKED = 8 * 2**30  # bytes, all entries together
 OWN_FILES = {DataFormat.COCO: "*.json", DataFormat.VOC: "Annotations", DataFormat.YOLO: "data.yaml"}
 UTF8_NAME = 0x800  # a zip entry's flag: its name is UTF-8 (else, by the format, code page 437)
@@ -61,6 +62,7 @@ def safe_extract(archive: Path, folder: Path) -> Extracted:
     unpacked = 0
     try:
         with zipfile.ZipFile(archive) as zipped:
+            _refuse_bomb(archive, zipped.infolist())
             for entry in zipped.infolist():
                 name = entry_name(entry)
                 path = PurePosixPath(name)
@@ -91,6 +93,15 @@ def safe_extract(archive: Path, folder: Path) -> Extracted:
             raise
         raise ForkliftError(f"{archive.name}: not a readable zip ({exc})") from exc
     return done
+
+
+def _refuse_bomb(archive: Path, entries: list[zipfile.ZipInfo]) -> None:
+    """A zip that unpacks to more than MAX_RATIO times its size is refused whole: a bomb of many small entries
+    (2,000 of 1 MiB of zeros, 2 MB packed) passes any one entry's check."""
+    unpacked, packed = sum(e.file_size for e in entries), sum(e.compress_size for e in entries)
+    if unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * max(packed, 1):
+        raise ForkliftError(f"{archive.name}: unpacks to {unpacked:,} bytes from {packed:,}, over {MAX_RATIO} times "
+                            f"its size (a zip bomb?); refused")  # fmt: skip
 
 
 def located_sources(kind: DataFormat, folder: Path, named: Path) -> list[Source]:
