@@ -6,8 +6,10 @@ limits are the same code on either database."""
 from __future__ import annotations
 
 import contextlib
+import io
 import select
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -52,6 +54,22 @@ def test_a_video_past_its_limit_is_refused_by_the_request_or_by_name(client: Tes
                                      f"limit of 200,000 bytes for a video")  # fmt: skip
     just = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("just.mp4", b"\0" * 200_001)})
     assert just.status_code == 413 and just.json()["error"] == "just.mp4: larger than the upload limit of 200,000 bytes"
+    assert client.get(f"/api/datasets/{dataset}/videos").json() == []
+
+
+def test_a_video_of_frames_past_an_images_pixel_limit_is_refused_by_name(client: TestClient) -> None:
+    """A 66-byte GIF whose screen is 16000 x 16000: each frame decodes to 256 M pixels (4 GB to capture one from),
+    past the 100 M an image upload may have. Refused from the header, before a frame is decoded."""
+    frames = [PILImage.new("P", (2, 2), k) for k in range(2)]
+    encoded = io.BytesIO()
+    frames[0].save(encoded, "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    gif = bytearray(encoded.getvalue())
+    gif[6:10] = struct.pack("<HH", 16000, 16000)  # the logical screen, which FFmpeg decodes each frame onto
+    dataset = _dataset(client)
+    answer = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("huge.gif", bytes(gif))})
+    assert answer.status_code == 422 and answer.json()["error"] == (
+        "huge.gif: its frames are 16000x16000 pixels, more than 100,000,000 (the most an image may have)"
+    )
     assert client.get(f"/api/datasets/{dataset}/videos").json() == []
 
 

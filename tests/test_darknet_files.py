@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +68,56 @@ def test_wrong_weights_size_says_expected_and_found(tmp_path: Path, delta: int, 
     assert problem in message
     assert f"expected {len(data)} bytes, found {len(data) + delta}" in message
     assert str(path) in message and "\n" not in message
+
+
+HUGE_CFG = (
+    """[net]
+width=32
+height=32
+channels=3
+"""
+    + "".join(
+        f"""
+[convolutional]
+filters={filters}
+size=3
+stride=1
+pad=1
+activation=leaky
+"""
+        for filters in (8000, 8000, 18)
+    )
+    + """
+[yolo]
+mask=0,1,2
+anchors=10,14, 23,27, 37,58
+classes=1
+num=3
+"""
+)
+
+
+def test_a_weights_file_too_small_for_its_cfg_is_found_before_the_net_is_made(tmp_path: Path) -> None:
+    """A cfg of two 8,000-filter layers (2.3 GB of weights) over a 1 KB weights file, as a model zip uploaded to the
+    app may hold: the web process took 2.2 GB to find it truncated. The count is taken from a net built on no
+    memory; measured in a process of its own, whose peak is its own."""
+    (tmp_path / "huge.cfg").write_text(HUGE_CFG)
+    (tmp_path / "huge.weights").write_bytes(b"\0" * 1000)
+    probe = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from forklift.nets.darknet import build_darknet\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"
+        f"    build_darknet(Path({str(tmp_path / 'huge.cfg')!r}), Path({str(tmp_path / 'huge.weights')!r}))\n"
+        "except Exception as exc:\n"
+        "    print(exc)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    said, grown_mib = done.stdout.strip().splitlines()
+    assert said == f"{tmp_path / 'huge.weights'}: truncated for huge.cfg: expected 2310112088 bytes, found 1000"
+    assert int(grown_mib) < 200, grown_mib  # the old way: about 2,200
 
 
 def test_empty_weights_file(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import av
 from av.error import FFmpegError
 
+from forklift.app.storage import DECODE_BUDGET, DECODING, MAX_PIXELS
 from forklift.errors import ForkliftError
 
 JPEG_QUALITY = 92
@@ -39,9 +40,11 @@ def video_facts(path: Path, name: str) -> VideoFacts:
                 raise ForkliftError(f"{name}: has no video stream")
             stream = container.streams.video[0]
             duration = _duration(container, stream, name=name)
-            frame = next(container.decode(stream), None)  # proves that frames decode, not only the header
+            with DECODING.held(_pixels(stream, name)):
+                frame = next(container.decode(stream), None)  # proves that frames decode, not only the header
             if frame is None:
                 raise ForkliftError(f"{name}: no frame decodes")
+            _pixels(frame, name)  # as decoded: a header may say less
             suffix = CONTAINER_SUFFIXES.get(container.format.name.split(",")[0], OTHER_CONTAINER)
             return VideoFacts(duration, _fps(stream), frame.width, frame.height, suffix)
     except (FFmpegError, OSError, ValueError, StopIteration) as exc:
@@ -78,7 +81,7 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
     moment = packets_end = video_end = 0.0  # the last frame decoded; the end of any stream's packets; the last
     # video packet
     try:
-        with av.open(str(path)) as container:
+        with av.open(str(path)) as container, DECODING.held(_pixels(container.streams.video[0], name)):
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             last = given = None  # the frame before this one (on screen until this one's time); the last given
@@ -109,6 +112,18 @@ def frames_at(path: Path, times: list[float], *, name: str) -> Iterator[tuple[fl
                 yield wanted[0], _jpeg(last)
     except (FFmpegError, OSError) as exc:
         raise ForkliftError(f"{name}: FFmpeg could not decode past {moment:.3f} s ({_why(exc)})") from exc
+
+
+def _pixels(source: av.video.stream.VideoStream | av.VideoFrame, name: str) -> int:
+    """A frame's pixels, from the stream's header or a frame decoded; more than an image upload may have is one line
+    (a 190 KB GIF of 16000 x 16000 frames took 4 GB to capture from, past every image limit); 0 (a header that
+    does not say) is taken as the whole decoding budget, to wait for every other decode."""
+    context = source.codec_context if isinstance(source, av.video.stream.VideoStream) else source
+    width, height = context.width or 0, context.height or 0
+    if width * height > MAX_PIXELS:
+        raise ForkliftError(f"{name}: its frames are {width}x{height} pixels, more than {MAX_PIXELS:,} (the most an "
+                            f"image may have)")  # fmt: skip
+    return width * height or DECODE_BUDGET
 
 
 def _fps(stream: av.video.stream.VideoStream) -> float:

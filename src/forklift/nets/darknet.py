@@ -330,14 +330,21 @@ class DarknetNet(nn.Module):
 def load_weights(net: DarknetNet, path: Path) -> WeightsHeader:
     """Copy a `.weights` file into the net; its size must match the cfg to the byte."""
     weights = read_weights(path)
-    expected = net.weights_count()
+    _check_count(weights, net.weights_count(), path, net.config)
+    return _copy_weights(net, weights)
+
+
+def _check_count(weights: DarknetWeights, expected: int, path: Path, config: DarknetConfig) -> None:
     found = weights.values.size
     if found != expected:
         problem = "truncated" if found < expected else "too long"
         raise ForkliftError(
-            f"{path}: {problem} for {Path(net.config.source).name}: expected "
+            f"{path}: {problem} for {Path(config.source).name}: expected "
             f"{weights.header.size + 4 * expected} bytes, found {weights.header.size + 4 * found}"
         )
+
+
+def _copy_weights(net: DarknetNet, weights: DarknetWeights) -> WeightsHeader:
     offset = 0
     with torch.no_grad():
         for tensor in net.parameter_arrays():
@@ -355,8 +362,15 @@ def save_weights(net: DarknetNet, path: Path, header: WeightsHeader | None = Non
 
 
 def build_darknet(cfg_path: Path, weights_path: Path | None = None) -> DarknetNet:
-    """The net of a cfg, in eval mode, with the weights file loaded when one is given."""
-    net = DarknetNet(read_cfg(cfg_path))
-    if weights_path is not None:
-        load_weights(net, weights_path)
+    """The net of a cfg, in eval mode, with the weights file loaded when one is given: its size is checked against
+    the cfg's count, taken from a net built on no memory ("meta"), before any tensor is made (an imported cfg of
+    8,000-filter layers over a 1 KB weights file took gigabytes to be found truncated)."""
+    config = read_cfg(cfg_path)
+    if weights_path is None:
+        return DarknetNet(config).eval()
+    weights = read_weights(weights_path)
+    with torch.device("meta"):
+        _check_count(weights, DarknetNet(config).weights_count(), weights_path, config)
+    net = DarknetNet(config)
+    _copy_weights(net, weights)
     return net.eval()
