@@ -85,7 +85,7 @@ lint: $(STAMP)
 
 # The documentation site from docs/ (MkDocs, Material theme) into build/site; a broken link or missing page fails.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # not --quiet: it hides the warnings strict fails on
 
 bench: $(STAMP)
 	$(UV_INSTALL) -e '.[bench]'

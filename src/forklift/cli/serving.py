@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forklift.cli.common import (
     add_json,
@@ -26,6 +26,9 @@ from forklift.cli.common import (
 from forklift.errors import ForkliftError
 from forklift.serve.config import UrlOrigin
 from forklift.vocabulary import Precision, Runtime
+
+if TYPE_CHECKING:
+    from forklift.serve.server import ServedModel
 
 
 def register(verbs: Any) -> None:
@@ -147,18 +150,20 @@ def run_serve(args: argparse.Namespace) -> int:
         url_fetch=UrlFetch(frozenset(args.url_allow_host), upload_bytes, args.url_timeout),
     )
     listening = listening_sockets(args.host, args.port)  # a port in use is said before anything is started
-    for model in models:
-        sets = "; ".join(",".join(map(str, place.cpus)) for place in model.places)
-        precision = f" in {model.precision}" if model.precision else ""
-        gpus = [place.gpu for place in model.places if place.gpu is not None]
-        on_gpus = f" (GPUs {', '.join(map(str, gpus))})" if gpus else ""
-        print(
-            f"serving {model.name} from {model.model_dir}{precision}: {len(model.places)} "
-            f"worker{'' if len(model.places) == 1 else 's'} on CPUs {sets}" + on_gpus
-        )
-    said = f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)"
-    serve(models, options, listening=listening, ready=lambda: print(said, flush=True))  # once the models are loaded
+    said = [_serving_line(model) for model in models]
+    said.append(f"listening on http://{args.host}:{args.port} (Ctrl-C or SIGTERM drains and stops)")
+    serve(models, options, listening=listening, ready=lambda: print("\n".join(said), flush=True))  # once loaded
     return 0
+
+
+def _serving_line(model: ServedModel) -> str:
+    """Where a served model's workers run: said once they have loaded it (a model they cannot load is one line)."""
+    sets = "; ".join(",".join(map(str, place.cpus)) for place in model.places)
+    precision = f" in {model.precision}" if model.precision else ""
+    gpus = [place.gpu for place in model.places if place.gpu is not None]
+    on_gpus = f" (GPUs {', '.join(map(str, gpus))})" if gpus else ""
+    workers = f"{len(model.places)} worker{'' if len(model.places) == 1 else 's'}"
+    return f"serving {model.name} from {model.model_dir}{precision}: {workers} on CPUs {sets}" + on_gpus
 
 
 def add_post(verbs: Any) -> None:

@@ -26,6 +26,10 @@ from forklift.distributed import ranks as rank_context
 from forklift.distributed.ranks import Ranks
 from forklift.distributed.sync_batchnorm import synchronise_batchnorm
 from forklift.errors import ForkliftError
+from forklift.model_files.model_config import load_config, save_config
+from forklift.model_files.model_dir import open_model_dir
+from forklift.model_files.precision import CHECKED_KEY, DEFAULT_KEY
+from forklift.runtime.onnx_export import source_digest
 from forklift.train import lr_scaling
 from forklift.train.checkpoints import Best, RunState
 from forklift.train.data_splits import usable_splits
@@ -203,10 +207,36 @@ def _train(
         return out
     best_epoch = best.restore(task, checkpoints / BEST)
     net.cpu()
+    earlier = _measured(out)
     task.write_model_dir(out)
+    _keep_measured(out, earlier)
     if val_images and task.evaluated:
         _evaluate(out, settings.data, best_epoch)
     return out
+
+
+def _measured(out: Path) -> tuple[str, dict[str, Any]] | None:
+    """A model directory already here (a finished run resumed): its files' digest and what `models quantize`
+    measured of it, in forklift.json."""
+    try:
+        model = open_model_dir(out)
+    except ForkliftError:
+        return None
+    facts = {key: model.config.extra[key] for key in (CHECKED_KEY, DEFAULT_KEY) if key in model.config.extra}
+    return (source_digest(model), facts) if facts else None
+
+
+def _keep_measured(out: Path, measured: tuple[str, dict[str, Any]] | None) -> None:
+    """The measurements again in forklift.json when the model's files came out the same (a resume with no epoch
+    left): written anew, forklift.json lost them, and with them the INT8 graph that is still the model's."""
+    if measured is None:
+        return
+    model = open_model_dir(out)
+    digest, facts = measured
+    if source_digest(model) == digest:
+        config, _ = load_config(out)
+        config.extra.update(facts)
+        save_config(out, config)
 
 
 def _settings(given: TrainSettings, checkpoint: dict[str, Any] | None, path: Path) -> TrainSettings:
