@@ -22,7 +22,7 @@ from forklift.ml import (
     RandomForestRegressor,
 )
 from forklift.ml.tree_ensemble import Comparison, TreeEnsemble
-from forklift.ml.tree_pmml import write_pmml
+from forklift.ml.tree_pmml import label_text, write_pmml
 
 TOLERANCE = 1e-5
 
@@ -50,7 +50,7 @@ def scored(path: Path, X: np.ndarray) -> dict[str, np.ndarray]:
 def check_classifier(fields: dict[str, np.ndarray], model: Any, X: np.ndarray) -> None:
     """Probabilities within the tolerance, and the same class wherever the top two are not tied."""
     expected = model.predict_proba(X)
-    got = np.column_stack([fields[f"probability_{label}"] for label in model.classes_])
+    got = np.column_stack([fields[f"probability_{label_text(label)}"] for label in model.classes_])
     np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
     top_two = np.sort(expected, axis=1)[:, -2:]
     clear = top_two[:, 1] - top_two[:, 0] > TOLERANCE
@@ -76,6 +76,18 @@ def test_pmml4s_scores_a_classifier_as_it_predicts(model: Any, y: np.ndarray, tm
     model.fit(X_GRID, y)
     model.export_model(tmp_path / "model.pmml")  # PMML is the default, as in snapml
     check_classifier(scored(tmp_path / "model.pmml", X_GRID), model, X_GRID)
+
+
+def test_boolean_classes_go_out_as_pmml_booleans_and_come_back_as_booleans(tmp_path: Path) -> None:
+    """Fitted on True and False, the model's PMML target is PMML's boolean: PMML4S scores it so, and imported back
+    the classes are booleans again (they came back as the words 'False' and 'True', so nothing predicted equalled
+    y)."""
+    y = Y_GRID == 0
+    model = BoostingMachineClassifier(num_round=10, max_depth=3).fit(X_GRID, y)
+    model.export_model(tmp_path / "model.pmml")
+    check_classifier(scored(tmp_path / "model.pmml", X_GRID), model, X_GRID)
+    back = BoostingMachineClassifier().import_model(str(tmp_path / "model.pmml"), "pmml")
+    assert back.classes_.dtype == bool and (back.predict(X_GRID) == model.predict(X_GRID)).all()
 
 
 @pytest.mark.parametrize(

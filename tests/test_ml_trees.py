@@ -446,6 +446,23 @@ def test_scikit_learn_tools_work_with_them() -> None:
         (lambda: BoostingMachineRegressor(), "y-inf", "BoostingMachineRegressor: y[4] is inf: y needs a finite number"),
         (lambda: BoostingMachineClassifier(class_weight="balance"), "", "class_weight='balance' is not valid"),
         (lambda: BoostingMachineClassifier(), "categorical", "BoostingMachineClassifier: X's column 'c' holds text"),
+        (
+            lambda: BoostingMachineRegressor(),
+            "val-nan",
+            "BoostingMachineRegressor: y_val[1] is nan: y_val needs a finite",
+        ),
+        (
+            lambda: BoostingMachineClassifier(),
+            "val-none",
+            "BoostingMachineClassifier: y_val[0] is None: y_val needs a label",
+        ),
+        (lambda: DecisionTreeClassifier(), "huge", "X[2, 1] is 1e+40, beyond float32's range (the trees compare in"),
+        (lambda: DecisionTreeClassifier(), "3-d", "Found array with dim 3, while dim <= 2 is required by DecisionTree"),
+        (
+            lambda: BoostingMachineRegressor(objective="quantile", tree_select_probability=0.5),
+            "",
+            "objective='quantile' grows trees only (XGBoost's quantile leaves): give tree_select_probability=1.0",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) -> None:
@@ -479,9 +496,36 @@ def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) ->
         X = pd.DataFrame(X, columns=list("abc")).assign(c=pd.Categorical(np.where(y > 0, "red", "blue")))
     elif fit_args in ("y-nan", "y-inf"):
         y[4] = np.nan if fit_args == "y-nan" else np.inf
+    elif fit_args == "val-nan":  # checked as y is (XGBoost's C++ said "Label contains NaN" in 12 lines)
+        kwargs = {"X_val": X[:3], "y_val": np.array([0.0, np.nan, 3.0])}
+    elif fit_args == "val-none":
+        kwargs = {"X_val": X[:3], "y_val": np.array([None, None, None])}
+    elif fit_args == "huge":  # finite, but infinite in float32
+        X[2, 1] = 1e40
+    elif fit_args == "3-d":  # scikit-learn's words (pandas' "Must pass 2-d input" came instead)
+        X = X[:, :, None]
     with pytest.raises(ValueError) as caught:
         make().fit(X, y, **kwargs)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: DecisionTreeClassifier(max_depth=6), lambda: RandomForestClassifier(n_estimators=5, random_state=0)],
+    ids=["tree", "forest"],
+)
+def test_weights_scaled_by_one_number_grow_the_same_trees(make: Any) -> None:
+    """min_samples_leaf counts rows, as scikit-learn's does: weights of 0.01 each grew another tree (XGBoost's
+    min_child_weight bounds a leaf's summed weight), and class_weight's weights under 1 blocked splits."""
+    rng = np.random.default_rng(1)
+    X = rng.integers(0, 20, size=(2000, 6)).astype(float)
+    y = ((X[:, 0] + 0.7 * X[:, 1] + rng.normal(size=2000) * 4) > 16).astype(int)
+    answers = [make().fit(X, y, sample_weight=np.full(2000, scale)).predict_proba(X) for scale in (1.0, 0.01, 50.0)]
+    np.testing.assert_array_equal(answers[1], answers[0])
+    np.testing.assert_array_equal(answers[2], answers[0])
+    if isinstance(make(), DecisionTreeClassifier):  # and as scikit-learn's tree grows it
+        reference = sk_tree.DecisionTreeClassifier(max_depth=6).fit(X, y, sample_weight=np.full(2000, 0.01))
+        np.testing.assert_allclose(answers[1], reference.predict_proba(X), atol=1e-6)
 
 
 @pytest.mark.parametrize(

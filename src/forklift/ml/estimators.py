@@ -137,6 +137,8 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
                 f"{type(model).__name__}: X has shape {np.shape(X)}. Reshape your data to rows of features: "
                 "X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row"
             ) from None
+        if not sp.issparse(X) and np.ndim(X) > 2:  # scikit-learn's words name the estimator and the dimensions
+            raise
         # numpy's and pandas' words for text where numbers belong ("could not convert string to float", "Cannot
         # cast str dtype", ...) name neither the array nor the place: find it
         column, value = _first_text_cell(X)
@@ -182,7 +184,15 @@ def _floats(X: Any) -> np.ndarray:
     return np.asarray(X, dtype=np.float64)
 
 
-def _check_target(model: BaseEstimator, y: Any, *, numeric: bool) -> None:
+def checked_target(model: BaseEstimator, y: Any, *, numeric: bool, name: str) -> np.ndarray:
+    """A target given beside ``y`` (a validation set's ``y_val``) checked as ``y`` is: each row's value there, a
+    regressor's a number; one line naming ``name`` and the row (XGBoost's own error ran to 12 lines of C++)."""
+    _check_target(model, y, numeric=numeric, name=name)
+    values = np.asarray(y)
+    return _numbers(model, values, name=name) if numeric else values
+
+
+def _check_target(model: BaseEstimator, y: Any, *, numeric: bool, name: str = "y") -> None:
     """Refuse a target with a row that has none (None, NaN, pandas' NA) or an infinite number, naming the row:
     scikit-learn says only "Input y contains NaN", or for None that the label type is unknown."""
     import pandas as pd
@@ -202,23 +212,26 @@ def _check_target(model: BaseEstimator, y: Any, *, numeric: bool) -> None:
         row = int(np.flatnonzero(bad)[0])
         value = float(values[row]) if isinstance(values[row], numbers.Real) else values[row]
         wanted = "a finite number for every row" if numeric else "a label for every row"
-        raise ValueError(f"{type(model).__name__}: y[{row}] is {value}: y needs {wanted} (drop the rows without one)")
+        raise ValueError(
+            f"{type(model).__name__}: {name}[{row}] is {value}: {name} needs {wanted} (drop the rows without one)"
+        )
 
 
-def _numbers(model: BaseEstimator, y: np.ndarray) -> np.ndarray:
+def _numbers(model: BaseEstimator, y: np.ndarray, *, name: str = "y") -> np.ndarray:
     """A regressor's target as numbers; words (scikit-learn lets an array of strings through) are one line."""
     if y.dtype.kind not in "OSU":
         return y
-    _refuse_words(model, y)
+    _refuse_words(model, y, name=name)
     return y.astype(np.float64)
 
 
-def _refuse_words(model: BaseEstimator, y: Any) -> None:
+def _refuse_words(model: BaseEstimator, y: Any, *, name: str = "y") -> None:
     """Refuse a regressor's target that holds text, naming a word of it."""
     _, value = _first_text_cell(np.asarray(y, dtype=object).reshape(-1, 1))
     if isinstance(value, str | bytes):
         raise ValueError(
-            f"{type(model).__name__}: y holds text ({value!r}): a regressor predicts numbers; labels want a classifier"
+            f"{type(model).__name__}: {name} holds text ({value!r}): a regressor predicts numbers; labels want a "
+            "classifier"
         )
 
 

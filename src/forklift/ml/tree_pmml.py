@@ -81,9 +81,15 @@ def _number(value: float) -> str:
 
 
 def _data_type(classes: Sequence[object]) -> str:
-    """The target's PMML type, so that an engine returns labels of the classes' own type."""
+    """The target's PMML type, so that an engine returns labels of the classes' own type (True and False came back
+    as the words 'True' and 'False', predicting strings where the model was fitted on booleans)."""
     kind = np.asarray(classes).dtype.kind
-    return "integer" if kind in "iu" else "double" if kind == "f" else "string"
+    return "integer" if kind in "iu" else "double" if kind == "f" else "boolean" if kind == "b" else "string"
+
+
+def label_text(label: object) -> str:
+    """A class as PMML writes it: XML Schema's `true` and `false` for booleans, else as Python prints it."""
+    return str(label).lower() if isinstance(label, bool | np.bool_) else str(label)
 
 
 def _data_dictionary(features: list[str], classes: Sequence[object] | None) -> ET.Element:
@@ -95,7 +101,7 @@ def _data_dictionary(features: list[str], classes: Sequence[object] | None) -> E
         return dictionary
     target = ET.SubElement(dictionary, "DataField", name=TARGET, optype="categorical", dataType=_data_type(classes))
     for label in classes:
-        ET.SubElement(target, "Value", value=str(label))
+        ET.SubElement(target, "Value", value=label_text(label))
     return dictionary
 
 
@@ -120,11 +126,11 @@ def _outputs(classes: Sequence[object] | None) -> ET.Element:
         ET.SubElement(
             output,
             "OutputField",
-            name=f"probability_{label}",
+            name=f"probability_{label_text(label)}",
             optype="continuous",
             dataType="double",
             feature="probability",
-            value=str(label),
+            value=label_text(label),
         )
     return output
 
@@ -218,7 +224,7 @@ def _link_model(ensemble: TreeEnsemble, margins: dict[int, str], classes: Sequen
 def _table(margin: str | None, intercept: float, coefficient: float, *, category: object = None) -> ET.Element:
     table = ET.Element("RegressionTable", intercept=_number(intercept))
     if category is not None:
-        table.set("targetCategory", str(category))
+        table.set("targetCategory", label_text(category))
     if margin is not None:
         ET.SubElement(table, "NumericPredictor", name=margin, coefficient=_number(coefficient))
     return table

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from forklift.ml.tree_ensemble import Link, ReadTrees, Tree, TreeEnsemble
+from forklift.ml.tree_pmml import label_text
 
 NORMALIZATIONS = {"none": Link.IDENTITY, "logit": Link.LOGISTIC, "exp": Link.EXP, "softmax": Link.SOFTMAX}
 BELOW = {"lessThan", "lessOrEqual"}
@@ -134,6 +135,8 @@ class _Document:
         kind = self.target.get("dataType", "string")
         if kind == "integer":
             return np.array([int(v) for v in values])
+        if kind == "boolean":
+            return np.array([v.strip().lower() in ("true", "1") for v in values])
         return np.array([float(v) for v in values]) if kind in ("double", "float") else np.array(values)
 
     def _sum(self, model: ET.Element) -> _Sum:
@@ -331,7 +334,7 @@ def _chain(model: ET.Element) -> tuple[dict[str, ET.Element], ET.Element] | None
 
 def _table_for(model: ET.Element, labels: np.ndarray | None) -> list[int]:
     """Each RegressionTable's class, as an index into ``labels``."""
-    names = [str(label) for label in (labels if labels is not None else [])]
+    names = [label_text(label) for label in (labels if labels is not None else [])]
     order = []
     for table in model.findall("RegressionTable"):
         category = str(table.get("targetCategory"))
@@ -401,7 +404,7 @@ def _number(node: ET.Element, name: str) -> float:
 def _distribution(leaf: ET.Element, labels: np.ndarray) -> list[float]:
     """A classification leaf's share of each class: its ``probability``s, else its record counts' shares, else all
     on its ``score``."""
-    names = [str(label) for label in labels]
+    names = [label_text(label) for label in labels]
     shares = np.zeros(len(names))
     entries = leaf.findall("ScoreDistribution")
     for entry in entries:

@@ -90,10 +90,12 @@ class _TreeModel(Estimator):
         }
 
     def _validated(self, X: Any, y: Any = None, *, fitting: bool) -> Any:
-        return validated(
+        checked = validated(
             self, X, y, fitting=fitting, y_numeric=not self._is_classifier, accept_sparse=("csr", "csc"),
             dtype=(np.float32, np.float64), ensure_all_finite="allow-nan",
         )  # fmt: skip
+        _within_float32(self, checked[0] if fitting else checked)
+        return checked
 
     @staticmethod
     def _bundles(X: Any, *, sampled: bool, vector_leaves: bool = False) -> ColumnBundles | None:
@@ -273,6 +275,10 @@ class _Forest(_TreeModel):
         return count / n_features
 
     def _grow(self, X: Any, label: np.ndarray, weight: np.ndarray, *, two_classes: bool) -> None:
+        # weights of mean 1: XGBoost's min_child_weight, which min_samples_leaf is, bounds a leaf's summed weight, so
+        # weights scaled by 0.01 grew another tree (and class_weight's weights below 1 blocked splits); at mean 1 it
+        # counts rows where the weights are equal, and scaling every weight by one number changes nothing
+        weight = weight * (len(weight) / weight.sum()) if weight.sum() > 0 else weight
         parameters = self._base_parameters(self._seed()) | {
             "objective": "reg:squarederror",
             "base_score": 0.0,
@@ -292,6 +298,25 @@ class _Forest(_TreeModel):
             parameters |= bundles.parameters
         booster = xgboost.train(parameters, self._matrix(X, label, weight, bundles=bundles), num_boost_round=1)
         self.ensemble_ = read_booster(booster, two_classes=two_classes, bundles=bundles)
+
+
+def _within_float32(model: Any, X: Any) -> None:
+    """Refuse a finite number beyond float32's range, naming its place: the trees compare in float32, where it is
+    infinite (XGBoost's fit stopped with 12 lines of C++; a prediction took it as infinity, with a warning)."""
+    values = X.data if sp.issparse(X) else X
+    if values.dtype != np.float64 or not values.size:
+        return
+    top = float(np.finfo(np.float32).max)
+    if not (np.nanmax(values) > top or np.nanmin(values) < -top):
+        return
+    dense = X.tocsr() if sp.issparse(X) else X
+    rows, columns = (np.abs(dense) > top).nonzero()
+    row, column = int(rows[0]), int(columns[0])
+    value = dense[row, column]
+    raise ValueError(
+        f"{type(model).__name__}: X[{row}, {column}] is {value:g}, beyond float32's range (the trees compare in "
+        "float32): scale the column"
+    )
 
 
 class _ForestClassifier(_TreeClassifierMixin, _Forest):
