@@ -311,6 +311,10 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
         _saved(page)
         copied = httpx.get(f"{app_url}/api/images/{frames[1]['id']}/annotations").json()["shapes"]
         assert len(copied) == 1 and copied[0]["points"] == pytest.approx([20, 20, 80, 60], abs=3)
+        page.click("button:has-text('Copy previous frame')")  # again: nothing twice (it stacked a second box)
+        page.wait_for_selector("text=Copied 0 shape(s) from the previous frame; 1 were here already.")
+        page.wait_for_timeout(600)
+        assert len(httpx.get(f"{app_url}/api/images/{frames[1]['id']}/annotations").json()["shapes"]) == 1
 
         page.keyboard.press("ArrowRight")  # the third frame: draw, undo, redo
         page.wait_for_url(f"**/images/{frames[2]['id']}")
@@ -418,6 +422,7 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.screenshot(path=str(shots / "job.png"), full_page=True)
 
         page.goto(f"{app_url}/#/models")
+        assert page.locator("[data-testid=headline]").inner_text().startswith("mAP@.5 0.")  # the figure, named
         page.get_by_role("button", name="Deploy").click()
         page.wait_for_selector(".deployment pre", timeout=120_000)
         assert "/predict/" in page.locator(".deployment pre").inner_text()
@@ -1134,4 +1139,25 @@ def test_a_save_that_cannot_reach_the_server_is_said_once_and_taken_back_in_chro
         page.wait_for_selector(".editor img")
         page.wait_for_timeout(300)
         assert len(asked) == 1 and asked[0].startswith("This image's last change was not saved")
+    assert not errors, errors
+
+
+def test_emptying_the_last_page_shows_the_last_page_there_is_in_chromium(app_url: str) -> None:
+    """The three images of page 2 deleted: the grid shows page 1 of 1, not an empty grid that says the set has no
+    images yet beside "Page 2 of 1" (the set still held 100)."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "pages"}).json()["id"]
+        files = [("files", (f"{k:03d}.png", png(8, 8, k))) for k in range(103)]
+        assert len(client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]) == 103
+    with chromium_page(800) as (page, errors):
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto(f"{app_url}/#/datasets/{dataset}")
+        page.wait_for_selector("[data-testid=shown]:has-text('1–100 of 103')")
+        page.get_by_role("button", name="Next ›").click()
+        page.wait_for_selector("[data-testid=shown]:has-text('101–103 of 103')")
+        page.get_by_role("button", name="Select page").click()
+        page.get_by_role("button", name="Delete").click()
+        page.wait_for_selector("text=Deleted: 3 image(s).")
+        page.wait_for_selector("[data-testid=shown]:has-text('1–100 of 100')")
+        assert page.locator("text=Page 1 of 1").count() == 1 and page.locator("text=No images here yet").count() == 0
     assert not errors, errors

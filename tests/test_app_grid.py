@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from forklift.app.records import label_named
-from forklift.app.tables import Annotation, Image
+from forklift.app.tables import Annotation, Image, Job
 
 
 def _names(api: TestClient, dataset: int, query: str) -> list[str]:
@@ -150,3 +150,19 @@ def test_an_undone_reject_puts_back_only_shapes_a_save_could_store(api: TestClie
         f"/api/images/{image['id']}/review", json={"action": "reopen", "version": 1, "shapes": [inside]}
     )
     assert put_back.status_code == 200 and put_back.json()["status"] == "auto"
+
+
+def test_a_finished_job_without_an_evaluation_says_why(api: TestClient) -> None:
+    """A job over a set too small to hold images apart for val ends done with no eval.json: the page said nothing
+    (a 404 it showed as no panel), where the reason is known."""
+    dataset = api.post("/api/datasets", json={"name": "one image"}).json()["id"]
+    with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        for state in ("done", "failed"):
+            session.add(Job(dataset_id=dataset, model="small-classifier", settings={}, state=state,
+                            out_dir=f"jobs/{state}", created_by="local", epochs=2))  # fmt: skip
+        session.commit()
+    done, failed = (api.get(f"/api/jobs/{job}/evaluation") for job in (1, 2))
+    assert done.status_code == 404 and done.json()["error"].startswith(
+        "job 1's model was not measured: no image was held out to validate on"
+    )
+    assert failed.status_code == 404 and failed.json()["error"] == "job 2 has no evaluation (it is failed)"

@@ -34,7 +34,12 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   };
   const reload = () => Promise.all([  // done once the page shows the set as it is now
     api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, (e) => say(e.message, true)),
-    api<ImagePage>(`/api/datasets/${datasetId}/images?${query()}`).then(setPage, (e) => say(e.message, true)),
+    api<ImagePage>(`/api/datasets/${datasetId}/images?${query()}`).then((found) => {
+      // a page past the end (its images deleted, or moved out of the filter): the last page there is, not an
+      // empty grid that says the set has no images and "Page 2 of 1"
+      if (!found.items.length && offset > 0 && offset >= found.total) setOffset(Math.max(0, Math.floor((found.total - 1) / PAGE) * PAGE));
+      else setPage(found);
+    }, (e) => say(e.message, true)),
     api<Video[]>(`/api/datasets/${datasetId}/videos`).then(setVideos, () => undefined),
   ]);
   useEffect(() => { void reload(); }, [datasetId, offset, status, label, split]);

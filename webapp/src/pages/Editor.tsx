@@ -38,6 +38,10 @@ const overlaid = () => document.querySelector(".overlay") !== null;  // the logi
 const nameProblem = (name: string) =>
   !name ? "The name is empty: type one." : name.length > NAME_LIMIT ? `The name is too long: at most ${NAME_LIMIT} characters.` : null;
 
+// A shape as a key to find its twin by: kind, label and points to a hundredth of a pixel.
+const shapeKey = (shape: Shape | ShapeOut) =>
+  JSON.stringify([shape.kind, shape.label, (shape.points as unknown[]).flat().map((v) => Math.round(Number(v) * 100))]);
+
 function toAnnotation(shape: Shape | ShapeOut, index: number): ImageAnnotation {
   const id = `${"source" in shape && shape.source === "auto" ? "auto" : "shape"}-${index}-${Math.random().toString(36).slice(2, 8)}`;
   if (shape.kind === "box") {
@@ -320,8 +324,13 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const copyPrevious = async () => {
     if (!near?.previous_frame || !annotator.current) return;
     const doc = await api<Annotations>(`/api/images/${near.previous_frame}/annotations`);
-    for (const [i, shape] of doc.shapes.entries()) annotator.current.addAnnotation(toAnnotation(shape, i + 1000));
-    say(`Copied ${doc.shapes.length} shape(s) from the previous frame.`);
+    // a shape this frame has already (copied before) is not added again: pressed twice, every box was there twice
+    const here = new Set((snapshot(classRef.current)?.shapes ?? []).map(shapeKey));
+    const fresh = doc.shapes.filter((shape) => !here.has(shapeKey(shape)));
+    for (const [i, shape] of fresh.entries()) annotator.current.addAnnotation(toAnnotation(shape, i + 1000));
+    const already = doc.shapes.length - fresh.length;
+    say(`Copied ${fresh.length} shape(s) from the previous frame` + (already ? `; ${already} were here already.` : "."));
+    if (!fresh.length) return;
     refresh();
     save();
   };

@@ -42,8 +42,11 @@ interface Evaluation {  // eval.json: a detector's mAP, per-class AP and operati
 
 function EvaluationPanel({ jobId, epochs }: { jobId: number; epochs: number }) {
   const [found, setFound] = useState<Evaluation | null>(null);
-  useEffect(() => { api<Evaluation>(`/api/jobs/${jobId}/evaluation`).then(setFound, () => setFound(null)); }, [jobId]);
-  if (!found) return null;
+  const [missing, setMissing] = useState<string | null>(null);  // why a finished job's model has no evaluation
+  useEffect(() => {
+    api<Evaluation>(`/api/jobs/${jobId}/evaluation`).then(setFound, (e) => { setFound(null); setMissing((e as Error).message); });
+  }, [jobId]);
+  if (!found) return missing ? <p class="message error" data-testid="no-evaluation">{missing}</p> : null;
   const figure = (v: number | null | undefined) => (v === null || v === undefined ? "–" : v.toFixed(3));
   const ap50 = found.ap50;
   return (
@@ -91,7 +94,8 @@ export function Jobs({ canEdit }: { canEdit: boolean }) {
               <td><a href={`#/datasets/${job.dataset_id}`}>{job.dataset_name}</a></td>
               <td>{job.model}</td><td>{job.device}</td><td><span class={`state ${job.state}`}>{job.state}</span></td>
               <td><Progress job={job} /></td><td>{job.created_by}</td>
-              <td><Actions job={job} canEdit={canEdit} onChange={() => undefined} say={say} /></td>
+              <td><Actions job={job} canEdit={canEdit} say={say}
+                onChange={(changed) => setJobs((all) => all && all.map((j) => (j.id === changed.id ? changed : j)))} /></td>
             </tr>))}
           </tbody>
         </table>

@@ -13,6 +13,13 @@ const NAMES: Record<string, string> = {
   from_model_id: "started from model", model: "architecture", device: "device", images: "val images",
 };
 const named = (key: string) => NAMES[key] ?? key.replace(/_/g, " ");
+// A model's headline figure, named: a detector's mAP@.5, a classifier's top-1, a segmenter's mIoU (one mAP@.5
+// column showed "–" for every classifier)
+const HEADLINES = ["map50", "top1", "miou"];
+const headline = (metrics: Record<string, unknown>) => {
+  const key = HEADLINES.find((k) => typeof metrics[k] === "number");
+  return key ? `${named(key)} ${(metrics[key] as number).toFixed(3)}` : "not measured";
+};
 
 type Answer = { detections?: { label: string; score: number; bbox: { x1: number; y1: number; x2: number; y2: number } }[]; classes?: { label: string; score: number }[]; error?: string };
 type Tried = { name: string; url: string; width: number; height: number; found: Answer };
@@ -108,13 +115,13 @@ export function Models({ canEdit }: { canEdit: boolean }) {
       <Message message={message} />
       {models === null ? <p class="muted">Loading…</p> : models.length === 0 ? <p class="empty">No models yet: a finished training job becomes one.</p> : (
         <table class="jobs card">
-          <thead><tr><th /><th>Model</th><th>Data set</th><th>mAP@.5</th><th>Created</th><th /></tr></thead>
+          <thead><tr><th /><th>Model</th><th>Data set</th><th>Measured on val</th><th>Created</th><th /></tr></thead>
           <tbody>{models.map((m) => (
             <tr key={m.id}>
               <td><input type="checkbox" aria-label={`Compare ${m.name}`} checked={chosen.includes(m.id)} onChange={() => setChosen(chosen.includes(m.id) ? chosen.filter((id) => id !== m.id) : [...chosen, m.id])} /></td>
               <td>{m.name}{m.job_id && <> · <a href={`#/jobs/${m.job_id}`}>job #{m.job_id}</a></>}</td>
               <td>{m.dataset_id ? <a href={`#/datasets/${m.dataset_id}`}>{setNames[m.dataset_id] ?? `data set ${m.dataset_id}`}</a> : "–"}</td>
-              <td>{shown(m.metrics.map50)}</td><td>{new Date(m.created_at).toLocaleString()}</td>
+              <td data-testid="headline">{headline(m.metrics)}</td><td>{new Date(m.created_at).toLocaleString()}</td>
               <td><div class="row-actions">{/* a flex box inside the cell: a flex cell leaves the row's lines */}
                 <a class="button" href={`/api/models/${m.id}/export`} download>Export</a>
                 {canEdit && !deployments.some((d) => d.model_id === m.id) && <button class="primary" disabled={deploying} onClick={() => deployOnce(() => { say(`Deploying ${m.name}…`); return act(api(`/api/models/${m.id}/deploy`, { method: "POST" }), `Deployed ${m.name}.`); })}>Deploy</button>}

@@ -203,6 +203,10 @@ def job_evaluation(job_id: RowId, request: Request, session: Db, _: Viewer) -> d
     job = get_or_404(session, Job, job_id)
     report = request.app.state.storage.path(f"{job.out_dir}/model/eval/eval.json")
     if not report.is_file():
+        if job.state == "done":  # training measures on val images: a set this small kept none apart
+            raise HttpError(404, f"job {job_id}'s model was not measured: no image was held out to validate on (too "
+                                 f"few labelled images for its validation share); label more, or give the data set "
+                                 f"a val split")  # fmt: skip
         raise HttpError(404, f"job {job_id} has no evaluation (it is {job.state})")
     found = json.loads(report.read_text(encoding="utf-8"))
     for on_the_server in ("model", "data"):  # paths that mean nothing to the page
