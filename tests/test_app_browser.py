@@ -503,7 +503,7 @@ def test_log_in_and_out_in_chromium(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     data = tmp_path / "data"
-    for name, role in (("root", "admin"), ("ana", "editor")):  # --login, as any non-loopback address, needs an admin
+    for name, role in (("root", "admin"), ("ana", "editor"), ("vi", "viewer")):  # --login needs an admin
         forklift("app", "user", "add", name, "--role", role, "--password-stdin", "--data-dir", str(data),
                  input="correct horse\n")  # fmt: skip
     port = free_port()
@@ -533,6 +533,7 @@ def test_log_in_and_out_in_chromium(tmp_path: Path) -> None:
                 after = httpx.get(f"{url}/api/datasets", cookies={cookie["name"]: cookie["value"]})
                 assert after.status_code == 401
                 _a_session_ended_in_another_tab_loses_nothing(page, url)
+                _a_viewers_keys_say_view_only(browser, url)
                 _the_api_page_tries_a_change_with_nothing_from_elsewhere(page, url)
             finally:
                 browser.close()
@@ -558,6 +559,22 @@ def _the_api_page_tries_a_change_with_nothing_from_elsewhere(page, url: str) -> 
     assert made.locator(".live-responses-table .response .response-col_status").inner_text().strip() == "201"
     assert "tried in /docs" in [d["name"] for d in page.request.get(f"{url}/api/datasets").json()]
     assert asked and all(where.startswith(f"{url}/") for where in asked) and not refused, (asked, refused)
+
+
+def _a_viewers_keys_say_view_only(browser, url: str) -> None:  # type: ignore[no-untyped-def]
+    """A viewer pressing a key that changes (a label's number, Delete) is told the page is view only: it did
+    nothing, and said nothing."""
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    page.goto(url)
+    _log_in(page, url, account="vi")
+    page.wait_for_selector("text=vi · viewer")
+    image = page.request.get(f"{url}/api/datasets/1/images").json()["items"][0]
+    page.goto(f"{url}/#/datasets/1/images/{image['id']}")
+    page.wait_for_selector(".editor img")
+    for key in ("1", "Delete"):
+        page.keyboard.press(key)
+        page.wait_for_selector("text=View only: this account looks at the data set; an editor or admin changes it.")
+    page.context.close()
 
 
 def _log_in(page, url: str, where: str = "", account: str = "ana") -> None:  # type: ignore[no-untyped-def]

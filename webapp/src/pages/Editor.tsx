@@ -508,7 +508,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       const anno = annotator.current;
       if (e.key === "ArrowRight" || e.key === "n") step(1);
       else if (e.key === "ArrowLeft" || e.key === "p") step(-1);
-      else if (e.key === "r") setTool("rectangle");
+      else if (!canEdit && /^([1-9rg]|Delete|Backspace)$/.test(e.key)) {  // a key that changes: said, not ignored
+        say("View only: this account looks at the data set; an editor or admin changes it.");
+      } else if (e.key === "r") setTool("rectangle");
       else if (e.key === "g") setTool("polygon");
       else if (e.key === "Escape") { anno?.cancelDrawing(); anno?.cancelSelected(); }
       else if (e.key === "Enter" && tool === "polygon") closePolygon();
