@@ -311,10 +311,18 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
         _saved(page)
         copied = httpx.get(f"{app_url}/api/images/{frames[1]['id']}/annotations").json()["shapes"]
         assert len(copied) == 1 and copied[0]["points"] == pytest.approx([20, 20, 80, 60], abs=3)
-        page.click("button:has-text('Copy previous frame')")  # again: nothing twice (it stacked a second box)
+        # the previous frame's box as an auto label stores it (raw coordinates), copied, then copied again: added
+        # once (each press added it again: the raw numbers never matched the rounded copy), and said
+        previous = f"{app_url}/api/images/{frames[0]['id']}/annotations"
+        raw = {"kind": "box", "label": copied[0]["label"], "points": [20.1234, 24.0071, 80.55, 61.2]}
+        assert httpx.put(previous, json={"version": httpx.get(previous).json()["version"], "shapes": [raw]}).is_success
+        page.click("button:has-text('Copy previous frame')")
+        page.wait_for_selector("text=Copied 1 shape(s) from the previous frame.")
+        _saved(page)
+        page.click("button:has-text('Copy previous frame')")
         page.wait_for_selector("text=Copied 0 shape(s) from the previous frame; 1 were here already.")
         page.wait_for_timeout(600)
-        assert len(httpx.get(f"{app_url}/api/images/{frames[1]['id']}/annotations").json()["shapes"]) == 1
+        assert len(httpx.get(f"{app_url}/api/images/{frames[1]['id']}/annotations").json()["shapes"]) == 2
 
         page.keyboard.press("ArrowRight")  # the third frame: draw, undo, redo
         page.wait_for_url(f"**/images/{frames[2]['id']}")

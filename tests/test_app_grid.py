@@ -146,10 +146,13 @@ def test_an_undone_reject_puts_back_only_shapes_a_save_could_store(api: TestClie
     assert api.get(f"/api/images/{image['id']}/annotations").json() | {"version": 1} == {
         "image_id": image["id"], "version": 1, "status": "unlabelled", "shapes": [], "class_label": None,
         "class_model_id": None, "class_confidence": None}  # fmt: skip
-    put_back = api.post(
-        f"/api/images/{image['id']}/review", json={"action": "reopen", "version": 1, "shapes": [inside]}
-    )
+    review = f"/api/images/{image['id']}/review"
+    wrong_task = api.post(review, json={"action": "reopen", "version": 1, "class_label": "cat"})
+    assert wrong_task.status_code == 422 and wrong_task.json()["error"].startswith("class_label: for classification")
+    gone = {**inside, "model_id": 999_999}  # a model deleted since the review: a 500 (a foreign key) before
+    put_back = api.post(review, json={"action": "reopen", "version": 1, "shapes": [gone]})
     assert put_back.status_code == 200 and put_back.json()["status"] == "auto"
+    assert [(s["source"], s["model_id"]) for s in put_back.json()["shapes"]] == [("auto", None)]
 
 
 def test_a_finished_job_without_an_evaluation_says_why(api: TestClient) -> None:
@@ -166,3 +169,19 @@ def test_a_finished_job_without_an_evaluation_says_why(api: TestClient) -> None:
         "job 1's model was not measured: no image was held out to validate on"
     )
     assert failed.status_code == 404 and failed.json()["error"] == "job 2 has no evaluation (it is failed)"
+
+
+def test_an_export_with_no_labels_for_its_format_is_refused_before_the_download(api: TestClient) -> None:
+    """Images a model found nothing in, exported to VOC with their unreviewed labels: the page's check said 204,
+    then the download failed (a 422 naming a folder of the server's)."""
+    dataset = api.post("/api/datasets", json={"name": "found nothing"}).json()["id"]
+    (image,) = api.post(f"/api/datasets/{dataset}/images", files=[("files", ("a.png", png()))]).json()["added"]
+    with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        session.execute(update(Image).where(Image.id == image["id"]).values(status="auto", version=Image.version + 1))
+        session.commit()
+    for check in ("true", "false"):
+        answer = api.get(f"/api/datasets/{dataset}/export?format=voc&auto=true&check={check}")
+        assert answer.status_code == 422 and answer.json()["error"] == (
+            "data set 'found nothing': none of its 1 image(s) has labels for a voc export, whose empty label file "
+            "says nothing is there (a model that found nothing is not a person's 'nothing here')")  # fmt: skip
+    assert api.get(f"/api/datasets/{dataset}/export?format=coco&auto=true&check=true").status_code == 204

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from forklift.data.dataset import Box, Dataset, FoundBy, ImageRecord, load_dataset, save_dataset
 from forklift.data.interchange import export_dataset, import_dataset
+from forklift.data.interchange.common import image_size
 from forklift.errors import ForkliftError
 from forklift.vocabulary import Task
 
@@ -197,3 +198,19 @@ def test_an_image_uploaded_without_a_suffix_exports_with_its_files(tmp_path: Pat
     assert (tmp_path / "yolo" / "images" / "train" / "snapshot.png").is_file()
     summary = import_dataset("yolo", tmp_path / "yolo" / "data.yaml", tmp_path / "back")
     assert (summary.images, summary.skipped) == (2, 0), summary.lines()
+
+
+def test_an_images_size_is_read_from_its_header_without_decoding_it(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each image of an import has its size checked: a PNG's getexif() decodes the whole image (to look for EXIF
+    after its pixels), which made an import of 20 photos of 3 MP 18 times slower. A PNG with EXIF in its header
+    still turns by it."""
+    decoded: list[str] = []
+    load = PngImagePlugin.PngImageFile.load
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load", lambda self: decoded.append("png") or load(self))
+    plain = _picture(tmp_path / "plain.png", (40, 30))
+    assert image_size(plain, "plain.png") == (40, 30) and decoded == []
+    turned = Image.new("RGB", (40, 30))
+    exif = turned.getexif()
+    exif[0x0112] = 6  # rotated 90°: shown 30 x 40
+    turned.save(tmp_path / "turned.png", exif=exif)
+    assert image_size(tmp_path / "turned.png", "turned.png") == (30, 40)

@@ -38,9 +38,9 @@ const overlaid = () => document.querySelector(".overlay") !== null;  // the logi
 const nameProblem = (name: string) =>
   !name ? "The name is empty: type one." : name.length > NAME_LIMIT ? `The name is too long: at most ${NAME_LIMIT} characters.` : null;
 
-// A shape as a key to find its twin by: kind, label and points to a hundredth of a pixel.
-const shapeKey = (shape: Shape | ShapeOut) =>
-  JSON.stringify([shape.kind, shape.label, (shape.points as unknown[]).flat().map((v) => Math.round(Number(v) * 100))]);
+// A shape as a key to find its twin by; both sides as the editor saves them (toShape, to a tenth of a pixel): an
+// auto label's raw coordinates never matched their rounded copy, and were copied again on each press.
+const shapeKey = (shape: Shape) => JSON.stringify([shape.kind, shape.label, shape.points]);
 
 function toAnnotation(shape: Shape | ShapeOut, index: number): ImageAnnotation {
   const id = `${"source" in shape && shape.source === "auto" ? "auto" : "shape"}-${index}-${Math.random().toString(36).slice(2, 8)}`;
@@ -189,8 +189,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     anno.setStyle(style);
   };
 
-  const load = async () => {
-    const doc = await api<Annotations>(`/api/images/${imageId}/annotations`);
+  const load = async () => shown(await api<Annotations>(`/api/images/${imageId}/annotations`));
+  const shown = (doc: Annotations) => {  // the server's shapes in the page, drawn anew
     version.current = doc.version;
     drawnFrom.current += 1;
     setDoc(doc);
@@ -229,7 +229,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       unsent.current = !(e instanceof ApiError) || e.status === 401 || e.status >= 500;
       if (e instanceof ApiError && e.status === 409) {
         say("This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted): its saved version is shown, and your last change was not kept.", true);
-        await load();
+        try { await load(); } catch { say("This image was changed elsewhere, and its saved version could not be loaded: reload the page before going on (your last change was not kept).", true); setState("not saved"); }
         recount();
       } else if (e instanceof ApiError && e.status === 404) {
         say("This image was deleted (in another tab or by someone else): nothing more can be saved to it.", true);
@@ -326,7 +326,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const doc = await api<Annotations>(`/api/images/${near.previous_frame}/annotations`);
     // a shape this frame has already (copied before) is not added again: pressed twice, every box was there twice
     const here = new Set((snapshot(classRef.current)?.shapes ?? []).map(shapeKey));
-    const fresh = doc.shapes.filter((shape) => !here.has(shapeKey(shape)));
+    const { width, height } = imageRef.current ?? { width: 0, height: 0 };
+    const fresh = doc.shapes.filter((shape) => {
+      const saved = toShape(toAnnotation(shape, 0), width, height);
+      return saved === null || !here.has(shapeKey(saved));
+    });
     for (const [i, shape] of fresh.entries()) annotator.current.addAnnotation(toAnnotation(shape, i + 1000));
     const already = doc.shapes.length - fresh.length;
     say(`Copied ${fresh.length} shape(s) from the previous frame` + (already ? `; ${already} were here already.` : "."));
@@ -482,7 +486,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       recount();
       const still = () => timer.current === undefined && !unsent.current && stateRef.current === "saved" && !begun();
       if (still()) api<Annotations>(`/api/images/${imageId}/annotations`)
-        .then((doc) => { if (doc.version !== version.current && still()) void load(); }, () => undefined);
+        .then((doc) => { if (doc.version !== version.current && still()) shown(doc); }, () => undefined);
     };
     addEventListener("keydown", ownKeys, true);
     addEventListener("click", link, true);

@@ -22,7 +22,7 @@ from forklift.app.records import (
     video_of,
 )
 from forklift.app.routes.images import PAGE_MAX, annotations_out
-from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, JobState
+from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, JobState, Model
 from forklift.serve.responses import HttpError
 
 LABELLED_TASKS = get_args(schemas.LabelledTask)
@@ -152,16 +152,26 @@ def _reopened(session: Session, image: Image, body: schemas.ReviewIn) -> schemas
     if not (accepted or rejected):
         raise HttpError(409, f"image {image.id} is {image.status} and was changed since its review: nothing to undo")
     if rejected:  # what the review saw, sent back: checked as any save of shapes is
+        classify = in_classify_set(session, image)
+        if body.shapes and classify:
+            raise HttpError(422, "shapes: for detection data sets; this is a classification set (give class_label)")
+        if body.class_label is not None and not classify:
+            raise HttpError(422, "class_label: for classification data sets; this is a detection set (give shapes)")
         check_shapes(session, image, body.shapes or [])
     take_version(session, image.id, body.version, status="auto")
     if rejected:
+        # a model deleted since the review (or an id of none) links to no model: its label stays the model's
+        named = {shape.model_id for shape in body.shapes or []} | {body.class_model_id}
+        models = set(session.scalars(select(Model.id).where(Model.id.in_(named - {None}))))
         for shape in body.shapes or []:
             label = label_named(session, image.dataset_id, shape.label, create=True)
+            model_id = shape.model_id if shape.model_id in models else None
             session.add(Annotation(image_id=image.id, label_id=label.id, kind=shape.kind, points=shape.points,
-                                   source="auto", model_id=shape.model_id, confidence=shape.confidence))  # fmt: skip
+                                   source="auto", model_id=model_id, confidence=shape.confidence))  # fmt: skip
         if body.class_label is not None:
             image.class_id = label_named(session, image.dataset_id, body.class_label, create=True).id
-            image.class_model_id, image.class_confidence = body.class_model_id, body.class_confidence
+            image.class_model_id = body.class_model_id if body.class_model_id in models else None
+            image.class_confidence = body.class_confidence
     session.commit()
     session.refresh(image)
     return annotations_out(session, image)

@@ -23,7 +23,14 @@ from forklift.app.headers import StreamThenRemove, attachment
 from forklift.app.records import add_image, file_name, get_or_404, images_out, label_named
 from forklift.app.storage import Storage, copy_limited, without_folder
 from forklift.app.tables import Annotation, DataSet, Image, Label, Model
-from forklift.app.transfer import ExportOptions, as_forklift_dataset, export_zip, exported_statuses, iter_files
+from forklift.app.transfer import (
+    WHOLE_SET_FORMATS,
+    ExportOptions,
+    as_forklift_dataset,
+    export_zip,
+    exported_statuses,
+    iter_files,
+)
 from forklift.data.dataset import INDEX, Box, Dataset, ImageRecord, load_dataset, load_dataset_leniently
 from forklift.data.interchange import import_dataset
 from forklift.data.interchange.archives import safe_extract
@@ -61,6 +68,10 @@ def export(
     if not data.images:
         raise HttpError(422, f"data set {dataset.name!r}: no images to export in {format} format (it takes "
                             f"{', '.join(statuses)} ones)")  # fmt: skip
+    if format not in WHOLE_SET_FORMATS and all(image.unlabelled for image in data.images):  # as the export finds
+        raise HttpError(422, f"data set {dataset.name!r}: none of its {len(data.images)} image(s) has labels for a "
+                             f"{format} export, whose empty label file says nothing is there (a model that found "
+                             f"nothing is not a person's 'nothing here')")  # fmt: skip
     if check:
         return Response(status_code=204)
     name = file_name(dataset.name, "dataset")
