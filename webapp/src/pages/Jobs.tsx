@@ -75,8 +75,14 @@ function Actions({ job, canEdit, onChange, say }: { job: Job; canEdit: boolean; 
 export function Jobs({ canEdit }: { canEdit: boolean }) {
   const [jobs, setJobs] = useState<Job[] | null>(null);
   const [message, say] = useMessage();
+  // a poll's answer is taken only if no action was taken since it was sent: one sent before a Cancel, answered
+  // after it, put the old "running" back for a few seconds
+  const acted = useRef(0);
   useEffect(() => {
-    const load = () => api<Job[]>("/api/jobs").then(setJobs, (e) => say(e.message, true));
+    const load = () => {
+      const since = acted.current;
+      api<Job[]>("/api/jobs").then((found) => { if (since === acted.current) setJobs(found); }, (e) => say(e.message, true));
+    };
     load();
     const timer = setInterval(load, 3000);
     return () => clearInterval(timer);
@@ -95,7 +101,7 @@ export function Jobs({ canEdit }: { canEdit: boolean }) {
               <td>{job.model}</td><td>{job.device}</td><td><span class={`state ${job.state}`}>{job.state}</span></td>
               <td><Progress job={job} /></td><td>{job.created_by}</td>
               <td><Actions job={job} canEdit={canEdit} say={say}
-                onChange={(changed) => setJobs((all) => all && all.map((j) => (j.id === changed.id ? changed : j)))} /></td>
+                onChange={(changed) => { acted.current += 1; setJobs((all) => all && all.map((j) => (j.id === changed.id ? changed : j))); }} /></td>
             </tr>))}
           </tbody>
         </table>
