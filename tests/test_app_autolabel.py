@@ -128,7 +128,9 @@ def test_the_loop_labels_reviews_and_retrains(tmp_path: Path) -> None:
         accepted = client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 2}).json()
         assert accepted["status"] == "reviewed" and all(s["source"] == "auto" for s in accepted["shapes"])
         again = client.post(f"/api/images/{first['id']}/review", json={"action": "accept", "version": 3})
-        assert again.status_code == 409 and "not waiting for review" in again.json()["error"]
+        assert again.status_code == 409 and again.json()["error"] == (  # by name, and who may have decided it
+            f"{first['original_name']}: accepted or corrected already (by someone else, or in another tab); it no "
+            "longer waits for review")  # fmt: skip
         # an accept is undone (reopen): the image waits for review again with the model's labels, then is accepted
         reopened = client.post(f"/api/images/{first['id']}/review", json={"action": "reopen", "version": 3}).json()
         assert reopened["status"] == "auto" and reopened["shapes"] == accepted["shapes"]

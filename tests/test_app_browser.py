@@ -19,6 +19,7 @@ import httpx
 import pytest
 from app_helpers import FLAGS, as_drawn, chromium_page, png, shapes_dataset, start_app, video
 from helpers import forklift
+from PIL import Image as PILImage
 from playwright.sync_api import Error as PlaywrightError
 from pycocotools.coco import COCO
 
@@ -450,6 +451,13 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         page.set_input_files(".deployment input[type=file]", str(text))  # said, not the last picture left standing
         page.wait_for_selector(".message.error:has-text('notes.jpg: not an image')")
         assert page.locator("[data-testid=tried]").count() == 0
+        with PILImage.open(tried) as picture:  # the server reads a TIFF, Chromium draws none: said (it waited for ever)
+            picture.save(tmp_path / "shape.tiff")
+        page.set_input_files(".deployment input[type=file]", str(tmp_path / "shape.tiff"))
+        page.wait_for_selector(".message.error:has-text('shape.tiff: the model answered')")
+        page.set_input_files(".deployment input[type=file]", str(tried))  # and a try that works takes it away
+        page.wait_for_selector(f"[data-testid=tried]:has-text('{tried.name}: ')")
+        assert page.locator(".message.error").count() == 0
         page.once("dialog", lambda dialog: dialog.accept("abc"))  # a typo for the epochs: nothing starts
         page.get_by_role("button", name="Retrain").click()
         page.wait_for_selector(".message.error:has-text('“abc” epochs: give a whole number from 1 to 10000')")
@@ -582,6 +590,10 @@ def _a_viewers_keys_say_view_only(browser, url: str) -> None:  # type: ignore[no
     for key in ("1", "Delete"):
         page.keyboard.press(key)
         page.wait_for_selector("text=View only: this account looks at the data set; an editor or admin changes it.")
+    page.goto(f"{url}/#/datasets/1/review")  # the review queue's keys too, and the page says it is view only
+    page.wait_for_selector(".page-head >> text=view only")
+    page.keyboard.press("a")
+    page.wait_for_selector("text=View only: this account looks at the review queue; an editor or admin decides.")
     page.context.close()
 
 

@@ -638,7 +638,8 @@ function AutoNote({ doc, datasetId, canEdit, onReview }: { doc: Annotations; dat
         <span> Any change you save counts as your review.</span>
         {canEdit && <span class="row-actions"><button class="primary" onClick={() => onReview("accept")}>Accept</button><button class="danger" onClick={() => onReview("reject")}>Reject</button></span>}
       </> : <><strong>Reviewed</strong> ({doc.class_model_id !== null ? "the model's class kept"
-        : auto.length ? `${auto.length} auto label(s) kept as the model gave them` : "corrected: every label on it is a person's now"}).</>}
+        : auto.length ? `${auto.length} auto label(s) kept as the model gave them`
+        : doc.shapes.length || doc.class_label ? "corrected: every label on it is a person's now" : "nothing here: trained on as an image with no object"}).</>}
       <a href={`#/datasets/${datasetId}/review`}>Review queue ›</a>
     </div>
   );

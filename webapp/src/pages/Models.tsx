@@ -56,7 +56,7 @@ export function Models({ canEdit }: { canEdit: boolean }) {
   const [answer, setAnswer] = useState<Tried | null>(null);
   const [conf, setConf] = useState("");  // "": the model's own threshold
   const lastTry = useRef<{ deployment: Deployment; file: File } | null>(null);
-  const [message, say] = useMessage();
+  const [message, say, unsay] = useMessage();
   const [setNames, setSetNames] = useState<Record<number, string>>({});
   const reload = () => {
     api<Model[]>("/api/models").then(setModels, (e) => say(e.message, true));
@@ -77,9 +77,25 @@ export function Models({ canEdit }: { canEdit: boolean }) {
     try {
       const result = await api<{ results?: Answer[] }>(`/api/deployments/${deployment.id}/predict`, { method: "POST", body: form });
       const url = URL.createObjectURL(file);
-      const size = await new Promise<[number, number]>((done) => { const probe = new Image(); probe.onload = () => done([probe.naturalWidth, probe.naturalHeight]); probe.src = url; });
+      // the picture's size, as the browser draws it; a format the server reads and the browser does not (TIFF)
+      // is said: the page waited for it for ever, the last image's answer still shown as this one's
+      const size = await new Promise<[number, number] | null>((done) => {
+        const probe = new Image();
+        probe.onload = () => done([probe.naturalWidth, probe.naturalHeight]);
+        probe.onerror = () => done(null);
+        probe.src = url;
+      });
       if (answer) URL.revokeObjectURL(answer.url);
-      setAnswer({ name: file.name, url, width: size[0], height: size[1], found: result.results?.[0] ?? {} });
+      const found = result.results?.[0] ?? {};
+      if (size === null) {
+        URL.revokeObjectURL(url);
+        setAnswer(null);
+        const count = found.detections?.length ?? found.classes?.length ?? 0;
+        say(`${file.name}: the model answered (${count} found), but this browser cannot show the picture: try a JPEG or PNG to see them drawn.`, true);
+        return;
+      }
+      unsay();  // an error about an earlier try is over
+      setAnswer({ name: file.name, url, width: size[0], height: size[1], found });
     } catch (e) {
       say((e as Error).message, true);
       if (answer) URL.revokeObjectURL(answer.url);

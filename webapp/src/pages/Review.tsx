@@ -37,8 +37,10 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     if (queue && at + 1 < queue.items.length) setAt(at + 1);
     else reload();
   };
+  const viewOnly = () => say("View only: this account looks at the review queue; an editor or admin decides.");
   const review = async (action: "accept" | "reject") => {
-    if (!item || !doc || !canEdit || busy.current) return;
+    if (!canEdit) { viewOnly(); return; }
+    if (!item || !doc || busy.current) return;
     if (action === "accept" && nothingFound && !confirming) {
       setConfirming(true);
       say(`The model found nothing in ${item.image.original_name}. Accept keeps it as an example of "nothing here" for training: press Accept (A) again if nothing is there, or Correct (E) to label what is.`, true);
@@ -62,7 +64,8 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   const correct = () => { if (item) location.hash = `#/datasets/${datasetId}/images/${item.image.id}?from=review`; };
   // Undo the last accept or reject: the image waits for review again, with the labels it was shown with.
   const undo = async () => {
-    if (!canEdit || busy.current) return;
+    if (!canEdit) { viewOnly(); return; }
+    if (busy.current) return;
     if (!last) { say("Nothing to undo: U undoes the last accept or reject, once."); return; }
     const { item: undone, doc: was, action } = last;
     busy.current = true;
@@ -109,6 +112,7 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
           <option value="nothing">images where it found nothing</option>
         </select></label>
         <span class="counts" data-testid="review-left">{queue ? `${queue.total} to review` : ""}{reviewed ? ` · ${reviewed} reviewed here` : ""}</span>
+        {!canEdit && <span class="save-state" title="A viewer looks; an editor or admin decides">view only</span>}
       </div>
       <Message message={message} />
       {queue && !item ? <p class="empty">Nothing to review: every auto label has been accepted, corrected or rejected. <a href={`#/datasets/${datasetId}`}>Back to the data set</a>.</p> : null}

@@ -127,8 +127,10 @@ def review(image_id: RowId, body: schemas.ReviewIn, session: Db, _: Editor) -> s
     image = get_or_404(session, Image, image_id)
     if body.action == "reopen":
         return _reopened(session, image, body)
-    if image.status != "auto":
-        raise HttpError(409, f"image {image_id} is {image.status}, not waiting for review")
+    if image.status != "auto":  # decided meanwhile: by another reviewer, or in another tab
+        done = {"reviewed": "accepted or corrected", "unlabelled": "rejected"}.get(image.status, image.status)
+        raise HttpError(409, f"{image.original_name}: {done} already (by someone else, or in another tab); it no "
+                             f"longer waits for review")  # fmt: skip
     if body.action == "accept" and image.class_id is None and in_classify_set(session, image):
         raise HttpError(409, f"image {image_id}: the model gave it no class; pick one (correct) or reject it")
     status = "reviewed" if body.action == "accept" else "unlabelled"
