@@ -111,12 +111,14 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const confidence = useRef(new Map<string, number | null>());  // auto labels' scores, by annotation id
   const currentRef = useRef("");
   currentRef.current = current;
-  useEffect(() => {  // what this image's editor has chosen is the next image's to begin with
-    if (!set) return;  // not before the set is loaded: a fresh editor's "" and "rectangle" are no choice
+  // What this image's editor has chosen is the next image's to begin with: kept as it renders (a key's change
+  // renders before the next key is handled), where an effect ran after the paint, and → pressed right after G
+  // left the polygon behind. Not before the set is loaded: a fresh editor's "" and "rectangle" are no choice.
+  if (set) {
     carried.dataset = datasetId;
     carried.tool = tool;
     if (current) carried.label = current;
-  }, [set, current, tool]);
+  }
   // The label chosen, renamed or deleted in another tab or by someone else (the set is loaded again when the page
   // comes back into view, and after each save): followed to its new name, or given up for the first label, and
   // said. Drawn with the old name, it was made again unsaid beside the renamed one, or came back after its delete.
