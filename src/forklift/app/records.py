@@ -227,6 +227,12 @@ def model_for(session: Session, storage: Storage, model_id: int, dataset: DataSe
     return model
 
 
+def check_class_label(class_label: str | None, *, classify: bool) -> None:
+    """A class labels an image of a classification set only (a 422 for one sent to a detection set)."""
+    if class_label is not None and not classify:
+        raise HttpError(422, "class_label: for classification data sets; this is a detection set (give shapes)")
+
+
 def check_shapes(session: Session, image: Image, shapes: Sequence[schemas.Shape]) -> None:
     """Shapes a save (or a review's undo) may store on `image`: each inside it (a 422 naming the first that is not),
     and at most MAX_NEW_LABELS labels new to its data set."""

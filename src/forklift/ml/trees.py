@@ -47,6 +47,7 @@ from forklift.ml.tree_import import ImportedModel, Task, read_model
 from forklift.ml.tree_onnx import with_classes
 from forklift.ml.tree_pmml import write_pmml
 from forklift.ml.tree_xgboost import read_booster
+from forklift.model_files.tabular import FLOAT32_MAX
 
 BOOTSTRAP_SHARE = 1.0 - math.exp(-1.0)  # the expected share of distinct rows in a bootstrap sample
 # Rows the bins are cut on. XGBoost's quantile sketch of every row took 3.0 s of a 200k x 100 fit whose 100 boosting
@@ -306,11 +307,10 @@ def _within_float32(model: Any, X: Any) -> None:
     values = X.data if sp.issparse(X) else X
     if values.dtype != np.float64 or not values.size:
         return
-    top = float(np.finfo(np.float32).max)
-    if not (np.nanmax(values) > top or np.nanmin(values) < -top):
+    if not (np.nanmax(values) > FLOAT32_MAX or np.nanmin(values) < -FLOAT32_MAX):
         return
     dense = X.tocsr() if sp.issparse(X) else X
-    rows, columns = (np.abs(dense) > top).nonzero()
+    rows, columns = (np.abs(dense) > FLOAT32_MAX).nonzero()
     row, column = int(rows[0]), int(columns[0])
     value = dense[row, column]
     raise ValueError(

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.records import (
+    check_class_label,
     check_shapes,
     get_or_404,
     images_out,
@@ -157,8 +158,7 @@ def _reopened(session: Session, image: Image, body: schemas.ReviewIn) -> schemas
         classify = in_classify_set(session, image)
         if body.shapes and classify:
             raise HttpError(422, "shapes: for detection data sets; this is a classification set (give class_label)")
-        if body.class_label is not None and not classify:
-            raise HttpError(422, "class_label: for classification data sets; this is a detection set (give shapes)")
+        check_class_label(body.class_label, classify=classify)
         check_shapes(session, image, body.shapes or [])
     take_version(session, image.id, body.version, status="auto")
     if rejected:

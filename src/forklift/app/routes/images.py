@@ -15,6 +15,7 @@ from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.headers import user_file
 from forklift.app.records import (
     add_image,
+    check_class_label,
     check_shapes,
     get_or_404,
     images_out,
@@ -183,8 +184,7 @@ def _shape_out(annotation: Annotation, label: str) -> schemas.ShapeOut:
 
 def _check_status(body: schemas.AnnotationsIn, *, before: str, classify: bool) -> None:
     """Refuse a save whose status or class its data set and shapes contradict (a 422 naming them)."""
-    if body.class_label is not None and not classify:
-        raise HttpError(422, "class_label: for classification data sets; this is a detection set (give shapes)")
+    check_class_label(body.class_label, classify=classify)
     labelled = bool(body.shapes or body.class_label)
     if body.status == "auto":
         raise HttpError(422, "status auto: only an auto-label run gives it (a person's save is labelled or reviewed)")
