@@ -647,6 +647,17 @@ def _a_session_ended_in_another_tab_loses_nothing(page, url: str) -> None:  # ty
     _log_in(page, url, ".overlay")
     _saved(page)
     assert len(page.request.get(shapes).json()["shapes"]) == 3
+    page.goto(f"{url}/#/datasets/{dataset}")  # a page that does not keep what it could not send does not promise to
+    page.wait_for_selector("input[aria-label='New label']")
+    other.reload()  # it asks root to log in again over its page: ana's session, as this tab's, ends there
+    other.click("button:text-is('Log out')")
+    other.wait_for_selector("form.login")
+    page.fill("input[aria-label='New label']", "bus")
+    page.click("form.inline button:has-text('Add')")
+    page.wait_for_selector(".overlay >> text=what it could not send (a decision, a form) was not done, so do it again")
+    _log_in(page, url, ".overlay")
+    page.wait_for_selector(".overlay", state="detached")
+    assert [label["name"] for label in page.request.get(f"{url}/api/datasets/{dataset}/labels").json()] == ["car"]
 
 
 def test_a_script_in_an_uploaded_file_does_not_run(app_url: str, tmp_path: Path) -> None:

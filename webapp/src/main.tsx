@@ -86,7 +86,9 @@ function App() {
           : <DataSets canEdit={canEdit} key={renewals} />}
       </main>
       {ended !== null && <div class="overlay">{/* over the page, which stays as it is: what it has not saved waits */}
-        <Login note={`${why(ended)}: log in again to go on. What this page has not saved yet stays here and is sent then.`}
+        <Login note={`${why(ended)}: log in again to go on. ${editor
+          ? "What this page has not saved yet stays here and is sent then."
+          : "This page loads again then: what it could not send (a decision, a form) was not done, so do it again."}`}
           onDone={(renewed) => { setEnded(null); setSession(renewed); setRenewals((n) => n + 1); dispatchEvent(new Event(RENEWED)); }} />
       </div>}
     </div>
