@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import select
 import socket
 import struct
@@ -261,14 +262,20 @@ def _answer(port: int, request: bytes) -> bytes:
 
 @pytest.mark.slow  # over 1 s: left out of make test-fast
 def test_oversized_heads_are_refused_and_slow_clients_cut_off(tmp_path: Path) -> None:
-    """A 16 MiB header and 100,000 header lines get a 400 (at most MAX_HEAD_BYTES is read of a head); a client that
-    sends half a head, or half a body, and then nothing is disconnected (the head's deadline, the body's idle
-    time), and the server goes on answering."""
+    """A 16 MiB header, 100,000 header lines and a head a little over MAX_HEAD_BYTES get a 400 in JSON (at most
+    MAX_HEAD_BYTES is read of a head; the last came whole, and was taken); a client that sends half a head, or half a
+    body, and then nothing is disconnected (the head's deadline, the body's idle time), and the server goes on
+    answering."""
     with _served(tmp_path, head_timeout_s=1.0) as port:
         get = b"GET /api/datasets HTTP/1.1\r\nHost: x\r\n"
-        for head in (get + b"X-Big: " + b"a" * 16 * 2**20 + b"\r\n\r\n", get + b"X-A: b\r\n" * 100_000 + b"\r\n"):
+        big = b"X-Big: " + b"a" * 16 * 2**20 + b"\r\n"
+        for head in (get + big + b"\r\n", get + b"X-A: b\r\n" * 100_000 + b"\r\n", get + big[:66_000] + b"\r\n\r\n"):
             assert len(head) > MAX_HEAD_BYTES
-            assert _answer(port, head).startswith(b"HTTP/1.1 400 ")
+            answer = _answer(port, head)
+            assert answer.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in answer.lower()
+            assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"].startswith("the request's head is")
+        just = get + b"X-Big: " + b"a" * (MAX_HEAD_BYTES - len(get) - 11) + b"\r\n\r\n"
+        assert len(just) == MAX_HEAD_BYTES and _answer(port, just).startswith(b"HTTP/1.1 200 ")
         with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
             slow.sendall(b"GET /api/datasets HTTP/1.1\r\nHost: x\r\n")  # and the rest never comes
             started = time.monotonic()

@@ -279,14 +279,20 @@ def test_v2_wrong_input(
     [
         ("clf", 1e300, "input 'X': 1e+300 at [1, 0] is not a finite float32 number (NaN is a missing value)"),
         ("reg", None, "input 'X': nan at [1, 0] is not a finite float32 number (this model takes no missing values)"),
+        ("clf", -(10**400), "input 'X': -inf at [1, 0] is not a finite float32 number"),  # was a 500
+        ("clf", True, "input 'X': data value 5 is true, not a number"),  # was read as 1
+        ("clf", "39", "input 'X': data value 5 is \"39\", not a number"),  # was read as 39
+        ("clf", "NaN", "input 'X': data value 5 is \"NaN\", not a number"),  # was a missing value
     ],
 )
 def test_v2_json_values_beyond_float32_are_named_by_position(
-    server: Server, fitted, model: str, value: float | None, message: str
+    server: Server, fitted, model: str, value: object, message: str
 ) -> None:
-    """JSON data as sent: a number float32 cannot hold, or NaN (JSON's null) for a model without missing values."""
+    """JSON data as sent: a number float32 cannot hold, or NaN (JSON's null) for a model without missing values;
+    a value that is no JSON number at all, as the rows route refuses it."""
     width = _settings(fitted[model]).width
-    data: list[float | None] = [0.5] * (2 * width)
+    assert width == 5
+    data: list[object] = [0.5] * (2 * width)
     data[width] = value
     tensor = {"name": "X", "datatype": "FP32", "shape": [2, width], "data": data}
     response = httpx.post(f"{server.url}/v2/models/{model}/infer", json={"inputs": [tensor]})
@@ -307,6 +313,14 @@ def test_v2_binary_bytes_that_do_not_match_their_header_are_named(server: Server
         (sized, rows + b"junk", f"input 'X': {4 * width + 4} bytes follow the JSON header"),
         (header, b"", "input 'X': no data (give data, or binary_data_size and the bytes after the JSON)"),
         (inline, b"junk", "input 'X': its data is in the JSON, and 4 bytes follow it that no input claims"),
+        ({"inputs": [{**inline["inputs"][0], "parameters": {"binary_data_size": 4 * width}}]}, rows,
+         "input 'X': give data or binary_data_size, not both"),  # the JSON's data was dropped unsaid
+        ({"inputs": [{**header["inputs"][0], "parameters": {"binary_data_size": str(4 * width)}}]}, rows,
+         f"input 'X': binary_data_size '{4 * width}' is not a number of bytes"),
+        ({**sized, "parameters": {"binary_data_output": "false"}}, rows,
+         "binary_data_output: \"false\" is not true or false"),  # was an answer in binary, to a JSON client
+        ({**sized, "outputs": [{"name": "probabilities", "parameters": {"binary_data": 0}}]}, rows,
+         "outputs 'probabilities': binary_data: 0 is not true or false"),
     ]
     for body, binary, message in cases:
         text = json.dumps(body).encode()

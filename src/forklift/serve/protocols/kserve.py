@@ -13,6 +13,7 @@ or, a regressor, `predictions` ([rows, 1]); its rows are batched with other call
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -199,6 +200,10 @@ def _input_tensor(spec: TensorIn, binary: bytes, signature: Signature) -> np.nda
     count = int(np.prod(shape))
     size = spec.parameters.get("binary_data_size")
     if size is not None:
+        if type(size) is not int:
+            raise HttpError(400, f"input {name!r}: binary_data_size {size!r} is not a number of bytes")
+        if spec.data is not None:
+            raise HttpError(400, f"input {name!r}: give data or binary_data_size, not both")
         if size != count * 4:
             raise HttpError(400, f"input {name!r}: binary_data_size {size} is not shape {shape} FP32's {count * 4} "
                                  "bytes")  # fmt: skip
@@ -212,10 +217,7 @@ def _input_tensor(spec: TensorIn, binary: bytes, signature: Signature) -> np.nda
         raise HttpError(400, f"input {name!r}: its data is in the JSON, and {len(binary)} bytes follow it that no "
                              "input claims")  # fmt: skip
     else:
-        try:
-            given = np.asarray(spec.data, dtype=np.float64)  # as sent: 1e300 is named, not an overflow warning
-        except (TypeError, ValueError) as exc:
-            raise HttpError(400, f"input {name!r}: data is not a list of numbers") from exc
+        given = np.asarray(_json_numbers(spec.data, name), dtype=np.float64)  # as sent: 1e300 is named, unwarned
         if given.size != count:
             raise HttpError(400, f"input {name!r}: {given.size} values do not fill shape {shape}")
         with np.errstate(over="ignore"):
@@ -230,11 +232,42 @@ def _input_tensor(spec: TensorIn, binary: bytes, signature: Signature) -> np.nda
     return values.reshape(shape)
 
 
+def _json_numbers(data: list[Any], name: str) -> list[float]:
+    """The values of a JSON tensor, flat or nested, each a JSON number or null (a missing value, NaN): `true` or
+    `"39"` are refused by position, as the rows route refuses them, where numpy would read them as 1 and 39."""
+    flat: list[float] = []
+
+    def gather(values: list[Any]) -> None:
+        for value in values:
+            if isinstance(value, list):
+                gather(value)
+            elif value is None:
+                flat.append(math.nan)
+            elif type(value) is float:
+                flat.append(value)
+            elif type(value) is int:
+                try:
+                    flat.append(float(value))
+                except OverflowError:  # 400 digits: past float32 too, named by position as such below
+                    flat.append(math.inf if value > 0 else -math.inf)
+            else:
+                raise HttpError(400, f"input {name!r}: data value {len(flat)} is {json.dumps(value)}, not a number")
+
+    gather(data)
+    return flat
+
+
 def _wants_binary(request: InferRequest, output_name: str) -> bool:
     for output in request.outputs:
         if output.name == output_name and "binary_data" in output.parameters:
-            return bool(output.parameters["binary_data"])
-    return bool(request.parameters.get("binary_data_output", False))
+            return _flag(output.parameters["binary_data"], f"outputs {output_name!r}: binary_data")
+    return _flag(request.parameters.get("binary_data_output", False), "binary_data_output")
+
+
+def _flag(value: object, name: str) -> bool:
+    if type(value) is not bool:  # "false" is a string, and true as Python reads it
+        raise HttpError(400, f"{name}: {json.dumps(value)} is not true or false")
+    return value
 
 
 async def _run(state: ServeState, pool: ModelPool, tensor: np.ndarray) -> np.ndarray:
@@ -257,12 +290,13 @@ async def infer(request: Request) -> Response:
     if unknown:
         raise HttpError(400, f"unknown output {unknown[0]!r}: this model gives {output_name!r}")
     tensor = _input_tensor(inputs[0], binary, signature)
+    binary_answer = _wants_binary(request_json, output_name)
     output = np.ascontiguousarray(await _run(state, pool, tensor), dtype=np.float32)
     answer: InferAnswer = {"model_name": pool.name, "model_version": MODEL_VERSION, "outputs": []}
     if request_json.id is not None:
         answer["id"] = request_json.id
     described: OutputTensor = {"name": output_name, "datatype": "FP32", "shape": list(output.shape)}
-    if not _wants_binary(request_json, output_name):
+    if not binary_answer:
         if not np.isfinite(output).all():  # JSON has no NaN: the binary form carries them
             raise HttpError(422, f"output {output_name!r} has NaN or infinite values, which JSON cannot carry: ask "
                                  f"for it as binary data (binary_data_output)")  # fmt: skip
