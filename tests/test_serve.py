@@ -117,7 +117,7 @@ def test_native_several_files_raw_body_and_models(server: Server) -> None:
     assert raw.status_code == 200 and raw.json()["results"][0]["file"] == "body"
     labels = {d["label"] for d in raw.json()["results"][0]["detections"]}
     assert labels <= {"circle", "square", "triangle"}
-    assert_error(httpx.post(f"{server.url}/", content=dog(), timeout=60), 404, "several models are served")
+    assert_error(httpx.post(f"{server.url}/", content=dog(), timeout=60), 400, "several models are served")
 
 
 def test_healthz_and_pinning(server: Server) -> None:
@@ -148,13 +148,40 @@ def test_powerai_vision_api(server: Server, image_host: str) -> None:
     assert len(lower["classified"]) > len(body["classified"])
     by_url = httpx.get(f"{server.url}/api/dlapis/tiny", params={"imageUrl": f"{image_host}/dog.jpg"}, timeout=60)
     assert by_url.status_code == 200 and by_url.json()["classified"]
-    assert "<form" in httpx.get(f"{server.url}/test").text
     upload = httpx.post(f"{server.url}/detect_upload", files={"files": ("d.jpg", dog())}, data={"model": "tiny"})
     assert upload.status_code == 200 and upload.json()["result"] == "success"
     unnamed = httpx.post(f"{server.url}/detect_upload", files={"files": ("d.jpg", dog())})  # says how to name one
-    assert_error(unnamed, 404, "several models are served (shapes, tiny): name one, with the form field model")
+    assert_error(unnamed, 400, "several models are served (shapes, tiny): name one, with the form field model")
     fetched = httpx.get(f"{server.url}/detect_url", params={"url": f"{image_host}/horses.jpg", "model": "shapes"})
     assert fetched.status_code == 200 and fetched.json()["webAPIId"] == "shapes"
+
+
+def test_the_test_page_sends_an_image_to_the_model_chosen_in_chromium(server: Server, tmp_path: Path) -> None:
+    """PowerAI Vision's try-it page, as a person uses it: with two models served, it had no way to name one, and
+    every image sent from it was refused."""
+    from app_helpers import chromium_page
+
+    photo = tmp_path / "dog.jpg"
+    photo.write_bytes(dog())
+    with chromium_page(600) as (page, errors):
+        page.goto(f"{server.url}/test")
+        assert page.locator("select[name=model] option").all_inner_texts() == ["shapes", "tiny"]
+        page.select_option("select[name=model]", "tiny")
+        page.set_input_files("input[type=file]", str(photo))
+        page.click("input[type=submit]")
+        page.wait_for_url("**/detect_upload")
+        answer = json.loads(page.inner_text("body"))
+        assert answer["result"] == "success" and answer["webAPIId"] == "tiny" and not errors
+
+
+def test_a_method_a_path_does_not_take_is_a_405_with_the_methods_it_does(server: Server) -> None:
+    """RFC 9110's Allow on every 405 (it was missing), naming each method of the path (two routes for the GET and
+    the POST of PowerAI Vision's)."""
+    for method, path, allowed in [("PUT", "/api/dlapis/tiny", "GET, HEAD, POST"), ("GET", "/v2/models/tiny/infer",
+                                  "POST"), ("DELETE", "/predict/shapes", "GET, HEAD, POST")]:  # fmt: skip
+        refused = httpx.request(method, f"{server.url}{path}")
+        assert_error(refused, 405, f"{method} {path}: Method Not Allowed")
+        assert refused.headers["allow"] == allowed
 
 
 def test_url_fetch_refusals(server: Server, image_host: str) -> None:
@@ -322,6 +349,22 @@ def test_bad_uploads(server: Server, name: str, payload, status: int, words: str
     if status == 400 and payload is not None:
         assert f"{name}.jpg" in response.json()["error"]  # the error names the file
     assert_still_answers(server)
+
+
+def test_a_form_without_an_image_file_says_what_it_holds(server: Server) -> None:
+    """`-F files=hello` (text, not a file) was told it had no 'files' field, listing 'files'; a body cut after a
+    part's headers was told its fields were 'none'."""
+    url = f"{server.url}/predict/tiny"
+    cut = b'--b\r\nContent-Disposition: form-data; name="files"; filename="a.jpg"\r\n'
+    multipart = {"content-type": "multipart/form-data; boundary=b"}
+    for response, words in [
+        (httpx.post(url, data={"files": "hello"}, files={"x": ("x.txt", b"x")}),
+         "the multipart form's 'files' field is text, not a file"),
+        (httpx.post(url, content=cut, headers=multipart), "the multipart form holds no field: is the body cut short"),
+        (httpx.post(url, files={"image": ("a.jpg", dog())}),
+         "no 'files' field with an image in the multipart form (fields: image)"),
+    ]:  # fmt: skip
+        assert_error(response, 400, words)
 
 
 def test_a_request_may_declare_at_most_max_pixels_together(server: Server) -> None:

@@ -160,6 +160,12 @@ def test_rows_by_name_and_as_arrays_answer_as_the_estimator(server: Server, fitt
     assert set(by_name["timing"]) == {"preprocessing", "inference", "postprocessing"}
 
 
+def test_the_try_it_page_of_tables_only_says_how_to_send_rows(server: Server) -> None:
+    """It offered an image upload every answer to which was an error."""
+    page = httpx.get(f"{server.url}/test")
+    assert page.status_code == 200 and "No image model is served here" in page.text and "<form" not in page.text
+
+
 def test_a_regressor_answers_values(server: Server, fitted) -> None:
     rows = _rows(25, seed=8, missing=False)
     body = _predict(f"{server.url}/predict/reg", {"rows": rows})
@@ -313,14 +319,26 @@ def test_v2_binary_bytes_that_do_not_match_their_header_are_named(server: Server
         (sized, rows + b"junk", f"input 'X': {4 * width + 4} bytes follow the JSON header"),
         (header, b"", "input 'X': no data (give data, or binary_data_size and the bytes after the JSON)"),
         (inline, b"junk", "input 'X': its data is in the JSON, and 4 bytes follow it that no input claims"),
-        ({"inputs": [{**inline["inputs"][0], "parameters": {"binary_data_size": 4 * width}}]}, rows,
-         "input 'X': give data or binary_data_size, not both"),  # the JSON's data was dropped unsaid
-        ({"inputs": [{**header["inputs"][0], "parameters": {"binary_data_size": str(4 * width)}}]}, rows,
-         f"input 'X': binary_data_size '{4 * width}' is not a number of bytes"),
-        ({**sized, "parameters": {"binary_data_output": "false"}}, rows,
-         "binary_data_output: \"false\" is not true or false"),  # was an answer in binary, to a JSON client
-        ({**sized, "outputs": [{"name": "probabilities", "parameters": {"binary_data": 0}}]}, rows,
-         "outputs 'probabilities': binary_data: 0 is not true or false"),
+        (
+            {"inputs": [{**inline["inputs"][0], "parameters": {"binary_data_size": 4 * width}}]},
+            rows,
+            "input 'X': give data or binary_data_size, not both",
+        ),  # the JSON's data was dropped unsaid
+        (
+            {"inputs": [{**header["inputs"][0], "parameters": {"binary_data_size": str(4 * width)}}]},
+            rows,
+            f"input 'X': binary_data_size '{4 * width}' is not a number of bytes",
+        ),
+        (
+            {**sized, "parameters": {"binary_data_output": "false"}},
+            rows,
+            'binary_data_output: "false" is not true or false',
+        ),  # was an answer in binary, to a JSON client
+        (
+            {**sized, "outputs": [{"name": "probabilities", "parameters": {"binary_data": 0}}]},
+            rows,
+            "outputs 'probabilities': binary_data: 0 is not true or false",
+        ),
     ]
     for body, binary, message in cases:
         text = json.dumps(body).encode()
@@ -410,7 +428,14 @@ def test_a_batch_timeout_waits_for_requests_that_come_later(fitted, timeout_ms: 
         ("clf", {"row": [[1, 2, "red"]]}, "unknown key 'row'"),
         ("clf", b'{"rows": [[1, 2, ', "the body is not JSON (unexpected end of data: line 1 column 18"),
         ("clf", b"[" * 100_000, "the body is not JSON (depth limit exceeded"),
-        ("clf", b'[[NaN, 2, "red"]]', "the body is not JSON (unexpected character"),  # not JSON's: null is missing
+        (
+            "clf",
+            b'[[NaN, 2, "red"]]',
+            "the body is not JSON (unexpected character, expected a JSON value: line 1 "
+            "column 3 (char 2)): NaN and Infinity are no JSON numbers; send null for a "
+            "missing value",
+        ),
+        ("clf", b'[[1, -Infinity, "red"]]', "(char 6)): NaN and Infinity are no JSON numbers"),
     ],
 )
 def test_bad_rows_are_refused_in_one_line(server: Server, model: str, body: Any, words: str) -> None:

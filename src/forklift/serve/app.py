@@ -50,7 +50,14 @@ async def openapi_document(request: Request) -> Response:
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}")
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # every method the path takes: Starlette's Allow names its first route's only
+        routes = [route for route in request.app.routes if isinstance(route, Route)]
+        allowed = {
+            method for route in routes if route.path_regex.fullmatch(request.url.path) for method in route.methods or ()
+        }
+        headers["Allow"] = ", ".join(sorted(allowed))
+    return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", headers)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:

@@ -31,12 +31,12 @@ class ServeState:
         self.metrics = metrics
 
     def pool(self, name: str | None, *, naming: str = "as /predict/{model}") -> ModelPool:
-        """The named model's pool; without a name, the only one (or a 404 that lists the choices and says how the
+        """The named model's pool; without a name, the only one (or a 400 that lists the choices and says how the
         route names one: `naming`)."""
         served = ", ".join(sorted(self.pools))
         if name is None:
             if len(self.pools) != 1:
-                raise HttpError(404, f"several models are served ({served}): name one, {naming}")
+                raise HttpError(400, f"several models are served ({served}): name one, {naming}")
             name = next(iter(self.pools))
         if name not in self.pools:
             raise HttpError(404, f"unknown model {name!r} (served: {served})")

@@ -75,6 +75,15 @@ def pixels_within(images: list[tuple[str, bytes]], max_pixels: int) -> int:
     return total
 
 
+def _no_files(fields: list[str]) -> str:
+    """Why a multipart form gave no image, as the person can act on it."""
+    if FIELD in fields:
+        return f"the multipart form's '{FIELD}' field is text, not a file: send the image as a file (-F {FIELD}=@a.jpg)"
+    if not fields:
+        return "the multipart form holds no field: is the body cut short, or its boundary not the Content-Type's?"
+    return f"no '{FIELD}' field with an image in the multipart form (fields: {', '.join(fields)})"
+
+
 async def read_images(request: Request, limit: BodyLimit) -> tuple[list[tuple[str, bytes]], dict[str, str]]:
     """(name, bytes) of each uploaded image and the form's other fields (confthre, ...)."""
     content_type = request.headers.get("content-type", "")
@@ -83,8 +92,7 @@ async def read_images(request: Request, limit: BodyLimit) -> tuple[list[tuple[st
         files = [f for f in form.getlist(FIELD) if isinstance(f, UploadFile)]
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         if not files:
-            present = ", ".join(sorted(form.keys())) or "none"
-            raise HttpError(400, f"no '{FIELD}' field with an image in the multipart form (fields: {present})")
+            raise HttpError(400, _no_files(sorted(form.keys())))
         images = [(f.filename or f"{FIELD}[{i}]", await f.read()) for i, f in enumerate(files)]
         return images, fields
     body = await read_body(request, limit)

@@ -8,6 +8,7 @@ Fetching by URL is off unless hosts are allowed (`--url-allow-host`), bounded in
 from __future__ import annotations
 
 import asyncio
+import html
 from urllib.parse import urlsplit
 
 import httpx
@@ -23,9 +24,17 @@ from forklift.serve.uploads import pixels_within, read_images
 from forklift.serve.worker import ImagesJob
 from forklift.vision.results import Prediction
 
-TEST_PAGE = """<!doctype html><title>forklift</title><h1>forklift: detect</h1>
+
+def _test_page(image_models: list[str]) -> str:
+    """The deployment's try-it page: an image sent to the model chosen (a tabular model takes no image)."""
+    if not image_models:
+        return ("<!doctype html><title>forklift</title><h1>forklift</h1><p>No image model is served here: the tabular "
+                "models answer <code>POST /predict/{model}</code> with JSON rows.</p>")  # fmt: skip
+    options = "".join(f"<option>{html.escape(name)}</option>" for name in image_models)
+    return f"""<!doctype html><title>forklift</title><h1>forklift: try an image</h1>
 <form action="/detect_upload" method="post" enctype="multipart/form-data">
-<input type="file" name="files" accept="image/*"> <input type="submit" value="Detect"></form>"""
+<label>model <select name="model">{options}</select></label>
+<input type="file" name="files" accept="image/*" required> <input type="submit" value="Detect"></form>"""
 
 
 def _classified(prediction: Prediction, model: str) -> dict:
@@ -132,7 +141,8 @@ async def detect_url(request: Request) -> Response:
 
 
 async def test_page(request: Request) -> Response:
-    return HTMLResponse(TEST_PAGE)
+    state: ServeState = request.app.state.serve
+    return HTMLResponse(_test_page(sorted(name for name, pool in state.pools.items() if pool.served.tabular is None)))
 
 
 ROUTES = [
