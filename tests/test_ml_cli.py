@@ -234,7 +234,14 @@ def test_a_word_in_a_target_of_numbers_and_an_output_under_a_file_are_one_line(t
     out = tmp_path / "model"
     forklift_here("ml", "fit", "--data", tmp_path / "train.csv", "--model", "tree", out)
     result = forklift_here("eval", out, "--data", tmp_path / "typo.csv", check=False)
-    assert result.returncode == 2 and "typo.csv: row 7: the target 'abc' is not a number" in result.stderr
+    assert result.returncode == 2 and "typo.csv: row 7: the target 'abc' is not a finite number" in result.stderr
+    huge = frame.astype({"price": object})
+    huge.loc[2, "price"] = "1e400"  # read as infinity: scikit-learn's RMSE was a traceback
+    huge.to_csv(tmp_path / "huge.csv", index=False)
+    result = forklift_here("eval", out, "--data", tmp_path / "huge.csv", check=False)
+    assert result.returncode == 2 and "huge.csv: row 3: the target inf is not a finite number" in result.stderr, (
+        result.stderr
+    )
     (tmp_path / "afile").write_text("")
     for command, said in [
         (["ml", "fit", "--data", tmp_path / "train.csv", tmp_path / "afile" / "sub"], "OUT_DIR"),
@@ -272,9 +279,14 @@ def test_a_bad_file_names_its_row_and_column(tmp_path: Path, caplog: pytest.LogC
     assert result.returncode == 2
     assert result.stderr.strip().endswith("row 8, column 'hours': 'forty' is not a number")
     ragged = {  # pandas reads the last two silently: a short row's end as missing, one more field a row as an index
-        "long.csv": ("a,b,y\n1,2,0\n3,4,5,6\n", "a row has 4 fields where the header line has 3: '3,4,5,6'"),
-        "short.csv": ("a,b,y\n1,2,0\n3,4\n5,6,1\n", "a row has 2 fields where the header line has 3: '3,4'"),
-        "wide.csv": ("a,b,y\n1,2,0,9\n3,4,1,9\n", "a row has 4 fields where the header line has 3: '1,2,0,9'"),
+        "long.csv": ("a,b,y\n1,2,0\n3,4,5,6\n", "row 2 has 4 fields where the header line has 3: '3,4,5,6'"),
+        "short.csv": ("a,b,y\n1,2,0\n\n3,4\n5,6,1\n", "row 2 has 2 fields where the header line has 3: '3,4'"),
+        "wide.csv": ("a,b,y\n1,2,0,9\n3,4,1,9\n", "row 1 has 4 fields where the header line has 3: '1,2,0,9'"),
+        "semicolons-quoted.csv": (
+            'a;b;y\n1;"x, z";0\n3;4;1\n',
+            "row 1 has 2 fields where the header line has 1: "
+            "'1;\"x, z\";0'; its header line holds ';': forklift reads CSV separated by commas",
+        ),
     }
     for name, (text, message) in ragged.items():
         (tmp_path / name).write_text(text)
@@ -283,9 +295,13 @@ def test_a_bad_file_names_its_row_and_column(tmp_path: Path, caplog: pytest.LogC
     (tmp_path / "quoted.csv").write_text('a,b,y\n1,"x\ny",0\n3,,1\n5,"z",\n')  # a newline in a value, empty cells
     fitted = forklift_here("ml", "fit", "--data", tmp_path / "quoted.csv", "--target", "a", tmp_path / "quoted")
     assert fitted.returncode == 0
+    (tmp_path / "spaced.csv").write_text('a, b, y\n1, "x, z", 0\n3, "x, z", 1\n5, w,\n')  # refused as ragged
+    fitted = forklift_here("ml", "fit", "--data", tmp_path / "spaced.csv", "--target", "a", tmp_path / "spaced")
+    features = json.loads((tmp_path / "spaced" / "forklift.json").read_text())["tabular"]["features"]
+    assert [feature.get("categories") for feature in features] == [["w", "x, z"], None]
     (tmp_path / "predict-short.csv").write_text("a,b,y\n1\n")
     result = forklift_here("ml", "predict", tmp_path / "quoted", tmp_path / "predict-short.csv", check=False)
-    assert result.returncode == 2 and "a row has 1 fields where the header line has 3: '1'" in result.stderr
+    assert result.returncode == 2 and "row 1 has 1 fields where the header line has 3: '1'" in result.stderr
     income_table(50, 4).dropna().to_csv(tmp_path / "headless.csv", index=False, header=False)
     result = forklift_here("ml", "fit", "--data", tmp_path / "headless.csv", tmp_path / "headless", check=False)
     assert result.returncode == 0  # said, not refused: a table may name its columns by numbers
@@ -299,6 +315,35 @@ def test_a_bad_file_names_its_row_and_column(tmp_path: Path, caplog: pytest.LogC
         assert result.returncode == 2 and f"{name}: {message}" in result.stderr, result.stderr
     result = forklift_here("ml", "fit", "--data", tmp_path / "typo.csv", tmp_path / "empty.csv", check=False)
     assert result.returncode == 2 and "empty.csv: exists and is a file; give a new OUT_DIR" in result.stderr
+
+
+def test_a_saved_index_and_a_trailing_comma_are_no_features_and_text_not_utf8_is_named_by_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pandas' `to_csv` writes its index as a column with no name, and a comma at each line's end makes an empty
+    one: both were features (a model of row numbers; serving asked every row for 'Unnamed: 4')."""
+    frame = income_table(80, 6)
+    frame.to_csv(tmp_path / "indexed.csv")
+    (tmp_path / "trailing.csv").write_text(
+        "".join(f"{line}," + "\n" for line in frame.to_csv(index=False).splitlines())
+    )
+    for name in ("indexed.csv", "trailing.csv"):
+        forklift_here("ml", "fit", "--data", tmp_path / name, "--target", "income", tmp_path / name.replace(".", "-"))
+        features = json.loads((tmp_path / name.replace(".", "-") / "forklift.json").read_text())["tabular"]["features"]
+        assert [feature["name"] for feature in features] == [str(c) for c in frame.columns if c != "income"]
+    column = len(frame.columns) + 1
+    assert "indexed.csv: column 1 has no name in the header line" in caplog.text
+    assert f"trailing.csv: column {column} has no name in the header line (a row index, or a comma" in caplog.text
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("job,y\nclerk,a\nclerk,b\ncr\u00e8me,a\n".encode("latin-1"))
+    utf16 = tmp_path / "utf16.csv"
+    utf16.write_bytes("job,y\nclerk,a\n".encode("utf-16"))
+    for path, message in [(latin, "latin.csv: line 4: byte 0xe8 is not UTF-8 text; save the file as UTF-8"),
+                          (utf16, "utf16.csv: UTF-16 text (as a spreadsheet's 'Unicode text' is saved); save it as "
+                                  "CSV in UTF-8"),
+                          (tmp_path, f"{tmp_path}: a folder; give a table's file (.csv, ")]:  # fmt: skip
+        result = forklift_here("ml", "fit", "--data", path, tmp_path / "out", check=False)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
 def test_a_forest_on_separable_rows_gives_probabilities_within_zero_and_one(tmp_path: Path) -> None:

@@ -124,12 +124,13 @@ def _class_indices(values: np.ndarray, classes: tuple[Scalar, ...], *, where: st
 
 
 def _values(values: np.ndarray, *, where: str) -> np.ndarray:
-    """The target of a regressor as numbers; an empty cell or text is one line naming its row."""
+    """The target of a regressor as numbers; an empty cell, text or an infinite number (1e400) is one line naming
+    its row."""
     numbers = values.dtype.kind in "iuf"  # else text, booleans or missing cells among them
-    bad = np.isnan(values.astype(np.float64)) if numbers else np.array([not _number(value) for value in values])
+    bad = ~np.isfinite(values.astype(np.float64)) if numbers else np.array([not _number(value) for value in values])
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        shown = "is empty" if _missing(values[row]) else f"{plain(values[row])!r} is not a number"
+        shown = "is empty" if _missing(values[row]) else f"{plain(values[row])!r} is not a finite number"
         raise ForkliftError(f"{where}: row {row + 1}: the target {shown}")
     return values.astype(np.float64)
 
@@ -141,7 +142,7 @@ def _number(value: Any) -> bool:
             value = float(value)
         except ValueError:
             return False
-    return isinstance(value, int | float) and not isinstance(value, bool) and not _missing(value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _missing(value: Any) -> bool:

@@ -9,21 +9,18 @@ absent entries are zeros, as libsvm reads them.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import logging
 import numbers
 import re
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pa_csv
 import scipy.sparse as sp
 
 from forklift.errors import ForkliftError
@@ -65,8 +62,7 @@ def read_table(
     ``n_features``: a libsvm file's width, where its highest index may fall short of the model's; ``zero_based``:
     its index base where another file decided it (the training file's for its test file: a 0-based test file may
     happen to hold no index 0, and read by itself it would be taken as 1-based, each feature one column over)."""
-    if not path.is_file():
-        raise ForkliftError(f"{path}: no such file")
+    _check_is_file(path)
     suffix = path.suffix.lower()
     if suffix in SVMLIGHT_SUFFIXES:
         if target not in (None, LIBSVM_TARGET):
@@ -119,8 +115,7 @@ def read_features(path: Path, settings: TabularSettings, *, target: str | None =
     the model's target column beside them is left out, unless ``target`` names it (to measure the model: a libsvm
     file's labels are always its target)."""
     names, zero_based = settings.names, settings.libsvm_zero_based
-    if not path.is_file():
-        raise ForkliftError(f"{path}: no such file")
+    _check_is_file(path)
     if path.suffix.lower() in SVMLIGHT_SUFFIXES:
         table = read_table(path, target=None, n_features=len(names), zero_based=zero_based)
         if list(table.columns) != list(names):
@@ -147,6 +142,13 @@ def read_features(path: Path, settings: TabularSettings, *, target: str | None =
     return Table(columns, truth, target or "", frame.shape[0], str(path))
 
 
+def _check_is_file(path: Path) -> None:
+    if path.is_dir():
+        raise ForkliftError(f"{path}: a folder; give a table's file ({', '.join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)})")
+    if not path.is_file():
+        raise ForkliftError(f"{path}: no such file")
+
+
 def _read_libsvm(
     path: Path, *, n_features: int | None, zero_based: bool | None
 ) -> tuple[sp.csr_matrix, np.ndarray, bool]:
@@ -171,7 +173,7 @@ def _read_frame(path: Path, suffix: str, *, text: Collection[str] = ()) -> pd.Da
     """``text``: columns a CSV file's reader keeps as written (``01`` stays ``01``)."""
     try:
         if suffix == ".csv":
-            _refuse_twice_named(path)  # pandas renames the second: `age.1`, a feature nobody meant
+            header_names = _checked_header(path)  # pandas renames a second `age`: `age.1`, a feature nobody meant
             try:
                 frame = pd.read_csv(path, skipinitialspace=True, dtype=dict.fromkeys(text, str))
             except pd.errors.ParserError:
@@ -180,52 +182,98 @@ def _read_frame(path: Path, suffix: str, *, text: Collection[str] = ()) -> pd.Da
             if not frame.index.equals(pd.RangeIndex(len(frame))) or frame.iloc[:, -1].isna().any():
                 _refuse_ragged_row(path)
             header = str(frame.columns[0])
-            separator = next((s for s in (";", "\t", "|") if s in header), None)
+            separator = _other_separator([header])
             if frame.shape[1] == 1 and separator:
                 raise ForkliftError(
                     f"{path}: one column, named {header!r}: its values are separated by {separator!r}; "
                     "forklift reads CSV separated by commas"
                 )
+            frame = _without_unnamed(path, frame, header_names)
             _say_if_headless(path, [str(name) for name in frame.columns])
             return frame
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
     except pd.errors.EmptyDataError as exc:
         raise ForkliftError(f"{path}: empty (not even a header line)") from exc
+    except UnicodeDecodeError as exc:  # its position is in a chunk of the file, not the file's
+        raise ForkliftError(_not_utf8(path)) from exc
     except (ValueError, OSError, pd.errors.ParserError) as exc:  # the readers name the line or the part
         raise ForkliftError(f"{path}: {' '.join(str(exc).split())}") from exc
     known = ", ".join(TABLE_SUFFIXES + SVMLIGHT_SUFFIXES)
     raise ForkliftError(f"{path}: not a table forklift reads (by its suffix: {known})")
 
 
-def _refuse_twice_named(path: Path) -> None:
+def _not_utf8(path: Path) -> str:
+    """Where a CSV file stops being UTF-8 text, by line, and what to do."""
+    data = path.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return f"{path}: UTF-16 text (as a spreadsheet's 'Unicode text' is saved); save it as CSV in UTF-8"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return f"{path}: line {line}: byte 0x{data[exc.start]:02x} is not UTF-8 text; save the file as UTF-8"
+    return f"{path}: not UTF-8 text; save the file as UTF-8"
+
+
+def _checked_header(path: Path) -> list[str]:
+    """The header line's names, none of them twice."""
     with path.open(newline="", encoding="utf-8-sig", errors="replace") as file:
         header = [name.strip() for name in next(csv.reader(file), [])]
     twice = next((name for name, count in Counter(header).items() if count > 1 and name), None)
     if twice is not None:
         raise ForkliftError(f"{path}: two columns are named {twice!r}; rename one")
+    return header
+
+
+def _without_unnamed(path: Path, frame: pd.DataFrame, header: list[str]) -> pd.DataFrame:
+    """The frame without the columns the header line names none (pandas' `Unnamed: 0`): a row index a DataFrame was
+    saved with, or the empty column after a comma at each line's end; said, since a model would take them."""
+    unnamed = [k for k, name in enumerate(header[: frame.shape[1]]) if not name]
+    if unnamed:
+        which = ", ".join(str(k + 1) for k in unnamed)
+        log.warning(
+            "%s: column%s %s ha%s no name in the header line (a row index, or a comma at each line's end?): left out",
+            path, "s" * (len(unnamed) > 1), which, "ve" if len(unnamed) > 1 else "s",
+        )  # fmt: skip
+    return frame.drop(columns=frame.columns[unnamed])
 
 
 def _refuse_ragged_row(path: Path) -> None:
     """Refuse a row whose fields the header does not name one for one. pandas reads a row cut short as missing
     values at its end, and rows each one field longer than the header as an index, silently; so a file read with a
-    missing value in its last column or with an index is parsed again by pyarrow, which counts each row's fields
-    (on all cores: 1M rows of 21 fields in about 1 s here, against pandas' 0.8 s to read them)."""
-    ragged: list[pa_csv.InvalidRow] = []
+    missing value in its last column or with an index is parsed again, as pandas parses it (spaces after a comma
+    skipped: `, "sales, retail"` is one quoted field), by Python's csv reader, counting each row's fields."""
+    with path.open(newline="", encoding="utf-8-sig") as file:
+        lines: list[str] = []  # the lines of the record the reader is at
 
-    def stop(row: pa_csv.InvalidRow) -> str:
-        ragged.append(row)
-        return "error"
+        def kept() -> Iterator[str]:
+            for line in file:
+                lines.append(line)
+                yield line
 
-    options = pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=stop)
-    with contextlib.suppress(pa.ArrowInvalid):  # raised by `stop`; anything else pandas read without complaint
-        pa_csv.read_csv(path, parse_options=options, convert_options=pa_csv.ConvertOptions(include_columns=[]))
-    if ragged:
-        row = ragged[0]
-        raise ForkliftError(
-            f"{path}: a row has {row.actual_columns} fields where the header line has {row.expected_columns}: "
-            f"{row.text[:80]!r}"
-        )
+        header: list[str] | None = None
+        number = 0
+        for fields in csv.reader(kept(), skipinitialspace=True):
+            written, lines[:] = "".join(lines).rstrip("\r\n"), []
+            if not fields:  # a blank line: no row, as pandas reads it
+                continue
+            if header is None:
+                header = fields
+                continue
+            number += 1
+            if len(fields) != len(header):
+                separator = _other_separator(header)
+                hint = f"; its header line holds {separator!r}: forklift reads CSV separated by commas"
+                raise ForkliftError(
+                    f"{path}: row {number} has {len(fields)} fields where the header line has {len(header)}: "
+                    f"{written[:80]!r}{hint if separator else ''}"
+                )
+
+
+def _other_separator(names: list[str]) -> str | None:
+    """A separator other than the comma that the header's names hold: the file's own, most likely."""
+    return next((s for s in (";", "\t", "|") if any(s in name for name in names)), None)
 
 
 def _say_if_headless(path: Path, names: list[str]) -> None:
