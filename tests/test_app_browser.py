@@ -504,6 +504,13 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         if nothing_found:
             page.keyboard.press("a")
         page.wait_for_selector("[data-testid=review-left]:has-text('7 to review')")
+        page.get_by_label("Review first").select_option("nothing")  # kept over Correct's round trip to the editor
+        page.wait_for_selector("section.review[data-ready]")
+        page.keyboard.press("e")
+        page.wait_for_selector(".editor img")
+        page.go_back()
+        page.wait_for_selector("section.review[data-ready]")
+        assert page.get_by_label("Review first").input_value() == "nothing"
         assert not errors, errors
     with httpx.Client(base_url=app_url, timeout=60) as client:
         reviewed = client.get(f"/api/datasets/{dataset}/images?status=reviewed").json()

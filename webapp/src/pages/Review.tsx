@@ -17,7 +17,10 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   const [confirming, setConfirming] = useState(false);  // Accept pressed once on an image where nothing was found
   const [last, setLast] = useState<{ item: ReviewItem; doc: Annotations; action: "accept" | "reject" } | null>(null);
   const [message, say] = useMessage();
-  const [first, setFirst] = useState<"found" | "nothing">("found");
+  // Which images come first, kept for the tab's visits to this queue (Correct goes to the editor and back).
+  const firstKey = `forklift:review-first:${datasetId}`;
+  const [first, setFirst] = useState<"found" | "nothing">(() => sessionStorage.getItem(firstKey) === "nothing" ? "nothing" : "found");
+  const chooseFirst = (value: "found" | "nothing") => { sessionStorage.setItem(firstKey, value); setFirst(value); };
   const busy = useRef(false);  // a decision or an undo on its way: a key pressed meanwhile would act on the same image
 
   const reload = () => {
@@ -107,7 +110,7 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     <section class="review" data-ready={item && doc?.image_id === item.image.id ? item.image.id : undefined}>
       <div class="page-head">
         <h1><a href="#/">Data sets</a> › <a href={`#/datasets/${datasetId}`}>{set?.name ?? "…"}</a> › Review</h1>
-        <label>first: <select value={first} onChange={(e) => setFirst(e.currentTarget.value as "found" | "nothing")} aria-label="Review first">
+        <label>first: <select value={first} onChange={(e) => chooseFirst(e.currentTarget.value as "found" | "nothing")} aria-label="Review first">
           <option value="found">what the model found (least sure first)</option>
           <option value="nothing">images where it found nothing</option>
         </select></label>
