@@ -597,6 +597,12 @@ def _a_viewers_keys_say_view_only(browser, url: str) -> None:  # type: ignore[no
     for key in ("1", "Delete"):
         page.keyboard.press(key)
         page.wait_for_selector("text=View only: this account looks at the data set; an editor or admin changes it.")
+    page.goto(f"{url}/#/datasets/1")  # files dropped on the grid: said, where they were ignored
+    page.wait_for_selector(".grid-column")
+    dropped = page.evaluate_handle("() => { const d = new DataTransfer(); d.items.add(new File(['x'], 'a.png', "
+                                   "{ type: 'image/png' })); return d; }")  # fmt: skip
+    page.dispatch_event(".grid-column", "drop", {"dataTransfer": dropped})
+    page.wait_for_selector("text=View only: this account looks at the data set; an editor or admin adds images to it.")
     page.goto(f"{url}/#/datasets/1/review")  # the review queue's keys too, and the page says it is view only
     page.wait_for_selector(".page-head >> text=view only")
     page.keyboard.press("a")

@@ -144,7 +144,11 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
       <div class="columns">
         <div class="grid-column"
           onDragOver={(e) => e.preventDefault()}
-          onDrop={(e) => { e.preventDefault(); if (canEdit) upload(e.dataTransfer?.files ?? null); }}>
+          onDrop={(e) => {
+            e.preventDefault();
+            if (canEdit) upload(e.dataTransfer?.files ?? null);
+            else say("View only: this account looks at the data set; an editor or admin adds images to it.", true);
+          }}>
           <div class="filters">
             <select value={status} onChange={(e) => { refilter(); setStatus(e.currentTarget.value as Status | "reviewed-empty" | ""); }} aria-label="Status filter">
               <option value="">All images</option><option value="unlabelled">Unlabelled</option><option value="labelled">Labelled</option>
