@@ -1028,6 +1028,43 @@ def _shapes_once_saved(page, url: str) -> list[dict]:  # type: ignore[no-untyped
     return sorted(as_drawn(httpx.get(url).json()["shapes"]), key=lambda shape: (shape["kind"], str(shape["points"])))
 
 
+def test_a_polygon_begun_is_drawn_as_clicked_and_ctrl_z_leaves_the_one_before_alone_in_chromium(
+    app_url: str,
+) -> None:
+    """Ctrl+Z pressed while a polygon was being drawn deleted the polygon finished before it (saved so); Enter on a
+    polygon of two points did nothing, unsaid, and repeated its last point each time (saved with it later)."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "outlines"}).json()["id"]
+        files = [("files", ("a.png", png(400, 300, seed=5)))]
+        (image,) = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+        client.post(f"/api/datasets/{dataset}/labels", json={"name": "leaf"})
+    shapes_url = f"{app_url}/api/images/{image['id']}/annotations"
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{image['id']}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.keyboard.press("1")
+        page.keyboard.press("g")
+        for x, y in ((250, 50), (350, 60), (330, 200)):
+            _click(page, x, y)
+        page.keyboard.press("Enter")
+        (first,) = _shapes_once_saved(page, shapes_url)
+        for x, y in ((40, 40), (120, 50)):
+            _click(page, x, y)
+        page.keyboard.press("Control+z")
+        page.wait_for_selector("text=Undo and redo are for finished shapes: finish this one first")
+        assert _shapes_once_saved(page, shapes_url) == [first]
+        for _ in range(2):
+            page.keyboard.press("Enter")
+        page.wait_for_selector("text=A polygon needs 3 points or more around an area to close")
+        _click(page, 80, 150)
+        page.keyboard.press("Enter")
+        drawn = _shapes_once_saved(page, shapes_url)
+        second = next(shape for shape in drawn if shape != first)
+        assert [v for point in second["points"] for v in point] == pytest.approx([40, 40, 120, 50, 80, 150], abs=1.5)
+    assert not errors, errors
+
+
 def test_undo_and_redo_bring_the_shapes_back_and_leave_the_label_field_alone_in_chromium(app_url: str) -> None:
     """Ctrl+Z and Ctrl+Y outside a field are the editor's: the browser's own undo and redo of the label typed
     earlier stayed on too, so a redo put the name in the field again ("carcar") and took the focus there, where the

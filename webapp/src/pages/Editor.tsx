@@ -67,10 +67,23 @@ function toShape(annotation: ImageAnnotation, width: number, height: number): Sh
     const box = [clampX(g.x), clampY(g.y), clampX(g.x + g.w), clampY(g.y + g.h)].map((v) => Math.round(v * 10) / 10);
     return box[2] > box[0] && box[3] > box[1] ? { kind: "box", label, points: box } : null;
   }
-  const points = selector.geometry.points.map(([x, y]) => [Math.round(clampX(x) * 10) / 10, Math.round(clampY(y) * 10) / 10]);
+  const once = distinct(selector.geometry.points);  // a shape saved before (or imported) as it came, if only so
+  const points = (once.length >= 3 ? once : selector.geometry.points).map(([x, y]) => [Math.round(clampX(x) * 10) / 10, Math.round(clampY(y) * 10) / 10]);
   return points.length >= 3 ? { kind: "polygon", label, points } : null;
 }
 
+const TOO_FEW = "A polygon needs 3 points or more around an area to close: click more points, or press Esc to drop it.";
+// A polygon's points without a point repeated next to itself (or the last as the first): a failed close, or a
+// click on the last point again, repeats it.
+const distinct = (points: number[][]) => points.filter((p, i) => {
+  const before = points[(i + points.length - 1) % points.length];
+  return points.length === 1 || p[0] !== before[0] || p[1] !== before[1];
+});
+// What the polygon tool itself closes: 3 points or more around an area over 4 px² (a line, or a dot, is no outline).
+const drawable = (points: number[][]) => points.length >= 3 && Math.abs(points.reduce((sum, p, i) => {
+  const q = points[(i + 1) % points.length];
+  return sum + p[0] * q[1] - q[0] * p[1];
+}, 0)) / 2 > 4;
 // → and ← (N, P) pressed before the image they lead to knows its neighbours are kept and taken when it does: N N
 // pressed quickly goes two images on, N P comes back (the old image's neighbours would move one, or two back).
 // Each image has an editor of its own (keyed), so the steps are kept here, across the one left and the one opened.
@@ -278,6 +291,12 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const anno = createImageAnnotator(img.current, { drawingEnabled: false, drawingMode: "drag", userSelectAction: canEdit ? "EDIT" : "SELECT", style } as never);
     anno.setDrawingTool(tool);
     anno.on("createAnnotation", (a: ImageAnnotation) => {
+      const polygon = a.target.selector as unknown as { type: string; geometry: { points: number[][] } };
+      if (polygon.type === "POLYGON" && !drawable(distinct(polygon.geometry.points))) {  // closed by its first point
+        anno.removeAnnotation(a.id);
+        say("That polygon has fewer than 3 distinct points or no area, so it was not kept: draw it again.", true);
+        return;
+      }
       if (!labelOf(a)) anno.updateAnnotation({ ...a, bodies: [tag(a.id, currentRef.current)] });
       window.setTimeout(() => anno.cancelSelected(), 0);  // a new shape is not left selected: the next key or drag is for the next one
       saveSoon();
@@ -416,11 +435,14 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       e.preventDefault();
     };
     const release = () => { spaceHeld.current = false; box.classList.remove("pan-ready"); };  // Space let go elsewhere
+    const doubled = () => window.setTimeout(() => { if (begun()) say(TOO_FEW, true); }, 0);  // the tool did not close it
+    box.addEventListener("dblclick", doubled);
     box.addEventListener("pointerdown", down, true);
     box.addEventListener("pointerup", up, true);
     addEventListener("pointerup", released, true);
     addEventListener("keydown", key); addEventListener("keyup", key); addEventListener("blur", release);
     return () => {
+      box.removeEventListener("dblclick", doubled);
       box.removeEventListener("pointerdown", down, true);
       box.removeEventListener("pointerup", up, true);
       removeEventListener("pointerup", released, true);
@@ -429,9 +451,15 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   }, [set, image]);
 
   // Enter closes a polygon being drawn: the last point clicked once more, then the double-click that closes it.
+  // One the tool would not close (fewer than 3 points, no area) is said, and nothing is clicked: each try repeated
+  // the last point, which a close by the first point then saved.
   const closePolygon = () => {
     const at = lastClick.current, target = at && document.elementFromPoint(at.x, at.y);
-    if (!at || !target) return;
+    if (!at || !target || !begun()) return;
+    if (!drawable(distinct(drawnPoints()))) {
+      say(TOO_FEW, true);
+      return;
+    }
     const click = { clientX: at.x, clientY: at.y, button: 0, buttons: 1, isPrimary: true, bubbles: true, cancelable: true, pointerType: "mouse" };
     target.dispatchEvent(new PointerEvent("pointerdown", click));
     target.dispatchEvent(new PointerEvent("pointerup", { ...click, buttons: 0 }));
@@ -445,6 +473,12 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   };
   // A shape being drawn (a polygon's first points) is not saved until it is closed: leaving would drop it unasked.
   const begun = () => !!canvas.current?.querySelector(".a9s-rubberband > *");  // the drawing tool's outline: a shape begun
+  // The points of the polygon being drawn, in the image's pixels, as its outline shows them: the pointer's place
+  // is among them, the last point's where it has not moved since (and where Enter's click goes).
+  const drawnPoints = () => {
+    const outline = canvas.current?.querySelector(".a9s-rubberband polygon.a9s-inner")?.getAttribute("points") ?? "";
+    return outline.trim().split(/\s+/).filter(Boolean).map((xy) => xy.split(",").map(Number));
+  };
   // Leaving the image: not with a shape begun; with a change the server did not take, only when the person says so.
   const unfinished = () => {
     if (begun()) {
@@ -476,7 +510,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const ownKeys = (e: KeyboardEvent) => {
       if (!(e.ctrlKey || e.metaKey) || !/^[zy]$/i.test(e.key)) return;
       if (typing(e.target)) e.stopPropagation();
-      else e.preventDefault();
+      else if (begun()) {  // the undo is of finished shapes: pressed for the polygon begun, it deleted the one before
+        e.stopPropagation();
+        e.preventDefault();
+        say("Undo and redo are for finished shapes: finish this one first (double-click or Enter), or press Esc to drop it.", true);
+      } else e.preventDefault();
     };
     const link = (e: MouseEvent) => {
       if ((e.target as Element).closest?.("a[href^='#']") && unfinished()) e.preventDefault();
