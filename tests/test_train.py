@@ -31,6 +31,7 @@ from forklift.nets.darknet import DarknetNet, load_weights
 from forklift.nets.fresh_weights import initialise
 from forklift.train.loader import Augmentation, DetectionImages, collate
 from forklift.train.loss import build_targets, yolo_heads, yolo_loss
+from forklift.train.run_dir import check_out
 from forklift.train.settings import RunOptions, TrainSettings
 from forklift.train.trainer import train
 
@@ -190,6 +191,33 @@ def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys
     assert resumed["epoch"] == 3 and resumed["settings"]["batch"] == 4
     for key, value in expected["model"].items():
         assert torch.equal(resumed["model"][key], value), key
+
+
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
+def test_a_second_run_into_a_run_in_progress_is_refused(work: Path, trained: Path, capsys) -> None:
+    """`train --resume OUT` typed while OUT's run still trained started a second trainer on it: both wrote its
+    checkpoints and metrics rows. Refused, naming the run's pid; a run that failed before its first epoch, leaving
+    only the lock, does not keep OUT from a new run."""
+    out = train(_settings(work), work / "in-progress", RunOptions(time_budget_s=0.0))
+    checkpoint = (out / "checkpoints" / "last.pt").read_bytes()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from forklift.train.run_dir import holding\n"
+                               f"with holding(Path({str(out)!r})):\n print('held', flush=True); time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        capsys.readouterr()
+        assert main(["train", "--resume", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{out}: another run (pid {holder.pid}) is training into it" in err and err.count("\n") == 1, err
+        assert (out / "checkpoints" / "last.pt").read_bytes() == checkpoint
+    finally:
+        holder.kill()
+        holder.wait()
+    failed = work / "failed-early" / "checkpoints"
+    failed.mkdir(parents=True)
+    (failed / "lock").write_text("1")
+    check_out(failed.parent, resume=False)
 
 
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast

@@ -37,7 +37,7 @@ from forklift.train.loader import Augmentation, epoch_loader, steps_per_epoch
 from forklift.train.optimizers import make_optimizer
 from forklift.train.precision import MixedPrecision
 from forklift.train.ranks_agree import agreed, loss_step, rank_rng_states, shared_checkpoint, summed
-from forklift.train.run_dir import BEST, CHECKPOINTS, JOB_FILE, LAST, METRICS, check_out
+from forklift.train.run_dir import BEST, CHECKPOINTS, JOB_FILE, LAST, METRICS, check_out, holding
 from forklift.train.run_log import (
     FINE_TUNING,
     STEP_FIELDS,
@@ -74,6 +74,14 @@ def train(settings: TrainSettings, out: Path, run: RunOptions | None = None) -> 
     restarted = ranks.job is not None and job_file.is_file() and job_file.read_text(encoding="utf-8") == ranks.job
     if ranks.leader and not restarted:
         check_out(out, run.resume)
+    with holding(out) if ranks.leader else contextlib.nullcontext():
+        return _ranks_train(settings, out, ranks, run, restarted=restarted, budget_start=budget_start)
+
+
+def _ranks_train(
+    settings: TrainSettings, out: Path, ranks: Ranks, run: RunOptions, *, restarted: bool, budget_start: float
+) -> Path:
+    checkpoints = out / CHECKPOINTS
     device = rank_context.start(ranks, run.device)
     resume = run.resume
     if agreed(restarted and not resume and (checkpoints / LAST).is_file(), ranks):  # rank 0's view counts
