@@ -238,6 +238,7 @@ def test_ctrl_c_stops_and_the_same_command_resumes(
     output, _ = search.communicate(timeout=120)
     assert search.returncode == 130, output
     assert "the same command continues" in output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output  # Optuna's, for the trial stopped
     assert not Path(f"/proc/{interrupted.user_attrs['pid']}").exists(), "a worker outlived its search"
     trials = optuna.load_study(study_name="resumed", storage=journal(out)).get_trials()
     assert trials[interrupted.number].state == TrialState.FAIL and trials[-1] == trials[interrupted.number]
@@ -246,6 +247,11 @@ def test_ctrl_c_stops_and_the_same_command_resumes(
         trials = optuna.load_study(study_name="resumed", storage=journal(out)).get_trials()
         assert trials[interrupted.number].state == TrialState.FAIL  # kept, and the study went on after it
         assert [t.state for t in trials if t.number != interrupted.number] == [TrialState.COMPLETE] * 2
+        for changed, said in [(("--space", "batch=8,16"), "measures space"), (("--img", "64"), "measures settings")]:
+            refused = forklift(*command[:-1], "--trials", "4", *changed, out, check=False)
+            assert refused.returncode == 2 and f"study 'resumed' {said}" in refused.stderr, refused.stderr
+            assert "Traceback" not in refused.stdout + refused.stderr  # and no trial ran: the study is as it was
+            assert len(optuna.load_study(study_name="resumed", storage=journal(out)).get_trials()) == len(trials)
 
 
 @pytest.mark.slow

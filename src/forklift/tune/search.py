@@ -96,16 +96,21 @@ def tune(search: Search, plan: Plan, *, keep_all: bool = False) -> optuna.Study:
 
 
 def _check_same_search(study: optuna.Study, search: Search) -> None:
-    """A study remembers what it measures; resuming it with another metric or data set is refused."""
-    recorded = {"metric": search.job.metric} | search.job.inputs()
+    """A study remembers what it measures and over what space; resuming it with another metric, data set, fixed
+    setting (--epochs, --img) or --space is refused before a trial starts (another space's choices failed each
+    trial in Optuna, and other settings' trials would be ranked against the old ones)."""
+    space = " ".join(sorted(str(dimension) for dimension in search.dimensions))
+    recorded = {"metric": search.job.metric} | search.job.inputs() | {"space": space}
+    differing = [key for key, value in recorded.items() if study.user_attrs.get(key, value) != value]
+    if differing:
+        key = differing[0]
+        raise ForkliftError(
+            f"study {study.study_name!r} measures {key} {study.user_attrs[key]}, not {recorded[key]}; "
+            "give another --study (or OUT) for a new search"
+        )
     for key, value in recorded.items():
         if key not in study.user_attrs:
             study.set_user_attr(key, value)
-        elif study.user_attrs[key] != value:
-            raise ForkliftError(
-                f"study {study.study_name!r} measures {key} {study.user_attrs[key]}, not {value}; "
-                "give another --study (or OUT) for a new search"
-            )
 
 
 def _finished(study: optuna.Study) -> int:
@@ -257,9 +262,10 @@ def work(search: Search, plan: Plan, cpus: tuple[int, ...] | None, device: str, 
 
 
 def _without_forklift_failures(record: logging.LogRecord) -> bool:
-    """Keep Optuna's record of a trial unless the trial failed with a ForkliftError: the search prints that
-    trial's one line itself, where Optuna would add the traceback and a line saying its value was None."""
-    if record.exc_info is not None and isinstance(record.exc_info[1], ForkliftError):
+    """Keep Optuna's record of a trial unless the trial failed with a ForkliftError (the search prints that
+    trial's one line itself, where Optuna would add the traceback and a line saying its value was None) or was
+    stopped by Ctrl-C (the search says it stopped, and how to go on)."""
+    if record.exc_info is not None and isinstance(record.exc_info[1], ForkliftError | KeyboardInterrupt):
         return False
     return not FAILED_WITHOUT_VALUE.fullmatch(record.getMessage())
 

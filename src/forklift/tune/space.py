@@ -66,6 +66,12 @@ class Dimension:
             return trial.suggest_int(self.name, int(self.low), int(self.high), step=step, log=self.log)
         return trial.suggest_float(self.name, self.low, self.high, log=self.log)
 
+    def __str__(self) -> str:
+        """As `--space` writes it."""
+        if self.choices is not None:
+            return f"{self.name}={','.join(_plain(choice) for choice in self.choices)}"
+        return f"{self.name}={self.low:g}..{self.high:g}{':log' if self.log else ''}"
+
     @property
     def is_grid(self) -> bool:
         """Whether a grid search can enumerate it (a list or one value, not a range)."""

@@ -66,7 +66,10 @@ class TrainingJob:
 
     def inputs(self) -> dict[str, str]:
         assert self.settings.data is not None  # the CLI requires --data
-        return {"data": str(self.settings.data.resolve())}
+        given = sorted(name for name in self.settings.given if name != "data")
+        values = {name: getattr(self.settings, name) for name in given}
+        fixed = " ".join(f"{name}={v.resolve() if isinstance(v, Path) else v}" for name, v in values.items())
+        return {"data": str(self.settings.data.resolve()), "settings": fixed or "(the defaults)"}
 
     def draw(self, trial: optuna.Trial, dimensions: tuple[Dimension, ...]) -> dict[str, Any]:
         return draw_settings(dimensions, trial)
