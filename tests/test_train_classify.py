@@ -95,6 +95,25 @@ def test_detection_cfg_on_a_classify_set_is_refused(work: Path, capsys) -> None:
     assert code == 2 and "not a classifier cfg" in capsys.readouterr().err
 
 
+def test_a_set_of_one_class_is_refused_and_a_batch_over_the_set_is_said(work: Path, tmp_path: Path, capsys) -> None:
+    """One class trained to a top-1 of 1.0 and said nothing of it; a batch larger than the train split is one
+    step an epoch (said, not refused: an analyst's first small set)."""
+    one = tmp_path / "one"
+    synth_shapes(one, 8, 64, seed=1, task="classify")
+    index = json.loads((one / "dataset.json").read_text())
+    index["classes"] = ["circle"]
+    index["images"] = [{**image, "label": "circle"} for image in index["images"]]
+    (one / "dataset.json").write_text(json.dumps(index))
+    assert main(["train", "--data", str(one), "--cfg", str(CLASSIFIER), "--epochs", "1", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert f"{one}: one class (circle): a classifier tells 2 classes or more apart; add another" in err
+    assert not (tmp_path / "m").exists()
+    train(TrainSettings.of(data=work / "data", cfg=CLASSIFIER, epochs=1, batch=400, img=32), tmp_path / "big")
+    assert (
+        "--batch 400 is more than the 160 train images: each epoch is one step of them all" in capsys.readouterr().out
+    )
+
+
 # The state each torch optimiser keeps per parameter: which one stepped the weights shows in the checkpoint.
 OPTIMISER_STATE = {
     Optimizer.SGD: set(),

@@ -130,6 +130,18 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def test_a_set_without_val_images_is_refused_before_any_trial(tmp_path: Path) -> None:
+    """Each trial trained, then failed on an eval.json that no val split could write."""
+    data = tmp_path / "no-val"
+    synth_shapes(data, 12, 64, seed=2, task="classify")
+    index = json.loads((data / "dataset.json").read_text())
+    index["images"] = [{**image, "split": "train"} for image in index["images"]]
+    (data / "dataset.json").write_text(json.dumps(index))
+    result = forklift_here(*tune_command(data, tmp_path / "out", "--trials", "2"), check=False)
+    assert result.returncode == 2 and f"{data}: no val images, and each trial is measured on them" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_tiny_search_keeps_the_best_model(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "search"

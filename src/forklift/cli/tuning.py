@@ -141,7 +141,13 @@ def _training(args: argparse.Namespace) -> tuple[Job, tuple[Dimension, ...]]:
     from forklift.train.settings import TrainSettings
     from forklift.tune.training import TrainingJob, training_space
 
-    task = load_dataset(args.data).task
+    dataset = load_dataset(args.data)
+    task = dataset.task
+    if not any(image.split == "val" for image in dataset.images):  # each trial would train, then have no measure
+        raise ForkliftError(
+            f"{args.data}: no val images, and each trial is measured on them; 'forklift data split {args.data} "
+            "--val 0.2' holds a fifth out to measure on"
+        )
     if args.model is not None:  # a pretrained model's name: pulled once, before the trials start
         args.model = model_directory(args.model)
     metric = args.metric or METRICS[task][0]

@@ -27,6 +27,10 @@ def usable_splits(path: Path, task: str | None, seed: int) -> tuple[Dataset, lis
     dataset = report.dataset
     if not dataset.classes:
         raise ForkliftError(f"{path}: no classes in {INDEX}: nothing is labelled yet, so there is nothing to learn")
+    if dataset.task == Task.CLASSIFY and len(dataset.classes) < 2:  # its top-1 is 1.0 from the first epoch
+        raise ForkliftError(
+            f"{path}: one class ({dataset.classes[0]}): a classifier tells 2 classes or more apart; add another"
+        )
     usable = usable_images(report)
     unlabelled = sum(image.unlabelled for image in dataset.images)
     if unlabelled:

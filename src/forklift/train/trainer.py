@@ -120,6 +120,9 @@ def _train(
 
     images = task.images(train_images, augment=True)
     steps = steps_per_epoch(len(images), batch, ranks.world)
+    if leader and checkpoint is None and batch > len(train_images):
+        print(f"--batch {batch} is more than the {len(train_images)} train images: each epoch is one step of them all",
+              flush=True)  # fmt: skip
     groups = task.parameter_groups(weight_decay=settings.weight_decay)
     rule, factor = lr_scaling.lr_factor(settings.lr_scaling, settings.optimizer, ranks.world)
     if settings.model is not None and checkpoint is None and leader:
