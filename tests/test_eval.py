@@ -114,8 +114,9 @@ def test_operating_point_counts_by_hand() -> None:
 
 
 def test_no_detections_is_zero_not_an_error() -> None:
+    """Nothing found: mAP and recall 0; precision, 0 right of 0 kept, is no figure (it read 0.0000)."""
     metrics = detection_metrics(TRUTH, [[], []], NAMES)
-    assert (metrics.map, metrics.map50, metrics.precision, metrics.recall) == (0.0, 0.0, 0.0, 0.0)
+    assert (metrics.map, metrics.map50, metrics.precision, metrics.recall) == (0.0, 0.0, None, 0.0)
 
 
 def test_classification_top1_top5() -> None:
@@ -147,7 +148,9 @@ def test_forklift_eval_end_to_end(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert report == json.loads(result.stdout)
     assert report["task"] == "detect" and report["images"] >= 1 and report["skipped"] == 0
-    for key in ("map", "map50", "precision", "recall"):
+    kept = sum(sum(row[:-1]) for row in report["confusion"])  # detections at the threshold: the predicted columns
+    assert (report["precision"] is None) == (kept == 0)  # none kept: no precision, where it read 0.0
+    for key in ("map", "map50", "recall") + (("precision",) if kept else ()):
         assert 0.0 <= report[key] <= 1.0
     assert all(ap is None or 0.0 <= ap <= 1.0 for ap in report["ap50"].values())
     for picture in ("confusion.png", "pr-curves.png"):

@@ -220,6 +220,15 @@ def test_a_second_run_into_a_run_in_progress_is_refused(work: Path, trained: Pat
     check_out(failed.parent, resume=False)
 
 
+def test_an_evaluation_does_not_write_over_the_model_or_its_training_measure(work: Path, trained: Path, capsys) -> None:
+    """`eval --out MODEL/eval` replaced the training's eval.json, whose epoch says which weights the model holds."""
+    before = (trained / "eval" / "eval.json").read_bytes()
+    for out, said in [(trained / "eval", "the training's own measure of the model"), (trained, "the model directory")]:
+        assert main(["eval", str(trained), "--data", str(work / "data"), "--out", str(out)]) == 2
+        assert f"--out {out}: {said}" in capsys.readouterr().err
+    assert (trained / "eval" / "eval.json").read_bytes() == before
+
+
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_time_budget_stops_before_an_epoch_that_would_overrun_it(work: Path, capsys) -> None:
     """The first epoch always runs; one not validated (--val-every 3 of 3 epochs) is measured before the best is

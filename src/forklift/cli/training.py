@@ -25,6 +25,16 @@ from forklift.extras import Extra, require
 from forklift.vocabulary import LrScaling, ModelFormat, Optimizer, Precision, Runtime, Split, words
 
 
+def _check_report_folder(out: Path, model_dir: Path) -> None:
+    """An evaluation's report goes beside the model, not over it: the model directory's own files, and its eval/
+    (the training's measure, whose epoch says which weights it holds), were overwritten unsaid."""
+    check_folder_to_write(out, what="--out")
+    if out.resolve() == model_dir.resolve():
+        raise ForkliftError(f"--out {out}: the model directory itself; give a folder for the report")
+    if out.resolve() == (model_dir / "eval").resolve():
+        raise ForkliftError(f"--out {out}: the training's own measure of the model; give another folder")
+
+
 def register(verbs: Any) -> None:
     add_eval(verbs)
     add_train(verbs)
@@ -79,7 +89,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ForkliftError(f"--target {args.target}: names a table's column; {args.data} is a data set folder")
     split = args.split or Split.VAL.value
     out = args.out or args.model_dir / f"eval-{args.data.resolve().name}-{split}"  # beside the model
-    check_folder_to_write(out, what="--out")
+    _check_report_folder(out, args.model_dir)
     given = {name: getattr(args, name) for name in ("conf", "iou", "threshold") if getattr(args, name) is not None}
     result = evaluate(
         args.model_dir,
@@ -106,7 +116,9 @@ def run_eval(args: argparse.Namespace) -> int:
             f"mAP@[.5:.95] {number(metrics.map)}  mAP@.5 {number(metrics.map50)}  "
             f"mAP@.5 on objects under 32x32 px {number(metrics.map50_small)}"
         )
-        print(f"at score {metrics.threshold}: precision {metrics.precision:.4f}  recall {metrics.recall:.4f}")
+        precision = "n/a (nothing scored that much)" if metrics.precision is None else f"{metrics.precision:.4f}"
+        recall = "n/a (no boxes)" if metrics.recall is None else f"{metrics.recall:.4f}"
+        print(f"at score {metrics.threshold}: precision {precision}  recall {recall}")
         for name, ap in metrics.ap50.items():
             print(f"  AP@.5 {name:<20} {number(ap)}")
     elif isinstance(metrics, SegmentationMetrics):
@@ -134,7 +146,7 @@ def run_table_eval(args: argparse.Namespace) -> int:
                 "graph runs on ONNX Runtime in f32 and is measured at its highest score"
             )
     out = args.out or args.model_dir / f"eval-{args.data.name}"  # beside the model; test.csv and test.parquet apart
-    check_folder_to_write(out, what="--out")
+    _check_report_folder(out, args.model_dir)
     result = evaluate_table(args.model_dir, args.data, target=args.target, out=out)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

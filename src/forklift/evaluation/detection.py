@@ -30,8 +30,8 @@ class DetectionMetrics:
     map50_small: float | None  # mAP@.5 over objects under 32 x 32 px (COCO's "small" area); None: there are none
     ap50: dict[str, float | None]  # per class; None for a class without boxes in the split
     threshold: float
-    precision: float
-    recall: float
+    precision: float | None  # None: nothing scored `threshold` or more (0 of 0 right is no precision)
+    recall: float | None  # None: the split has no boxes
     confusion: list[list[int]]  # rows: true class, then background; columns: predicted class, then background
     pr_recall: list[float]  # the recall points of the curves
     pr_curves: dict[str, list[float] | None]  # per class: precision at each recall point (IoU .5, 100 detections)
@@ -120,7 +120,7 @@ def _coco_detections(truth: COCO, detections: Sequence[Sequence[Detection]], cla
 
 def _operating_point(
     images: Sequence[ImageRecord], detections: Sequence[Sequence[Detection]], classes: list[str], threshold: float
-) -> tuple[float, float, list[list[int]]]:
+) -> tuple[float | None, float | None, list[list[int]]]:
     """Precision and recall of the detections scoring at least `threshold` (a box found by one of its own class),
     and the confusion matrix of the same detections matched whatever their class."""
     confusion = np.zeros((len(classes) + 1, len(classes) + 1), dtype=int)
@@ -134,8 +134,8 @@ def _operating_point(
         _add_confusion(
             confusion, [classes.index(b.label) for b in image.boxes], [classes.index(d.label) for d in kept], pairs
         )
-    precision = found_right / kept_count if kept_count else 0.0
-    recall = found_right / truth_count if truth_count else 0.0
+    precision = found_right / kept_count if kept_count else None
+    recall = found_right / truth_count if truth_count else None
     return precision, recall, confusion.tolist()
 
 

@@ -36,7 +36,7 @@ function Progress({ job, pace = null }: { job: Job; pace?: number | null }) {
 
 interface Evaluation {  // eval.json: a detector's mAP, per-class AP and operating point, or a classifier's top-k
   classes: string[]; images: number; map?: number | null; map50?: number | null; ap50?: Record<string, number | null>;
-  threshold?: number; precision?: number; recall?: number; top1?: number; top5?: number; pictures: Record<string, string>;
+  threshold?: number; precision?: number | null; recall?: number | null; top1?: number; top5?: number; pictures: Record<string, string>;
   epoch?: number | null;  // the epoch whose weights the model holds: the best on val
 }
 
