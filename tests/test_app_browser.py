@@ -17,7 +17,7 @@ from pathlib import Path
 import core_parts
 import httpx
 import pytest
-from app_helpers import FLAGS, as_drawn, chromium_page, png, shapes_dataset, start_app, video
+from app_helpers import FLAGS, as_drawn, chromium_page, png, shapes_dataset, start_app, video, zip_of
 from helpers import forklift
 from PIL import Image as PILImage
 from playwright.sync_api import Error as PlaywrightError
@@ -813,6 +813,17 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
         page.wait_for_selector("text=Imported 1 images.")
         (imported,) = [d for d in httpx.get(f"{app_url}/api/datasets").json() if d["name"] == "Other"]
         assert (imported["images"], imported["labelled"]) == (1, 0)  # nobody labelled it: unlabelled still
+        parts = [[1, 1, 9, 1, 5, 8], [20, 20, 30, 20, 25, 28]]  # one cow in two parts, and a crowd of them
+        annotations = [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 29, 27], "segmentation": parts},
+                       {"id": 2, "image_id": 1, "category_id": 1, "bbox": [40, 5, 9, 9], "iscrowd": 1}]  # fmt: skip
+        coco = {"images": [{"id": 1, "file_name": "c.png", "width": 64, "height": 48}],
+                "categories": [{"id": 1, "name": "cow"}], "annotations": annotations}  # fmt: skip
+        (tmp_path / "cows.zip").write_bytes(zip_of({"instances.json": json.dumps(coco).encode(), "c.png": png(64, 48)}))
+        other.locator("select[name=format]").select_option("coco")  # what the import changed: said, not only a count
+        other.locator("input[type=file][accept='.zip']").set_input_files(str(tmp_path / "cows.zip"))
+        page.wait_for_selector("text=Imported 1 images; 1 crowd regions (iscrowd: 1) skipped: their objects are not "
+                               "labelled; 1 outlines kept as their boxes only (an RLE mask, or an object in several "
+                               "parts).")  # fmt: skip
         for missing, said in (("jobs/77", "no job 77"), ("datasets/99", "no data set 99")):  # an old link
             page.goto(f"{app_url}/#/{missing}")
             page.wait_for_selector(f"text={said}")

@@ -315,7 +315,8 @@ def test_yolo_skips_bad_lines_orphan_labels_and_unreadable_images(shapes: Datase
     summary = import_dataset("yolo", yolo / "data.yaml", tmp_path / "back")
     assert summary.lines()[1:] == [
         "skipped 1 label line with a class index out of range (labels/train/000001.txt:3 class 7)",
-        "skipped 1 label line that is not 'class cx cy w h' (labels/train/000001.txt:4 '0 0.5 0.5')",
+        "skipped 1 label line that is not 'class cx cy w h' or 'class x1 y1 x2 y2 x3 y3 ...' "
+        "(labels/train/000001.txt:4 '0 0.5 0.5')",
         "skipped 1 unreadable image (images/train/000005.png)",
         "skipped 1 annotation file whose image is not found in the import (labels/train/000003.txt)",
         "skipped 1 split folder missing (val: images/extra)",
@@ -324,6 +325,41 @@ def test_yolo_skips_bad_lines_orphan_labels_and_unreadable_images(shapes: Datase
     assert summary.skipped == 6 and summary.images == 10  # each image once
     imported = _assert_kept(shapes, tmp_path / "back", 1e-3, gone={"000003.png", "000005.png"})
     assert len(_boxes(imported)["000001.png"]) == 2  # its good lines, without the two bad ones
+
+
+def test_yolo_segment_lines_are_polygons_and_coco_masks_kept_as_boxes_are_counted(
+    shapes: Dataset, tmp_path: Path
+) -> None:
+    """Ultralytics' segment labels (`class x1 y1 x2 y2 ...`) were skipped as malformed, their images imported with
+    the objects of the other lines only; COCO's RLE masks and objects in several parts became boxes, unsaid."""
+    yolo = tmp_path / "yolo"
+    export_dataset("yolo", shapes.root, yolo)
+    (yolo / "labels" / "train" / "000001.txt").write_text("0 0.25 0.25 0.75 0.25 0.5 0.75\n1 0.5 0.5 0.2 0.2\n")
+    summary = import_dataset("yolo", yolo / "data.yaml", tmp_path / "back")
+    assert summary.skipped == 0
+    polygon, box = next(image.boxes for image in load_dataset(tmp_path / "back").images if image.file.endswith("1.png"))
+    assert polygon.polygon == ((24.0, 24.0), (72.0, 24.0), (48.0, 72.0)) and (polygon.x1, polygon.y2) == (24.0, 72.0)
+    assert box.polygon is None and (box.x1, box.x2) == pytest.approx((38.4, 57.6))
+    image = shapes.images[0]
+    two_parts, one = [[1, 1, 9, 1, 5, 8], [20, 20, 30, 20, 25, 28]], [[60, 60, 69, 60, 64, 69]]
+    document = {
+        "images": [{"id": 7, "file_name": Path(image.file).name, "width": 96, "height": 96}],
+        "categories": [{"id": 3, "name": "dog"}],
+        "annotations": [
+            {"id": 1, "image_id": 7, "category_id": 3, "bbox": [1, 1, 29, 27], "segmentation": two_parts},
+            {"id": 2, "image_id": 7, "category_id": 3, "bbox": [40, 40, 9, 9], "segmentation": {"size": [96, 96],
+                                                                                              "counts": "PPYo1"}},
+            {"id": 3, "image_id": 7, "category_id": 3, "bbox": [60, 60, 9, 9], "segmentation": one},
+            {"id": 4, "image_id": 7, "category_id": 3, "bbox": [70, 70, 9, 9], "iscrowd": 1},
+        ],
+    }  # fmt: skip
+    (tmp_path / "coco.json").write_text(json.dumps(document))
+    summary = import_dataset("coco", tmp_path / "coco.json", tmp_path / "coco", images=shapes.root / "images")
+    assert (summary.boxed, summary.crowd, summary.boxes) == (2, 1, 3)
+    assert summary.changes() == [
+        "1 crowd regions (iscrowd: 1) skipped: their objects are not labelled",
+        "2 outlines kept as their boxes only (an RLE mask, or an object in several parts)",
+    ]
 
 
 @pytest.mark.parametrize("json_at", ["annotations/instances_default.json", "instances.json"], ids=["cvat", "top"])

@@ -28,7 +28,7 @@ export interface Video {
   id: number; dataset_id: number; original_name: string; duration_s: number; fps: number; width: number;
   height: number; file: string; frames: number;
 }
-export interface UploadResult { added: ImageRecord[]; refused: string[] }
+export interface UploadResult { added: ImageRecord[]; refused: string[]; changed?: string[] }
 export interface Session { name: string; role: string; local: boolean; csrf: string | null }
 export interface Neighbours { previous: number | null; next: number | null; previous_frame: number | null }
 

@@ -133,6 +133,7 @@ class Neighbours(BaseModel):
 class UploadResult(BaseModel):
     added: list[ImageOut]
     refused: list[str]  # one line per file: its name and the problem
+    changed: list[str] = []  # what an import changed of the labels it added (crowd regions skipped, ...)
 
 
 class BulkIn(Input):

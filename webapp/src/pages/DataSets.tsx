@@ -66,7 +66,9 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
     say(`Importing ${file.name}…`);
     try {
       const result = await api<UploadResult>(`/api/datasets/${set.id}/import`, { method: "POST", body: form });
-      say(`Imported ${result.added.length} images` + (result.refused.length ? `; refused: ${result.refused.join("; ")}` : "."), result.refused.length > 0);
+      const changed = result.changed ?? [];
+      say(`Imported ${result.added.length} images` + (changed.length ? `; ${changed.join("; ")}` : "")
+        + (result.refused.length ? `; refused: ${result.refused.join("; ")}` : "."), result.refused.length + changed.length > 0);
       reload();
     } catch (e) { say((e as Error).message, true); }
     input.value = "";

@@ -110,26 +110,30 @@ def import_zip(
             return _add_images(session, storage, dataset, iter_files(extracted.folder), extracted.refused,
                                config.max_image_bytes, extracted.folder)  # fmt: skip
         try:
-            data, refused = _imported(format, archive, extracted.folder, scratch / "dataset", dataset)
+            data, refused, changed = _imported(format, archive, extracted.folder, scratch / "dataset", dataset)
         except ForkliftError as exc:  # the reader names the folder the zip was unpacked to, or the zip's path
             said = without_folder(without_folder(str(exc), archive, called="it"), extracted.folder, called="the zip")
             raise HttpError(422, f"{archive.name}: {said}") from exc
-        return _add_dataset(session, storage, dataset, data, [*extracted.refused, *refused], config.max_image_bytes,
-                            own_format=format == "forklift")  # fmt: skip
+        result = _add_dataset(session, storage, dataset, data, [*extracted.refused, *refused],
+                              config.max_image_bytes, own_format=format == "forklift")  # fmt: skip
+        return result.model_copy(update={"changed": changed})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _imported(format: str, archive: Path, folder: Path, out: Path, dataset: DataSet) -> tuple[Dataset, list[str]]:
-    """The zip unpacked to `folder` read as a data set of `format` (another tool's converted into `out`), and a line
-    for each thing left out of it."""
+def _imported(
+    format: str, archive: Path, folder: Path, out: Path, dataset: DataSet
+) -> tuple[Dataset, list[str], list[str]]:
+    """The zip unpacked to `folder` read as a data set of `format` (another tool's converted into `out`), a line
+    for each thing left out of it, and one for each kind of change to its labels (crowd regions skipped, masks
+    kept as boxes: said in the page, where only a count of images was)."""
     if format != "forklift":
         if dataset.task == Task.CLASSIFY:
             raise ForkliftError(f"{folder}: a classification data set imports images or forklift's format ({format} "
                                 f"holds boxes)")  # fmt: skip
         source = archive if format == "powerai" else folder  # the format's own file is found inside
         imported = import_dataset(format, source, out, task=dataset.task)
-        return load_dataset(imported.out), imported.lines()[1:]
+        return load_dataset(imported.out), imported.lines()[1:], imported.changes()
     indexes = sorted(folder.rglob(INDEX))
     if len(indexes) != 1:
         found = f"no {INDEX}" if not indexes else f"{len(indexes)} files named {INDEX}"
@@ -141,11 +145,12 @@ def _imported(format: str, archive: Path, folder: Path, out: Path, dataset: Data
     # (or "nothing here") without the object that box marks, and trained on so
     incomplete = {finding.image for finding in findings if finding.image is not None}
     data.images = [record for position, record in enumerate(data.images) if position not in incomplete]
-    return data, [
+    refused = [
         f"{finding.file or finding.problem}: {finding.detail}"
         + ("; the image is left out" if finding.image is not None else "")
         for finding in findings
     ]
+    return data, refused, []
 
 
 def _upload_name(filename: str | None) -> str:

@@ -141,7 +141,9 @@ def _annotations(
         if len(bbox) != 4 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in bbox):
             raise ForkliftError(f"{at}: bbox must be four numbers [x, y, w, h], found {bbox!r}")
         x, y, w, h = (float(v) for v in bbox)
-        outline, found_by = _outline(annotation.get("segmentation")), _found_by(annotation.get("attributes"))
+        segmentation = annotation.get("segmentation")
+        outline, found_by = _outline(segmentation), _found_by(annotation.get("attributes"))
+        builder.summary.boxed += outline is None and bool(segmentation)
         boxes[image].append(RawBox(name, x, y, x + w, y + h, polygon=outline, found_by=found_by))
     return boxes, regions
 

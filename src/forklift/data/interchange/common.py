@@ -105,6 +105,7 @@ class ImportSummary:
     dropped: int = 0
     crowd: int = 0
     renamed: int = 0
+    boxed: int = 0  # outlines a box has to stand for (an RLE mask, an object in several parts)
     skipped_items: SkippedItems = field(default_factory=SkippedItems)
 
     @property
@@ -123,8 +124,21 @@ class ImportSummary:
         return (
             f"imported {self.images} images, {self.boxes} boxes, {self.classes} classes into {self.out} "
             f"({self.clipped} boxes clipped to their image, {self.dropped} empty boxes dropped, "
-            f"{self.crowd} crowd boxes skipped, {self.renamed} files renamed)"
+            f"{self.crowd} crowd boxes skipped, {self.boxed} outlines kept as their boxes, {self.renamed} files "
+            "renamed)"
         )
+
+    def changes(self) -> list[str]:
+        """What the import changed of the labels, one line each (none where it changed nothing), for a person who
+        reads no summary line: the app says them beside the images it added."""
+        detect = self.task != Task.SEGMENT
+        counted = [
+            (self.crowd if detect else 0, "crowd regions (iscrowd: 1) skipped: their objects are not labelled"),
+            (self.boxed, "outlines kept as their boxes only (an RLE mask, or an object in several parts)"),
+            (self.clipped, "boxes clipped to their image"),
+            (self.dropped, "empty boxes dropped"),
+        ]
+        return [f"{count} {what}" for count, what in counted if count]
 
 
 @dataclass

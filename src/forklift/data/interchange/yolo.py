@@ -29,7 +29,8 @@ CLASSES_TXT = "classes.txt"  # LabelImg writes the class names beside the labels
 MISSING_SPLIT = SkipKind("split folder missing", "split folders missing")
 REPEATED_SPLIT = SkipKind("split folder read already for another split", "split folders read already for another split")
 UNREADABLE_LABELS = SkipKind("unreadable label file", "unreadable label files")
-MALFORMED_LINE = SkipKind("label line that is not 'class cx cy w h'", "label lines that are not 'class cx cy w h'")
+SHAPES = "'class cx cy w h' or 'class x1 y1 x2 y2 x3 y3 ...'"  # a box, or a polygon (Ultralytics' segment labels)
+MALFORMED_LINE = SkipKind(f"label line that is not {SHAPES}", f"label lines that are not {SHAPES}")
 UNKNOWN_CLASS = SkipKind("label line with a class index out of range", "label lines with a class index out of range")
 
 
@@ -185,23 +186,24 @@ def _labels(
         if not fields:
             continue
         try:
-            index, cx, cy, w, h = _numbers(fields)
+            index, values = int(fields[0]), [float(value) for value in fields[1:]]
         except ValueError:
+            index, values = -1, []
+        if len(values) != 4 and (len(values) < 6 or len(values) % 2):
             builder.skip(MALFORMED_LINE, f"{at} {line.strip()[:40]!r}")
             continue
         if not 0 <= index < len(names):
             builder.skip(UNKNOWN_CLASS, f"{at} class {index}")
             continue
-        boxes.append(
-            RawBox(
-                names[index], (cx - w / 2) * width, (cy - h / 2) * height, (cx + w / 2) * width, (cy + h / 2) * height
-            )
-        )
+        boxes.append(_shape(names[index], values, width, height))
     return boxes
 
 
-def _numbers(fields: list[str]) -> tuple[int, float, float, float, float]:
-    """A label line's `class cx cy w h`; ValueError when it is not that."""
-    if len(fields) != 5:
-        raise ValueError(f"{len(fields)} fields")
-    return int(fields[0]), float(fields[1]), float(fields[2]), float(fields[3]), float(fields[4])
+def _shape(label: str, values: list[float], width: int, height: int) -> RawBox:
+    """A label line's box (cx cy w h) or polygon (x y pairs), as fractions of the image, in pixels."""
+    if len(values) == 4:
+        cx, cy, w, h = values
+        return RawBox(label, (cx - w / 2) * width, (cy - h / 2) * height, (cx + w / 2) * width, (cy + h / 2) * height)
+    outline = tuple((values[k] * width, values[k + 1] * height) for k in range(0, len(values), 2))
+    xs, ys = [x for x, _ in outline], [y for _, y in outline]
+    return RawBox(label, min(xs), min(ys), max(xs), max(ys), polygon=outline)
