@@ -954,6 +954,8 @@ def test_a_classification_set_without_classes_takes_its_first_class_in_the_edito
         page.wait_for_function(f"() => location.hash.endsWith('/images/{second}')")
         page.wait_for_selector(".editor img")
         _saved(page)
+        page.keyboard.press("2")  # no such class: said, where nothing happened
+        page.wait_for_selector("text=No class 2: this data set has 1 (keys 1–1); type a new class's name in the field")
         page.keyboard.press("1")  # the class made on the first image
         _saved(page)
         assert httpx.get(f"{app_url}/api/images/{second}/annotations").json()["class_label"] == "cat"
@@ -963,6 +965,13 @@ def test_a_classification_set_without_classes_takes_its_first_class_in_the_edito
         assert (shown["class_label"], shown["status"]) == (None, "unlabelled")
         page.goto(f"{app_url}/#/datasets/{dataset}")  # and from the grid, for the images chosen
         page.click(".tile .pick >> nth=0")
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))  # changed her mind
+        page.select_option("select[aria-label='Assign class']", label="no class (unlabelled)")
+        page.wait_for_timeout(500)
+        assert asked == ["Take the class off the 1 image(s) chosen? They become unlabelled."]
+        assert httpx.get(f"{app_url}/api/images/{first}/annotations").json()["class_label"] == "cat"
+        page.once("dialog", lambda dialog: dialog.accept())
         page.select_option("select[aria-label='Assign class']", label="no class (unlabelled)")
         page.wait_for_selector("text=Unlabelled: 1 image(s).")
         assert httpx.get(f"{app_url}/api/images/{first}/annotations").json()["class_label"] is None

@@ -220,6 +220,26 @@ def test_a_second_run_into_a_run_in_progress_is_refused(work: Path, trained: Pat
     check_out(failed.parent, resume=False)
 
 
+@pytest.mark.slow  # over 1.5 s: left out of make test-fast
+def test_ctrl_c_says_where_the_run_stopped_and_how_to_go_on(work: Path, monkeypatch, capsys) -> None:
+    """Ctrl-C ended `train` with exit 130 and not a word: which epoch OUT holds, and what continues it, are said."""
+    from forklift.train import trainer
+
+    real_loader = trainer.epoch_loader
+
+    def stopped_in_epoch_2(images, batch, epoch, **kwargs):  # type: ignore[no-untyped-def]
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return real_loader(images, batch, epoch, **kwargs)
+
+    monkeypatch.setattr(trainer, "epoch_loader", stopped_in_epoch_2)
+    out = work / "ctrl-c"
+    command = ["train", "--data", str(work / "data"), "--cfg", str(work / "tiny.cfg"), "--epochs", "3", "--img", "96"]
+    capsys.readouterr()
+    assert main([*command, str(out)]) == 130
+    assert f"stopped after epoch 1; 'forklift train --resume {out}' goes on from there" in capsys.readouterr().err
+
+
 def test_an_evaluation_does_not_write_over_the_model_or_its_training_measure(work: Path, trained: Path, capsys) -> None:
     """`eval --out MODEL/eval` replaced the training's eval.json, whose epoch says which weights the model holds."""
     before = (trained / "eval" / "eval.json").read_bytes()

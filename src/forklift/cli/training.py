@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -352,11 +353,30 @@ def run_train(args: argparse.Namespace) -> int:
         time_budget_s=None if args.minutes is None else args.minutes * 60,
         lms={"min_bytes": round(args.lms_min_mib * 2**20), "spill_dir": args.lms_spill_dir} if args.lms else None,
     )
-    out = train(settings, args.out, run)
+    try:
+        out = train(settings, args.out, run)
+    except KeyboardInterrupt:
+        if ranks.leader:
+            _say_stopped(args.out)
+        raise
     if not ranks.leader:
         return 0
     print(f"wrote {out}: a model directory (forklift predict {out} IMAGE); per-epoch figures in {out / 'metrics.csv'}")
     return 0
+
+
+def _say_stopped(out: Path) -> None:
+    """Where Ctrl-C left the run, and the command that goes on from there."""
+    import torch
+
+    from forklift.train.run_dir import last_checkpoint
+
+    checkpoint = last_checkpoint(out)
+    if checkpoint.is_file():
+        epoch = torch.load(checkpoint, map_location="cpu", weights_only=False)["epoch"]
+        print(f"stopped after epoch {epoch}; 'forklift train --resume {out}' goes on from there", file=sys.stderr)
+    else:
+        print("stopped before the first epoch ended: nothing to resume", file=sys.stderr)
 
 
 def _check_paths(args: argparse.Namespace) -> None:

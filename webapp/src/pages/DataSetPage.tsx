@@ -170,9 +170,14 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
               </select>
               {set.task === "classify" && <select aria-label="Assign class" onChange={(e) => {
                 const chosenClass = e.currentTarget.value;
-                if (chosenClass === UNCLASS) bulk({ action: "unclass" }, "Unlabelled");
-                else if (chosenClass) bulk({ action: "class", class_label: chosenClass }, "Classified");
                 e.currentTarget.value = "";
+                // a class taken off, or one given over another, is asked first: it changes labels a person made
+                const other = (page?.items ?? []).filter((i) => chosen.has(i.id) && i.class_label && i.class_label !== chosenClass).length;
+                if (chosenClass === UNCLASS) {
+                  if (confirm(`Take the class off the ${chosen.size} image(s) chosen? They become unlabelled.`)) bulk({ action: "unclass" }, "Unlabelled");
+                } else if (chosenClass && (!other || confirm(`${other} of the ${chosen.size} image(s) chosen have another class: give them all “${chosenClass}”?`))) {
+                  bulk({ action: "class", class_label: chosenClass }, "Classified");
+                }
               }}>
                 <option value="">Assign class…</option>{set.labels.map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
                 <option value={UNCLASS}>no class (unlabelled)</option>

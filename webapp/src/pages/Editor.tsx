@@ -567,7 +567,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         for (const a of anno?.getSelected() ?? []) anno!.removeAnnotation(a.id);
       } else if (/^[1-9]$/.test(e.key) && set) {
         const chosen = set.labels[+e.key - 1];
+        const what = set.task === "classify" ? "class" : "label";
         if (chosen) pick(chosen.name);
+        else say(`No ${what} ${e.key}: this data set has ${set.labels.length ? `${set.labels.length} (keys 1–${Math.min(set.labels.length, 9)})` : "none yet"}; type a new ${what}'s name in the field to make one.`, true);
       } else return;
       e.preventDefault();
     };
