@@ -346,6 +346,26 @@ def test_a_saved_index_and_a_trailing_comma_are_no_features_and_text_not_utf8_is
         assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
+def test_words_for_missing_are_missing_among_numbers_and_values_among_text(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pandas read a region 'NA' (North America) as a missing value: a third of the rows lost their region, unsaid,
+    while a served row's "NA" was refused as a category never seen. Among numbers, R's NA stays a missing value."""
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({"hours": rng.integers(20, 60, 90).astype(str), "region": ["NA", "EU", "APAC"] * 30,
+                          "y": ["<=50K", ">50K"] * 45})  # fmt: skip
+    frame.loc[4, "hours"] = "NA"
+    frame.to_csv(tmp_path / "regions.csv", index=False)
+    forklift_here("ml", "fit", "--data", tmp_path / "regions.csv", "--model", "tree", tmp_path / "m")
+    features = json.loads((tmp_path / "m" / "forklift.json").read_text())["tabular"]["features"]
+    assert [(f["name"], f.get("categories")) for f in features] == [("hours", None), ("region", ["APAC", "EU", "NA"])]
+    assert "regions.csv: column 'region' holds 30 cells such as 'NA' (row 1), read as a value, not as missing" in (
+        caplog.text
+    )
+    predicted = forklift_here("ml", "predict", tmp_path / "m", tmp_path / "regions.csv")
+    assert "never saw" not in predicted.stderr and "unknown" not in predicted.stderr, predicted.stderr
+
+
 def test_a_forest_on_separable_rows_gives_probabilities_within_zero_and_one(tmp_path: Path) -> None:
     """Ten trees' float32 leaf shares sum to 1.0000001: the model must still answer probabilities."""
     rows = 200

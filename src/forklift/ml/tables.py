@@ -33,6 +33,10 @@ LIBSVM_TARGET = "label"  # what a libsvm file's labels are called: its target
 NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
 CATEGORY_CODES = 20  # ... or half of whose cells are, of more values than a category's number codes: said
 MANY_VALUES = 50  # a category of more values than this, more than half of them each a row's own: said (an id? a date?)
+MISSING_WORDS = frozenset(  # what pandas reads as a missing value by default, besides an empty cell
+    ("#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA",
+     "NULL", "NaN", "None", "n/a", "nan", "null")
+)  # fmt: skip
 NUMBER_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 log = logging.getLogger(__name__)
 
@@ -175,7 +179,8 @@ def _read_frame(path: Path, suffix: str, *, text: Collection[str] = ()) -> pd.Da
         if suffix == ".csv":
             header_names = _checked_header(path)  # pandas renames a second `age`: `age.1`, a feature nobody meant
             try:
-                frame = pd.read_csv(path, skipinitialspace=True, dtype=dict.fromkeys(text, str))
+                frame = pd.read_csv(path, skipinitialspace=True, dtype=dict.fromkeys(text, str),
+                                    keep_default_na=False, na_values=[""])  # fmt: skip
             except pd.errors.ParserError:
                 _refuse_ragged_row(path)  # a row longer than the header: said in forklift's words
                 raise
@@ -188,7 +193,7 @@ def _read_frame(path: Path, suffix: str, *, text: Collection[str] = ()) -> pd.Da
                     f"{path}: one column, named {header!r}: its values are separated by {separator!r}; "
                     "forklift reads CSV separated by commas"
                 )
-            frame = _without_unnamed(path, frame, header_names)
+            frame = _missing_words_read(path, _without_unnamed(path, frame, header_names), keep=text)
             _say_if_headless(path, [str(name) for name in frame.columns])
             return frame
         if suffix in (".parquet", ".pq"):
@@ -214,6 +219,31 @@ def _not_utf8(path: Path) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         return f"{path}: line {line}: byte 0x{data[exc.start]:02x} is not UTF-8 text; save the file as UTF-8"
     return f"{path}: not UTF-8 text; save the file as UTF-8"
+
+
+def _missing_words_read(path: Path, frame: pd.DataFrame, *, keep: Collection[str]) -> pd.DataFrame:
+    """Words for a missing value (R's NA, null, NaN) in a column of numbers are missing values; in a column of text
+    they are its values, as written (NA for North America, None for a fireplace), as the app and a served row give
+    them: pandas made them all missing, a third of a region's rows unsaid. Said on the log where text holds them.
+    ``keep``: columns read as text whatever they hold (a model's categories)."""
+    for name in frame.columns:
+        values = frame[name]
+        if name in keep or not pd.api.types.is_string_dtype(values):  # numbers, booleans: no words in them
+            continue
+        words = values.isin(MISSING_WORDS)
+        if not words.any():
+            continue
+        others = values[~words & values.notna()]
+        if pd.to_numeric(others, errors="coerce").notna().all():
+            frame[name] = pd.to_numeric(values.mask(words), errors="coerce")
+        else:
+            first = int(np.flatnonzero(words.to_numpy())[0])
+            log.warning(
+                "%s: column %r holds %d cells such as %r (row %d), read as a value, not as missing: leave a missing "
+                "value's cell empty",
+                path, str(name), int(words.sum()), values.iloc[first], first + 1,
+            )  # fmt: skip
+    return frame
 
 
 def _checked_header(path: Path) -> list[str]:
