@@ -6,6 +6,7 @@ the test's own folder."""
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import os
 from pathlib import Path
@@ -300,6 +301,20 @@ def test_each_trial_that_was_the_best_when_it_ended_is_marked_so(capsys: pytest.
         assert _show_ended(study, shown, bar, StepUnit.ROUND) == {0, 1, 2, 3, 4}
     marked = ["(best so far)" in line for line in capsys.readouterr().out.splitlines()]
     assert marked == [True, True, False, True, False]
+
+
+def test_close_small_values_and_short_trials_are_told_apart() -> None:
+    """0.007282 and 0.007336 both read 0.0073, each 'best so far'; a trial of 0.4 s read '0 s'."""
+    start = datetime.datetime(2026, 1, 1)
+    trials = [
+        optuna.trial.create_trial(params={}, distributions={}, value=value, user_attrs={},
+                                  system_attrs={}) for value in (0.007282, 0.007336, 0.26091)
+    ]  # fmt: skip
+    for trial, seconds in zip(trials, (0.4, 12.6, 3.0), strict=True):
+        trial.datetime_start, trial.datetime_complete = start, start + datetime.timedelta(seconds=seconds)
+    lines = [describe_trial(trial, None, StepUnit.ROUND) for trial in trials]
+    assert [line.split()[2] for line in lines] == ["0.007282", "0.007336", "0.2609"]
+    assert [line.rsplit("  ", 1)[1] for line in lines] == ["0.4 s", "13 s", "3.0 s"]
 
 
 def test_the_printed_table_gives_each_value_four_decimals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,7 +31,7 @@ def describe_trial(trial: FrozenTrial, best: FrozenTrial | None, unit: StepUnit)
     settings = " ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
     seconds = trial.duration.total_seconds() if trial.duration is not None else 0.0
     if trial.state == TrialState.COMPLETE and trial.value is not None:
-        lead = f"{trial.value:.4f}"
+        lead = figure(trial.value)
         if best is not None and best.number == trial.number:
             lead += " (best so far)"
         if SAME_AS in trial.user_attrs:
@@ -40,7 +40,13 @@ def describe_trial(trial: FrozenTrial, best: FrozenTrial | None, unit: StepUnit)
         lead = trial.user_attrs.get(TIMED_OUT, f"pruned after {unit} {trial.last_step}")
     else:
         lead = f"failed: {trial.user_attrs.get('error', 'stopped or crashed; its log says more')}"
-    return f"trial {trial.number:>3} {lead}  {settings}  {seconds:.0f} s"
+    return f"trial {trial.number:>3} {lead}  {settings}  {seconds:.{1 if seconds < 10 else 0}f} s"
+
+
+def figure(value: float) -> str:
+    """A trial's metric as its lines and table show it: 4 decimals, or 4 figures below 0.1 (0.007282 and 0.007336
+    both read 0.0073, each 'best so far')."""
+    return f"{value:.4g}" if 0 < abs(value) < 0.1 else f"{value:.4f}"
 
 
 def write_report(study: optuna.Study, out: Path, metric: str, unit: StepUnit) -> list[Path]:
@@ -78,7 +84,7 @@ def _print_table(header: list[str], rows: list[list[Any]], metric: str, directio
     if not complete:
         return
     best = sorted(complete, key=lambda r: float(r[2]), reverse=direction == StudyDirection.MAXIMIZE)[:SHOWN]
-    shown = [[*r[:2], f"{float(r[2]):.4f}", *r[3:]] for r in best]  # as the trials' lines say it, the points aligned
+    shown = [[*r[:2], figure(float(r[2])), *r[3:]] for r in best]  # as the trials' lines say it
     widths = [max(len(str(h)), *(len(str(r[i])) for r in shown)) for i, h in enumerate(header)]
     print(f"best trials by {metric}:")
     for row in [header, *shown]:
