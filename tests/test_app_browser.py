@@ -1085,6 +1085,34 @@ def test_a_polygon_begun_is_drawn_as_clicked_and_ctrl_z_leaves_the_one_before_al
     assert not errors, errors
 
 
+def test_ctrl_wheel_zooms_about_the_pointer_in_chromium(app_url: str) -> None:
+    """The pixel under the pointer stays under it, wherever the image can scroll: Ctrl+wheel zoomed about the
+    image's corner, and what she pointed at went off the canvas."""
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "zoom"}).json()["id"]
+        files = [("files", ("big.png", png(1600, 1200, seed=8)))]
+        (image,) = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{image['id']}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        for _ in range(2):
+            page.keyboard.press("+")  # zoomed in past the canvas: it scrolls both ways
+        left, top, scale = _scale(page)
+        x, y = left + 700 * scale, top + 500 * scale  # the pointer over pixel (700, 500)
+        page.mouse.move(x, y)
+        page.keyboard.down("Control")
+        for _ in range(3):
+            page.mouse.wheel(0, -100)
+            page.wait_for_timeout(150)
+        page.keyboard.up("Control")
+        page.wait_for_timeout(300)
+        left, top, zoomed = _scale(page)
+        assert zoomed == pytest.approx(scale * 1.1**3)
+        assert ((x - left) / zoomed, (y - top) / zoomed) == pytest.approx((700, 500), abs=2)
+    assert not errors, errors
+
+
 def test_undo_and_redo_bring_the_shapes_back_and_leave_the_label_field_alone_in_chromium(app_url: str) -> None:
     """Ctrl+Z and Ctrl+Y outside a field are the editor's: the browser's own undo and redo of the label typed
     earlier stayed on too, so a redo put the name in the field again ("carcar") and took the focus there, where the

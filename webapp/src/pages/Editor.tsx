@@ -12,7 +12,7 @@
 // → or N next image, ← or P previous, + / - zoom, 0 fits the image to the canvas, Space + drag (or the middle
 // button) pans. Typing in a text field never fires a key. Auto labels are drawn dashed; saving any change to them
 // is their review, and Accept / Reject act as in the review queue.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from "@annotorious/annotorious";
 import { Origin } from "@annotorious/core";
 import "@annotorious/annotorious/annotorious.css";
@@ -107,6 +107,15 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const [tool, setTool] = useState<Tool>(carried.dataset === datasetId ? carried.tool : "rectangle");
   const [zoom, setZoom] = useState(1);
   const [fit, setFit] = useState(1);
+  const anchor = useRef<{ x: number; y: number; clientX: number; clientY: number } | null>(null);  // Ctrl+wheel's pixel
+  useLayoutEffect(() => {  // laid out at the new zoom, before it is painted: scrolled so the pixel is under the pointer
+    const box = canvas.current, shown = img.current, held = anchor.current;
+    anchor.current = null;
+    if (!box || !shown || !held) return;
+    const moved = shown.getBoundingClientRect();
+    box.scrollLeft += moved.left + held.x * zoom - held.clientX;
+    box.scrollTop += moved.top + held.y * zoom - held.clientY;
+  }, [zoom]);
   const [state, setState] = useState("loading");
   const stateRef = useRef(state);  // read by the listeners made once
   stateRef.current = state;
@@ -577,6 +586,17 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     return () => removeEventListener("keydown", onKey);
   }, [near, set, canEdit, classLabel, tool, fit]);
 
+  // Ctrl+wheel zooms about the pointer: the pixel under it stays there (it zoomed about the image's corner, and
+  // what she pointed at went off the canvas).
+  const zoomAtPointer = (e: WheelEvent) => {
+    const shown = img.current;
+    if (!e.ctrlKey || !shown) return;
+    e.preventDefault();
+    const at = shown.getBoundingClientRect();
+    anchor.current = { x: (e.clientX - at.left) / zoom, y: (e.clientY - at.top) / zoom, clientX: e.clientX, clientY: e.clientY };
+    setZoom(Math.min(8, Math.max(0.1, zoom * (e.deltaY < 0 ? 1.1 : 1 / 1.1))));
+  };
+
   if (!set || !image) return <div><Message message={message} />{!message?.error && <p class="muted">Loading…</p>}</div>;
   const names = set.labels.map((l) => l.name);
   const needsLabel = set.task === "detect" && canEdit && current === "";
@@ -614,7 +634,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       </div>
       {needsLabel && <p class="message" data-testid="needs-label">This data set has no labels yet: type the first label's name in <em>Next label</em> and press Enter, then drag around an object.</p>}
       <div class="editor-body">
-        <div class="canvas" ref={canvas} data-testid="canvas" onWheel={(e) => { if (e.ctrlKey) { e.preventDefault(); setZoom((z) => Math.min(8, Math.max(0.1, z * (e.deltaY < 0 ? 1.1 : 1 / 1.1)))); } }}>
+        <div class="canvas" ref={canvas} data-testid="canvas" onWheel={zoomAtPointer}>
           <div class="zoomed">{/* Annotorious wraps the image in a box of the image's own size: the image carries the zoom */}
             <div class="image-holder">
               <img ref={img} src={image.file} alt={image.original_name} onLoad={start} style={{ width: `${image.width * zoom}px`, maxWidth: "none" }} draggable={false} />
