@@ -963,6 +963,12 @@ def test_a_classification_set_without_classes_takes_its_first_class_in_the_edito
         _saved(page)
         shown = httpx.get(f"{app_url}/api/images/{second}/annotations").json()
         assert (shown["class_label"], shown["status"]) == (None, "unlabelled")
+        for key, back in (("Control+z", "cat"), ("Control+y", None), ("Control+z", "cat")):  # Del undone, as a shape
+            page.keyboard.press(key)
+            _saved(page)
+            assert httpx.get(f"{app_url}/api/images/{second}/annotations").json()["class_label"] == back, key
+        page.keyboard.press("Delete")
+        _saved(page)
         page.goto(f"{app_url}/#/datasets/{dataset}")  # and from the grid, for the images chosen
         page.click(".tile .pick >> nth=0")
         asked: list[str] = []

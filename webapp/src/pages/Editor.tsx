@@ -507,9 +507,30 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   };
   const pick = (name: string) => {
     if (set?.task !== "classify") choose(name);
-    else if (canEdit) { setClassLabel(name); save({ class_label: name }); }
+    else if (canEdit) classify(name);
   };
-  const unclass = () => { if (canEdit) { setClassLabel(null); save({ class_label: null }); } };  // unlabelled again
+  const unclass = () => { if (canEdit) classify(null); };  // unlabelled again
+  // A class given or taken, undone with Ctrl+Z and redone with Ctrl+Y as a shape is (Del took it for good).
+  const classes = useRef<{ undo: (string | null)[]; redo: (string | null)[] }>({ undo: [], redo: [] });
+  const classify = (name: string | null, { undoing = false } = {}) => {
+    if (!undoing) classes.current = { undo: [...classes.current.undo, classRef.current], redo: [] };
+    setClassLabel(name);
+    classRef.current = name;
+    save({ class_label: name });
+  };
+  const classifying = useRef(false);  // read by the keys' listener made once
+  classifying.current = set?.task === "classify";
+  const undoClass = (redo: boolean) => {
+    const { undo, redo: again } = classes.current;
+    const from = redo ? again : undo;
+    if (!from.length) return;
+    const name = from[from.length - 1];
+    classes.current = redo ? { undo: [...undo, classRef.current], redo: again.slice(0, -1) }
+      : { undo: undo.slice(0, -1), redo: [...again, classRef.current] };
+    classify(name, { undoing: true });
+  };
+  const undoClassRef = useRef(undoClass);
+  undoClassRef.current = undoClass;
 
   // Annotorious undoes and redoes shapes on Ctrl+Z / Ctrl+Y wherever they are pressed: in a text field they are the
   // field's own (its typing), so they go no further than the field; elsewhere they are the shapes' only, not also the
@@ -519,7 +540,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const ownKeys = (e: KeyboardEvent) => {
       if (!(e.ctrlKey || e.metaKey) || !/^[zy]$/i.test(e.key)) return;
       if (typing(e.target)) e.stopPropagation();
-      else if (begun()) {  // the undo is of finished shapes: pressed for the polygon begun, it deleted the one before
+      else if (classifying.current) {  // a class has no shapes: its own undo
+        e.preventDefault();
+        undoClassRef.current(e.key.toLowerCase() === "y");
+      } else if (begun()) {  // the undo is of finished shapes: pressed for the polygon begun, it deleted the one before
         e.stopPropagation();
         e.preventDefault();
         say("Undo and redo are for finished shapes: finish this one first (double-click or Enter), or press Esc to drop it.", true);
