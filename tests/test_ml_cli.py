@@ -364,6 +364,14 @@ def test_words_for_missing_are_missing_among_numbers_and_values_among_text(
     )
     predicted = forklift_here("ml", "predict", tmp_path / "m", tmp_path / "regions.csv")
     assert "never saw" not in predicted.stderr and "unknown" not in predicted.stderr, predicted.stderr
+    frame.loc[7, "hours"] = "abc"  # a typo among numbers and NAs: the typo is named, not the NA, nor a category made
+    frame.to_csv(tmp_path / "typo.csv", index=False)
+    result = forklift_here("ml", "fit", "--data", tmp_path / "typo.csv", tmp_path / "t", check=False)
+    assert result.returncode == 2 and "typo.csv: row 8, column 'hours': 'abc' is not a number" in result.stderr
+    (tmp_path / "spaced.csv").write_text('y, "a, b", c,\n1, 2, 3,\n0, 5, 6,\n' * 5)  # the header split as pandas does
+    forklift_here("ml", "fit", "--data", tmp_path / "spaced.csv", "--target", "y", tmp_path / "s")
+    features = json.loads((tmp_path / "s" / "forklift.json").read_text())["tabular"]["features"]
+    assert [feature["name"] for feature in features] == ["a, b", "c"]
 
 
 def test_a_forest_on_separable_rows_gives_probabilities_within_zero_and_one(tmp_path: Path) -> None:

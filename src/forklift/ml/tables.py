@@ -37,6 +37,7 @@ MISSING_WORDS = frozenset(  # what pandas reads as a missing value by default, b
     ("#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA",
      "NULL", "NaN", "None", "n/a", "nan", "null")
 )  # fmt: skip
+TRUTH_WORDS = ("True", "False", "true", "false", "TRUE", "FALSE")  # a column of booleans, as pandas writes them
 NUMBER_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 log = logging.getLogger(__name__)
 
@@ -234,8 +235,11 @@ def _missing_words_read(path: Path, frame: pd.DataFrame, *, keep: Collection[str
         if not words.any():
             continue
         others = values[~words & values.notna()]
-        if pd.to_numeric(others, errors="coerce").notna().all():
+        numbers = pd.to_numeric(others, errors="coerce").notna()
+        if numbers.all():
             frame[name] = pd.to_numeric(values.mask(words), errors="coerce")
+        elif numbers.mean() >= 0.5 or others.isin(TRUTH_WORDS).all():  # numbers with typos, or booleans: missing
+            frame[name] = values.mask(words)  # here too; the typos are the words' check's to name
         else:
             first = int(np.flatnonzero(words.to_numpy())[0])
             log.warning(
@@ -248,8 +252,8 @@ def _missing_words_read(path: Path, frame: pd.DataFrame, *, keep: Collection[str
 
 def _checked_header(path: Path) -> list[str]:
     """The header line's names, none of them twice."""
-    with path.open(newline="", encoding="utf-8-sig", errors="replace") as file:
-        header = [name.strip() for name in next(csv.reader(file), [])]
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as file:  # split as pandas splits it
+        header = [name.strip() for name in next(csv.reader(file, skipinitialspace=True), [])]
     twice = next((name for name, count in Counter(header).items() if count > 1 and name), None)
     if twice is not None:
         raise ForkliftError(f"{path}: two columns are named {twice!r}; rename one")
