@@ -214,6 +214,19 @@ def test_a_second_run_into_a_run_in_progress_is_refused(work: Path, trained: Pat
     finally:
         holder.kill()
         holder.wait()
+    fresh = work / "fresh-in-progress"  # a new run's OUT, held: a second new run into it leaves it be
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from pathlib import Path; "
+                               "from forklift.train.run_dir import holding\n"
+                               f"with holding(Path({str(fresh)!r})):\n print('held', flush=True); time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(ForkliftError, match=f"another run \\(pid {holder.pid}\\) is training into it"):
+            train(_settings(work), fresh)
+        assert (fresh / "checkpoints" / "lock").read_text() == str(holder.pid)
+    finally:
+        holder.kill()
+        holder.wait()
     failed = work / "failed-early" / "checkpoints"
     failed.mkdir(parents=True)
     (failed / "lock").write_text("1")

@@ -9,6 +9,7 @@ the trained model.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from forklift.evaluation.evaluate import evaluate
 from forklift.model_files.model_dir import open_model_dir
 from forklift.serve.process import ServerProcess
 from forklift.shared_data import shared_data_path
+from forklift.train.run_dir import last_checkpoint
 from forklift.train.settings import RunOptions, TrainSettings
 from forklift.train.small_cfg import slim_cfg
 from forklift.train.trainer import train
@@ -72,7 +74,10 @@ def run_demo(out: Path) -> int:
         print(f"[2/6] training a slim yolov3-tiny from scratch: {EPOCHS} epochs, about 4 minutes on 2 idle cores")
         started = time.perf_counter()
         settings = TrainSettings.of(data=data, cfg=cfg, epochs=EPOCHS, batch=BATCH, lr=LR, val_every=VAL_EVERY)
-        train(settings, model_dir, RunOptions(resume=(model_dir / "checkpoints").is_dir(), time_budget_s=MINUTES * 60))
+        resume = last_checkpoint(model_dir).is_file()
+        if not resume and model_dir.exists():  # a run stopped before its first epoch: the demo's own, begun again
+            shutil.rmtree(model_dir)
+        train(settings, model_dir, RunOptions(resume=resume, time_budget_s=MINUTES * 60))
         print(f"trained in {(time.perf_counter() - started) / 60:.1f} minutes")
     result = evaluate(model_dir, data, split="val", out=out / "eval")
     metrics = result.metrics

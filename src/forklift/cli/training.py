@@ -376,7 +376,7 @@ def _say_stopped(out: Path) -> None:
         epoch = torch.load(checkpoint, map_location="cpu", weights_only=False)["epoch"]
         print(f"stopped after epoch {epoch}; 'forklift train --resume {out}' goes on from there", file=sys.stderr)
     else:
-        print("stopped before the first epoch ended: nothing to resume", file=sys.stderr)
+        print(f"stopped before the first epoch ended: nothing to resume; remove {out} to start again", file=sys.stderr)
 
 
 def _check_paths(args: argparse.Namespace) -> None:
