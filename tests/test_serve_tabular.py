@@ -307,6 +307,16 @@ def test_v2_json_values_beyond_float32_are_named_by_position(
     assert "RuntimeWarning" not in log and "overflow" not in log
 
 
+def test_v2_nested_data_follows_its_shape(server: Server, fitted) -> None:
+    """Rows of 6 and 4 values were taken as a [2, 5] tensor, flattened; rows of 5 and 5 are, as they were."""
+    url = f"{server.url}/v2/models/clf/infer"
+    ragged, even = ([[0.5] * 6, [0.5] * 4], [[0.5] * 5, [0.5] * 5])
+    body = {"inputs": [{"name": "X", "datatype": "FP32", "shape": [2, 5], "data": ragged}]}
+    assert_error(httpx.post(url, json=body), 400, "input 'X': its nested data is not shaped [2, 5] (or give it flat)")
+    body["inputs"][0]["data"] = even
+    assert httpx.post(url, json=body).status_code == 200
+
+
 def test_v2_binary_bytes_that_do_not_match_their_header_are_named(server: Server, fitted) -> None:
     """Fewer bytes than binary_data_size (it said the size, not what came), more (ignored), none at all."""
     width = _settings(fitted["clf"]).width
@@ -436,6 +446,7 @@ def test_a_batch_timeout_waits_for_requests_that_come_later(fitted, timeout_ms: 
             "missing value",
         ),
         ("clf", b'[[1, -Infinity, "red"]]', "(char 6)): NaN and Infinity are no JSON numbers"),
+        ("clf", '[{"c": "rouge\u00e9\u00e9\u00e9", "a": NaN}]'.encode(), "NaN and Infinity are no JSON numbers"),
     ],
 )
 def test_bad_rows_are_refused_in_one_line(server: Server, model: str, body: Any, words: str) -> None:

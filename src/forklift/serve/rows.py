@@ -36,7 +36,7 @@ def parse_rows(body: bytes, settings: TabularSettings) -> np.ndarray:
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:  # its message names the line and column, or the nesting's limit
-        if body[exc.pos : exc.pos + 3] in (b"NaN", b"Inf"):  # -Infinity's too: the error is at its I
+        if exc.doc[exc.pos : exc.pos + 3] in ("NaN", "Inf"):  # -Infinity's too: at its I (pos counts characters)
             raise HttpError(400, f"the body is not JSON ({exc}): NaN and Infinity are no JSON numbers; send null "
                                  "for a missing value") from exc  # fmt: skip
         raise HttpError(400, f"the body is not JSON ({exc}): send {BODY}") from exc

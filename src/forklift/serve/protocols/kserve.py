@@ -217,6 +217,8 @@ def _input_tensor(spec: TensorIn, binary: bytes, signature: Signature) -> np.nda
         raise HttpError(400, f"input {name!r}: its data is in the JSON, and {len(binary)} bytes follow it that no "
                              "input claims")  # fmt: skip
     else:
+        if any(isinstance(value, list) for value in spec.data) and not _nested_as(spec.data, shape):
+            raise HttpError(400, f"input {name!r}: its nested data is not shaped {shape} (or give it flat)")
         given = np.asarray(_json_numbers(spec.data, name), dtype=np.float64)  # as sent: 1e300 is named, unwarned
         if given.size != count:
             raise HttpError(400, f"input {name!r}: {given.size} values do not fill shape {shape}")
@@ -255,6 +257,15 @@ def _json_numbers(data: list[Any], name: str) -> list[float]:
 
     gather(data)
     return flat
+
+
+def _nested_as(values: list[Any], shape: list[int]) -> bool:
+    """Whether nested data holds lists exactly as `shape` says, row-major ([[1, 2], [3]] is no [2, 2] tensor)."""
+    if len(values) != shape[0]:
+        return False
+    if len(shape) == 1:
+        return not any(isinstance(value, list) for value in values)
+    return all(isinstance(value, list) and _nested_as(value, shape[1:]) for value in values)
 
 
 def _wants_binary(request: InferRequest, output_name: str) -> bool:
