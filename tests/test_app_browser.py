@@ -1080,6 +1080,8 @@ def test_a_polygon_begun_is_drawn_as_clicked_and_ctrl_z_leaves_the_one_before_al
         page.keyboard.press("Control+z")
         page.wait_for_selector("text=Undo and redo are for finished shapes: finish this one first")
         assert _shapes_once_saved(page, shapes_url) == [first]
+        left, top, scale = _scale(page)
+        page.mouse.move(left + 300 * scale, top + 250 * scale)  # the mouse elsewhere: no point of hers
         for _ in range(2):
             page.keyboard.press("Enter")
         page.wait_for_selector("text=A polygon needs 3 points or more around an area to close")

@@ -465,14 +465,19 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const closePolygon = () => {
     const at = lastClick.current, target = at && document.elementFromPoint(at.x, at.y);
     if (!at || !target || !begun()) return;
-    if (!drawable(distinct(drawnPoints()))) {
-      say(TOO_FEW, true);
-      return;
-    }
-    const click = { clientX: at.x, clientY: at.y, button: 0, buttons: 1, isPrimary: true, bubbles: true, cancelable: true, pointerType: "mouse" };
-    target.dispatchEvent(new PointerEvent("pointerdown", click));
-    target.dispatchEvent(new PointerEvent("pointerup", { ...click, buttons: 0 }));
-    target.dispatchEvent(new MouseEvent("dblclick", { clientX: at.x, clientY: at.y, bubbles: true, cancelable: true }));
+    const click = { clientX: at.x, clientY: at.y, button: 0, buttons: 0, isPrimary: true, bubbles: true, cancelable: true, pointerType: "mouse" };
+    // The pointer back on the last point first: the click adds the pointer's place, which the double-click takes
+    // off again, and the points are judged without wherever the mouse went since.
+    target.dispatchEvent(new PointerEvent("pointermove", click));
+    window.setTimeout(() => {  // the outline drawn with the pointer there
+      if (!drawable(distinct(drawnPoints()))) {
+        say(TOO_FEW, true);
+        return;
+      }
+      target.dispatchEvent(new PointerEvent("pointerdown", { ...click, buttons: 1 }));
+      target.dispatchEvent(new PointerEvent("pointerup", click));
+      target.dispatchEvent(new MouseEvent("dblclick", { clientX: at.x, clientY: at.y, bubbles: true, cancelable: true }));
+    }, 0);
   };
   const go = (id: number | null | undefined) => {
     if (!id) return false;
