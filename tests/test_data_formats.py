@@ -340,6 +340,12 @@ def test_yolo_segment_lines_are_polygons_and_coco_masks_kept_as_boxes_are_counte
     polygon, box = next(image.boxes for image in load_dataset(tmp_path / "back").images if image.file.endswith("1.png"))
     assert polygon.polygon == ((24.0, 24.0), (72.0, 24.0), (48.0, 72.0)) and (polygon.x1, polygon.y2) == (24.0, 72.0)
     assert box.polygon is None and (box.x1, box.x2) == pytest.approx((38.4, 57.6))
+    config = yaml.safe_load((yolo / "data.yaml").read_text())
+    (yolo / "data.yaml").write_text(yaml.safe_dump({**config, "kpt_shape": [2, 3]}))  # a pose set: box, then points
+    (yolo / "labels" / "train" / "000001.txt").write_text("1 0.5 0.5 0.2 0.2 0.45 0.45 2 0.55 0.55 2\n")
+    import_dataset("yolo", yolo / "data.yaml", tmp_path / "pose")
+    (pose,) = next(image.boxes for image in load_dataset(tmp_path / "pose").images if image.file.endswith("1.png"))
+    assert pose.polygon is None and (pose.x1, pose.x2) == pytest.approx((38.4, 57.6))  # its 10 values no polygon
     image = shapes.images[0]
     two_parts, one = [[1, 1, 9, 1, 5, 8], [20, 20, 30, 20, 25, 28]], [[60, 60, 69, 60, 64, 69]]
     document = {

@@ -27,7 +27,7 @@ from postgres import postgres_server
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
 from forklift.train.settings import TrainSettings
-from forklift.tune.search import Plan, _keep_best, tune
+from forklift.tune.search import Plan, _check_same_search, _keep_best, tune
 from forklift.tune.space import parse_dimension
 from forklift.tune.training import SETTINGS, TrainingJob, training_space
 from forklift.tune.trial import Search
@@ -140,6 +140,23 @@ def test_a_set_without_val_images_is_refused_before_any_trial(tmp_path: Path) ->
     result = forklift_here(*tune_command(data, tmp_path / "out", "--trials", "2"), check=False)
     assert result.returncode == 2 and f"{data}: no val images, and each trial is measured on them" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_study_resumed_may_move_a_range_but_not_its_choices_or_settings(data: Path, tmp_path: Path) -> None:
+    """Optuna takes a range moved; another list of choices, a range's scale, or another fixed setting is refused."""
+    study = optuna.create_study(study_name="s", storage=journal(tmp_path))
+
+    def search(*space: str, epochs: int = 2) -> Search:
+        job = TrainingJob(TrainSettings.of(data=data, cfg=CLASSIFIER, epochs=epochs), "top1")
+        return Search(job, tmp_path, tuple(parse_dimension(spec, SETTINGS) for spec in space))
+
+    _check_same_search(study, search("lr=1e-4..1e-2:log", "batch=8,16"))
+    _check_same_search(study, search("lr=1e-5..1e-1:log", "batch=8,16"))  # wider: as Optuna takes it
+    for refused, words in [(search("lr=1e-4..1e-2", "batch=8,16"), "measures space"),
+                           (search("lr=1e-4..1e-2:log", "batch=8,32"), "measures space"),
+                           (search("lr=1e-4..1e-2:log", "batch=8,16", epochs=3), "measures settings")]:  # fmt: skip
+        with pytest.raises(ForkliftError, match=words):
+            _check_same_search(study, refused)
 
 
 @pytest.mark.slow

@@ -38,6 +38,7 @@ from tqdm import tqdm
 from forklift.errors import ForkliftError
 from forklift.tune import PRUNERS, SAMPLERS
 from forklift.tune.report import describe_trial, write_report
+from forklift.tune.space import Dimension
 from forklift.tune.storage import fail_dead_trials, open_storage
 from forklift.tune.trial import Search, StepUnit, run_trial
 
@@ -99,7 +100,7 @@ def _check_same_search(study: optuna.Study, search: Search) -> None:
     """A study remembers what it measures and over what space; resuming it with another metric, data set, fixed
     setting (--epochs, --img) or --space is refused before a trial starts (another space's choices failed each
     trial in Optuna, and other settings' trials would be ranked against the old ones)."""
-    space = " ".join(sorted(str(dimension) for dimension in search.dimensions))
+    space = " ".join(sorted(_kept(dimension) for dimension in search.dimensions))
     recorded = {"metric": search.job.metric} | search.job.inputs() | {"space": space}
     differing = [key for key, value in recorded.items() if study.user_attrs.get(key, value) != value]
     if differing:
@@ -111,6 +112,15 @@ def _check_same_search(study: optuna.Study, search: Search) -> None:
     for key, value in recorded.items():
         if key not in study.user_attrs:
             study.set_user_attr(key, value)
+
+
+def _kept(dimension: Dimension) -> str:
+    """What a study keeps of a dimension: its choices, or a range's kind; a range may move (Optuna takes that),
+    a list of choices or a range's scale may not (each trial failed)."""
+    if dimension.choices is not None:
+        return str(dimension)
+    kind = "whole" if dimension.step is not None else "real"
+    return f"{dimension.name}={kind} range{':log' if dimension.log else ''}"
 
 
 def _finished(study: optuna.Study) -> int:

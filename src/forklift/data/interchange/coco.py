@@ -143,9 +143,14 @@ def _annotations(
         x, y, w, h = (float(v) for v in bbox)
         segmentation = annotation.get("segmentation")
         outline, found_by = _outline(segmentation), _found_by(annotation.get("attributes"))
-        builder.summary.boxed += outline is None and bool(segmentation)
+        builder.summary.boxed += outline is None and _holds_outline(segmentation)
         boxes[image].append(RawBox(name, x, y, x + w, y + h, polygon=outline, found_by=found_by))
     return boxes, regions
+
+
+def _holds_outline(segmentation: Any) -> bool:
+    """Whether a segmentation outlines anything: an RLE mask, or a polygon with points (`[[]]` is none)."""
+    return isinstance(segmentation, dict) or (isinstance(segmentation, list) and any(segmentation))
 
 
 def _found_by(attributes: Any) -> FoundBy | None:

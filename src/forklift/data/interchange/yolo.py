@@ -40,6 +40,7 @@ def read(source: Path, builder: DatasetBuilder) -> None:
     is malformed or names no class are skipped and reported."""
     config = _config(source)
     names = _names(config.get("names"), str(source))
+    keypoints = _keypoint_values(config.get("kpt_shape"), str(source))
     for name in names:
         builder.add_class(name)
     root = source.parent / str(config.get("path") or "")
@@ -54,7 +55,7 @@ def read(source: Path, builder: DatasetBuilder) -> None:
                 builder.skip(REPEATED_SPLIT, f"{split}: {folder} (read as {read[directory.resolve()]})")
             elif directory.is_dir():
                 read[directory.resolve()] = split
-                _read_folder(directory, split, names, builder, root=root)
+                _read_folder(directory, split, names, builder, root=root, keypoints=keypoints)
             elif directory.exists():
                 raise ForkliftError(f"{source}: {split} folder {directory} is not a folder (lists are not supported)")
             else:
@@ -70,14 +71,16 @@ def _split_folder(root: Path, folder: str, builder: DatasetBuilder) -> Path:
     return directory
 
 
-def _read_folder(directory: Path, split: str, names: list[str], builder: DatasetBuilder, *, root: Path) -> None:
+def _read_folder(
+    directory: Path, split: str, names: list[str], builder: DatasetBuilder, *, root: Path, keypoints: int
+) -> None:
     """One split folder's images with their labels, then the label files no image there owns."""
     images = sorted(p for p in directory.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
     for image in images:
         size = checked_size(image, builder, _shown(image, root))
         if size is None:
             continue
-        boxes = _labels(_label_path(image), names, size, builder, root=root)
+        boxes = _labels(_label_path(image), names, size, builder, root=root, keypoints=keypoints)
         if boxes is not None:
             builder.add_image(image.name, image, *size, split, boxes, str(image))
     owned = {_label_path(image) for image in images}
@@ -166,11 +169,21 @@ def _shown(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
+def _keypoint_values(shape: object, where: str) -> int:
+    """How many values follow a pose label's box: data.yaml's kpt_shape [keypoints, 2 or 3]; 0 without one."""
+    if shape is None:
+        return 0
+    if not (isinstance(shape, list) and len(shape) == 2 and all(isinstance(v, int) and v > 0 for v in shape)):
+        raise ForkliftError(f"{where}: kpt_shape must be [keypoints, 2 or 3], not {shape!r}")
+    return shape[0] * shape[1]
+
+
 def _labels(
-    path: Path, names: list[str], size: tuple[int, int], builder: DatasetBuilder, *, root: Path
+    path: Path, names: list[str], size: tuple[int, int], builder: DatasetBuilder, *, root: Path, keypoints: int
 ) -> list[RawBox] | None:
     """An image's boxes in pixels (no label file means no boxes); lines that are malformed or name no class are
-    skipped. None when the file cannot be read at all: its image is skipped rather than imported without boxes."""
+    skipped. None when the file cannot be read at all: its image is skipped rather than imported without boxes.
+    A pose set's lines (`keypoints` values after the box) are their boxes; a polygon line is no pose label."""
     if not path.is_file():
         return []
     try:
@@ -189,7 +202,9 @@ def _labels(
             index, values = int(fields[0]), [float(value) for value in fields[1:]]
         except ValueError:
             index, values = -1, []
-        if len(values) != 4 and (len(values) < 6 or len(values) % 2):
+        if keypoints and len(values) == 4 + keypoints:
+            values = values[:4]
+        elif keypoints or (len(values) != 4 and (len(values) < 6 or len(values) % 2)):
             builder.skip(MALFORMED_LINE, f"{at} {line.strip()[:40]!r}")
             continue
         if not 0 <= index < len(names):
