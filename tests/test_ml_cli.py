@@ -374,6 +374,27 @@ def test_words_for_missing_are_missing_among_numbers_and_values_among_text(
     assert [feature["name"] for feature in features] == ["a, b", "c"]
 
 
+def test_compressed_tables_are_read_as_their_plain_ones(tmp_path: Path) -> None:
+    """train.csv.gz and train.svm.bz2 were refused by their suffix, where the chunked writer read them."""
+    import bz2
+    import gzip
+
+    frame = income_table(80, 9)
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    (tmp_path / "train.csv.gz").write_bytes(gzip.compress((tmp_path / "train.csv").read_bytes()))
+    forklift_here("ml", "fit", "--data", tmp_path / "train.csv", "--model", "tree", tmp_path / "plain")
+    forklift_here("ml", "fit", "--data", tmp_path / "train.csv.gz", "--model", "tree", tmp_path / "packed")
+    plain, packed = (json.loads((tmp_path / name / "forklift.json").read_text()) for name in ("plain", "packed"))
+    assert plain["tabular"] == packed["tabular"]
+    evaluated = forklift_here("eval", tmp_path / "packed", "--data", tmp_path / "train.csv.gz", "--json")
+    assert json.loads(evaluated.stdout)["rows"] == 80
+    X, y = np.array([[0.5, 1.0], [0.1, 0.0], [0.7, 0.2], [0.0, 0.9]] * 10), np.array([1, 0, 1, 0] * 10)
+    dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=True)
+    (tmp_path / "train.svm.bz2").write_bytes(bz2.compress((tmp_path / "train.svm").read_bytes()))
+    forklift_here("ml", "fit", "--data", tmp_path / "train.svm.bz2", "--model", "logistic", tmp_path / "svm")
+    assert json.loads((tmp_path / "svm" / "forklift.json").read_text())["tabular"]["libsvm_zero_based"] is True
+
+
 def test_a_forest_on_separable_rows_gives_probabilities_within_zero_and_one(tmp_path: Path) -> None:
     """Ten trees' float32 leaf shares sum to 1.0000001: the model must still answer probabilities."""
     rows = 200

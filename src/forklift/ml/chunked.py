@@ -11,28 +11,25 @@ Written from a libsvm file, a CSV file or an array (``np.memmap`` included) by :
 
 from __future__ import annotations
 
-import bz2
 import contextlib
 import csv
 import dataclasses
-import gzip
 import json
 import numbers
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from forklift.atomic import write_text_atomically
-from forklift.ml.svmlight import load_svmlight_file, read_as_one_based
+from forklift.ml.svmlight import COMPRESSED, load_svmlight_file, read_as_one_based
 
 MANIFEST = "manifest.json"
 MAX_LABELS = 1000  # more distinct targets than this are a regression's: the manifest keeps no list of them
-COMPRESSED: dict[str, Callable[..., IO[Any]]] = {".gz": gzip.open, ".bz2": bz2.open}
 FORMAT = "forklift.ml.chunked/2"
 READABLE = (FORMAT, "forklift.ml.chunked/1")
 

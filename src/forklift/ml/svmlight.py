@@ -12,9 +12,9 @@ import gzip
 import itertools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,12 +25,12 @@ LARGEST_INDEX = int(np.iinfo(np.int32).max) - 1  # the reader's indices are C in
 _LINE = re.compile(rf"^\s*(?:{_NUMBER})(?:\s+qid:\d+)?(?:\s+\d+:(?:{_NUMBER}))*\s*(?:#.*)?$", re.IGNORECASE)
 
 
+COMPRESSED: dict[str, Callable[..., IO[Any]]] = {".gz": gzip.open, ".bz2": bz2.open}  # files read through these
+
+
 def _open(path: Path) -> IO[bytes]:
-    if path.suffix == ".gz":
-        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
-    if path.suffix == ".bz2":
-        return bz2.BZ2File(path, "rb")
-    return open(path, "rb")
+    opener = COMPRESSED.get(path.suffix)
+    return opener(path, "rb") if opener is not None else open(path, "rb")
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

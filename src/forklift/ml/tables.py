@@ -17,17 +17,17 @@ from collections import Counter
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from forklift.errors import ForkliftError
-from forklift.ml.svmlight import load_svmlight_file, read_as_one_based
+from forklift.ml.svmlight import COMPRESSED, load_svmlight_file, read_as_one_based
 from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns, input_columns
 
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")  # a CSV or libsvm file may be compressed too: .csv.gz, .svm.bz2
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
 LIBSVM_TARGET = "label"  # what a libsvm file's labels are called: its target
 NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
@@ -68,7 +68,7 @@ def read_table(
     its index base where another file decided it (the training file's for its test file: a 0-based test file may
     happen to hold no index 0, and read by itself it would be taken as 1-based, each feature one column over)."""
     _check_is_file(path)
-    suffix = path.suffix.lower()
+    suffix = table_suffix(path)
     if suffix in SVMLIGHT_SUFFIXES:
         if target not in (None, LIBSVM_TARGET):
             raise ForkliftError(
@@ -121,13 +121,13 @@ def read_features(path: Path, settings: TabularSettings, *, target: str | None =
     file's labels are always its target)."""
     names, zero_based = settings.names, settings.libsvm_zero_based
     _check_is_file(path)
-    if path.suffix.lower() in SVMLIGHT_SUFFIXES:
+    if table_suffix(path) in SVMLIGHT_SUFFIXES:
         table = read_table(path, target=None, n_features=len(names), zero_based=zero_based)
         if list(table.columns) != list(names):
             raise ForkliftError(f"{path}: {len(table.columns)} features; the model takes {len(names)}")
         return table
     categories = {f.name for f in settings.features if f.kind is FeatureKind.CATEGORY}
-    frame = _read_frame(path, path.suffix.lower(), text=categories)
+    frame = _read_frame(path, table_suffix(path), text=categories)
     missing = [name for name in names if name not in frame.columns]
     if missing:
         raise ForkliftError(f"{path}: no column {missing[0]!r}, a feature of the model")
@@ -145,6 +145,19 @@ def read_features(path: Path, settings: TabularSettings, *, target: str | None =
     columns = {name: _column(path, name, frame[name], text=name in categories) for name in names}
     truth = None if target is None else frame[target].to_numpy()
     return Table(columns, truth, target or "", frame.shape[0], str(path))
+
+
+def table_suffix(path: Path) -> str:
+    """What a table's file is by its name: `.csv` for train.csv and train.csv.gz (read through gzip or bz2)."""
+    return (Path(path.stem) if path.suffix.lower() in COMPRESSED else path).suffix.lower()
+
+
+def _text(path: Path) -> IO[str]:
+    """A CSV file's text, as its readers read it (UTF-8, a byte-order mark dropped), decompressed where it is."""
+    opener = COMPRESSED.get(path.suffix.lower())
+    if opener is not None:
+        return opener(path, "rt", newline="", encoding="utf-8-sig")
+    return path.open(newline="", encoding="utf-8-sig")
 
 
 def _check_is_file(path: Path) -> None:
@@ -211,7 +224,9 @@ def _read_frame(path: Path, suffix: str, *, text: Collection[str] = ()) -> pd.Da
 
 def _not_utf8(path: Path) -> str:
     """Where a CSV file stops being UTF-8 text, by line, and what to do."""
-    data = path.read_bytes()
+    opener = COMPRESSED.get(path.suffix.lower())
+    with opener(path, "rb") if opener is not None else path.open("rb") as file:
+        data = file.read()
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return f"{path}: UTF-16 text (as a spreadsheet's 'Unicode text' is saved); save it as CSV in UTF-8"
     try:
@@ -252,7 +267,7 @@ def _missing_words_read(path: Path, frame: pd.DataFrame, *, keep: Collection[str
 
 def _checked_header(path: Path) -> list[str]:
     """The header line's names, none of them twice."""
-    with path.open(newline="", encoding="utf-8-sig", errors="replace") as file:  # split as pandas splits it
+    with _text(path) as file:  # split as pandas splits it
         header = [name.strip() for name in next(csv.reader(file, skipinitialspace=True), [])]
     twice = next((name for name, count in Counter(header).items() if count > 1 and name), None)
     if twice is not None:
@@ -278,7 +293,7 @@ def _refuse_ragged_row(path: Path) -> None:
     values at its end, and rows each one field longer than the header as an index, silently; so a file read with a
     missing value in its last column or with an index is parsed again, as pandas parses it (spaces after a comma
     skipped: `, "sales, retail"` is one quoted field), by Python's csv reader, counting each row's fields."""
-    with path.open(newline="", encoding="utf-8-sig") as file:
+    with _text(path) as file:
         lines: list[str] = []  # the lines of the record the reader is at
 
         def kept() -> Iterator[str]:
