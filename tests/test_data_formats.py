@@ -343,7 +343,8 @@ def test_yolo_segment_lines_are_polygons_and_coco_masks_kept_as_boxes_are_counte
     config = yaml.safe_load((yolo / "data.yaml").read_text())
     (yolo / "data.yaml").write_text(yaml.safe_dump({**config, "kpt_shape": [2, 3]}))  # a pose set: box, then points
     (yolo / "labels" / "train" / "000001.txt").write_text("1 0.5 0.5 0.2 0.2 0.45 0.45 2 0.55 0.55 2\n")
-    import_dataset("yolo", yolo / "data.yaml", tmp_path / "pose")
+    posed = import_dataset("yolo", yolo / "data.yaml", tmp_path / "pose")
+    assert posed.changes() == ["1 boxes of a pose set kept without their keypoints"]  # said, not dropped unsaid
     (pose,) = next(image.boxes for image in load_dataset(tmp_path / "pose").images if image.file.endswith("1.png"))
     assert pose.polygon is None and (pose.x1, pose.x2) == pytest.approx((38.4, 57.6))  # its 10 values no polygon
     image = shapes.images[0]

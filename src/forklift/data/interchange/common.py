@@ -106,6 +106,7 @@ class ImportSummary:
     crowd: int = 0
     renamed: int = 0
     boxed: int = 0  # outlines a box has to stand for (an RLE mask, an object in several parts)
+    posed: int = 0  # a pose set's labels whose keypoints were left out (their boxes kept)
     skipped_items: SkippedItems = field(default_factory=SkippedItems)
 
     @property
@@ -125,7 +126,7 @@ class ImportSummary:
             f"imported {self.images} images, {self.boxes} boxes, {self.classes} classes into {self.out} "
             f"({self.clipped} boxes clipped to their image, {self.dropped} empty boxes dropped, "
             f"{self.crowd} crowd boxes skipped, {self.boxed} outlines kept as their boxes, {self.renamed} files "
-            "renamed)"
+            f"renamed{f', {self.posed} keypoint sets left out' if self.posed else ''})"
         )
 
     def changes(self) -> list[str]:
@@ -135,6 +136,7 @@ class ImportSummary:
         counted = [
             (self.crowd if detect else 0, "crowd regions (iscrowd: 1) skipped: their objects are not labelled"),
             (self.boxed, "outlines kept as their boxes only (an RLE mask, or an object in several parts)"),
+            (self.posed, "boxes of a pose set kept without their keypoints"),
             (self.clipped, "boxes clipped to their image"),
             (self.dropped, "empty boxes dropped"),
         ]

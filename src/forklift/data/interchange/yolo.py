@@ -204,6 +204,7 @@ def _labels(
             index, values = -1, []
         if keypoints and len(values) == 4 + keypoints:
             values = values[:4]
+            builder.summary.posed += 1
         elif keypoints or (len(values) != 4 and (len(values) < 6 or len(values) % 2)):
             builder.skip(MALFORMED_LINE, f"{at} {line.strip()[:40]!r}")
             continue
