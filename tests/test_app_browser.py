@@ -1059,14 +1059,10 @@ def test_a_polygon_begun_is_drawn_as_clicked_and_ctrl_z_leaves_the_one_before_al
 ) -> None:
     """Ctrl+Z pressed while a polygon was being drawn deleted the polygon finished before it (saved so); Enter on a
     polygon of two points did nothing, unsaid, and repeated its last point each time (saved with it later)."""
-    with httpx.Client(base_url=app_url, timeout=60) as client:
-        dataset = client.post("/api/datasets", json={"name": "outlines"}).json()["id"]
-        files = [("files", ("a.png", png(400, 300, seed=5)))]
-        (image,) = client.post(f"/api/datasets/{dataset}/images", files=files).json()["added"]
-        client.post(f"/api/datasets/{dataset}/labels", json={"name": "leaf"})
-    shapes_url = f"{app_url}/api/images/{image['id']}/annotations"
+    dataset, image_id = _one_image_labelled_car(app_url, "outlines")
+    shapes_url = f"{app_url}/api/images/{image_id}/annotations"
     with chromium_page(800) as (page, errors):
-        page.goto(f"{app_url}/#/datasets/{dataset}/images/{image['id']}")
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{image_id}")
         page.wait_for_selector(".editor img")
         _saved(page)
         page.keyboard.press("1")

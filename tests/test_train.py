@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import cv2
@@ -193,6 +195,20 @@ def test_resume_keeps_the_checkpoints_settings(work: Path, trained: Path, capsys
         assert torch.equal(resumed["model"][key], value), key
 
 
+@contextmanager
+def _held(out: Path) -> Iterator[int]:
+    """OUT's lock held by another process, as a run in progress holds it; its pid."""
+    script = (f"import time; from pathlib import Path; from forklift.train.run_dir import holding\n"
+              f"with holding(Path({str(out)!r})):\n print('held', flush=True); time.sleep(120)")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_a_second_run_into_a_run_in_progress_is_refused(work: Path, trained: Path, capsys) -> None:
     """`train --resume OUT` typed while OUT's run still trained started a second trainer on it: both wrote its
@@ -200,33 +216,17 @@ def test_a_second_run_into_a_run_in_progress_is_refused(work: Path, trained: Pat
     only the lock, does not keep OUT from a new run."""
     out = train(_settings(work), work / "in-progress", RunOptions(time_budget_s=0.0))
     checkpoint = (out / "checkpoints" / "last.pt").read_bytes()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from forklift.train.run_dir import holding\n"
-                               f"with holding(Path({str(out)!r})):\n print('held', flush=True); time.sleep(120)"],
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with _held(out) as pid:
         capsys.readouterr()
         assert main(["train", "--resume", str(out)]) == 2
         err = capsys.readouterr().err
-        assert f"{out}: another run (pid {holder.pid}) is training into it" in err and err.count("\n") == 1, err
+        assert f"{out}: another run (pid {pid}) is training into it" in err and err.count("\n") == 1, err
         assert (out / "checkpoints" / "last.pt").read_bytes() == checkpoint
-    finally:
-        holder.kill()
-        holder.wait()
     fresh = work / "fresh-in-progress"  # a new run's OUT, held: a second new run into it leaves it be
-    holder = subprocess.Popen([sys.executable, "-c", "import time; from pathlib import Path; "
-                               "from forklift.train.run_dir import holding\n"
-                               f"with holding(Path({str(fresh)!r})):\n print('held', flush=True); time.sleep(120)"],
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        with pytest.raises(ForkliftError, match=f"another run \\(pid {holder.pid}\\) is training into it"):
+    with _held(fresh) as pid:
+        with pytest.raises(ForkliftError, match=f"another run \\(pid {pid}\\) is training into it"):
             train(_settings(work), fresh)
-        assert (fresh / "checkpoints" / "lock").read_text() == str(holder.pid)
-    finally:
-        holder.kill()
-        holder.wait()
+        assert (fresh / "checkpoints" / "lock").read_text() == str(pid)
     failed = work / "failed-early" / "checkpoints"
     failed.mkdir(parents=True)
     (failed / "lock").write_text("1")

@@ -28,13 +28,14 @@ _LINE = re.compile(rf"^\s*(?:{_NUMBER})(?:\s+qid:\d+)?(?:\s+\d+:(?:{_NUMBER}))*\
 COMPRESSED: dict[str, Callable[..., IO[Any]]] = {".gz": gzip.open, ".bz2": bz2.open}  # files read through these
 
 
-def _open(path: Path) -> IO[bytes]:
-    opener = COMPRESSED.get(path.suffix)
+def open_bytes(path: Path) -> IO[bytes]:
+    """A file's bytes, decompressed where its suffix says it is compressed."""
+    opener = COMPRESSED.get(path.suffix.lower())
     return opener(path, "rb") if opener is not None else open(path, "rb")
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    with _open(path) as stream:
+    with open_bytes(path) as stream:
         for number, raw in enumerate(stream, start=1):
             yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
 

@@ -10,6 +10,7 @@ absent entries are zeros, as libsvm reads them.
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import numbers
 import re
@@ -24,7 +25,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from forklift.errors import ForkliftError
-from forklift.ml.svmlight import COMPRESSED, load_svmlight_file, read_as_one_based
+from forklift.ml.svmlight import COMPRESSED, load_svmlight_file, open_bytes, read_as_one_based
 from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns, input_columns
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")  # a CSV or libsvm file may be compressed too: .csv.gz, .svm.bz2
@@ -154,10 +155,7 @@ def table_suffix(path: Path) -> str:
 
 def _text(path: Path) -> IO[str]:
     """A CSV file's text, as its readers read it (UTF-8, a byte-order mark dropped), decompressed where it is."""
-    opener = COMPRESSED.get(path.suffix.lower())
-    if opener is not None:
-        return opener(path, "rt", newline="", encoding="utf-8-sig")
-    return path.open(newline="", encoding="utf-8-sig")
+    return io.TextIOWrapper(open_bytes(path), encoding="utf-8-sig", newline="")
 
 
 def _check_is_file(path: Path) -> None:
@@ -224,8 +222,7 @@ def _read_frame(path: Path, suffix: str, *, text: Collection[str] = ()) -> pd.Da
 
 def _not_utf8(path: Path) -> str:
     """Where a CSV file stops being UTF-8 text, by line, and what to do."""
-    opener = COMPRESSED.get(path.suffix.lower())
-    with opener(path, "rb") if opener is not None else path.open("rb") as file:
+    with open_bytes(path) as file:
         data = file.read()
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return f"{path}: UTF-16 text (as a spreadsheet's 'Unicode text' is saved); save it as CSV in UTF-8"

@@ -523,16 +523,16 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     classRef.current = name;
     save({ class_label: name });
   };
-  const classifying = useRef(false);  // read by the keys' listener made once
-  classifying.current = set?.task === "classify";
-  const undoClass = (redo: boolean) => {
+  const undoClass = (redo: boolean) => {  // whether the key was the class's (a classification set's)
+    if (set?.task !== "classify") return false;
     const { undo, redo: again } = classes.current;
     const from = redo ? again : undo;
-    if (!from.length) return;
+    if (!from.length) return true;
     const name = from[from.length - 1];
     classes.current = redo ? { undo: [...undo, classRef.current], redo: again.slice(0, -1) }
       : { undo: undo.slice(0, -1), redo: [...again, classRef.current] };
     classify(name, { undoing: true });
+    return true;
   };
   const undoClassRef = useRef(undoClass);
   undoClassRef.current = undoClass;
@@ -545,10 +545,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const ownKeys = (e: KeyboardEvent) => {
       if (!(e.ctrlKey || e.metaKey) || !/^[zy]$/i.test(e.key)) return;
       if (typing(e.target)) e.stopPropagation();
-      else if (classifying.current) {  // a class has no shapes: its own undo
-        e.preventDefault();
-        undoClassRef.current(e.key.toLowerCase() === "y");
-      } else if (begun()) {  // the undo is of finished shapes: pressed for the polygon begun, it deleted the one before
+      else if (undoClassRef.current(e.key.toLowerCase() === "y")) e.preventDefault();  // a class has no shapes
+      else if (begun()) {  // the undo is of finished shapes: pressed for the polygon begun, it deleted the one before
         e.stopPropagation();
         e.preventDefault();
         say("Undo and redo are for finished shapes: finish this one first (double-click or Enter), or press Esc to drop it.", true);
