@@ -395,6 +395,35 @@ def test_compressed_tables_are_read_as_their_plain_ones(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "svm" / "forklift.json").read_text())["tabular"]["libsvm_zero_based"] is True
 
 
+def test_a_tsv_file_is_read_separated_by_tabs_and_a_file_named_for_the_other_separator_is_said(
+    tmp_path: Path,
+) -> None:
+    """A .tsv table was refused by its suffix; named .csv, a tab-separated file is one column, and the other way."""
+    frame = income_table(80, 10)
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    frame.to_csv(tmp_path / "train.tsv", index=False, sep="\t")
+    frame.to_csv(tmp_path / "commas.tsv", index=False)
+    frame.to_csv(tmp_path / "tabs.csv", index=False, sep="\t")
+    forklift_here("ml", "fit", "--data", tmp_path / "train.csv", "--model", "tree", tmp_path / "csv")
+    forklift_here("ml", "fit", "--data", tmp_path / "train.tsv", "--model", "tree", tmp_path / "tsv")
+    from_csv, from_tsv = (json.loads((tmp_path / name / "forklift.json").read_text()) for name in ("csv", "tsv"))
+    assert from_csv["tabular"] == from_tsv["tabular"]
+    predicted = [forklift_here("ml", "predict", tmp_path / "tsv", tmp_path / name).stdout
+                 for name in ("train.csv", "train.tsv")]  # fmt: skip
+    assert predicted[0] == predicted[1] and len(predicted[0].splitlines()) == 81
+    header = "\t".join(frame.columns)
+    for name, message in (
+        ("commas.tsv", "a .tsv file is read as separated by tabs (name the file .csv if it is separated by ',')"),
+        ("tabs.csv", "forklift reads CSV separated by commas (name the file .tsv if it is separated by '\\t')"),
+    ):
+        result = forklift_here("ml", "fit", "--data", tmp_path / name, tmp_path / "out", check=False)
+        assert result.returncode == 2 and result.stderr.strip().endswith(message), result.stderr
+        assert ("'" + header.replace("\t", "\\t") + "'" in result.stderr) == (name == "tabs.csv")
+    (tmp_path / "short.tsv").write_text("a\tb\ty\n1\t2\t0\n3\t4\n")
+    result = forklift_here("ml", "fit", "--data", tmp_path / "short.tsv", tmp_path / "out", check=False)
+    assert result.returncode == 2 and "short.tsv: row 2 has 2 fields where the header line has 3" in result.stderr
+
+
 def test_a_forest_on_separable_rows_gives_probabilities_within_zero_and_one(tmp_path: Path) -> None:
     """Ten trees' float32 leaf shares sum to 1.0000001: the model must still answer probabilities."""
     rows = 200

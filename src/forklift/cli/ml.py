@@ -31,7 +31,7 @@ def register(verbs: Any) -> None:
     ml = verb_parser(
         verbs,
         "ml",
-        "Fit forklift.ml's linear models and trees on tabular data (CSV, Parquet, libsvm) and predict with them.",
+        "Fit forklift.ml's linear models and trees on tabular data (CSV, TSV, Parquet, libsvm) and predict with them.",
         "forklift ml fit --data train.csv --test test.csv --target income --model boosting out/income",
         extra=Extra.ML,
     )
@@ -53,7 +53,7 @@ def add_fit(actions: Any) -> None:
         extra=Extra.ML,
     )
     fit.add_argument(
-        "--data", type=Path, required=True, metavar="FILE", help="the training table (.csv, .parquet, .svm)"
+        "--data", type=Path, required=True, metavar="FILE", help="the training table (.csv, .tsv, .parquet, .svm)"
     )
     fit.add_argument("--test", type=Path, metavar="FILE", help="a table to measure on (same columns)")
     fit.add_argument("--target", metavar="COLUMN", help="the column to predict (default: the last one)")

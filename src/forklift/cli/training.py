@@ -55,7 +55,9 @@ def add_eval(verbs: Any) -> None:
     )
     evaluation.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
     add_data(
-        evaluation, flag=True, help="a forklift data set folder, or a table (.csv, .parquet, .svm) for a tabular model"
+        evaluation,
+        flag=True,
+        help="a forklift data set folder, or a table (.csv, .tsv, .parquet, .svm) for a tabular model",
     )
     evaluation.add_argument(
         "--target", metavar="COLUMN", help="a table's column to measure against (default: the model's target)"

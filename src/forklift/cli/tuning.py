@@ -53,7 +53,7 @@ def register(verbs: Any) -> None:
         type=Path,
         required=True,
         metavar="DATA",
-        help="a forklift data set folder; with --ml, the training table (.csv, .parquet, .svm)",
+        help="a forklift data set folder; with --ml, the training table (.csv, .tsv, .parquet, .svm)",
     )
     add_network_source(tune)
     tune.add_argument(

@@ -1,4 +1,4 @@
-"""Tables for `forklift ml`: CSV and Parquet (through pandas and pyarrow) and libsvm files, read into the columns
+"""Tables for `forklift ml`: CSV, TSV and Parquet (through pandas and pyarrow) and libsvm files, read into the columns
 a tabular model's settings encode (`forklift.model_files.tabular`), and the target.
 
 A column of numbers is a number feature (an empty cell is a missing value); a column of text or booleans is a
@@ -28,7 +28,8 @@ from forklift.errors import ForkliftError
 from forklift.ml.svmlight import COMPRESSED, load_svmlight_file, open_bytes, read_as_one_based
 from forklift.model_files.tabular import Feature, FeatureKind, TabularSettings, encode_columns, input_columns
 
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq")  # a CSV or libsvm file may be compressed too: .csv.gz, .svm.bz2
+TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")  # a text or libsvm file may be compressed: .csv.gz, .svm.bz2
+SEPARATORS = {".csv": ",", ".tsv": "\t"}  # a text table's fields, by its suffix
 SVMLIGHT_SUFFIXES = (".svm", ".libsvm", ".svmlight")
 LIBSVM_TARGET = "label"  # what a libsvm file's labels are called: its target
 NUMERIC_SHARE = 0.9  # a text column this much of whose cells are numbers is a column of numbers with typos
@@ -86,7 +87,7 @@ def read_table(
         labels = y.astype(np.int64) if np.array_equal(y, np.round(y)) else y  # class 1, not 1.0
         return Table(columns, labels, LIBSVM_TARGET, dense.shape[0], str(path), zero_based=zero)
     frame = _read_frame(path, suffix, text=text)
-    typed = suffix != ".csv"  # Parquet's text columns are text by the file's own types
+    typed = suffix not in SEPARATORS  # Parquet's text columns are text by the file's own types
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise ForkliftError(f"{path}: no rows or no columns")
     target_name = target or str(frame.columns[-1])
@@ -154,7 +155,7 @@ def table_suffix(path: Path) -> str:
 
 
 def _text(path: Path) -> IO[str]:
-    """A CSV file's text, as its readers read it (UTF-8, a byte-order mark dropped), decompressed where it is."""
+    """A text table's text, as its readers read it (UTF-8, a byte-order mark dropped), decompressed where it is."""
     return io.TextIOWrapper(open_bytes(path), encoding="utf-8-sig", newline="")
 
 
@@ -186,24 +187,25 @@ def _read_libsvm(
 
 
 def _read_frame(path: Path, suffix: str, *, text: Collection[str] = ()) -> pd.DataFrame:
-    """``text``: columns a CSV file's reader keeps as written (``01`` stays ``01``)."""
+    """``text``: columns a text table's reader keeps as written (``01`` stays ``01``)."""
     try:
-        if suffix == ".csv":
-            header_names = _checked_header(path)  # pandas renames a second `age`: `age.1`, a feature nobody meant
+        if suffix in SEPARATORS:
+            sep = SEPARATORS[suffix]
+            header_names = _checked_header(path, sep)  # pandas renames a second `age`: `age.1`, a feature nobody meant
             try:
-                frame = pd.read_csv(path, skipinitialspace=True, dtype=dict.fromkeys(text, str),
+                frame = pd.read_csv(path, sep=sep, skipinitialspace=True, dtype=dict.fromkeys(text, str),
                                     keep_default_na=False, na_values=[""])  # fmt: skip
             except pd.errors.ParserError:
-                _refuse_ragged_row(path)  # a row longer than the header: said in forklift's words
+                _refuse_ragged_row(path, sep)  # a row longer than the header: said in forklift's words
                 raise
             if not frame.index.equals(pd.RangeIndex(len(frame))) or frame.iloc[:, -1].isna().any():
-                _refuse_ragged_row(path)
+                _refuse_ragged_row(path, sep)
             header = str(frame.columns[0])
-            separator = _other_separator([header])
+            separator = _other_separator([header], sep)
             if frame.shape[1] == 1 and separator:
                 raise ForkliftError(
                     f"{path}: one column, named {header!r}: its values are separated by {separator!r}; "
-                    "forklift reads CSV separated by commas"
+                    f"{_separated_by(suffix, separator)}"
                 )
             frame = _missing_words_read(path, _without_unnamed(path, frame, header_names), keep=text)
             _say_if_headless(path, [str(name) for name in frame.columns])
@@ -262,10 +264,10 @@ def _missing_words_read(path: Path, frame: pd.DataFrame, *, keep: Collection[str
     return frame
 
 
-def _checked_header(path: Path) -> list[str]:
+def _checked_header(path: Path, sep: str) -> list[str]:
     """The header line's names, none of them twice."""
     with _text(path) as file:  # split as pandas splits it
-        header = [name.strip() for name in next(csv.reader(file, skipinitialspace=True), [])]
+        header = [name.strip() for name in next(csv.reader(file, delimiter=sep, skipinitialspace=True), [])]
     twice = next((name for name, count in Counter(header).items() if count > 1 and name), None)
     if twice is not None:
         raise ForkliftError(f"{path}: two columns are named {twice!r}; rename one")
@@ -285,7 +287,7 @@ def _without_unnamed(path: Path, frame: pd.DataFrame, header: list[str]) -> pd.D
     return frame.drop(columns=frame.columns[unnamed])
 
 
-def _refuse_ragged_row(path: Path) -> None:
+def _refuse_ragged_row(path: Path, sep: str) -> None:
     """Refuse a row whose fields the header does not name one for one. pandas reads a row cut short as missing
     values at its end, and rows each one field longer than the header as an index, silently; so a file read with a
     missing value in its last column or with an index is parsed again, as pandas parses it (spaces after a comma
@@ -300,7 +302,7 @@ def _refuse_ragged_row(path: Path) -> None:
 
         header: list[str] | None = None
         number = 0
-        for fields in csv.reader(kept(), skipinitialspace=True):
+        for fields in csv.reader(kept(), delimiter=sep, skipinitialspace=True):
             written, lines[:] = "".join(lines).rstrip("\r\n"), []
             if not fields:  # a blank line: no row, as pandas reads it
                 continue
@@ -309,17 +311,25 @@ def _refuse_ragged_row(path: Path) -> None:
                 continue
             number += 1
             if len(fields) != len(header):
-                separator = _other_separator(header)
-                hint = f"; its header line holds {separator!r}: forklift reads CSV separated by commas"
+                separator = _other_separator(header, sep)
+                said = _separated_by(table_suffix(path), separator) if separator else ""
+                hint = f"; its header line holds {separator!r}: {said}" if separator else ""
                 raise ForkliftError(
                     f"{path}: row {number} has {len(fields)} fields where the header line has {len(header)}: "
-                    f"{written[:80]!r}{hint if separator else ''}"
+                    f"{written[:80]!r}{hint}"
                 )
 
 
-def _other_separator(names: list[str]) -> str | None:
-    """A separator other than the comma that the header's names hold: the file's own, most likely."""
-    return next((s for s in (";", "\t", "|") if any(s in name for name in names)), None)
+def _other_separator(names: list[str], sep: str) -> str | None:
+    """A separator other than ``sep`` that the header's names hold: the file's own, most likely."""
+    return next((s for s in (",", ";", "\t", "|") if s != sep and any(s in name for name in names)), None)
+
+
+def _separated_by(suffix: str, found: str) -> str:
+    """What a text table's suffix says its separator is; the suffix that says ``found``, where one does."""
+    said = "a .tsv file is read as separated by tabs" if suffix == ".tsv" else "forklift reads CSV separated by commas"
+    other = next((other for other, sep in SEPARATORS.items() if sep == found), None)
+    return f"{said} (name the file {other} if it is separated by {found!r})" if other else said
 
 
 def _say_if_headless(path: Path, names: list[str]) -> None:
