@@ -144,6 +144,9 @@ def test_the_summary_a_person_reads_and_another_target_column(
     assert printed[4].split() == ["auc", f"{report['auc']:.4f}"]
     assert [line.split() for line in printed[7:10]] == [[name, *map(str, row)] for name, row in zip(
         ["ant", "bee", "cat"], report["confusion"], strict=True)]  # fmt: skip
+    fitted = forklift_here("ml", "fit", "--data", data, "--test", data, "--target", "label", "--model", "boosting",
+                           "--param", "num_round=5", tmp_path / "again").stdout.splitlines()  # fmt: skip
+    assert [line.split()[0] for line in fitted[2:]] == [line.split()[0] for line in printed[2:5]]  # one order
 
 
 def test_the_log_loss_of_a_float32_graph_is_the_estimators() -> None:

@@ -195,7 +195,7 @@ def run_fit(args: argparse.Namespace) -> int:
         return 0
     kind = f"{len(settings.classes)} classes" if settings.classification else "regression"
     print(f"{settings.estimator} ({kind}, {len(settings.features)} features, {settings.width} columns) -> {args.out}")
-    names = sorted(set(report.train) | set(report.test))
+    names = list(dict.fromkeys([*report.train, *report.test]))  # in the order eval prints them
     print(f"{'metric':<10} {'train':>10} {'test':>10}")
     for name in names:
         cells = [f"{split[name]:>10.4f}" if name in split else f"{'':>10}" for split in (report.train, report.test)]
