@@ -191,6 +191,36 @@ def test_cli_round_trip_and_bad_input(shapes: Dataset, tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.json" in bad.stderr
 
 
+def test_an_export_refuses_a_missing_image_or_one_of_another_size_in_one_line_and_leaves_no_out(
+    shapes: Dataset, tmp_path: Path
+) -> None:
+    """A missing image file was a traceback (exit 1) and a half-written OUT; an image whose entry in dataset.json
+    gives another size was exported with its boxes normalised by the entry's size (YOLO), where they were not
+    drawn. Both are one line naming the file, in every format; OUT is not left, and an empty OUT stays empty."""
+    data = tmp_path / "data"
+    shutil.copytree(shapes.root, data)
+    missing = load_dataset(data).images[3]
+    (data / missing.file).unlink()
+    (tmp_path / "empty").mkdir()
+    for kind, out in [("coco", "c"), ("voc", "v"), ("yolo", "y"), ("powerai", "p.zip"), ("voc", "empty")]:
+        result = forklift_data("export", "--to", kind, data, tmp_path / out)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith(f"forklift: error: {data / missing.file}: no such image"), result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "empty"]
+    assert not any((tmp_path / "empty").iterdir())
+    resized = tmp_path / "resized"
+    shutil.copytree(shapes.root, resized)
+    dataset = load_dataset(resized)
+    dataset.images[5] = replace(dataset.images[5], width=dataset.images[5].width + 3)
+    save_dataset(dataset, resized)
+    result = forklift_data("export", "--to", "yolo", resized, tmp_path / "y")
+    assert result.returncode == 2 and not (tmp_path / "y").exists()
+    width = dataset.images[5].width
+    assert f"{resized / dataset.images[5].file}: dataset.json gives it as {width}x96, the file is 96x96" in (
+        result.stderr
+    )
+
+
 @pytest.mark.parametrize("kind", ["coco", "yolo", "voc"])
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_cli_imports_an_export_as_its_folder_or_its_zip(shapes: Dataset, tmp_path: Path, kind: str) -> None:

@@ -107,8 +107,21 @@ def import_dataset(
 
 
 def export_dataset(format_name: DataFormat | str, data: Path, out: Path) -> ExportSummary:
-    """Write the forklift data set DATA in another tool's format at OUT (a new folder; for powerai a new .zip)."""
-    return FORMATS[_format(format_name)].write(load_dataset(Path(data)), Path(out))
+    """Write the forklift data set DATA in another tool's format at OUT (a new folder; for powerai a new .zip). An
+    export that fails half way (an image missing) leaves no half-written OUT behind: it was new or empty."""
+    write, dataset, out = FORMATS[_format(format_name)].write, load_dataset(Path(data)), Path(out)
+    was_empty = out.is_dir() and not any(out.iterdir())
+    made = not out.exists()
+    try:
+        return write(dataset, out)
+    except (ForkliftError, OSError) as exc:
+        if out.is_dir() and (made or was_empty):
+            shutil.rmtree(out)
+            if was_empty:
+                out.mkdir()
+        if isinstance(exc, OSError):
+            raise ForkliftError(f"{out}: the export could not be written ({exc.strerror or exc})") from exc
+        raise
 
 
 def _format(name: DataFormat | str) -> DataFormat:

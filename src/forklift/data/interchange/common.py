@@ -265,8 +265,25 @@ def export_name(image: ImageRecord, taken: set[str]) -> str:
 def place_image(dataset: Dataset, image: ImageRecord, folder: Path, taken: set[str]) -> str:
     """Copy a data set's image into a flat folder under its export name; returns that name."""
     name = export_name(image, taken)
-    shutil.copyfile(dataset.path(image), folder / name)
+    shutil.copyfile(exported_image(dataset, image), folder / name)
     return name
+
+
+def exported_image(dataset: Dataset, image: ImageRecord) -> Path:
+    """The image's file, as an export may write it: a file missing, or of another size than its entry in
+    dataset.json (whose boxes a normalised format would place by the wrong size), is a one-line error."""
+    path = dataset.path(image)
+    hint = "(`forklift data check` lists every such image)"
+    try:
+        width, height = image_size(path, str(path))
+    except ForkliftError as exc:
+        raise ForkliftError(f"{exc} {hint}") from None
+    if (width, height) != (image.width, image.height):
+        raise ForkliftError(
+            f"{path}: dataset.json gives it as {image.width}x{image.height}, the file is {width}x{height}, so its "
+            f"boxes would be exported where they were not drawn {hint}"
+        )
+    return path
 
 
 class DatasetBuilder:

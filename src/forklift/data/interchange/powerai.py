@@ -24,6 +24,7 @@ from forklift.data.interchange.common import (
     checked_size,
     detect_only,
     export_name,
+    exported_image,
     labelled_images,
 )
 from forklift.data.interchange.voc_xml import MalformedXml, VocAnnotation, parse_voc_xml, voc_xml
@@ -107,7 +108,7 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
         archive.writestr(PROP, json.dumps(prop, indent=1) + "\n")
         for image in images:
             name = export_name(image, taken)
-            archive.write(dataset.path(image), name)
+            archive.write(exported_image(dataset, image), name)
             xml = voc_xml(name, image.width, image.height, image.boxes, folder="")
             archive.writestr(f"{PurePosixPath(name).stem}.xml", xml)
     boxes = sum(len(image.boxes) for image in images)
