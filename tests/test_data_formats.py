@@ -271,6 +271,40 @@ def _assert_kept(original: Dataset, out: Path, tolerance: float, *, gone: set[st
     return imported
 
 
+def test_an_image_id_used_twice_and_a_source_of_no_images_are_refused_and_a_box_alone_paints_nothing(
+    shapes: Dataset, tmp_path: Path
+) -> None:
+    """Two images of one id each got the other's boxes, exit 0; a COCO file or data.yaml that lists no image made an
+    empty data set, exit 0; a segment import painted nothing for a box with `segmentation: []` (a detect export's),
+    unsaid, and counted such a crowd box as a region marked ignore."""
+    export_dataset("coco", shapes.root, tmp_path / "coco")
+    path = tmp_path / "coco" / "annotations.json"
+    document = json.loads(path.read_text())
+    twice = {**document, "images": [*document["images"], {**document["images"][4], "id": document["images"][1]["id"]}]}
+    (tmp_path / "coco" / "twice.json").write_text(json.dumps(twice))
+    result = forklift_data("import", "--from", "coco", tmp_path / "coco" / "twice.json", tmp_path / "twice")
+    assert result.returncode == 2 and not (tmp_path / "twice").exists()
+    assert f"twice.json: images[12]: image id {document['images'][1]['id']} is used twice (images[1] too)" in (
+        result.stderr
+    )
+    (tmp_path / "coco" / "none.json").write_text(json.dumps({**document, "images": [], "annotations": []}))
+    (tmp_path / "misspelt.yaml").write_text("names: [circle]\ntraining: images\n")
+    for source, message in [(tmp_path / "coco" / "none.json", "none.json: lists no images: nothing to import"),
+                            (tmp_path / "misspelt.yaml", "misspelt.yaml: names no folder of images (none of the keys "
+                                                         "train, val, test)")]:  # fmt: skip
+        kind = "yolo" if source.suffix == ".yaml" else "coco"
+        result = forklift_data("import", "--from", kind, source, tmp_path / "empty")
+        assert result.returncode == 2 and message in result.stderr and not (tmp_path / "empty").exists()
+    boxes_alone = [a for a in document["annotations"] if not a["segmentation"]]
+    boxes_alone[0]["iscrowd"] = 1
+    path.write_text(json.dumps(document))
+    result = forklift_data("import", "--from", "coco", "--task", "segment", path, tmp_path / "masks")
+    assert result.returncode == 1 and "(masks; 0 crowd regions marked ignore" in result.stdout
+    assert f"skipped {len(boxes_alone)} annotations with no region to paint (their segmentation empty" in (
+        result.stdout
+    )
+
+
 def test_coco_skips_unknown_ids_and_missing_images(shapes: Dataset, tmp_path: Path) -> None:
     export_dataset("coco", shapes.root, tmp_path / "coco")
     path = tmp_path / "coco" / "annotations.json"

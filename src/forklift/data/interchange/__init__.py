@@ -79,7 +79,7 @@ def import_dataset(
         raise ForkliftError(f"{source}: no such file or folder")
     # what the import may read: --images, else the folder given (or the JSON's or yaml's folder) or the zip
     builder = DatasetBuilder(out, Task(chosen), root=images or (source if source.is_dir() else source.parent))
-    unpacked = None
+    unpacked, given = None, source
     try:
         sources = [Source(source)]
         if kind in OWN_FILES and zipfile.is_zipfile(source) and source.is_file():
@@ -95,7 +95,7 @@ def import_dataset(
             builder.split = split or "train"
             folder = images or (interchange.default_images(source) if interchange.default_images else source)
             interchange.read(source, builder, folder)
-        return builder.finish()
+        return builder.finish(given)
     except (ForkliftError, OSError) as exc:
         shutil.rmtree(out)  # it was new or empty: nothing of the user's is lost
         if isinstance(exc, OSError):

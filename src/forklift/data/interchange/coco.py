@@ -47,6 +47,10 @@ ANNOTATIONS = "annotations.json"
 Region = tuple[int, Any, str]  # segment: mask value, the annotation's segmentation, where it is in the file
 UNKNOWN_IMAGE = SkipKind("annotation naming an unknown image id", "annotations naming unknown image ids")
 UNKNOWN_CATEGORY = SkipKind("annotation naming an unknown category id", "annotations naming unknown category ids")
+NO_REGION = SkipKind(
+    "annotation with no region to paint (its segmentation empty: a box alone)",
+    "annotations with no region to paint (their segmentation empty: boxes alone)",
+)
 
 
 def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
@@ -65,7 +69,7 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
         raise ForkliftError(f"{where}: {len(builder.classes)} classes do not fit 8-bit masks (at most {IGNORE - 1})")
     entries = _list(document, "images", where)
     images = _images_folder(source, images, entries, builder)
-    ids = _Ids({entry.get("id") for entry in entries if isinstance(entry, dict)}, names)
+    ids = _Ids(_image_ids(entries, where), names)
     boxes, regions = _annotations(document, ids, builder, where)
     for i, entry in enumerate(entries):
         at = f"{where}: images[{i}]"
@@ -80,6 +84,18 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
         unlabelled = entry.get("unlabelled") is True
         builder.add_image(file_name, path, width, height, split, boxes.get(ident, []), at, mask=mask,
                           unlabelled=unlabelled)  # fmt: skip
+
+
+def _image_ids(entries: list, where: str) -> set[int]:
+    """The images' ids, none of them twice: an annotation names its image by id, and two images of one id would
+    each get the other's boxes."""
+    first: dict[int, int] = {}
+    for i, entry in enumerate(entries):
+        ident = need(entry, "id", int, f"{where}: images[{i}]")
+        if ident in first:
+            raise ForkliftError(f"{where}: images[{i}]: image id {ident} is used twice (images[{first[ident]}] too)")
+        first[ident] = i
+    return set(first)
 
 
 @dataclass
@@ -133,9 +149,14 @@ def _annotations(
             continue
         image, name = kept
         if segment:
+            segmentation = need(annotation, "segmentation", (list, dict), at)
+            if not _holds_outline(segmentation):  # a box alone (as a detect export writes one): no pixels to paint
+                number = annotation.get("id")
+                builder.skip(NO_REGION, f"id {number}" if isinstance(number, int) else f"annotations[{i}]")
+                continue
             builder.summary.crowd += crowd
             value = IGNORE if crowd else builder.classes.index(name) + 1
-            regions[image].append((value, need(annotation, "segmentation", (list, dict), at), at))
+            regions[image].append((value, segmentation, at))
             continue
         bbox = need(annotation, "bbox", list, at)
         if len(bbox) != 4 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in bbox):

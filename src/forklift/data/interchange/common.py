@@ -382,10 +382,13 @@ class DatasetBuilder:
         outline = _outline_within(raw.polygon, (x1, y1, x2, y2))
         return Box(label, x1, y1, x2, y2, polygon=outline, found_by=raw.found_by)
 
-    def finish(self) -> ImportSummary:
-        """Write dataset.json and say what was imported; if everything was skipped there is no data set to write."""
+    def finish(self, source: Path) -> ImportSummary:
+        """Write dataset.json and say what was imported; if everything was skipped, or ``source`` lists no image,
+        there is no data set to write."""
         if not self.images and self.summary.skipped:
             raise ForkliftError(f"nothing could be imported: {'; '.join(self.summary.skipped_items.lines())}")
+        if not self.images:
+            raise ForkliftError(f"{source}: lists no images: nothing to import")
         if not self.classes:
             raise ForkliftError("the source names no classes and has no boxes: nothing to import")
         save_dataset(Dataset(self.task, self.classes, self.images, self.out), self.out)

@@ -43,6 +43,8 @@ def read(source: Path, builder: DatasetBuilder) -> None:
     keypoints = _keypoint_values(config.get("kpt_shape"), str(source))
     for name in names:
         builder.add_class(name)
+    if not any(config.get(split) for split in SPLITS):
+        raise ForkliftError(f"{source}: names no folder of images (none of the keys {', '.join(SPLITS)})")
     root = source.parent / str(config.get("path") or "")
     read: dict[Path, str] = {}  # each folder read, and as which split (coco128's data.yaml names one for train and val)
     for split in SPLITS:
