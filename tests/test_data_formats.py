@@ -398,12 +398,17 @@ def test_yolo_segment_lines_are_polygons_and_coco_masks_kept_as_boxes_are_counte
     the objects of the other lines only; COCO's RLE masks and objects in several parts became boxes, unsaid."""
     yolo = tmp_path / "yolo"
     export_dataset("yolo", shapes.root, yolo)
-    (yolo / "labels" / "train" / "000001.txt").write_text("0 0.25 0.25 0.75 0.25 0.5 0.75\n1 0.5 0.5 0.2 0.2\n")
+    (yolo / "labels" / "train" / "000001.txt").write_text(
+        "0 0.25 0.25 0.75 0.25 0.5 0.75\n1 0.5 0.5 0.2 0.2\n2 0.75 0.5 1.25 0.5 1.25 0.75\n"
+    )  # the last an object cut by the frame: its outline was dropped, its box kept alone
     summary = import_dataset("yolo", yolo / "data.yaml", tmp_path / "back")
-    assert summary.skipped == 0
-    polygon, box = next(image.boxes for image in load_dataset(tmp_path / "back").images if image.file.endswith("1.png"))
+    assert summary.skipped == 0 and summary.clipped == 1 and summary.boxed == 0
+    polygon, box, cut = next(
+        image.boxes for image in load_dataset(tmp_path / "back").images if image.file.endswith("1.png")
+    )
     assert polygon.polygon == ((24.0, 24.0), (72.0, 24.0), (48.0, 72.0)) and (polygon.x1, polygon.y2) == (24.0, 72.0)
     assert box.polygon is None and (box.x1, box.x2) == pytest.approx((38.4, 57.6))
+    assert cut.polygon == ((72.0, 48.0), (96.0, 48.0), (96.0, 72.0)) and (cut.x1, cut.x2) == (72.0, 96.0)
     config = yaml.safe_load((yolo / "data.yaml").read_text())
     (yolo / "data.yaml").write_text(yaml.safe_dump({**config, "kpt_shape": [2, 3]}))  # a pose set: box, then points
     (yolo / "labels" / "train" / "000001.txt").write_text("1 0.5 0.5 0.2 0.2 0.45 0.45 2 0.55 0.55 2\n")

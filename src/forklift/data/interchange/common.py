@@ -379,7 +379,7 @@ class DatasetBuilder:
         self.summary.clipped += max(abs(a - b) for a, b in zip(clipped, corners, strict=True)) > ROUNDING
         self.add_class(label)
         x1, y1, x2, y2 = (float(v) for v in clipped)
-        outline = _outline_within(raw.polygon, (x1, y1, x2, y2))
+        outline = _outline_within(_within_image(raw.polygon, width, height), (x1, y1, x2, y2))
         return Box(label, x1, y1, x2, y2, polygon=outline, found_by=raw.found_by)
 
     def finish(self, source: Path) -> ImportSummary:
@@ -396,6 +396,14 @@ class DatasetBuilder:
         self.summary.boxes = sum(len(image.boxes) for image in self.images)
         self.summary.classes = len(self.classes)
         return self.summary
+
+
+def _within_image(polygon: Outline | None, width: int, height: int) -> Outline | None:
+    """An outline with its points past the image's edges moved onto them (as its box is clipped, and as Ultralytics
+    clips a segment's points): an object cut by the frame keeps the outline of what is in the image."""
+    if polygon is None:
+        return None
+    return tuple((min(max(x, 0.0), float(width)), min(max(y, 0.0), float(height))) for x, y in polygon)
 
 
 def _outline_within(polygon: Outline | None, corners: tuple[float, float, float, float]) -> Outline | None:
