@@ -187,7 +187,7 @@ def test_k8s(plan: Plan) -> None:
 
 def test_nginx(plan: Plan, tmp_path: Path) -> None:
     text = emit(plan, "nginx")
-    assert "least_conn;" in text and "client_max_body_size 20m;" in text and f"listen {FRONT_PORT};" in text
+    assert "least_conn;" in text and "client_max_body_size 0;" in text and f"listen {FRONT_PORT};" in text
     assert [line.strip() for line in text.splitlines() if line.strip().startswith("server 127")] == [
         f"server 127.0.0.1:{i.port};" for i in plan.instances
     ]

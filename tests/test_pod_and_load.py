@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cv2
 import httpx
+import numpy as np
 import psutil
 import pytest
 from core_parts import nginx
@@ -73,6 +75,31 @@ def test_a_pod_on_every_address_answers_both_families(model: Path) -> None:
         assert _listening(port) == {"::"}
         for url in (f"http://127.0.0.1:{port}", f"http://[::1]:{port}"):
             assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200, url
+    finally:
+        forklift("pod", "stop", "--port", port)
+
+
+def test_a_pod_passes_a_stream_on_and_its_instances_answer_a_body_too_big(tmp_path: Path) -> None:
+    """NGINX answered /stream/MODEL's WebSocket upgrade with 404 (it dropped the Upgrade header), and a body over
+    20 MB with its own HTML 413, where the instances answer in JSON and name the option that sets the limit."""
+    nginx()
+    forklift("models", "new-style", tmp_path / "style", "--width", "0.25", "--seed", "0")
+    clip = tmp_path / "clip.mp4"
+    writer = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"mp4v"), 10, (96, 64))
+    for k in range(6):
+        writer.write(np.full((64, 96, 3), 40 * k, np.uint8))
+    writer.release()
+    port = free_port()
+    forklift("pod", tmp_path / "style", "-n", "1", "--port", port)
+    try:
+        streamed = forklift(
+            "stream", "--model", "style", "--video", clip, "--url", f"http://127.0.0.1:{port}", "--json"
+        )
+        report = json.loads(streamed.stdout)
+        assert report["answered"] >= 1 and report["errors"] == [], report
+        big = httpx.post(f"http://127.0.0.1:{port}/predict/style", files={"imagefile": ("big.jpg", bytes(21 << 20))},
+                         timeout=60)  # fmt: skip
+        assert big.status_code == 413 and "--max-upload-mb" in big.json()["error"], big.text[:200]
     finally:
         forklift("pod", "stop", "--port", port)
 
