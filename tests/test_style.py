@@ -218,7 +218,12 @@ def test_the_stream_verb_sends_a_video_files_frames_and_writes_the_answers(
     assert report["sent"] + report["skipped"] == 12 and report["answered"] >= 1 and report["errors"] == [], report
     written = cv2.VideoCapture(str(tmp_path / "styled.mp4"))
     assert written.isOpened() and int(written.get(cv2.CAP_PROP_FRAME_COUNT)) == report["answered"]
+    assert written.get(cv2.CAP_PROP_FPS) == pytest.approx(50.0)  # the rate sent at (it was 30, whatever the source)
     written.release()
+    paced = json.loads(forklift("stream", "--model", "style", "--video", clip, "--url", server.url, "--json", "--fps",
+                                "5", "--frames", "6", "--out", tmp_path / "own.avi").stdout)  # fmt: skip
+    assert paced["answered"] == 6 and 4.0 < paced["frames_per_s"] < 5.5, paced  # 6 answers, 5 intervals of 0.2 s
+    assert cv2.VideoCapture(str(tmp_path / "own.avi")).get(cv2.CAP_PROP_FPS) == pytest.approx(5.0)
 
 
 def test_a_video_that_gives_no_frame_is_one_line_before_any_stream_opens(tmp_path: Path) -> None:
@@ -227,12 +232,13 @@ def test_a_video_that_gives_no_frame_is_one_line_before_any_stream_opens(tmp_pat
     (tmp_path / "empty.mp4").write_bytes(b"")
     (tmp_path / "cut.mp4").write_bytes(clip[: len(clip) // 3])
     (tmp_path / "notes.jpg").write_text("not a picture")
-    for name in ("empty.mp4", "cut.mp4", "notes.jpg"):
+    (tmp_path / "clip.mp4").write_bytes(clip)
+    for name, out in [("empty.mp4", ()), ("cut.mp4", ()), ("notes.jpg", ()), ("clip.mp4", ("--out", "styled.txt")),
+                      ("clip.mp4", ("--out", tmp_path / "nowhere" / "styled.mp4"))]:  # fmt: skip
         result = forklift("stream", "--model", "style", "--video", tmp_path / name, "--url", "http://127.0.0.1:9",
-                          check=False, timeout=120)  # fmt: skip
-        assert result.returncode == 2 and result.stderr.startswith(f"forklift: error: {tmp_path / name}: "), (
-            result.stderr
-        )
+                          *out, check=False, timeout=120)  # fmt: skip
+        named = f"--out {out[1]}: " if out else f"{tmp_path / name}: "
+        assert result.returncode == 2 and result.stderr.startswith(f"forklift: error: {named}"), result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no FFmpeg log lines before it
         assert "Traceback" not in result.stderr and "frames sent" not in result.stdout, result.stderr
 

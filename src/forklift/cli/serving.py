@@ -222,7 +222,12 @@ def add_stream(verbs: Any) -> None:
     source.add_argument("--camera", type=int, metavar="INDEX", help="camera index (default: 0 without --video)")
     source.add_argument("--video", type=Path, metavar="FILE", help="a video file, sent at its frame rate")
     stream.add_argument("--url", default="http://127.0.0.1:5000", help="the server (default: %(default)s)")
-    stream.add_argument("--out", type=Path, metavar="FILE", help="write the answers as a video (.mp4, .avi)")
+    stream.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="write the answers as a video (.mp4, .avi, .mkv), at the rate the frames are sent",
+    )
     stream.add_argument("--frames", type=positive, help="stop after this many frames")
     stream.add_argument("--fps", type=positive_number, help="send at this rate (default: the file's, or the camera's)")
     stream.add_argument("--quality", type=int, default=80, choices=range(1, 101), metavar="1-100", help="JPEG")
@@ -241,14 +246,14 @@ def run_stream_verb(args: argparse.Namespace) -> int:
     # FFmpeg's own log lines ("[mjpeg @ 0x...] No JPEG data") say less than the one line a bad file gets; read when
     # OpenCV first opens a video, so set here. A person may set it to debug a file (its levels are FFmpeg's).
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
-    frames = video_frames(source, fps=args.fps, limit=args.frames)
-    with write_video(args.out) as on_answer:
+    video = video_frames(source, fps=args.fps, limit=args.frames)
+    with write_video(args.out, fps=video.fps) as on_answer:
         settings = {
             **({"strength": args.strength} if args.strength is not None else {}),
             **({"keep_colour": True} if args.keep_colour else {}),
         }
         url = stream_url(args.url, args.model)
-        report = run_stream(url, frames, quality=args.quality, settings=settings, on_answer=on_answer)
+        report = run_stream(url, video.frames, quality=args.quality, settings=settings, on_answer=on_answer)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -24,6 +24,8 @@ from websockets.sync.client import ClientConnection, connect
 from forklift.errors import ForkliftError
 
 DRAIN_S = 10.0  # how long to wait for the last answers after the source ends
+CAMERA_FPS = 30.0  # a camera's rate where it says none
+VIDEO_CODECS = {".mp4": "mp4v", ".avi": "MJPG", ".mkv": "MJPG"}  # what --out writes, by its suffix
 
 
 @dataclass
@@ -35,10 +37,16 @@ class StreamReport:
     stale: int = 0
     errors: list[str] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
+    answered_at: list[float] = field(default_factory=list)  # when each answer came (perf_counter seconds)
     seconds: float = 0.0
 
     @property
     def fps(self) -> float:
+        """Answers a second, over the intervals between them: N answers of a 5 frames/s source span 4 intervals
+        of 0.2 s (N over the span from the first frame sent read 6.0 for 5 frames)."""
+        span = self.answered_at[-1] - self.answered_at[0] if self.answered_at else 0.0
+        if len(self.answered_at) > 1 and span > 0:
+            return (len(self.answered_at) - 1) / span
         return self.answered / self.seconds if self.seconds else 0.0
 
     def percentile(self, share: float) -> float:
@@ -67,7 +75,15 @@ def stream_url(server: str, model: str) -> str:
     return f"{base}/stream/{model}"
 
 
-def video_frames(source: int | Path, *, fps: float | None = None, limit: int | None = None) -> Iterator[np.ndarray]:
+@dataclass(frozen=True)
+class VideoSource:
+    """A source's BGR frames, and the rate they come at (what a video of the answers is written at)."""
+
+    frames: Iterator[np.ndarray]
+    fps: float
+
+
+def video_frames(source: int | Path, *, fps: float | None = None, limit: int | None = None) -> VideoSource:
     """BGR frames of a camera (by index) or a video file, paced at `fps` (a file's own rate by default; a camera
     paces itself). The first frame is read here: a source that cannot be opened or gives no frame (not a video, an
     empty or broken file) is one line now, before a stream is opened, not an error in the thread that sends."""
@@ -79,8 +95,9 @@ def video_frames(source: int | Path, *, fps: float | None = None, limit: int | N
     if not ok:
         capture.release()
         raise ForkliftError(f"{name}: no frame could be read from it (not a video, or an empty or broken one)")
-    pace = fps or (None if isinstance(source, int) else capture.get(cv2.CAP_PROP_FPS) or 30.0)
-    return _paced(capture, first, pace, limit)
+    own = capture.get(cv2.CAP_PROP_FPS) or CAMERA_FPS
+    pace = fps or (None if isinstance(source, int) else own)
+    return VideoSource(_paced(capture, first, pace, limit), pace or own)
 
 
 def _paced(capture: cv2.VideoCapture, first: np.ndarray, pace: float | None, limit: int | None) -> Iterator[np.ndarray]:
@@ -215,7 +232,8 @@ def _receive(
             continue
         image = connection.recv(timeout=DRAIN_S)
         assert isinstance(image, bytes)
-        report.latencies_ms.append((time.perf_counter() - sent_at[facts["frame"]]) * 1000)
+        report.answered_at.append(time.perf_counter())
+        report.latencies_ms.append((report.answered_at[-1] - sent_at[facts["frame"]]) * 1000)
         for number in [n for n in sent_at if n <= facts["frame"]]:  # answered, dropped or stale by now
             del sent_at[number]
         report.answered, report.dropped, report.stale = facts["answered"], facts["dropped"], facts["stale"]
@@ -225,17 +243,23 @@ def _receive(
 
 
 @contextlib.contextmanager
-def write_video(path: Path | None, fps: float = 30.0) -> Iterator[Callable[[np.ndarray], None] | None]:
-    """A function that appends answer frames to the video `path` (opened at the first frame's size), or None."""
+def write_video(path: Path | None, *, fps: float) -> Iterator[Callable[[np.ndarray], None] | None]:
+    """A function that appends answer frames to the video `path` at `fps` (opened at the first frame's size), or
+    None. A suffix no video is written under, or a folder that is not there, is one line here, before a stream."""
     if path is None:
         yield None
         return
+    codec = VIDEO_CODECS.get(path.suffix.lower())
+    if codec is None:
+        raise ForkliftError(f"--out {path}: not a video file's name (it may end in {', '.join(VIDEO_CODECS)})")
+    if not path.parent.is_dir():
+        raise ForkliftError(f"--out {path}: its folder {path.parent} does not exist")
     writer: cv2.VideoWriter | None = None
 
     def append(frame: np.ndarray) -> None:
         nonlocal writer
         if writer is None:
-            fourcc = cv2.VideoWriter.fourcc(*("mp4v" if path.suffix.lower() == ".mp4" else "MJPG"))
+            fourcc = cv2.VideoWriter.fourcc(*codec)
             writer = cv2.VideoWriter(str(path), fourcc, fps, (frame.shape[1], frame.shape[0]))
             if not writer.isOpened():
                 raise ForkliftError(f"--out {path}: cannot write a video there")
