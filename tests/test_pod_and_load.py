@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import cv2
@@ -17,6 +18,7 @@ import pytest
 from core_parts import nginx
 from helpers import CFGS, Server, forklift, free_port, shared
 
+from forklift.serve.pod import state_dir
 from forklift.serve.recommendation import load_recommendation
 
 pytestmark = pytest.mark.slow  # real servers, training or full-size reference nets: seconds each
@@ -153,3 +155,29 @@ def test_sweep_writes_results_and_serve_auto_uses_them(model: Path, tmp_path: Pa
     finally:
         serve.terminate()
         serve.wait(timeout=60)
+
+
+@pytest.mark.parametrize("verb", ["sweep", "pod"])
+def test_sigterm_while_servers_start_stops_them(model: Path, tmp_path: Path, verb: str) -> None:
+    """`kill` (SIGTERM) on a sweep or on a pod starting ended the command alone: its servers went on serving,
+    adopted by init, holding their ports."""
+    if verb == "pod":
+        nginx()
+    port = free_port()
+    args = {"sweep": ["sweep", model, "--instances", "1", "--threads", "1", "--concurrency", "1", "--requests", "400",
+                      "--out", tmp_path / "sweep"],
+            "pod": ["pod", model, "-n", "2", "--port", str(port)]}[verb]  # fmt: skip
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    command = subprocess.Popen([sys.executable, "-m", "forklift.cli", *map(str, args)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    parent = psutil.Process(command.pid)
+    deadline = time.monotonic() + 60
+    while not parent.children(recursive=True) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    servers = parent.children(recursive=True)
+    assert servers, "no server was started"
+    command.terminate()
+    assert command.wait(timeout=90) != 0
+    _, alive = psutil.wait_procs(servers, timeout=30)
+    assert not alive, [server.cmdline() for server in alive]
+    assert not (state_dir(port) / "pod.json").exists()

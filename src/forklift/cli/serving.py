@@ -383,6 +383,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from forklift.loadtest.sweep import keep, layouts, recommend, run_sweep, write_results
     from forklift.model_files.model_dir import open_model_dir
     from forklift.model_files.precision import offered_precisions
+    from forklift.serve.process import sigterm_as_interrupt
     from forklift.shared_data import shared_data_path
 
     images = args.image or [shared_data_path("images/dog.jpg")]
@@ -394,14 +395,15 @@ def run_sweep(args: argparse.Namespace) -> int:
         print(f"skipping {unfit}: needs more CPUs than this machine gives", file=sys.stderr)
     if not candidates:
         raise ForkliftError("no layout fits this machine's CPUs: lower --instances or --threads")
-    rows = run_sweep(
-        args.model_dir,
-        images,
-        candidates,
-        concurrency=args.concurrency,
-        requests=args.requests,
-        runtime=optional(Runtime, args.runtime),
-    )
+    with sigterm_as_interrupt():  # each layout's server stopped, as on Ctrl-C
+        rows = run_sweep(
+            args.model_dir,
+            images,
+            candidates,
+            concurrency=args.concurrency,
+            requests=args.requests,
+            runtime=optional(Runtime, args.runtime),
+        )
     written = write_results(rows, args.out)
     print(f"{'layout':<34} {'in flight':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
     for r in rows:
@@ -443,6 +445,7 @@ def add_pod(verbs: Any) -> None:
 def run_pod(args: argparse.Namespace) -> int:
     from forklift.serve.listening import local_url
     from forklift.serve.pod import start_pod, stop_pod
+    from forklift.serve.process import sigterm_as_interrupt
 
     if args.model_dir == Path("stop"):
         stopped = stop_pod(args.port)
@@ -450,8 +453,9 @@ def run_pod(args: argparse.Namespace) -> int:
         return 0
     if args.instances is None:
         raise ForkliftError("forklift pod MODEL_DIR needs -n/--instances N")
-    state = start_pod(args.model_dir, instances=args.instances, port=args.port, host=args.host,
-                      cpus_per_instance=args.cpus_per_instance)  # fmt: skip
+    with sigterm_as_interrupt():  # the instances started so far stopped, as on Ctrl-C
+        state = start_pod(args.model_dir, instances=args.instances, port=args.port, host=args.host,
+                          cpus_per_instance=args.cpus_per_instance)  # fmt: skip
     print(f"pod of {len(state['instances'])} instances of {args.model_dir} behind NGINX on {args.host}:{args.port}")
     for instance in state["instances"]:
         cpus = ",".join(map(str, instance["cpus"]))

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import httpx
 
@@ -39,6 +43,21 @@ def wait_until_answering(url: str, process: subprocess.Popen, log: Path, timeout
     raise ForkliftError(f"{url}: not answering after {timeout:.0f} s: {log.read_text()[-2000:]}")
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`kill`, a service manager) raised as Ctrl-C's KeyboardInterrupt within the block, so the servers
+    it starts are stopped as on Ctrl-C: SIGTERM's default ends this process alone and leaves them serving."""
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class ServerProcess:
     """A `forklift serve` child; `url` is its base address, its output goes to `log`."""
 
@@ -49,8 +68,9 @@ class ServerProcess:
         self.url = local_url(host, self.port)
         command = [sys.executable, "-m", "forklift.cli", "serve", *map(str, args), "--host", host, "--port",
                    str(self.port)]  # fmt: skip
-        self.log = Path(tempfile.gettempdir()) / f"forklift-serve-{self.port}.log"
-        with self.log.open("w") as out:
+        handle, log = tempfile.mkstemp(prefix=f"forklift-serve-{self.port}-", suffix=".log")
+        self.log = Path(log)  # removed when the server is stopped: an error's message carries its end
+        with os.fdopen(handle, "w") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         self.wait_healthy(timeout)
 
@@ -58,12 +78,12 @@ class ServerProcess:
         """The /healthz facts once it answers 200; an error with the server's output if it dies or hangs."""
         try:
             return wait_until_answering(f"{self.url}/healthz", self.process, self.log, timeout).json()
-        except ForkliftError:
+        except BaseException:  # Ctrl-C while it loads too: never left serving
             self.stop()
             raise
 
     def stop(self) -> int:
-        """SIGTERM (drain), then wait; the exit code."""
+        """SIGTERM (drain), then wait; the exit code. Its log is removed."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -71,6 +91,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log.unlink(missing_ok=True)
         return self.process.returncode
 
     def __enter__(self) -> ServerProcess:
