@@ -108,6 +108,7 @@ def test_lscpu_p_forms() -> None:
         ("# only comments\n", "no CPU rows"),
         ("# CPU,Core,Socket,Node,Online\n0,0,0,0,N\n", "no online CPUs"),
         ("0,x,0,0\n", "line 1"),
+        ("NUMA node(s): 2\nNUMA node0 CPU(s): 0-3\nNUMA node1 CPU(s): 2-5\n", "CPU 2 is listed in node0 and node1"),
     ],
 )
 def test_lscpu_p_errors(text: str, message: str) -> None:

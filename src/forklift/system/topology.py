@@ -257,7 +257,12 @@ def parse_lscpu_numa(text: str, source: str = "lscpu") -> list[Topology]:
 def _numa_topology(listing: _Listing, source: str) -> Topology:
     if listing.declared is not None and listing.declared != len(listing.nodes):
         raise ForkliftError(f"{source}: NUMA node(s) says {listing.declared} but {len(listing.nodes)} are listed")
-    node_of = {cpu: node for node, cpus in listing.nodes.items() for cpu in cpus}
+    node_of: dict[int, int] = {}
+    for node, cpus in listing.nodes.items():
+        for cpu in cpus:
+            if cpu in node_of:  # a dict would keep the later node, unsaid
+                raise ForkliftError(f"{source}: CPU {cpu} is listed in node{node_of[cpu]} and node{node}")
+            node_of[cpu] = node
     core_of = _infer_cores(sorted(node_of))
     return Topology(tuple(Cpu(cpu, core_of[cpu], 0, node) for cpu, node in node_of.items()), source)
 
