@@ -143,6 +143,13 @@ def test_a_port_in_use_or_an_address_not_here_is_one_line_before_anything_starts
                 f"--port {port}: 127.0.0.1:{port} is in use (another server listens there); choose another --port or "
                 f"stop that server"), result.stderr  # fmt: skip
             assert len(result.stderr.strip().splitlines()) == 1 and "listening" not in result.stdout, result.stdout
+        pod = forklift("pod", tiny, "-n", "1", "--port", port - 1, check=False)  # its instance's port is the one taken
+        assert pod.returncode == 2 and f"--port {port - 1}: instance 0 of the pod takes port {port} (instances take " \
+            f"the ports after --port): 127.0.0.1:{port} is in use" in pod.stderr, pod.stderr  # fmt: skip
+    last = forklift("pod", tiny, "-n", "2", "--port", "65534", check=False)  # it named --base-port, and port 5000
+    assert last.returncode == 2 and last.stderr.strip().endswith(
+        "--port 65534: the pod's instances take the ports after it, here 2 ports, 65535-65536, past 65535; choose a "
+        "lower --port"), last.stderr  # fmt: skip
     assert not (tmp_path / "app").exists()  # the app made no data directory for a run that could not start
     elsewhere = forklift("serve", tiny, "--host", "192.0.2.1", "--port", port, check=False, timeout=120)  # TEST-NET-1
     assert elsewhere.returncode == 2 and "--host 192.0.2.1: not an address of this machine" in elsewhere.stderr

@@ -456,7 +456,8 @@ def run_pod(args: argparse.Namespace) -> int:
     with sigterm_as_interrupt():  # the instances started so far stopped, as on Ctrl-C
         state = start_pod(args.model_dir, instances=args.instances, port=args.port, host=args.host,
                           cpus_per_instance=args.cpus_per_instance)  # fmt: skip
-    print(f"pod of {len(state['instances'])} instances of {args.model_dir} behind NGINX on {args.host}:{args.port}")
+    count = len(state["instances"])
+    print(f"pod of {count} instance{'s' * (count > 1)} of {args.model_dir} behind NGINX on {args.host}:{args.port}")
     for instance in state["instances"]:
         cpus = ",".join(map(str, instance["cpus"]))
         print(f"  instance on port {instance['port']}, CPUs {cpus}, pid {instance['pid']}")

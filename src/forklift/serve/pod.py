@@ -67,9 +67,18 @@ def start_pod(
     folder = state_dir(port)
     if (folder / "pod.json").exists():
         raise ForkliftError(f"a pod already runs on port {port} (state in {folder}); 'forklift pod stop --port {port}'")
-    plan: Plan = make_plan(current(), instances=instances, cpus_per_instance=cpus_per_instance, base_port=port + 1)
-    for where, at in ((host, port), *(("127.0.0.1", i.port) for i in plan.instances)):  # said in one line, not by
-        for free in listening_sockets(where, at):  # NGINX's log or an instance's, after the wait for them fails
+    plan: Plan = make_plan(current(), instances=instances, cpus_per_instance=cpus_per_instance, base_port=port + 1,
+                           front_port=port)  # fmt: skip
+    for free in listening_sockets(host, port):  # said in one line, not by NGINX's log after the wait for it fails
+        free.close()
+    for instance in plan.instances:
+        try:
+            sockets = listening_sockets("127.0.0.1", instance.port)
+        except ForkliftError as exc:  # it names the instance's port as --port, which is the pod's front
+            reason = str(exc).split(": ", 1)[-1]
+            raise ForkliftError(f"--port {port}: instance {instance.index} of the pod takes port {instance.port} "
+                                f"(instances take the ports after --port): {reason}") from None  # fmt: skip
+        for free in sockets:
             free.close()
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)

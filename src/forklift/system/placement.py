@@ -76,6 +76,7 @@ def make_plan(
     instances: int | None = None,
     cpus_per_instance: int | None = None,
     base_port: int = BASE_PORT,
+    front_port: int = FRONT_PORT,
 ) -> Plan:
     """Place `instances` of `cpus_per_instance` CPUs each; either may be None ("auto") and left to these rules:
 
@@ -88,10 +89,11 @@ def make_plan(
       is left over stays unused, for NGINX and the system.
 
     Instances go to nodes in proportion to the nodes' online CPUs, and on each node whole cores come before SMT
-    siblings (see `_fill_node`). Instance i listens on base_port + i and runs one thread per CPU.
+    siblings (see `_fill_node`). Instance i listens on base_port + i and runs one thread per CPU; NGINX in front
+    listens on `front_port` (`forklift pod`: the port just before the instances', its --port).
     """
     count, size = _count_and_size(topology, instances, cpus_per_instance)
-    _check_ports(base_port, count)
+    _check_ports(base_port, count, front_port)
     sets = [(node, cpus) for node, n in _spread(topology, count, size).items()
             for cpus in _fill_node(topology.node_cores(node), n, size)]  # fmt: skip
     core_of = {cpu: core for core, siblings in topology.cores.items() for cpu in siblings}
@@ -130,11 +132,17 @@ def cpus_phrase(count: int) -> str:
     return f"{count} CPU" if count == 1 else f"{count} CPUs"
 
 
-def _check_ports(base_port: int, count: int) -> None:
+def _check_ports(base_port: int, count: int, front_port: int) -> None:
     last = base_port + count - 1
-    if base_port < 1 or last > 65535 or base_port <= FRONT_PORT <= last:
+    if front_port == base_port - 1:  # `forklift pod --port`: the instances take the ports after it
+        if last > 65535:
+            ports = f"port {base_port}" if count == 1 else f"{count} ports, {base_port}-{last}"
+            raise ForkliftError(f"--port {front_port}: the pod's instances take the ports after it, here {ports}, "
+                                "past 65535; choose a lower --port")  # fmt: skip
+        return
+    if base_port < 1 or last > 65535 or base_port <= front_port <= last:
         raise ForkliftError(
-            f"--base-port {base_port}: instance ports {base_port}-{last} must be valid and leave {FRONT_PORT} "
+            f"--base-port {base_port}: instance ports {base_port}-{last} must be valid and leave {front_port} "
             f"to the front"
         )
 
