@@ -183,6 +183,9 @@ def test_k8s(plan: Plan) -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert service["spec"]["ports"] == [{"name": "http", "port": FRONT_PORT, "targetPort": "http"}]
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert 'full-pcpus-only: "true"' in text  # 4 CPUs: two whole cores of 2 threads
+    odd = k8s_yaml(make_plan(sandbox(2), instances=2, cpus_per_instance=7), "/srv/models/yolo")  # the kubelet's
+    assert 'full-pcpus-only: "true"' not in odd and "it refuses a pod of 7 CPUs on cores of 2 threads" in odd  # own
 
 
 def test_nginx(plan: Plan, tmp_path: Path) -> None:

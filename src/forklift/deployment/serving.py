@@ -114,12 +114,19 @@ def k8s_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = SERVE_IMAG
         memory=memory,
         model_volume={"hostPath": {"path": model, "type": "Directory"}},
     )
+    smt = plan.threads_per_core
+    whole_cores = (
+        '#   cpuManagerPolicyOptions: {full-pcpus-only: "true"}   # whole cores, not stray SMT siblings\n'
+        if plan.cpus_per_instance % smt == 0
+        else f"# (not full-pcpus-only: it refuses a pod of {plan.cpus_per_instance} CPUs on cores of {smt} threads; "
+        f"plan a multiple of {smt} CPUs an instance to pin whole cores)\n"
+    )
     note = (
         "# The kubelet chooses the CPUs: requests == limits in whole CPUs (Guaranteed QoS) let its static CPU manager\n"
         "# give each pod exclusive CPUs, and the node's kubelet config should say\n"
         "#   cpuManagerPolicy: static\n"
         "#   topologyManagerPolicy: single-numa-node   # the pod's CPUs and memory on one NUMA node, as in the plan\n"
-        '#   cpuManagerPolicyOptions: {full-pcpus-only: "true"}   # whole cores, not stray SMT siblings\n'
+        f"{whole_cores}"
         f"# Each pod has its own address, so all listen on {FRONT_PORT} and the Service balances them.\n"
     )
     return _header(plan, "k8s") + note + objects_yaml(serving_objects(spec))

@@ -55,6 +55,7 @@ class Plan:
     cpus_per_instance: int
     unused: tuple[int, ...]
     source: str
+    threads_per_core: int = 1  # the machine's SMT: a whole number of cores per instance is what Kubernetes can pin
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,7 +103,8 @@ def make_plan(
         for index, (node, cpus) in enumerate(sets)
     )
     used = {cpu for instance in placed for cpu in instance.cpus}
-    return Plan(placed, size, tuple(cpu for cpu in topology.online_cpus if cpu not in used), topology.source)
+    unused = tuple(cpu for cpu in topology.online_cpus if cpu not in used)
+    return Plan(placed, size, unused, topology.source, threads_per_core=topology.threads_per_core)
 
 
 def _count_and_size(topology: Topology, instances: int | None, size: int | None) -> tuple[int, int]:
