@@ -88,6 +88,10 @@ def test_plan_layouts() -> None:
     assert [i.cores for i in make_plan(smt8, instances=4, cpus_per_instance=4).instances] == [3, 4, 4, 4]
     # instances only: the largest size at which that many fit (6: node0 1, node1 3, node2 1)
     assert make_plan(smt2, instances=4).cpus_per_instance == 6
+    two = make_plan(smt2, instances=2)  # 9 CPUs each fit on node 1, splitting a core: 8 each, on nodes 1 and 2
+    assert two.cpus_per_instance == 8 and [i.node for i in two.instances] == [1, 2]
+    core_of = {cpu: core for core, cpus in smt2.cores.items() for cpu in cpus}
+    assert not {core_of[c] for c in two.instances[0].cpus} & {core_of[c] for c in two.instances[1].cpus}
     # more instances than cores on a node: each instance stays on one core
     assert all(i.cores == 1 for i in make_plan(smt8, instances=None, cpus_per_instance=2).instances)
     # a machine of one small node: the instance takes all of it

@@ -275,6 +275,8 @@ PLAN_EPILOG = (
     "- whole cores come before SMT siblings, because siblings share a core's execution units: an instance\n"
     "  of K CPUs gets K separate cores' first threads while its node has cores enough, siblings only after;\n"
     "- instances are spread over the nodes in proportion to their size;\n"
+    "- --instances N alone: the largest CPU count at which N fit, a multiple of the threads per core where\n"
+    "  N fit so (no core split between two instances);\n"
     "- threads = CPUs: each instance runs one thread per CPU, so nothing is oversubscribed.\n"
     "--instances auto with no --cpus-per-instance: instances of one whole core each (all its SMT threads),\n"
     "as many as each node holds. Instance i listens on BASE_PORT + i; NGINX on port 5000 balances them\n"

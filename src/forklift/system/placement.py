@@ -82,7 +82,8 @@ def make_plan(
     """Place `instances` of `cpus_per_instance` CPUs each; either may be None ("auto") and left to these rules:
 
     - both given: they must fit, or a ForkliftError says how many instances of that size fit;
-    - instances only: the largest size at which that many fit;
+    - instances only: the largest size at which that many fit, a whole number of cores where one does (9 CPUs
+      on 2-thread cores would split a core between two instances);
     - size only: as many instances as fit;
     - neither ("auto"): instances of CORES_PER_INSTANCE core's worth of CPUs (1 x threads per core), or of all
       of the largest node where that is smaller; as many as each node holds. Two cores let a model's threads scale
@@ -116,8 +117,9 @@ def _count_and_size(topology: Topology, instances: int | None, size: int | None)
         if instances is None:
             size = min(CORES_PER_INSTANCE * topology.threads_per_core, largest)
         else:
-            fitting = (k for k in range(largest, 0, -1) if sum(fit_per_node(topology, k).values()) >= instances)
-            size = next(fitting, 1)  # none fits even at 1 CPU: the error below says so
+            fitting = [k for k in range(largest, 0, -1) if sum(fit_per_node(topology, k).values()) >= instances]
+            whole = [k for k in fitting if k % topology.threads_per_core == 0]  # no core split between instances
+            size = (whole or fitting or [1])[0]  # none fits even at 1 CPU: the error below says so
     fit = fit_per_node(topology, size)
     count = sum(fit.values()) if instances is None else instances
     if count > sum(fit.values()) or count == 0:
