@@ -121,6 +121,7 @@ def test_post_reports_percentiles_and_errors(model: Path) -> None:
     for args, said in (  # refused before the first request (each was a run of errors: UnsupportedProtocol, 400)
         ([dog, "5", "--url", "notaurl"], "--url notaurl: not an http(s) URL"),
         ([shared("darknet/coco.names"), "5"], "coco.names: not an image (JPEG, PNG"),
+        ([f"{dog},", "5"], "holds an empty image name (a comma too many?)"),  # it named the folder '.'
     ):
         refused = forklift("post", *args, check=False)
         assert refused.returncode == 2 and said in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr

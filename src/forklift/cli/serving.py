@@ -175,7 +175,7 @@ def add_post(verbs: Any) -> None:
     )
     post.add_argument(
         "image",
-        type=lambda text: [Path(p) for p in text.split(",")],
+        type=image_list,
         metavar="IMAGE[,IMAGE...]",
         help="image(s) to post, in turn",
     )
@@ -282,6 +282,15 @@ PLAN_EPILOG = (
     "as many as each node holds. Instance i listens on BASE_PORT + i; NGINX on port 5000 balances them\n"
     "(--emit nginx, and inside the podman and docker scripts)."
 )
+
+
+def image_list(text: str) -> list[Path]:
+    """IMAGE[,IMAGE...] as paths; an empty name (`dog.jpg,`, a comma too many) said as such, not as the folder
+    '.' that Path('') is."""
+    names = text.split(",")
+    if not all(name.strip() for name in names):
+        raise argparse.ArgumentTypeError(f"{text!r} holds an empty image name (a comma too many?)")
+    return [Path(name) for name in names]
 
 
 def add_topology_and_plan(verbs: Any) -> None:
