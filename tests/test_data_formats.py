@@ -221,6 +221,26 @@ def test_an_export_refuses_a_missing_image_or_one_of_another_size_in_one_line_an
     )
 
 
+def test_an_export_of_boxes_alone_says_the_outlines_and_splits_it_leaves_out(shapes: Dataset, tmp_path: Path) -> None:
+    """VOC, YOLO and PowerAI Vision hold boxes: an analyst's polygons were left out of them unsaid, and PowerAI
+    Vision's zip (no splits) took val and test images in as train, unsaid."""
+    data = tmp_path / "data"
+    shutil.copytree(shapes.root, data)
+    dataset = load_dataset(data)
+    first = dataset.images[0].boxes[0]
+    corners = ((first.x1, first.y1), (first.x2, first.y1), (first.x1, first.y2))
+    dataset.images[0].boxes[0] = replace(first, polygon=corners)
+    save_dataset(dataset, data)
+    other = sum(image.split != "train" for image in dataset.images)
+    assert other
+    outlines = "1 outlined objects written as their boxes only (the format holds boxes; COCO keeps outlines)"
+    for kind, out in [("voc", "v"), ("yolo", "y"), ("powerai", "p.zip"), ("coco", "c")]:
+        notes = export_dataset(kind, data, tmp_path / out).notes
+        assert (outlines in notes) == (kind != "coco"), notes
+        splits = f"{other} val and test images go in as the others (PowerAI Vision's zip has no splits)"
+        assert (splits in notes) == (kind == "powerai"), notes
+
+
 @pytest.mark.parametrize("kind", ["coco", "yolo", "voc"])
 @pytest.mark.slow  # over 1.5 s: left out of make test-fast
 def test_cli_imports_an_export_as_its_folder_or_its_zip(shapes: Dataset, tmp_path: Path, kind: str) -> None:
@@ -353,8 +373,13 @@ def test_voc_skips_unreadable_xml_and_missing_images(shapes: Dataset, tmp_path: 
     tagged = voc / "Annotations" / "000001.xml"  # CVAT's extra fields are ignored, not a defect
     extra = "<occluded>0</occluded><attributes><attribute><name>colour</name></attribute></attributes>"
     tagged.write_text(tagged.read_text().replace("<pose>", f"{extra}<pose>"))
+    hard = voc / "Annotations" / "000002.xml"  # a difficult object was kept as any other, unsaid
+    hard.write_text(hard.read_text().replace("<difficult>0</difficult>", "<difficult>1</difficult>", 1))
     summary = import_dataset("voc", voc, tmp_path / "back")
     assert summary.skipped == 3 and summary.images == 9 and len(summary.lines()) == 3
+    assert summary.line().endswith("0 files renamed, 1 objects marked difficult kept as boxes)"), summary.line()
+    assert summary.changes() == ["1 objects marked difficult (VOC) kept as boxes like the others: VOC's mAP leaves "
+                                 "them out"]  # fmt: skip
     assert (
         summary.lines()[1]
         == "skipped 1 annotation file whose image is not found in the import (000004.xml -> 000004.png)"

@@ -107,6 +107,7 @@ class ImportSummary:
     renamed: int = 0
     boxed: int = 0  # outlines a box has to stand for (an RLE mask, an object in several parts)
     posed: int = 0  # a pose set's labels whose keypoints were left out (their boxes kept)
+    difficult: int = 0  # VOC objects marked difficult, kept as boxes like the others (forklift has no such flag)
     skipped_items: SkippedItems = field(default_factory=SkippedItems)
 
     @property
@@ -126,7 +127,8 @@ class ImportSummary:
             f"imported {self.images} images, {self.boxes} boxes, {self.classes} classes into {self.out} "
             f"({self.clipped} boxes clipped to their image, {self.dropped} empty boxes dropped, "
             f"{self.crowd} crowd boxes skipped, {self.boxed} outlines kept as their boxes, {self.renamed} files "
-            f"renamed{f', {self.posed} keypoint sets left out' if self.posed else ''})"
+            f"renamed{f', {self.posed} keypoint sets left out' if self.posed else ''}"
+            f"{f', {self.difficult} objects marked difficult kept as boxes' if self.difficult else ''})"
         )
 
     def changes(self) -> list[str]:
@@ -137,6 +139,7 @@ class ImportSummary:
             (self.crowd if detect else 0, "crowd regions (iscrowd: 1) skipped: their objects are not labelled"),
             (self.boxed, "outlines kept as their boxes only (an RLE mask, or an object in several parts)"),
             (self.posed, "boxes of a pose set kept without their keypoints"),
+            (self.difficult, "objects marked difficult (VOC) kept as boxes like the others: VOC's mAP leaves them out"),
             (self.clipped, "boxes clipped to their image"),
             (self.dropped, "empty boxes dropped"),
         ]
@@ -246,6 +249,15 @@ def labelled_images(dataset: Dataset) -> tuple[list[ImageRecord], list[str]]:
         return kept, []
     plural = "image" if left == 1 else "images"
     return kept, [f"left out {left} {plural} no person has labelled (an empty label file says nothing is there)"]
+
+
+def outlines_as_boxes(images: list[ImageRecord]) -> list[str]:
+    """A note for an export whose format holds boxes alone (VOC, YOLO, PowerAI Vision): how many objects' outlines
+    it leaves out (none: no note)."""
+    outlined = sum(box.polygon is not None for image in images for box in image.boxes)
+    if not outlined:
+        return []
+    return [f"{outlined} outlined objects written as their boxes only (the format holds boxes; COCO keeps outlines)"]
 
 
 def export_name(image: ImageRecord, taken: set[str]) -> str:

@@ -26,6 +26,7 @@ from forklift.data.interchange.common import (
     export_name,
     exported_image,
     labelled_images,
+    outlines_as_boxes,
 )
 from forklift.data.interchange.voc_xml import MalformedXml, VocAnnotation, parse_voc_xml, voc_xml
 from forklift.errors import ForkliftError
@@ -62,6 +63,7 @@ def read(source: Path, builder: DatasetBuilder) -> None:
             size = checked_size(content, builder, str(image), width=annotation.width, height=annotation.height)
             if size is not None:
                 builder.add_image(image.name, content, *size, "train", annotation.boxes, f"{source}:{member}")
+                builder.summary.difficult += annotation.difficult
 
 
 def _entry(
@@ -112,6 +114,10 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
             xml = voc_xml(name, image.width, image.height, image.boxes, folder="")
             archive.writestr(f"{PurePosixPath(name).stem}.xml", xml)
     boxes = sum(len(image.boxes) for image in images)
+    notes += outlines_as_boxes(images)
+    split = sum(image.split != "train" for image in images)
+    if split:
+        notes.append(f"{split} val and test images go in as the others (PowerAI Vision's zip has no splits)")
     return ExportSummary(out, "powerai", len(images), boxes, len(dataset.classes), notes=notes)
 
 

@@ -18,6 +18,7 @@ from forklift.data.interchange.common import (
     detect_only,
     labelled_images,
     new_folder,
+    outlines_as_boxes,
     place_image,
 )
 from forklift.data.interchange.voc_xml import MalformedXml, VocAnnotation, parse_voc_xml, voc_xml
@@ -37,6 +38,7 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
     for xml, path, annotation in found:
         split = splits.get(xml.stem, "train")
         builder.add_image(path.name, path, annotation.width, annotation.height, split, annotation.boxes, str(xml))
+        builder.summary.difficult += annotation.difficult
 
 
 def _entry(xml: Path, images: Path, builder: DatasetBuilder) -> tuple[Path, Path, VocAnnotation] | None:
@@ -74,6 +76,7 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
     for split, names in ids.items():
         (folder / "ImageSets" / "Main" / f"{split}.txt").write_text("".join(f"{n}\n" for n in names))
     boxes = sum(len(image.boxes) for image in images)
+    notes += outlines_as_boxes(images)
     return ExportSummary(folder, "voc", len(images), boxes, len(dataset.classes), notes=notes)
 
 

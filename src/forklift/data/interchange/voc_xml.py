@@ -31,6 +31,7 @@ class VocAnnotation:
     width: int
     height: int
     boxes: list[RawBox] = field(default_factory=list)
+    difficult: int = 0  # of its boxes, the objects marked <difficult>1</difficult> (kept as the others)
 
 
 def parse_voc_xml(data: bytes, where: str) -> VocAnnotation:
@@ -55,6 +56,7 @@ def parse_voc_xml(data: bytes, where: str) -> VocAnnotation:
         corners = [_float(obj.findtext(f"bndbox/{key}"), where, f"object {i + 1} <{key}>") for key in _CORNERS]
         xmin, ymin, xmax, ymax = corners
         annotation.boxes.append(RawBox(name, xmin - 1, ymin - 1, xmax, ymax))
+        annotation.difficult += (obj.findtext("difficult") or "").strip() == "1"
     return annotation
 
 

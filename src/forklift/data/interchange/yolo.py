@@ -21,6 +21,7 @@ from forklift.data.interchange.common import (
     detect_only,
     labelled_images,
     new_folder,
+    outlines_as_boxes,
     place_image,
 )
 from forklift.errors import ForkliftError
@@ -116,7 +117,9 @@ def write(dataset: Dataset, out: Path) -> ExportSummary:
     header = f"# {note}\n" if note else ""
     (folder / "data.yaml").write_text(header + yaml.safe_dump(config, sort_keys=False))
     boxes = sum(len(image.boxes) for image in images)
-    return ExportSummary(folder, "yolo", len(images), boxes, len(index), notes=[*notes, note] if note else notes)
+    notes += [note] if note else []
+    notes += outlines_as_boxes(images)
+    return ExportSummary(folder, "yolo", len(images), boxes, len(index), notes=notes)
 
 
 def _splits_with_val(images: list[ImageRecord]) -> tuple[list[str], str]:
