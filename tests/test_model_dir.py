@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import CFGS
+from helpers import CFGS, forklift
 
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
@@ -48,10 +48,16 @@ def test_not_a_model_directory(tmp_path: Path) -> None:
         open_model_dir(tmp_path / "nope")
 
 
-def test_labels_count_mismatch(model: Path) -> None:
+def test_labels_count_mismatch(model: Path, tmp_path: Path) -> None:
+    """predict refused it; inspect said `classes 3: circle, square` and export wrote the graph (exit 0)."""
     next(model.glob("*.names")).write_text("circle\nsquare\n")
     with pytest.raises(ForkliftError, match=r"\.names: 2 labels, but the network has 3 classes"):
         load_predictor(open_model_dir(model), "torch")
+    for args in (["inspect", model], ["export", "--to", "onnx", model, tmp_path / "model.onnx"]):
+        result = forklift("models", *args, check=False)
+        assert result.returncode == 2 and result.stderr.strip().endswith(".names: 2 labels, but the network has 3 "
+                                                                         "classes"), result.stderr  # fmt: skip
+    assert not (tmp_path / "model.onnx").exists()
 
 
 def test_labels_trailing_whitespace_stripped(model: Path) -> None:

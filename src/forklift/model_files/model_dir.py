@@ -79,6 +79,14 @@ class ModelDirectory:
     def name(self) -> str:
         return self.path.resolve().name
 
+    def check_label_count(self, classes: int) -> None:
+        """One line naming the labels file when it holds another count than the network's classes: each box would
+        be named by another class's label (predict, inspect and export alike)."""
+        if "labels" in self.files and len(self.labels) != classes:
+            raise ForkliftError(
+                f"{self.files['labels']}: {len(self.labels)} labels, but the network has {classes} classes"
+            )
+
 
 def _pick_one(directory: Path, role: str, suffixes: tuple[str, ...]) -> Path | None:
     candidates = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix.lower() in suffixes)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import ModelDirectory
 from forklift.runtime.base import Answer, Answering, PredictOptions, Predictor
 from forklift.vision.boxes import select_detections
@@ -29,10 +28,7 @@ class DarknetPredictor(Predictor):
         self.input_width, self.input_height = input_size
         self._task = model.config.task or task
         self.resize = word(ResizeMode, options.resize or model.config.resize or ResizeMode.LETTERBOX, where="--resize")
-        if len(model.labels) != classes:
-            raise ForkliftError(
-                f"{model.files['labels']}: {len(model.labels)} labels, but the network has {classes} classes"
-            )
+        model.check_label_count(classes)
 
     @property
     def task(self) -> Task:

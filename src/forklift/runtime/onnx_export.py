@@ -50,6 +50,7 @@ def export_darknet(model: ModelDirectory, out: Path) -> Path:
     from forklift.nets.darknet import build_darknet
 
     net = build_darknet(model.files["cfg"], model.files["weights"])
+    model.check_label_count(net.classes)
     task = Task.DETECT if net.is_detector else Task.CLASSIFY
     example = torch.zeros(1, net.config.channels, net.input_height, net.input_width)
     facts = {META_SOURCE: source_digest(model), META_CLASSES: str(net.classes), META_EXPORT: EXPORT_VERSION}

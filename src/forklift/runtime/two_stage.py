@@ -65,10 +65,7 @@ class TwoStagePredictor(Predictor):
         self.network = with_all_outputs(network_type)(graph_path(model, options.precision), options)
         self.runtime = self.network.runtime
         self.input_width = self.input_height = settings.image_size
-        if len(model.labels) != settings.classes:
-            raise ForkliftError(
-                f"{model.files['labels']}: {len(model.labels)} labels, but the network has {settings.classes} classes"
-            )
+        model.check_label_count(settings.classes)
         self.resize = ResizeMode.LETTERBOX  # the net was trained on letterboxed squares
         self.graph_iou = model.config.iou or IOU
 

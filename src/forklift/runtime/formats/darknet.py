@@ -32,12 +32,15 @@ def _predictor(model: ModelDirectory, runtime: Runtime, options: PredictOptions)
 
 def _summary(model: ModelDirectory) -> ModelFacts:
     if importlib.util.find_spec("torch") is None:  # the core install: its export tells, but for the FLOPs
-        return graph_summary(model, _predictor)
+        facts = graph_summary(model, _predictor)
+        model.check_label_count(facts.classes)
+        return facts
     import torch
 
     from forklift.nets.darknet import build_darknet
 
     net = build_darknet(model.files["cfg"], model.files["weights"])
+    model.check_label_count(net.classes)
     parameters, flops = torch_counts(net, torch.zeros(1, net.config.channels, net.input_height, net.input_width))
     return ModelFacts(
         task=Task.DETECT if net.is_detector else Task.CLASSIFY,
