@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from app_helpers import app_client, bomb_png, fresh_database, png, video, zip_of
@@ -279,11 +280,7 @@ def test_an_editor_open_before_a_label_changed_cannot_write_it_back(client: Test
     opened = _box(client, image, "bicycle", [1, 1, 10, 10])  # what the open page holds
     _box(client, other, "car", [2, 2, 12, 12])
     labels = {label["name"]: label["id"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
-    changed = {
-        "delete": lambda: client.delete(f"/api/labels/{labels['bicycle']}"),
-        "rename": lambda: client.patch(f"/api/labels/{labels['bicycle']}", json={"name": "bike"}),
-        "merge": lambda: client.patch(f"/api/labels/{labels['bicycle']}", json={"merge_into": labels["car"]}),
-    }[change]()
+    changed = _change_label(client, change, labels["bicycle"], name="bike", into=labels["car"])
     assert changed.status_code == 200, changed.text
     drawn = [*opened["shapes"], {"kind": "box", "label": "bicycle", "points": [5, 5, 30, 30]}]
     stale = client.put(f"/api/images/{image['id']}/annotations", json={"version": opened["version"], "shapes": drawn})
@@ -291,6 +288,44 @@ def test_an_editor_open_before_a_label_changed_cannot_write_it_back(client: Test
     names = {label["name"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
     assert "bicycle" not in names
     assert client.get(f"/api/images/{other['id']}/annotations").json()["version"] == 2  # not using it: unchanged
+
+
+@pytest.mark.parametrize("change", ["delete", "rename", "merge"])
+def test_a_label_seen_and_changed_since_is_not_made_again_on_an_image_that_never_used_it(
+    client: TestClient, change: str
+) -> None:
+    """An editor open on an image without the label (its version untouched by the change) saved a new box with the
+    label as the page had loaded it: the label came back beside its new name, or after its delete, unsaid. With the
+    ids the page saw, such a save is a 409 naming the label; a name the page never saw (typed) is made."""
+    dataset = _dataset(client)
+    image = _upload(client, dataset, {"a.png": png(seed=1)})["added"][0]
+    other = _upload(client, dataset, {"b.png": png(seed=2)})["added"][0]
+    _box(client, other, "car", [2, 2, 12, 12])
+    _box(client, image, "dog", [3, 3, 13, 13])
+    labels = {label["name"]: label["id"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
+    now = client.get(f"/api/images/{image['id']}/annotations").json()
+    changed = _change_label(client, change, labels["car"], name="vehicle", into=labels["dog"])
+    assert changed.status_code == 200, changed.text
+    assert client.get(f"/api/images/{image['id']}/annotations").json()["version"] == now["version"]
+    drawn = [*now["shapes"], {"kind": "box", "label": "car", "points": [20, 20, 30, 30]}]
+    url = f"/api/images/{image['id']}/annotations"
+    refused = client.put(url, json={"version": now["version"], "shapes": drawn, "labels_seen": labels})
+    said = {"delete": "deleted or merged into another", "merge": "deleted or merged into another",
+            "rename": "renamed 'vehicle'"}[change]  # fmt: skip
+    assert refused.status_code == 409 and refused.json()["error"] == (
+        f"label 'car' was {said} since this page loaded it: load the labels again"
+    )
+    assert "car" not in {label["name"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
+    typed = [*now["shapes"], {"kind": "box", "label": "truck", "points": [20, 20, 30, 30]}]
+    kept = client.put(url, json={"version": now["version"], "shapes": typed, "labels_seen": {"dog": labels["dog"]}})
+    assert kept.status_code == 200 and [s["label"] for s in kept.json()["shapes"]] == ["dog", "truck"], kept.text
+
+
+def _change_label(client: TestClient, change: str, label: int, *, name: str, into: int) -> httpx.Response:
+    """Another tab deletes the label, renames it `name` or merges it into the label `into`."""
+    if change == "delete":
+        return client.delete(f"/api/labels/{label}")
+    return client.patch(f"/api/labels/{label}", json={"name": name} if change == "rename" else {"merge_into": into})
 
 
 def test_the_grid_pages_and_filters(client: TestClient) -> None:

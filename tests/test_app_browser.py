@@ -285,19 +285,23 @@ def test_label_a_data_set_in_chromium(app_url: str, tmp_path: Path) -> None:
         assert drawn.count() == 1  # Annotorious draws the saved box again
         page.screenshot(path=str(shots / "editor.png"))
 
-        # someone else changes this image meanwhile: the editor's next save is refused and it shows theirs
+        # someone else changes this image meanwhile: the editor's next save is refused, and it shows theirs with the
+        # box drawn here added (it showed theirs alone: the box drawn was lost)
         current = httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()
         theirs = [{"kind": "box", "label": "car", "points": [300, 300, 400, 380]}]
         assert httpx.put(f"{app_url}/api/images/{image_id}/annotations",
                          json={"version": current["version"], "shapes": theirs}).status_code == 200  # fmt: skip
         _drag(page, frame["x"] + 500, frame["y"] + 60, 80, 60)
         page.wait_for_selector("text=This image was changed elsewhere", timeout=15000)
+        page.wait_for_selector("text=your 1 new shape(s) were added to its saved version")
+        page.wait_for_timeout(600)
         _saved(page)
         cars = next(label["count"] for label in httpx.get(f"{app_url}/api/datasets/1").json()["labels"]
                     if label["name"] == "car")  # fmt: skip
         page.wait_for_selector(f".keys button:has-text('car') .count:text-is('{cars}')")  # counted again, theirs in
-        assert as_drawn(httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()["shapes"]) == theirs
-        assert drawn.count() == 1  # their one box, not ours on top of it
+        now = as_drawn(httpx.get(f"{app_url}/api/images/{image_id}/annotations").json()["shapes"])
+        assert now[0] == theirs[0] and [shape["label"] for shape in now] == ["car", "bicycle"]
+        assert drawn.count() == 2  # their box and the one drawn here; not the bicycle they replaced
 
         frames = httpx.get(f"{app_url}/api/datasets/1/images?offset=4").json()["items"]
         page.goto(f"{app_url}/#/datasets/1/images/{frames[0]['id']}")
@@ -1310,4 +1314,60 @@ def test_emptying_the_last_page_shows_the_last_page_there_is_in_chromium(app_url
         page.wait_for_selector("text=Deleted: 3 image(s).")
         page.wait_for_selector("[data-testid=shown]:has-text('1–100 of 100')")
         assert page.locator("text=Page 1 of 1").count() == 1 and page.locator("text=No images here yet").count() == 0
+    assert not errors, errors
+
+
+def test_a_box_drawn_as_its_label_changes_elsewhere_is_kept_under_the_label_as_it_is_now_in_chromium(
+    app_url: str,
+) -> None:
+    """A label renamed in another tab while the editor is open on an image with it: the next box drawn was refused
+    (409), the image reloaded and the box gone, and the only message said the label was renamed. Deleted while open
+    on an image without it: the box's save made the label again, unsaid. Now the box is added to the image as saved,
+    under the label's new name, or the label chosen now, and the page says so in one message."""
+    dataset, (first, second) = _two_images_labelled_car_and_bus(app_url)
+    labels = {label["name"]: label["id"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()}
+    first_url, second_url = (f"{app_url}/api/images/{image}/annotations" for image in (first, second))
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{first}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        assert httpx.patch(f"{app_url}/api/labels/{labels['car']}", json={"name": "auto"}).is_success  # another tab
+        _draw(page, (100, 100, 200, 180))  # as a car, the label chosen
+        message = page.wait_for_selector(".message:has-text('were added to its saved version')")
+        assert message.inner_text().startswith("This image was changed elsewhere (by someone else, in another tab, "
+                                               "or by a label renamed, merged or deleted): your 1 new shape(s) were "
+                                               "added to its saved version.")  # fmt: skip
+        assert "The label car is now auto: the next shape is a auto." in message.inner_text()
+        assert sorted(shape["label"] for shape in _shapes_on_the_server(first_url, 2)) == ["auto", "auto"]
+        _saved(page)
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{second}")
+        page.wait_for_selector(".editor img")
+        page.keyboard.press("2")  # bus, which another tab deletes: the image holds no bus, its version stays
+        assert httpx.delete(f"{app_url}/api/labels/{labels['bus']}").is_success
+        _draw(page, (100, 100, 200, 180))
+        message = page.wait_for_selector(".message:has-text('was deleted elsewhere')")
+        assert "The label bus was deleted elsewhere: your new shape is a auto now (relabel it, or type bus to make " \
+               "that label again)." in message.inner_text()  # fmt: skip
+        assert [shape["label"] for shape in _shapes_on_the_server(second_url, 1)] == ["auto"]
+        _saved(page)
+        names = [label["name"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()]
+        assert names == ["auto"]  # neither car nor bus made again
+    assert not errors, errors
+
+
+def test_a_change_that_could_not_go_offline_goes_when_the_network_is_back_in_chromium(app_url: str) -> None:
+    """Offline as a box was saved: back online, it stayed unsaved, and leaving asked to throw it away."""
+    dataset, (first, _) = _two_images_labelled_car_and_bus(app_url)
+    url = f"{app_url}/api/images/{first}/annotations"
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{first}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.context.set_offline(True)
+        _draw(page, (100, 100, 200, 180))
+        page.wait_for_selector(".message.error:has-text('could not be reached')")
+        page.context.set_offline(False)
+        assert len(_shapes_on_the_server(url, 2)) == 2
+        _saved(page)
+        assert page.locator(".message.error").count() == 0
     assert not errors, errors

@@ -197,6 +197,21 @@ def labels_named(session: Session, dataset_id: int, names: Iterable[str]) -> dic
     return {name: label_named(session, dataset_id, name, create=True) for name in sorted(set(names))}
 
 
+def check_labels_seen(session: Session, dataset_id: int, names: Iterable[str], seen: dict[str, int]) -> None:
+    """A 409 naming the first label a save names as the page saw it (by its id) that was renamed, merged or deleted
+    since: saved, the old name would make the label again, undoing the other's change unsaid."""
+    ids = {name: seen[name] for name in dict.fromkeys(names) if name in seen}
+    if not ids:
+        return
+    rows = session.execute(select(Label.id, Label.name).where(Label.dataset_id == dataset_id,
+                                                              Label.id.in_(list(ids.values())))).all()  # fmt: skip
+    now = {label_id: label_name for label_id, label_name in rows}
+    for name, label_id in ids.items():
+        if now.get(label_id) != name:
+            what = f"renamed {now[label_id]!r}" if label_id in now else "deleted or merged into another"
+            raise HttpError(409, f"label {name!r} was {what} since this page loaded it: load the labels again")
+
+
 def next_version(session: Session, image_id: int, version: int, *unchanged: ColumnElement[bool], **values: Any) -> bool:
     """Move the image to its next version (setting `values`) if it is still at `version` and `unchanged` holds:
     the check every change of an image's labels goes through, so that nobody overwrites another's change

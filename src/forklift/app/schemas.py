@@ -88,6 +88,9 @@ class AnnotationsIn(Input):
     shapes: list[Shape] = Field(default=[], max_length=MAX_SHAPES)
     class_label: str | None = None  # classify sets
     status: Status | None = None  # default: labelled when anything is labelled, else unlabelled
+    # each label name the shapes (or class) took from the data set, with its id as the page loaded it: one renamed,
+    # merged or deleted since is refused (409), not made again under its old name beside the other's change
+    labels_seen: dict[str, int] = Field(default_factory=dict, max_length=MAX_SHAPES + 1)
 
 
 class AnnotationsOut(BaseModel):

@@ -41,6 +41,10 @@ const nameProblem = (name: string) =>
 // A shape as a key to find its twin by; both sides as the editor saves them (toShape, to a tenth of a pixel): an
 // auto label's raw coordinates never matched their rounded copy, and were copied again on each press.
 const shapeKey = (shape: Shape) => JSON.stringify([shape.kind, shape.label, shape.points]);
+// A save as sent: the body the server takes, and each shape's annotation id beside it (what a merge after a 409
+// tells new shapes from those the server held by).
+type Body = { shapes: Shape[]; class_label: string | null; labels_seen: Record<string, number> };
+type Sent = { body: Body; ids: string[] };
 
 function toAnnotation(shape: Shape | ShapeOut, index: number): ImageAnnotation {
   const id = `${"source" in shape && shape.source === "auto" ? "auto" : "shape"}-${index}-${Math.random().toString(36).slice(2, 8)}`;
@@ -131,6 +135,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const queue = useRef<Promise<void>>(Promise.resolve());
   const drawnFrom = useRef(0);  // counts loads of the server's shapes: a save drawn before the last load is stale
   const confidence = useRef(new Map<string, number | null>());  // auto labels' scores, by annotation id
+  const merged = useRef<{ text: string; error: boolean } | null>(null);  // what a merge said, said again once its save is done
+  const stored = useRef(new Map<string, string>());  // each shape the server holds, as this page last loaded or saved it: id -> shapeKey
   const currentRef = useRef("");
   currentRef.current = current;
   // What this image's editor has chosen is the next image's to begin with: kept as it renders (a key's change
@@ -221,59 +227,107 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     setClassLabel(doc.class_label);
     const annotations = doc.shapes.map(toAnnotation);
     confidence.current = new Map(annotations.map((a, i) => [a.id, doc.shapes[i].source === "auto" ? doc.shapes[i].confidence : null]));
+    const { width, height } = imageRef.current ?? { width: Infinity, height: Infinity };
+    stored.current = new Map(annotations.map((a, i) => [a.id, shapeKey(toShape(a, width, height) ?? doc.shapes[i])]));
     annotator.current?.setAnnotations(annotations, true);
     refresh();
     setState("saved");
   };
 
-  // What the annotator shows now, as the server takes it; read at once, sent when the saves before it are done.
-  const snapshot = (classLabel: string | null) => {
+  // What the annotator shows now, as the server takes it (with the ids of the labels it names as this page loaded
+  // them: one renamed or deleted since is refused, not made again), and each shape's annotation id beside it; read
+  // at once, sent when the saves before it are done.
+  const snapshot = (classLabel: string | null): Sent | null => {
     const image = imageRef.current;
     if (!image || !annotator.current) return null;
-    const shapes = annotator.current.getAnnotations().map((a) => toShape(a, image.width, image.height)).filter((s): s is Shape => s !== null);
-    return { shapes, class_label: classLabel };
+    const drawn = annotator.current.getAnnotations().map((a) => [a.id, toShape(a, image.width, image.height)] as const)
+      .filter((pair): pair is readonly [string, Shape] => pair[1] !== null);
+    const shapes = drawn.map(([, shape]) => shape);
+    const named = new Set([...shapes.map((shape) => shape.label), ...(classLabel ? [classLabel] : [])]);
+    const labels_seen = Object.fromEntries([...named].flatMap((name) => {
+      const id = labelIds.current.get(name);
+      return id === undefined ? [] : [[name, id]];
+    }));
+    return { body: { shapes, class_label: classLabel, labels_seen }, ids: drawn.map(([id]) => id) };
   };
   // Saves go one after another, each on the version the last returned. One drawn before the server's shapes were
   // loaded again (a 409 reloads them) is dropped: sent, it would overwrite what the other person saved. `now`
   // (the page is going away) sends at once with keepalive, as nothing queued would start any more.
-  type Body = { shapes: Shape[]; class_label: string | null };
   const recount = () => api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);  // the labels' counts
-  const put = async (body: Body, drawn: number, keepalive: boolean) => {
+  const put = async ({ body, ids }: Sent, drawn: number, keepalive: boolean) => {
     if (drawn !== drawnFrom.current) return;
     try {
       const doc = await api<Annotations>(`/api/images/${imageId}/annotations`, { ...json("PUT", { version: version.current, ...body }), keepalive });
       version.current = doc.version;
+      stored.current = new Map(ids.map((id, i) => [id, shapeKey(body.shapes[i])]));
       setDoc(doc);
       setState("saved");
       unsent.current = false;
       unsay();  // a save that failed, or a shape that had to be finished first: over now
+      if (merged.current) say(merged.current.text, merged.current.error);  // what a merge kept and did not: still so
+      merged.current = null;
       recount();
     } catch (e) {
       // what may go later: a save the session's end (401), the server (5xx) or the network stopped; not a refusal
       unsent.current = !(e instanceof ApiError) || e.status === 401 || e.status >= 500;
+      merged.current = null;  // said now by what stopped this save
       if (e instanceof ApiError && e.status === 409) {
-        say("This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted): its saved version is shown, and your last change was not kept.", true);
-        try { await load(); } catch { say("This image was changed elsewhere, and its saved version could not be loaded: reload the page before going on (your last change was not kept).", true); setState("not saved"); }
-        recount();
+        try { await merge({ body, ids }); } catch { say("This image was changed elsewhere, and its saved version could not be loaded: reload the page before going on (your last change was not kept).", true); setState("not saved"); }
       } else if (e instanceof ApiError && e.status === 404) {
         say("This image was deleted (in another tab or by someone else): nothing more can be saved to it.", true);
         setState("not saved");
       } else { say(unsent.current ? notSaved(e as Error) : (e as Error).message, true); setState("not saved"); }
     }
   };
-  const send = (body: Body, { now = false } = {}) => {
+  // Changed elsewhere since this page loaded it (someone else, another tab, a label renamed, merged or deleted): its
+  // saved version is shown with the shapes drawn here since the last save added to it (those of the refused save
+  // and any drawn since), and saved so (their labels follow a rename; one deleted gives way to the label chosen
+  // now); what else was changed here is not kept, and the page says all of it in one message.
+  const merge = async (refused: Sent) => {
+    const seen = labelIds.current;
+    const [theirs, fresh] = await Promise.all([
+      api<Annotations>(`/api/images/${imageId}/annotations`), api<DataSet>(`/api/datasets/${datasetId}`)]);
+    const { body, ids } = snapshot(refused.body.class_label) ?? refused;
+    const named = new Map(fresh.labels.map((l) => [l.id, l.name]));
+    const now = (name: string) => { const id = seen.get(name); return id === undefined ? name : named.get(id); };
+    const was = currentRef.current;
+    const chosen = now(was) ?? fresh.labels[0]?.name ?? was;
+    const kept = new Set(ids);
+    const added = body.shapes.filter((_, i) => !stored.current.has(ids[i]));
+    const changed = body.shapes.some((shape, i) => stored.current.has(ids[i]) && stored.current.get(ids[i]) !== shapeKey(shape))
+      || [...stored.current.keys()].some((id) => !kept.has(id)) || body.class_label !== (doc?.class_label ?? null);
+    const gone = [...new Set(added.filter((shape) => now(shape.label) === undefined).map((shape) => shape.label))];
+    const readded = added.map((shape) => ({ ...shape, label: now(shape.label) ?? chosen }));
+    labelIds.current = new Map(fresh.labels.map((l) => [l.name, l.id]));  // followed here, and said below: the effect leaves it
+    setCurrent(chosen);
+    setSet(fresh);
+    shown(theirs);
+    readded.forEach((shape, i) => annotator.current?.addAnnotation(toAnnotation(shape, theirs.shapes.length + i)));
+    const what = "This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted)";
+    const parts = [readded.length
+      ? `${what}: your ${readded.length} new shape(s) were added to its saved version${changed ? "; what else you changed (a shape moved, relabelled or deleted, or its class) was not kept" : ""}.`
+      : `${what}: its saved version is shown, and your last change was not kept.`];
+    for (const label of gone) parts.push(`The label ${label} was deleted elsewhere: your new shape is a ${chosen} now (relabel it, or type ${label} to make that label again).`);
+    if (chosen !== was && !gone.length) parts.push(`The label ${was} is ${seen.get(was) !== undefined && now(was) ? `now ${chosen}` : "gone"}: the next shape is a ${chosen}.`);
+    const said = { text: parts.join(" "), error: changed || gone.length > 0 || !readded.length };
+    say(said.text, said.error);
+    if (!readded.length) return;
+    merged.current = said;
+    saveSoon();
+  };
+  const send = (sent: Sent, { now = false } = {}) => {
     setState("saving");
     const drawn = drawnFrom.current;
-    if (now) { void sendingWhile(() => put(body, drawn, true)); return; }
+    if (now) { void sendingWhile(() => put(sent, drawn, true)); return; }
     const previous = queue.current;
-    queue.current = sendingWhile(() => previous.then(() => put(body, drawn, false))
+    queue.current = sendingWhile(() => previous.then(() => put(sent, drawn, false))
       .catch((e) => { say(notSaved(e as Error), true); setState("not saved"); unsent.current = true; }));  // the next save still goes
   };
   const save = (extra: Partial<{ class_label: string | null }> = {}) => {
     window.clearTimeout(timer.current);
     timer.current = undefined;
-    const body = snapshot(extra.class_label !== undefined ? extra.class_label : classRef.current);
-    if (body) send(body);
+    const sent = snapshot(extra.class_label !== undefined ? extra.class_label : classRef.current);
+    if (sent) send(sent);
   };
   const saveSoon = () => {
     refresh();
@@ -284,8 +338,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     if (timer.current === undefined) return;
     window.clearTimeout(timer.current);
     timer.current = undefined;
-    const body = snapshot(classRef.current);
-    if (body) send(body, { now });
+    const sent = snapshot(classRef.current);
+    if (sent) send(sent, { now });
   };
 
   // Each shape in its label's colour; an auto label dashed-looking (lighter fill), the selected one bolder.
@@ -355,7 +409,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     if (!near?.previous_frame || !annotator.current) return;
     const doc = await api<Annotations>(`/api/images/${near.previous_frame}/annotations`);
     // a shape this frame has already (copied before) is not added again: pressed twice, every box was there twice
-    const here = new Set((snapshot(classRef.current)?.shapes ?? []).map(shapeKey));
+    const here = new Set((snapshot(classRef.current)?.body.shapes ?? []).map(shapeKey));
     const { width, height } = imageRef.current ?? { width: 0, height: 0 };
     const fresh = doc.shapes.filter((shape) => {
       const saved = toShape(toAnnotation(shape, 0), width, height);
@@ -574,11 +628,13 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       else if (!imageRef.current) void open();
     };
     addEventListener(RENEWED, again);
+    addEventListener("online", again);  // the network back: a change that could not go, goes
     return () => {
       removeEventListener("keydown", ownKeys, true); removeEventListener("click", link, true);
       removeEventListener("focus", back); document.removeEventListener("visibilitychange", back);
       holdLeaving(null);
       removeEventListener(RENEWED, again);
+      removeEventListener("online", again);
     };
   }, []);
 

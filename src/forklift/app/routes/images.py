@@ -16,6 +16,7 @@ from forklift.app.headers import user_file
 from forklift.app.records import (
     add_image,
     check_class_label,
+    check_labels_seen,
     check_shapes,
     get_or_404,
     images_out,
@@ -143,9 +144,10 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
     classify = in_classify_set(session, image)
     _check_status(body, before=image.status, classify=classify)
     check_shapes(session, image, body.shapes)
+    named = [shape.label for shape in body.shapes] + ([body.class_label] if body.class_label else [])
+    check_labels_seen(session, image.dataset_id, named, body.labels_seen)
     take_version(session, image_id, body.version)
     session.execute(delete(Annotation).where(Annotation.image_id == image_id))
-    named = [shape.label for shape in body.shapes] + ([body.class_label] if body.class_label else [])
     labels = labels_named(session, image.dataset_id, named)
     for shape in body.shapes:
         session.add(Annotation(image_id=image_id, label_id=labels[shape.label].id, kind=shape.kind,
