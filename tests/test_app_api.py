@@ -506,12 +506,15 @@ def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path)
     span = client.post(f"/api/videos/{facts['id']}/capture", json={"every_s": 0.3, "from_s": 2.2, "to_s": 2.8}).json()
     assert [i["video_time_s"] for i in span["added"]] == [2.5, 2.8] and span["skipped"] == 1  # with 2.8: 2.2 + 0.3 × 2
     # is a hair past it in floating point; 2.2 was captured before
+    end = client.post(f"/api/videos/{facts['id']}/capture", json={"every_s": 1.0, "to_s": facts["duration_s"]}).json()
+    assert [i["video_time_s"] for i in end["added"]] == [facts["duration_s"]] and end["skipped"] == 3  # its last
+    # frame, at the end the form offers as `to` (it was left out, unsaid: 3 already captured, 0 captured)
     for stretch, said in (({"every_s": 0.5, "from_s": 2.0, "to_s": 1.0}, "from_s 2: after to_s 1 "),
                           ({"every_s": 0.5, "from_s": 5.0}, "from_s 5: not before the video's end "),
                           ({"at_s": [1.0], "from_s": 0.5}, "from_s and to_s go with every_s")):  # fmt: skip
         refused = client.post(f"/api/videos/{facts['id']}/capture", json=stretch)
         assert refused.status_code == 422 and refused.json()["error"].startswith(said), refused.text
-    times += [1.5, 1.2, 1.7, 2.2, 2.5, 2.8]
+    times += [1.5, 1.2, 1.7, 2.2, 2.5, 2.8, facts["duration_s"]]
     for every_s, said in ((5e-324, "over 5000 frames"), (1e-4, "over 5000 frames"), (1e308, "less than or equal")):
         odd = client.post(f"/api/videos/{facts['id']}/capture", json={"every_s": every_s})
         assert odd.status_code == 422 and said in odd.json()["error"], odd.text

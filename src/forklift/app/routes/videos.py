@@ -68,18 +68,18 @@ def video_file(video_id: RowId, session: Db, storage: Files, _: Viewer) -> FileR
 @router.post("/api/videos/{video_id}/capture", status_code=201)
 def capture(video_id: RowId, body: schemas.CaptureIn, session: Db, storage: Files, _: Editor) -> schemas.CaptureOut:
     """Frames into the data set: one every `every_s` seconds from `from_s` (the start) to `to_s` (with it: from 2.2
-    to 2.8 every 0.3 is 2.2, 2.5 and 2.8; default: to before the end, which has no frame), or at the times `at_s`
-    (up to its end: there, its last frame). A frame is known by its millisecond: times that round to one already
-    captured (before, by this request or by another at the same moment) are skipped, and so are times that show
-    the frame an earlier time of this request gave. A video FFmpeg cannot decode to the end is
-    a 422 naming it; the frames captured before the damage are kept."""
+    to 2.8 every 0.3 is 2.2, 2.5 and 2.8; a `to_s` at or past the end is the end, whose frame is the last one;
+    default: to before the end), or at the times `at_s` (up to its end: there, its last frame). A frame is known
+    by its millisecond: times that round to one already captured (before, by this request or by another at the
+    same moment) are skipped, and so are times that show the frame an earlier time of this request gave. A video
+    FFmpeg cannot decode to the end is a 422 naming it; the frames captured before the damage are kept."""
     video = get_or_404(session, Video, video_id)
     if (body.every_s is None) == (body.at_s is None):
         raise HttpError(422, "give every_s (a frame every so many seconds) or at_s (a list of times), not both")
     if body.at_s is not None and (body.from_s or body.to_s is not None):
         raise HttpError(422, "from_s and to_s go with every_s; at_s gives its own times")
     if body.every_s is not None:
-        to = body.to_s if body.to_s is not None and body.to_s < video.duration_s else None  # else: to the end
+        to = min(body.to_s, video.duration_s) if body.to_s is not None else None  # None: to before the end
         if not (body.from_s <= to if to is not None else body.from_s < video.duration_s):
             until = f"after to_s {to:g}" if to is not None else "not before the video's end"
             raise HttpError(422, f"from_s {body.from_s:g}: {until} (the video lasts "
