@@ -603,6 +603,8 @@ def _a_viewers_keys_say_view_only(browser, url: str) -> None:  # type: ignore[no
         page.wait_for_selector("text=View only: this account looks at the data set; an editor or admin changes it.")
     page.goto(f"{url}/#/datasets/1")  # files dropped on the grid: said, where they were ignored
     page.wait_for_selector(".grid-column")
+    assert page.locator("[data-testid=view-only]").inner_text() == "View only"  # the page said nothing of it
+    assert "type the first label's name" not in page.inner_text(".dataset-page")  # what she cannot do, unsaid
     dropped = page.evaluate_handle("() => { const d = new DataTransfer(); d.items.add(new File(['x'], 'a.png', "
                                    "{ type: 'image/png' })); return d; }")  # fmt: skip
     page.dispatch_event(".grid-column", "drop", {"dataTransfer": dropped})
@@ -767,6 +769,11 @@ def test_the_data_set_page_says_what_it_did_not_do_in_chromium(app_url: str, tmp
             page.click("form.inline button:has-text('Add')")
             page.wait_for_selector(f"text={said}")
         assert [label["name"] for label in httpx.get(f"{app_url}/api/datasets/1/labels").json()] == ["dog"]
+        page.select_option("select[aria-label='Status filter']", "labelled")  # none is: the filter's, not the set's
+        page.wait_for_selector("text=No images match these filters: clear one to see more.")
+        assert page.locator("text=No images here yet").count() == 0
+        page.select_option("select[aria-label='Status filter']", "")
+        page.wait_for_selector(".grid .tile")
         page.fill("input[aria-label='New label']", "   ")
         page.click("form.inline button:has-text('Add')")
         page.wait_for_selector("text=The name is empty: type one.")
@@ -1155,6 +1162,14 @@ def test_undo_and_redo_bring_the_shapes_back_and_leave_the_label_field_alone_in_
         page.keyboard.press("Control+y")
         assert _shapes_once_saved(page, shapes_url) == drawn
         assert page.input_value(field) == "" and page.evaluate("document.activeElement.tagName") != "INPUT"
+        _click(page, 120, 95)  # the box, relabelled and the relabel undone: the word on it goes (it stayed)
+        _choose(page, "truck")
+        page.wait_for_selector("text=Relabelled 1 shape(s) as truck.")
+        _saved(page)
+        page.evaluate("document.activeElement.blur()")  # out of the label field, whose Ctrl+Z is its typing's
+        page.keyboard.press("Control+z")
+        page.wait_for_selector("text=Undone (Ctrl+Y redoes it).")
+        assert _shapes_once_saved(page, shapes_url) == drawn
 
         page.keyboard.press("g")  # a polygon begun: Back does not drop it unasked
         for x, y in ((60, 200), (120, 210), (90, 280)):

@@ -5,7 +5,7 @@ import type { LabelCount } from "./api";
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip);
 
-export function LabelChart({ labels, task }: { labels: LabelCount[]; task: string }) {
+export function LabelChart({ labels, task, canEdit }: { labels: LabelCount[]; task: string; canEdit: boolean }) {
   const canvas = useRef<HTMLCanvasElement>(null);
   useEffect(() => {
     if (!canvas.current || labels.length === 0) return;
@@ -17,6 +17,7 @@ export function LabelChart({ labels, task }: { labels: LabelCount[]; task: strin
     return () => chart.destroy();
   }, [labels]);
   if (labels.length === 0) {
+    if (!canEdit) return <p class="muted">{task === "classify" ? "No classes yet." : "No labels yet."}</p>;  // a viewer adds none
     return <p class="muted">{task === "classify" ? "No classes yet: open an image and name its class (or add classes here)." : "No labels yet: open an image, type the first label's name in Next label, then drag around an object (or add labels here)."}</p>;
   }
   return <div class="chart" style={{ height: `${40 + labels.length * 24}px` }}><canvas ref={canvas} /></div>;

@@ -24,6 +24,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   const [videos, setVideos] = useState<Video[]>([]);
   const [message, say] = useMessage();
 
+  const filtered = status !== "" || label !== "" || split !== "";  // an empty grid is then the filters', not the set's
   const query = () => {
     const q = new URLSearchParams({ offset: String(offset), limit: String(PAGE) });
     if (status === "reviewed-empty") { q.set("status", "reviewed"); q.set("empty", "true"); }
@@ -132,6 +133,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
         <h1><a href="#/">Data sets</a> › {set.name}</h1>
         <span class="counts">{set.images} images · {set.labelled} labelled</span>
         {set.to_review > 0 && <a class="button review-link" href={`#/datasets/${datasetId}/review`}>Review {set.to_review} auto-labelled</a>}
+        {!canEdit && <span class="muted" data-testid="view-only" title="An editor or admin uploads, labels and trains">View only</span>}
         {canEdit && <div class="actions">
           <Train datasetId={datasetId} task={set.task} labelled={set.labelled} labels={set.labels} say={say} />
           <AutoLabel datasetId={datasetId} task={set.task} videos={videos} onProgress={reload} say={say} />
@@ -187,7 +189,9 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
               <button onClick={() => setChosen(new Set())}>Clear</button>
             </span>}
           </div>
-          {page && page.items.length === 0 ? <p class="empty">No images here yet. Upload images or a video (or drop files here).</p> : (
+          {page && page.items.length === 0 ? <p class="empty">{filtered
+            ? "No images match these filters: clear one to see more."
+            : canEdit ? "No images here yet. Upload images or a video (or drop files here)." : "No images here yet."}</p> : (
             <ul class="grid">
               {page?.items.map((image) => (
                 <li key={image.id} class={chosen.has(image.id) ? "tile chosen" : "tile"}>
@@ -225,7 +229,7 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
   return (
     <div class="card labels-panel">
       <h2>Labels</h2>
-      <LabelChart labels={set.labels} task={set.task} />
+      <LabelChart labels={set.labels} task={set.task} canEdit={canEdit} />
       <ul class="label-list">
         {set.labels.map((label) => (
           <li key={label.id}>
@@ -291,7 +295,7 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
           : <label>at <input ref={atField} type="number" required min="0" max={video.duration_s} step="any" value={at} onInput={(e) => setAt(e.currentTarget.value)} aria-label="Time to capture" /> s <button disabled={capturing} onClick={() => capture({ at_s: [+at] }, atField.current)}>Capture this time</button></label>}
         <label>every <input ref={everyField} type="number" required min="0.1" step="any" value={every} onInput={(e) => setEvery(e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
         <span ref={spanFields}>
-          <label>from <input type="number" min="0" max={video.duration_s} step="any" placeholder="0" value={span.from} onInput={(e) => setSpan({ ...span, from: e.currentTarget.value })} aria-label="Capture from (s)" /> s</label>
+          <label>from <input type="number" min="0" max={video.duration_s} step="any" placeholder="0" value={span.from} onInput={(e) => setSpan({ ...span, from: e.currentTarget.value })} aria-label="Capture from (s)" /> s</label>{" "}
           <label>to <input type="number" min={span.from || "0"} max={video.duration_s} step="any" placeholder={video.duration_s.toFixed(1)} value={span.to} onInput={(e) => setSpan({ ...span, to: e.currentTarget.value })} aria-label="Capture to (s)" /> s</label>
         </span>
         <button disabled={capturing} onClick={() => capture({ every_s: +every, ...(span.from ? { from_s: +span.from } : {}), ...(span.to ? { to_s: +span.to } : {}) },

@@ -94,7 +94,10 @@ const drawable = (points: number[][]) => points.length >= 3 && Math.abs(points.r
 const walk = { heading: 0, pending: 0 };  // the image shown or a step's way to; steps still to take (+ on, - back)
 // A save the network, the server or a session's end stopped, said with what happens to the change: it waits here
 // and goes with the next one (a refusal, 4xx, is said as it is: sent again, it would be refused again).
-const notSaved = (e: Error) => `${e.message.replace(/\.?$/, ".")} Your last change is not saved yet: it is sent with your next one.`;
+const notSaved = (e: Error) => {  // the server's words begin a sentence here ("log in first": "Log in first.")
+  const said = e.message.replace(/\.?$/, ".");
+  return `${said.charAt(0).toUpperCase()}${said.slice(1)} Your last change is not saved yet: it is sent with your next one.`;
+};
 
 // The label chosen for the next shape and the tool, kept here for the next image of the same data set: a run of
 // images of horses is labelled horse after horse, where each new editor went back to the set's first label and
@@ -128,6 +131,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const [doc, setDoc] = useState<Annotations | null>(null);
   const [drawn, setDrawn] = useState<Drawn[]>([]);
   const [message, say, unsay] = useMessage();
+  const said = useRef(message);  // the message shown now, for the handlers the page keeps across renders
+  said.current = message;
   const img = useRef<HTMLImageElement>(null);
   const annotator = useRef<ImageAnnotator | null>(null);
   const version = useRef(0);
@@ -346,7 +351,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const style = (a: ImageAnnotation, state?: { selected?: boolean }) => {
     const colour = colourOf(namesRef.current, labelOf(a));
     const auto = a.id.startsWith("auto-");
-    return { fill: colour, fillOpacity: auto ? 0.08 : 0.16, stroke: colour, strokeOpacity: 1, strokeWidth: state?.selected ? 3 : 2 };
+    return { fill: colour, fillOpacity: auto ? 0.06 : 0.16, stroke: colour, strokeOpacity: auto ? 0.5 : 1, strokeWidth: state?.selected ? 3 : 2 };
   };
 
   const start = () => {
@@ -604,7 +609,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         e.stopPropagation();
         e.preventDefault();
         say("Undo and redo are for finished shapes: finish this one first (double-click or Enter), or press Esc to drop it.", true);
-      } else e.preventDefault();
+      } else {
+        e.preventDefault();
+        // a word on what the undone change did ("Relabelled 1 shape(s) as dog.") is no longer true
+        if (said.current && !said.current.error) say(e.key.toLowerCase() === "y" ? "Redone." : "Undone (Ctrl+Y redoes it).");
+      }
     };
     const link = (e: MouseEvent) => {
       if ((e.target as Element).closest?.("a[href^='#']") && unfinished()) e.preventDefault();
@@ -785,7 +794,7 @@ function AutoNote({ doc, datasetId, canEdit, onReview }: { doc: Annotations; dat
       </> : <><strong>Reviewed</strong> ({doc.class_model_id !== null ? "the model's class kept"
         : auto.length ? `${auto.length} auto label(s) kept as the model gave them`
         : doc.shapes.length || doc.class_label ? "corrected: every label on it is a person's now" : "nothing here: trained on as an image with no object"}).</>}
-      <a href={`#/datasets/${datasetId}/review`}>Review queue ›</a>
+      {" "}<a href={`#/datasets/${datasetId}/review`}>Review queue ›</a>
     </div>
   );
 }
