@@ -436,11 +436,14 @@ def test_yolo_segment_lines_are_polygons_and_coco_masks_kept_as_boxes_are_counte
     assert cut.polygon == ((72.0, 48.0), (96.0, 48.0), (96.0, 72.0)) and (cut.x1, cut.x2) == (72.0, 96.0)
     config = yaml.safe_load((yolo / "data.yaml").read_text())
     (yolo / "data.yaml").write_text(yaml.safe_dump({**config, "kpt_shape": [2, 3]}))  # a pose set: box, then points
-    (yolo / "labels" / "train" / "000001.txt").write_text("1 0.5 0.5 0.2 0.2 0.45 0.45 2 0.55 0.55 2\n")
+    (yolo / "labels" / "train" / "000001.txt").write_text("1 0.5 0.5 0.2 0.2 0.45 0.45 2 0.55 0.55 2\n"
+                                                          "0 0.3 0.3 0.1 0.1\n")  # fmt: skip  # a box alone too
     posed = import_dataset("yolo", yolo / "data.yaml", tmp_path / "pose")
     assert posed.changes() == ["1 boxes of a pose set kept without their keypoints"]  # said, not dropped unsaid
-    (pose,) = next(image.boxes for image in load_dataset(tmp_path / "pose").images if image.file.endswith("1.png"))
+    assert posed.skipped == 0  # the box alone was "malformed"
+    pose, alone = next(image.boxes for image in load_dataset(tmp_path / "pose").images if image.file.endswith("1.png"))
     assert pose.polygon is None and (pose.x1, pose.x2) == pytest.approx((38.4, 57.6))  # its 10 values no polygon
+    assert (alone.label, alone.x1, alone.x2) == ("circle", pytest.approx(24.0), pytest.approx(33.6))
     image = shapes.images[0]
     two_parts, one = [[1, 1, 9, 1, 5, 8], [20, 20, 30, 20, 25, 28]], [[60, 60, 69, 60, 64, 69]]
     document = {

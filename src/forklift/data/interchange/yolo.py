@@ -188,7 +188,8 @@ def _labels(
 ) -> list[RawBox] | None:
     """An image's boxes in pixels (no label file means no boxes); lines that are malformed or name no class are
     skipped. None when the file cannot be read at all: its image is skipped rather than imported without boxes.
-    A pose set's lines (`keypoints` values after the box) are their boxes; a polygon line is no pose label."""
+    A pose set's lines (`keypoints` values after the box, or none) are their boxes; a polygon line is no pose
+    label."""
     if not path.is_file():
         return []
     try:
@@ -210,7 +211,7 @@ def _labels(
         if keypoints and len(values) == 4 + keypoints:
             values = values[:4]
             builder.summary.posed += 1
-        elif keypoints or (len(values) != 4 and (len(values) < 6 or len(values) % 2)):
+        elif len(values) != 4 and (keypoints or len(values) < 6 or len(values) % 2):  # a pose set's box alone: a box
             builder.skip(MALFORMED_LINE, f"{at} {line.strip()[:40]!r}")
             continue
         if not 0 <= index < len(names):
