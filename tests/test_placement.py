@@ -171,6 +171,8 @@ def test_compose(plan: Plan) -> None:
                                            str(instance.threads)]  # fmt: skip
         assert service["volumes"] == ["/srv/models/yolo:/model:ro,z"]
     assert len(services["nginx"]["depends_on"]) == len(plan.instances)
+    priced = yaml.safe_load(compose_yaml(plan, "/srv/models/$HOME"))["services"]["forklift-0"]  # compose reads
+    assert priced["volumes"] == ["/srv/models/$$HOME:/model:ro,z"]  # `$$` as `$`, and `$HOME` as the variable
 
 
 def test_k8s(plan: Plan) -> None:

@@ -182,6 +182,9 @@ def test_a_two_stage_detector_quantises_to_an_openvino_ir(tmp_path: Path) -> Non
     model_dir = train(settings, tmp_path / "run")
     result = forklift_here("models", "quantize", model_dir, "--data", data, "--samples", "8", "--max-drop", "1")
     assert "using its OpenVINO backend" in result.stdout, result.stdout
+    f32 = next(line.split()[1] for line in result.stdout.splitlines() if line.startswith("f32 "))
+    warned = "forklift: warning: f32 scores map50 0 on val, so 'within --max-drop' says nothing of INT8's accuracy"
+    assert (warned in result.stderr) == (float(f32) == 0), result.stderr  # it said "yes", unwarned
     assert (model_dir / INT8_GRAPHS[1]).is_file() and not (model_dir / INT8_GRAPHS[0]).exists()
     assert Precision.INT8 in precision_checks(open_model_dir(model_dir))
     compiled = ov.Core().compile_model(str(model_dir / INT8_GRAPHS[1]), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})

@@ -292,4 +292,7 @@ def run_quantize(args: argparse.Namespace) -> int:
         print(f"{precision:<10} {check.value:>8.4f} {check.drop:>8.4f}  {'yes' if check.passed else 'no'}")
     kept = " (accuracy control kept some layers in float)" if result.controlled else ""
     print(f"wrote {result.graph}{kept}; run it with --precision int8")
+    if some.f32 == 0:  # nothing found in f32 (random or barely trained weights): nothing to drop from
+        print(f"forklift: warning: f32 scores {some.metric} 0 on val, so 'within --max-drop' says nothing of INT8's "
+              "accuracy: quantize a trained model to check it", file=sys.stderr)  # fmt: skip
     return 0

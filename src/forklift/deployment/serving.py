@@ -86,7 +86,7 @@ def compose_yaml(plan: Plan, model: str = MODEL_PLACEHOLDER, image: str = SERVE_
             "cpuset": i.cpuset,
             "environment": {"OMP_NUM_THREADS": str(i.threads)},
             "network_mode": "host",
-            "volumes": [f"{model}:{CONTAINER_MODEL}:ro,z"],
+            "volumes": [f"{model.replace('$', '$$')}:{CONTAINER_MODEL}:ro,z"],  # `$` as written, not a variable
         }
         for i in plan.instances
     }
