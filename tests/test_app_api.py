@@ -489,6 +489,24 @@ def test_an_image_of_a_forklift_zip_with_a_box_refused_is_left_out_whole(client:
                          "image is left out")  # fmt: skip
 
 
+def test_a_duplicate_keeps_its_videos_and_each_frames_video_and_time(client: TestClient, tmp_path: Path) -> None:
+    """The copy had the frames as plain images: no video beside them, no time, so neither "Copy previous frame"
+    nor a capture more, and a time captured before was captured again."""
+    dataset = _dataset(client)
+    clip = video(tmp_path / "clip.mp4", seconds=2.0, fps=10)
+    uploaded = client.post(f"/api/datasets/{dataset}/videos", files={"file": ("clip.mp4", clip.read_bytes())}).json()
+    captured = client.post(f"/api/videos/{uploaded['id']}/capture", json={"every_s": 0.5}).json()["added"]
+    copy = client.post(f"/api/datasets/{dataset}/duplicate").json()["id"]
+    (twin,) = client.get(f"/api/datasets/{copy}/videos").json()
+    assert twin["id"] != uploaded["id"] and client.get(twin["file"]).content == clip.read_bytes()
+    frames = client.get(f"/api/datasets/{copy}/images").json()["items"]
+    assert [(f["video_id"], f["video_time_s"]) for f in frames] == [(twin["id"], f["video_time_s"]) for f in captured]
+    again = client.post(f"/api/videos/{twin['id']}/capture", json={"every_s": 0.5}).json()
+    assert again["added"] == [] and again["skipped"] == len(captured)  # the copy's frames are its video's
+    client.delete(f"/api/datasets/{dataset}")
+    assert client.get(frames[1]["file"]).status_code == 200  # the copy's own files
+
+
 def test_video_frames_are_captured_once_each(client: TestClient, tmp_path: Path) -> None:
     dataset = _dataset(client)
     clip = video(tmp_path / "clip.mp4", seconds=3.0, fps=10)

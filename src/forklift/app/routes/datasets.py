@@ -11,7 +11,7 @@ from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.names import flush_unique, numbered, unused_name
 from forklift.app.records import dataset_out, get_or_404
-from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, Job, Label
+from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, Job, Label, Video
 from forklift.serve.responses import HttpError
 
 router = APIRouter(prefix="/api/datasets", tags=["data sets"])
@@ -64,7 +64,8 @@ def delete_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> N
 
 @router.post("/{dataset_id}/duplicate", status_code=201)
 def duplicate_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> schemas.DataSetOut:
-    """A copy with its own files: its labels, images (with their annotations and splits) and nothing else."""
+    """A copy with its own files: its labels, videos and images (with their annotations and splits; a frame with
+    its video and time, a variant with its source), and nothing else (jobs and models stay the original's)."""
     source = get_or_404(session, DataSet, dataset_id)
     copy = DataSet(name=unused_name(session, DataSet.name, source.name, numbered(word="copy")), task=source.task)
     session.add(copy)
@@ -74,23 +75,42 @@ def duplicate_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -
         labels[label.id] = Label(dataset_id=copy.id, name=label.name)
         session.add(labels[label.id])
     session.flush()
-    folder = files.dataset_folder(copy.id) / "images"
-    folder.mkdir(parents=True, exist_ok=True)
+    videos: dict[int, int] = {}  # the source's video id -> its copy's
+    for video in session.scalars(select(Video).where(Video.dataset_id == source.id).order_by(Video.id)):
+        copied = Video(dataset_id=copy.id, file=_copied(files, video.file, copy.id, "videos"),
+                       original_name=video.original_name, duration_s=video.duration_s, fps=video.fps,
+                       width=video.width, height=video.height)  # fmt: skip
+        session.add(copied)
+        session.flush()
+        videos[video.id] = copied.id
+    twins: dict[int, int] = {}  # the source's image id -> its copy's (a variant's source comes before it)
     for image in session.scalars(select(Image).where(Image.dataset_id == source.id).order_by(Image.id)):
-        target = folder / files.path(image.file).name
-        shutil.copyfile(files.path(image.file), target)
-        twin = Image(dataset_id=copy.id, file=str(target.relative_to(files.root)), original_name=image.original_name,
-                     width=image.width, height=image.height, split=image.split, status=image.status,
-                     class_id=labels[image.class_id].id if image.class_id else None,
-                     class_model_id=image.class_model_id, class_confidence=image.class_confidence)  # fmt: skip
+        video_id = videos.get(image.video_id) if image.video_id is not None else None
+        twin = Image(dataset_id=copy.id, file=_copied(files, image.file, copy.id, "images"),
+                     original_name=image.original_name, width=image.width, height=image.height, split=image.split,
+                     status=image.status, class_id=labels[image.class_id].id if image.class_id else None,
+                     class_model_id=image.class_model_id, class_confidence=image.class_confidence,
+                     video_id=video_id, video_ms=image.video_ms if video_id is not None else None,
+                     derived_from=twins.get(image.derived_from) if image.derived_from else None)  # fmt: skip
         session.add(twin)
         session.flush()
+        twins[image.id] = twin.id
         for shape in session.scalars(select(Annotation).where(Annotation.image_id == image.id)):
             session.add(Annotation(image_id=twin.id, label_id=labels[shape.label_id].id, kind=shape.kind,
                                    points=shape.points, source=shape.source, model_id=shape.model_id,
                                    confidence=shape.confidence))  # fmt: skip
     session.commit()
     return dataset_out(session, copy)
+
+
+def _copied(files: Files, relative: str, dataset_id: int, kind: str) -> str:
+    """A copy of one of the app's files (relative to its data directory) in data set `dataset_id`'s `kind` folder;
+    the copy's path, relative too."""
+    folder = files.dataset_folder(dataset_id) / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / files.path(relative).name
+    shutil.copyfile(files.path(relative), target)
+    return str(target.relative_to(files.root))
 
 
 def _taken(name: str) -> str:
