@@ -116,9 +116,13 @@ def test_the_editor_labels_what_was_meant_in_chromium(app_url: str, tmp_path: Pa
         page.wait_for_timeout(500)
         assert httpx.get(shapes_url).json()["shapes"] == []  # nothing drawn, no label made up
 
-        _choose(page, "dog")
+        before = _scale(page)[1]
+        _choose(page, "dog")  # the image stays where it is until the first shape is drawn (it moved up under the
+        page.wait_for_selector("text=The next shape is a dog: drag around an object")  # pointer, the ask gone)
+        assert _scale(page)[1] == before
         _draw(page, (20, 30, 90, 110))
         _saved(page)
+        assert page.locator("[data-testid=needs-label]").count() == 0
         _choose(page, "bicycle")  # the next shape's label: the dog just drawn keeps its own
         _draw(page, (130, 20, 190, 70))
         _saved(page)

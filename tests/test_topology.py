@@ -186,6 +186,14 @@ def test_cli_topology_numa_text(tmp_path: Path) -> None:
     result = forklift("topology", "--lscpu", one, "--json", check=False)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["threads_per_core"] == 2
+    assert "names no cores" not in forklift("topology", "--lscpu", one).stdout  # SMT read from its holes
+    full = tmp_path / "smt8.txt"  # every thread online: no holes to read cores from, each CPU one, and said so
+    full.write_text("\n".join(lines[6:11]) + "\n")
+    shown = forklift("topology", "--lscpu", full).stdout
+    assert "threads per core   1; the source names no cores: each CPU is counted as a core of its own" in shown
+    planned = forklift("plan", "--lscpu", full, "--instances", "2")
+    assert planned.stderr == f"forklift: warning: {full}: names no cores: each CPU is counted as a core of its own " \
+        "(`lscpu -p` names them)\n"  # fmt: skip
 
 
 @pytest.mark.parametrize("content", ["not lscpu output\n", "NUMA node(s): 2\nNUMA node0 CPU(s): 0-3\n", None])

@@ -345,10 +345,13 @@ def run_plan(args: argparse.Namespace) -> int:
     from forklift.deployment.serving import MODEL_PLACEHOLDER, emit
     from forklift.model_files.model_dir import open_model_dir
     from forklift.system.placement import describe_plan, make_plan
-    from forklift.system.topology import load_topology
+    from forklift.system.topology import UNKNOWN_CORES, load_topology
 
+    topology = load_topology(args.lscpu, args.sysfs)
+    if not topology.cores_known:  # instances of "separate cores" may share cores
+        print(f"forklift: warning: {topology.source}: {UNKNOWN_CORES}", file=sys.stderr)
     plan = make_plan(
-        load_topology(args.lscpu, args.sysfs),
+        topology,
         instances=args.instances,
         cpus_per_instance=args.cpus_per_instance,
         base_port=args.base_port,

@@ -68,6 +68,7 @@ class Topology:
 
     cpus: tuple[Cpu, ...]
     source: str
+    cores_known: bool = True  # False: the source names no cores (NUMA text without SMT holes), each CPU counted one
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.cpus, key=lambda cpu: cpu.id))
@@ -264,7 +265,8 @@ def _numa_topology(listing: _Listing, source: str) -> Topology:
                 raise ForkliftError(f"{source}: CPU {cpu} is listed in node{node_of[cpu]} and node{node}")
             node_of[cpu] = node
     core_of = _infer_cores(sorted(node_of))
-    return Topology(tuple(Cpu(cpu, core_of[cpu], 0, node) for cpu, node in node_of.items()), source)
+    known = len(set(core_of.values())) < len(core_of)  # SMT read from the numbering's holes
+    return Topology(tuple(Cpu(cpu, core_of[cpu], 0, node) for cpu, node in node_of.items()), source, known)
 
 
 def _infer_cores(cpus: list[int]) -> dict[int, int]:
@@ -314,6 +316,9 @@ def load_topology(lscpu: Path | None = None, sysfs: Path | None = None) -> Topol
     return read_sysfs(sysfs) if sysfs is not None else current()
 
 
+UNKNOWN_CORES = "names no cores: each CPU is counted as a core of its own (`lscpu -p` names them)"
+
+
 def describe_topology(topology: Topology) -> str:
     """The topology for people: what placement will work with, as lscpu would summarise it."""
     nodes, online = topology.nodes, topology.online_cpus
@@ -323,7 +328,10 @@ def describe_topology(topology: Topology) -> str:
         ("NUMA nodes", str(len(nodes))),
         *((f"  node{node}", f"{len(cpus)} CPUs: {format_cpu_list(cpus)}") for node, cpus in nodes.items()),
         ("cores", str(len(topology.cores))),
-        ("threads per core", str(topology.threads_per_core)),
+        (
+            "threads per core",
+            f"{topology.threads_per_core}{'' if topology.cores_known else f'; the source {UNKNOWN_CORES}'}",
+        ),
         ("online CPUs", f"{len(online)}: {format_cpu_list(online)}"),
     ]
     return "\n".join(f"{key:<18} {value}" for key, value in rows)

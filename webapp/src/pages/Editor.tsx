@@ -132,6 +132,9 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   const [drawn, setDrawn] = useState<Drawn[]>([]);
   const [message, say, unsay] = useMessage();
   const said = useRef(message);  // the message shown now, for the handlers the page keeps across renders
+  // The first label asked for stays asked (then said) until the first shape is drawn: gone as the label was named,
+  // it moved the image up under the pointer on its way to the first drag.
+  const guide = useRef(false);
   said.current = message;
   const img = useRef<HTMLImageElement>(null);
   const annotator = useRef<ImageAnnotator | null>(null);
@@ -692,6 +695,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   if (!set || !image) return <div><Message message={message} />{!message?.error && <p class="muted">Loading…</p>}</div>;
   const names = set.labels.map((l) => l.name);
   const needsLabel = set.task === "detect" && canEdit && current === "";
+  guide.current = needsLabel || (guide.current && drawn.length === 0);
   const highlighted = set.task === "classify" ? classLabel : (selected ?? current);
   return (
     <section class="editor">
@@ -724,7 +728,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
           <button onClick={() => setZoom(fit)} title="Fit the image to the canvas (0)">Fit</button>
         </span>
       </div>
-      {needsLabel && <p class="message" data-testid="needs-label">This data set has no labels yet: type the first label's name in <em>Next label</em> and press Enter, then drag around an object.</p>}
+      {needsLabel ? <p class="message" data-testid="needs-label">This data set has no labels yet: type the first label's name in <em>Next label</em> and press Enter, then drag around an object.</p>
+        : guide.current && <p class="message" data-testid="needs-label">The next shape is a {current}: drag around an object (G for a polygon).</p>}
       <div class="editor-body">
         <div class="canvas" ref={canvas} data-testid="canvas" onWheel={zoomAtPointer}>
           <div class="zoomed">{/* Annotorious wraps the image in a box of the image's own size: the image carries the zoom */}
