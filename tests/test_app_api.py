@@ -795,6 +795,13 @@ def test_a_classification_set_takes_classes_in_bulk_and_exports_them(client: Tes
         f"/api/datasets/{boxes}/images/bulk", json={"image_ids": [box_image["id"]], "action": "unclass"}
     )
     assert wrong.status_code == 422 and wrong.json()["error"] == "action unclass: for classification data sets"
+    dog = {"dog": next(label["id"] for label in client.get(f"/api/datasets/{dataset}/labels").json()
+                       if label["name"] == "dog")}  # fmt: skip
+    assert client.patch(f"/api/labels/{dog['dog']}", json={"name": "hound"}).status_code == 200  # another tab
+    bulk = {"image_ids": [a["id"]], "action": "class", "class_label": "dog", "labels_seen": dog}
+    stale = client.post(f"/api/datasets/{dataset}/images/bulk", json=bulk)
+    assert stale.status_code == 409 and "label 'dog' was renamed 'hound'" in stale.json()["error"]  # not made again
+    assert {label["name"] for label in client.get(f"/api/datasets/{dataset}/labels").json()} == {"cat", "hound"}
 
 
 def test_a_classification_sets_forklift_export_imports_as_it_was(client: TestClient) -> None:

@@ -146,6 +146,13 @@ def test_the_loop_labels_reviews_and_retrains(tmp_path: Path) -> None:
         assert undone["status"] == "auto" and undone["shapes"] == shown["shapes"]
         rejected = client.post(f"/api/images/{second['id']}/review", json={"action": "reject", "version": 4}).json()
         assert rejected["status"] == "unlabelled" and rejected["shapes"] == []
+        seen = {label["name"]: label["id"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
+        name = shown["shapes"][0]["label"]  # renamed in another tab before the undo: refused, not made again
+        assert client.patch(f"/api/labels/{seen[name]}", json={"name": f"{name}-renamed"}).status_code == 200
+        stale = client.post(f"/api/images/{second['id']}/review", json={"action": "reopen", "version": 5,
+                            "shapes": shown["shapes"], "labels_seen": seen})  # fmt: skip
+        assert stale.status_code == 409 and f"label {name!r} was renamed" in stale.json()["error"], stale.text
+        assert client.patch(f"/api/labels/{seen[name]}", json={"name": name}).status_code == 200
         edited = client.get(f"/api/images/{third['id']}/annotations").json()
         refused = client.post(
             f"/api/images/{third['id']}/review", json={"action": "reopen", "version": edited["version"]}

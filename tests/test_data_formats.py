@@ -3,6 +3,7 @@ and by independent readers of the foreign files."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import xml.etree.ElementTree as ET
@@ -16,11 +17,12 @@ import yaml
 from helpers import forklift
 from PIL import Image
 
-from forklift.data.dataset import Dataset, load_dataset, save_dataset
+from forklift.data.dataset import Box, Dataset, ImageRecord, load_dataset, save_dataset
 from forklift.data.interchange import export_dataset, import_dataset
 from forklift.data.masks import load_mask
 from forklift.data.synth import synth_shapes
 from forklift.errors import ForkliftError
+from forklift.vocabulary import Task
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +221,19 @@ def test_an_export_refuses_a_missing_image_or_one_of_another_size_in_one_line_an
     assert f"{resized / dataset.images[5].file}: dataset.json gives it as {width}x96, the file is 96x96" in (
         result.stderr
     )
+    turned = tmp_path / "turned"  # a PNG turned by an EXIF tag after its pixels (as the app reads it): exported
+    (turned / "images").mkdir(parents=True)
+    upright = io.BytesIO()
+    exif = Image.Exif()
+    exif[0x0112] = 6  # 90° clockwise: 40 x 20 pixels, 20 x 40 upright
+    Image.new("RGB", (40, 20)).save(upright, "PNG", exif=exif.tobytes())
+    late = upright.getvalue()
+    at, size = late.index(b"eXIf") - 4, int.from_bytes(late[late.index(b"eXIf") - 4 : late.index(b"eXIf")]) + 12
+    chunk, late = late[at : at + size], late[:at] + late[at + size :]
+    (turned / "images" / "late.png").write_bytes(late[:-12] + chunk + late[-12:])  # before IEND
+    save_dataset(Dataset(Task.DETECT, ["dot"], [ImageRecord("images/late.png", 20, 40, "train",
+                                                            [Box("dot", 2, 2, 8, 8)])], turned), turned)  # fmt: skip
+    assert forklift_data("export", "--to", "yolo", turned, tmp_path / "late").returncode == 0
 
 
 def test_an_export_of_boxes_alone_says_the_outlines_and_splits_it_leaves_out(shapes: Dataset, tmp_path: Path) -> None:

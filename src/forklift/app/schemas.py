@@ -90,7 +90,7 @@ class AnnotationsIn(Input):
     status: Status | None = None  # default: labelled when anything is labelled, else unlabelled
     # each label name the shapes (or class) took from the data set, with its id as the page loaded it: one renamed,
     # merged or deleted since is refused (409), not made again under its old name beside the other's change
-    labels_seen: dict[str, int] = Field(default_factory=dict, max_length=MAX_SHAPES + 1)
+    labels_seen: dict[str, Id] = Field(default_factory=dict, max_length=MAX_SHAPES + 1)
 
 
 class AnnotationsOut(BaseModel):
@@ -144,6 +144,7 @@ class BulkIn(Input):
     action: Literal["delete", "split", "class", "unclass"]  # unclass: a classification image unlabelled again
     split: Split | None = None
     class_label: str | None = None
+    labels_seen: dict[str, Id] = Field(default_factory=dict, max_length=1)  # the class as the page loaded it
 
 
 class AugmentIn(Input):
@@ -382,3 +383,4 @@ class ReviewIn(Input):
     class_label: str | None = None
     class_model_id: int | None = None
     class_confidence: float | None = Field(default=None, ge=0, le=1)
+    labels_seen: dict[str, Id] = Field(default_factory=dict, max_length=MAX_SHAPES + 1)  # as AnnotationsIn's

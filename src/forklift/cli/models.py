@@ -282,17 +282,17 @@ def run_quantize(args: argparse.Namespace) -> int:
         runtime=Runtime(args.runtime),
         seed=args.seed,
     )
+    some = next(iter(result.checks.values()))
+    if some.f32 == 0:  # nothing found in f32 (random or barely trained weights): nothing to drop from
+        print(f"forklift: warning: f32 scores {some.metric} 0 on val, so 'within --max-drop' says nothing of INT8's "
+              "accuracy: quantize a trained model to check it", file=sys.stderr)  # fmt: skip
     if args.json:
         print(json.dumps({str(p): c.to_json() for p, c in result.checks.items()}, indent=2))
         return 0
-    some = next(iter(result.checks.values()))
     print(f"{'precision':<10} {some.metric:>8} {'drop':>8}  within --max-drop {some.max_drop:g}")
     print(f"{'f32':<10} {some.f32:>8.4f} {'':>8}")
     for precision, check in result.checks.items():
         print(f"{precision:<10} {check.value:>8.4f} {check.drop:>8.4f}  {'yes' if check.passed else 'no'}")
     kept = " (accuracy control kept some layers in float)" if result.controlled else ""
     print(f"wrote {result.graph}{kept}; run it with --precision int8")
-    if some.f32 == 0:  # nothing found in f32 (random or barely trained weights): nothing to drop from
-        print(f"forklift: warning: f32 scores {some.metric} 0 on val, so 'within --max-drop' says nothing of INT8's "
-              "accuracy: quantize a trained model to check it", file=sys.stderr)  # fmt: skip
     return 0

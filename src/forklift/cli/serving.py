@@ -226,7 +226,8 @@ def add_stream(verbs: Any) -> None:
         "--out",
         type=Path,
         metavar="FILE",
-        help="write the answers as a video (.mp4, .avi, .mkv), at the rate the frames are sent",
+        help="write the answers as a video (.mp4, .avi, .mkv) at the source's rate (a frame skipped while the "
+        "server was busy is not in it)",
     )
     stream.add_argument("--frames", type=positive, help="stop after this many frames")
     stream.add_argument("--fps", type=positive_number, help="send at this rate (default: the file's, or the camera's)")

@@ -23,7 +23,7 @@ from forklift.deployment.serving import nginx_conf
 from forklift.errors import ForkliftError
 from forklift.model_files.model_dir import open_model_dir
 from forklift.serve.listening import listening_sockets, local_url
-from forklift.serve.process import wait_until_answering
+from forklift.serve.process import interrupts_held, wait_until_answering
 from forklift.system.placement import Plan, make_plan
 from forklift.system.topology import current
 
@@ -83,13 +83,14 @@ def start_pod(
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)
     state: dict = {"port": port, "model": str(model_dir), "instances": [], "nginx_pid": None}
+    _save(folder, state)  # before anything starts: an interrupt's stop finds the pod, and each process as it starts
     try:
-        started = [
-            (i, _start_instance(model_dir, i.port, i.cpus, folder / f"instance-{i.index}.log")) for i in plan.instances
-        ]
-        for instance, process in started:
-            state["instances"].append({"pid": process.pid, "port": instance.port, "cpus": list(instance.cpus)})
-            _save(folder, state)
+        started = []
+        for i in plan.instances:
+            with interrupts_held():
+                started.append((i, _start_instance(model_dir, i.port, i.cpus, folder / f"instance-{i.index}.log")))
+                state["instances"].append({"pid": started[-1][1].pid, "port": i.port, "cpus": list(i.cpus)})
+                _save(folder, state)
         for instance, process in started:
             wait_until_answering(
                 f"http://127.0.0.1:{instance.port}/healthz", process, folder / f"instance-{instance.index}.log"
@@ -97,12 +98,12 @@ def start_pod(
         config = folder / "nginx.conf"
         config.write_text(nginx_conf(plan, listen=port, host=host, runtime_dir=folder))
         log = folder / "nginx.log"
-        with log.open("w") as out:
+        with log.open("w") as out, interrupts_held():
             front = subprocess.Popen([nginx, "-p", str(folder), "-c", str(config), "-e", str(folder / "error.log"),
                                       "-g", "daemon off;"], stdout=out, stderr=subprocess.STDOUT,
                                      start_new_session=True)  # fmt: skip
-        state["nginx_pid"] = front.pid
-        _save(folder, state)
+            state["nginx_pid"] = front.pid
+            _save(folder, state)
         wait_until_answering(f"{local_url(host, port)}/healthz", front, log)
     except BaseException:
         stop_pod(port)

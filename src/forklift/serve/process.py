@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -43,19 +42,47 @@ def wait_until_answering(url: str, process: subprocess.Popen, log: Path, timeout
     raise ForkliftError(f"{url}: not answering after {timeout:.0f} s: {log.read_text()[-2000:]}")
 
 
+_HELD = {"depth": 0, "pending": False}  # a start and its record under way, and an interrupt that came meanwhile
+
+
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (`kill`, a service manager) raised as Ctrl-C's KeyboardInterrupt within the block, so the servers
-    it starts are stopped as on Ctrl-C: SIGTERM's default ends this process alone and leaves them serving."""
-
-    def interrupt(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+def interrupts_held() -> Iterator[None]:
+    """A child started and recorded as one step: an interrupt that comes meanwhile (within `sigterm_as_interrupt`)
+    is raised after it, so that whatever stops the children knows this one (raised inside `Popen`, or before its
+    pid was kept, it left the child serving, unknown)."""
+    _HELD["depth"] += 1
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _HELD["depth"] -= 1
+        if not _HELD["depth"] and _HELD["pending"]:
+            _HELD["pending"] = False
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`kill`, a service manager) raised as Ctrl-C's KeyboardInterrupt within the block, so the servers
+    it starts are stopped as on Ctrl-C: SIGTERM's default ends this process alone and leaves them serving. Either
+    signal waits for a child being started to be recorded; a second SIGTERM does not cut the stopping short."""
+    stopping = False
+
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        if signum == signal.SIGTERM and stopping:
+            return
+        stopping = True
+        if _HELD["depth"]:
+            _HELD["pending"] = True
+            return
+        raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, interrupt) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 class ServerProcess:
@@ -68,10 +95,14 @@ class ServerProcess:
         self.url = local_url(host, self.port)
         command = [sys.executable, "-m", "forklift.cli", "serve", *map(str, args), "--host", host, "--port",
                    str(self.port)]  # fmt: skip
-        handle, log = tempfile.mkstemp(prefix=f"forklift-serve-{self.port}-", suffix=".log")
-        self.log = Path(log)  # removed when the server is stopped: an error's message carries its end
-        with os.fdopen(handle, "w") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        self.log = Path(tempfile.gettempdir()) / f"forklift-serve-{self.port}.log"  # removed when it is stopped
+        try:
+            with self.log.open("w") as out, interrupts_held():
+                self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        except BaseException:  # an interrupt held while it started: stopped, as it is known now
+            if hasattr(self, "process"):
+                self.stop()
+            raise
         self.wait_healthy(timeout)
 
     def wait_healthy(self, timeout: float = 180.0) -> dict:

@@ -94,7 +94,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
       say(`${done}: ${result.changed} image(s).`);
       setChosen(new Set());
       reload();
-    } catch (e) { say((e as Error).message, true); }
+    } catch (e) { say((e as Error).message, true); void reload(); }  // a label renamed meanwhile: shown as it is now
   };
   const augment = async () => {
     const count = Number(prompt("Variants per image (flip, rotate, blur, sharpen, colour, crop, noise at random)", "3"));
@@ -178,7 +178,8 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
                 if (chosenClass === UNCLASS) {
                   if (confirm(`Take the class off the ${chosen.size} image(s) chosen? They become unlabelled.`)) bulk({ action: "unclass" }, "Unlabelled");
                 } else if (chosenClass && (!other || confirm(`${other} of the ${chosen.size} image(s) chosen have another class: give them all “${chosenClass}”?`))) {
-                  bulk({ action: "class", class_label: chosenClass }, "Classified");
+                  const id = set.labels.find((l) => l.name === chosenClass)?.id;  // as loaded: renamed since, refused
+                  bulk({ action: "class", class_label: chosenClass, ...(id ? { labels_seen: { [chosenClass]: id } } : {}) }, "Classified");
                 }
               }}>
                 <option value="">Assign class…</option>{set.labels.map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
@@ -296,7 +297,7 @@ function VideoPanel({ video, canEdit, onCaptured, say }: { video: Video; canEdit
         <label>every <input ref={everyField} type="number" required min="0.1" step="any" value={every} onInput={(e) => setEvery(e.currentTarget.value)} aria-label="Seconds between frames" /> s</label>
         <span ref={spanFields}>
           <label>from <input type="number" min="0" max={video.duration_s} step="any" placeholder="0" value={span.from} onInput={(e) => setSpan({ ...span, from: e.currentTarget.value })} aria-label="Capture from (s)" /> s</label>{" "}
-          <label>to <input type="number" min={span.from || "0"} max={video.duration_s} step="any" placeholder={video.duration_s.toFixed(1)} value={span.to} onInput={(e) => setSpan({ ...span, to: e.currentTarget.value })} aria-label="Capture to (s)" /> s</label>
+          <label>to <input type="number" min={span.from || "0"} max={video.duration_s} step="any" placeholder={String(Math.floor(video.duration_s * 1000) / 1000)} value={span.to} onInput={(e) => setSpan({ ...span, to: e.currentTarget.value })} aria-label="Capture to (s)" /> s</label>
         </span>
         <button disabled={capturing} onClick={() => capture({ every_s: +every, ...(span.from ? { from_s: +span.from } : {}), ...(span.to ? { to_s: +span.to } : {}) },
           everyField.current, ...(spanFields.current?.querySelectorAll("input") ?? []))}>Capture</button>

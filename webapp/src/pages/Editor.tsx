@@ -159,10 +159,16 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   // comes back into view, and after each save): followed to its new name, or given up for the first label, and
   // said. Drawn with the old name, it was made again unsaid beside the renamed one, or came back after its delete.
   const labelIds = useRef(new Map<string, number>());  // the set's labels as last loaded: each name's id
+  // Every label name this page has loaded, with its id (the latest load's where a name came back): what a save says
+  // it took each name as. A shape drawn as `car` just before a reload of the labels dropped `car` (renamed `auto`
+  // meanwhile) keeps its id here, so the server refuses it rather than making `car` again. A name typed anew is
+  // forgotten: it means a new label.
+  const seenIds = useRef(new Map<string, number>());
   useEffect(() => {
     if (!set) return;
     const was = currentRef.current, before = labelIds.current.get(was);
     labelIds.current = new Map(set.labels.map((l) => [l.name, l.id]));
+    for (const l of set.labels) seenIds.current.set(l.name, l.id);
     if (before === undefined || labelIds.current.has(was)) return;
     const renamed = set.labels.find((l) => l.id === before);
     const next = renamed?.name ?? set.labels[0]?.name ?? "";
@@ -253,7 +259,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const shapes = drawn.map(([, shape]) => shape);
     const named = new Set([...shapes.map((shape) => shape.label), ...(classLabel ? [classLabel] : [])]);
     const labels_seen = Object.fromEntries([...named].flatMap((name) => {
-      const id = labelIds.current.get(name);
+      const id = seenIds.current.get(name);
       return id === undefined ? [] : [[name, id]];
     }));
     return { body: { shapes, class_label: classLabel, labels_seen }, ids: drawn.map(([id]) => id) };
@@ -280,7 +286,12 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       unsent.current = !(e instanceof ApiError) || e.status === 401 || e.status >= 500;
       merged.current = null;  // said now by what stopped this save
       if (e instanceof ApiError && e.status === 409) {
-        try { await merge({ body, ids }); } catch { say("This image was changed elsewhere, and its saved version could not be loaded: reload the page before going on (your last change was not kept).", true); setState("not saved"); }
+        try { await merge({ body, ids }); } catch (failed) {
+          unsent.current = !(failed instanceof ApiError);  // the network went: the shapes drawn go when it is back
+          say(unsent.current ? notSaved(failed as Error)
+            : "This image was changed elsewhere, and its saved version could not be loaded: reload the page before going on (your last change was not kept).", true);
+          setState("not saved");
+        }
       } else if (e instanceof ApiError && e.status === 404) {
         say("This image was deleted (in another tab or by someone else): nothing more can be saved to it.", true);
         setState("not saved");
@@ -292,32 +303,43 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   // and any drawn since), and saved so (their labels follow a rename; one deleted gives way to the label chosen
   // now); what else was changed here is not kept, and the page says all of it in one message.
   const merge = async (refused: Sent) => {
-    const seen = labelIds.current;
+    const seen = new Map(seenIds.current);
     const [theirs, fresh] = await Promise.all([
       api<Annotations>(`/api/images/${imageId}/annotations`), api<DataSet>(`/api/datasets/${datasetId}`)]);
-    const { body, ids } = snapshot(refused.body.class_label) ?? refused;
+    const { body, ids } = snapshot(refused.body.class_label) ?? refused;  // the editor left: what it sent
     const named = new Map(fresh.labels.map((l) => [l.id, l.name]));
     const now = (name: string) => { const id = seen.get(name); return id === undefined ? name : named.get(id); };
     const was = currentRef.current;
-    const chosen = now(was) ?? fresh.labels[0]?.name ?? was;
+    const instead = now(was) ?? fresh.labels[0]?.name;  // for a shape whose label was deleted (none: every label was)
     const kept = new Set(ids);
     const added = body.shapes.filter((_, i) => !stored.current.has(ids[i]));
     const changed = body.shapes.some((shape, i) => stored.current.has(ids[i]) && stored.current.get(ids[i]) !== shapeKey(shape))
       || [...stored.current.keys()].some((id) => !kept.has(id)) || body.class_label !== (doc?.class_label ?? null);
     const gone = [...new Set(added.filter((shape) => now(shape.label) === undefined).map((shape) => shape.label))];
-    const readded = added.map((shape) => ({ ...shape, label: now(shape.label) ?? chosen }));
+    const readded = added.map((shape) => ({ ...shape, label: now(shape.label) ?? instead ?? shape.label }));
     labelIds.current = new Map(fresh.labels.map((l) => [l.name, l.id]));  // followed here, and said below: the effect leaves it
-    setCurrent(chosen);
-    setSet(fresh);
-    shown(theirs);
-    readded.forEach((shape, i) => annotator.current?.addAnnotation(toAnnotation(shape, theirs.shapes.length + i)));
+    for (const l of fresh.labels) seenIds.current.set(l.name, l.id);
+    if (instead === undefined) for (const label of gone) seenIds.current.delete(label);  // no other label: made again
     const what = "This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted)";
     const parts = [readded.length
       ? `${what}: your ${readded.length} new shape(s) were added to its saved version${changed ? "; what else you changed (a shape moved, relabelled or deleted, or its class) was not kept" : ""}.`
       : `${what}: its saved version is shown, and your last change was not kept.`];
-    for (const label of gone) parts.push(`The label ${label} was deleted elsewhere: your new shape is a ${chosen} now (relabel it, or type ${label} to make that label again).`);
-    if (chosen !== was && !gone.length) parts.push(`The label ${was} is ${seen.get(was) !== undefined && now(was) ? `now ${chosen}` : "gone"}: the next shape is a ${chosen}.`);
+    for (const label of gone) {
+      parts.push(instead === undefined ? `The label ${label} was deleted elsewhere, and no label is left: your new shape made ${label} again.`
+        : `The label ${label} was deleted elsewhere: your new shape is a ${instead} now (relabel it, or type ${label} to make that label again).`);
+    }
+    const chosen = instead ?? was;
+    if (fresh.task === "detect" && chosen !== was && !gone.length) parts.push(`The label ${was} is ${now(was) ? `now ${chosen}` : "gone"}: the next shape is a ${chosen}.`);
     const said = { text: parts.join(" "), error: changed || gone.length > 0 || !readded.length };
+    if (!annotator.current) {  // the editor left before the refusal came (→ within the save's wait): saved as merged
+      if (readded.length) await api<Annotations>(`/api/images/${imageId}/annotations`, json("PUT", { version: theirs.version,
+        shapes: [...theirs.shapes, ...readded], class_label: theirs.class_label, labels_seen: Object.fromEntries(labelIds.current) }));
+      return;
+    }
+    setCurrent(chosen);
+    setSet(fresh);
+    shown(theirs);
+    readded.forEach((shape, i) => annotator.current?.addAnnotation(toAnnotation(shape, theirs.shapes.length + i)));
     say(said.text, said.error);
     if (!readded.length) return;
     merged.current = said;
@@ -398,6 +420,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     name = name.trim();
     const problem = nameProblem(name);
     if (problem) { say(problem, true); return; }
+    if (!labelIds.current.has(name)) seenIds.current.delete(name);  // typed anew: a new label of that name
     const anno = annotator.current;
     const chosen = anno?.getSelected() ?? [];
     if (chosen.length && canEdit) {
@@ -614,8 +637,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         say("Undo and redo are for finished shapes: finish this one first (double-click or Enter), or press Esc to drop it.", true);
       } else {
         e.preventDefault();
-        // a word on what the undone change did ("Relabelled 1 shape(s) as dog.") is no longer true
-        if (said.current && !said.current.error) say(e.key.toLowerCase() === "y" ? "Redone." : "Undone (Ctrl+Y redoes it).");
+        // a word on what the undone change did ("Relabelled 1 shape(s) as dog.") is no longer true: said over, where
+        // the annotator has something to undo or redo (it acts after this handler)
+        const redo = e.key === "y", anno = annotator.current;
+        const acts = !e.shiftKey && (e.key === "z" || redo) && (redo ? anno?.canRedo() : anno?.canUndo());
+        if (acts && said.current && !said.current.error && canEdit) say(redo ? "Redone." : "Undone (Ctrl+Y redoes it).");
       }
     };
     const link = (e: MouseEvent) => {
@@ -729,7 +755,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         </span>
       </div>
       {needsLabel ? <p class="message" data-testid="needs-label">This data set has no labels yet: type the first label's name in <em>Next label</em> and press Enter, then drag around an object.</p>
-        : guide.current && <p class="message" data-testid="needs-label">The next shape is a {current}: drag around an object (G for a polygon).</p>}
+        : guide.current && <p class="message" data-testid="needs-label">The next shape is a {current}: {tool === "polygon"
+          ? "click around an object, and double-click or press Enter to close it (R for a box)." : "drag around an object (G for a polygon)."}</p>}
       <div class="editor-body">
         <div class="canvas" ref={canvas} data-testid="canvas" onWheel={zoomAtPointer}>
           <div class="zoomed">{/* Annotorious wraps the image in a box of the image's own size: the image carries the zoom */}

@@ -74,8 +74,10 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     busy.current = true;
     try {
       const current = await api<Annotations>(`/api/images/${undone.image.id}/annotations`);
+      // the labels as this page loaded them: one renamed or deleted since is refused, not made again
+      const labels_seen = Object.fromEntries((set?.labels ?? []).map((l) => [l.name, l.id]));
       const body = action === "reject"
-        ? { action: "reopen", version: current.version, shapes: was.shapes, class_label: was.class_label, class_model_id: was.class_model_id, class_confidence: was.class_confidence }
+        ? { action: "reopen", version: current.version, shapes: was.shapes, class_label: was.class_label, class_model_id: was.class_model_id, class_confidence: was.class_confidence, labels_seen }
         : { action: "reopen", version: current.version };
       await api<Annotations>(`/api/images/${undone.image.id}/review`, json("POST", body));
       setLast(null);

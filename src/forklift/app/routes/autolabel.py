@@ -13,6 +13,7 @@ from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.records import (
     check_class_label,
+    check_labels_seen,
     check_shapes,
     get_or_404,
     images_out,
@@ -160,6 +161,8 @@ def _reopened(session: Session, image: Image, body: schemas.ReviewIn) -> schemas
             raise HttpError(422, "shapes: for detection data sets; this is a classification set (give class_label)")
         check_class_label(body.class_label, classify=classify)
         check_shapes(session, image, body.shapes or [])
+        names = [shape.label for shape in body.shapes or []] + ([body.class_label] if body.class_label else [])
+        check_labels_seen(session, image.dataset_id, names, body.labels_seen)  # renamed or deleted: not made again
     take_version(session, image.id, body.version, status="auto")
     if rejected:
         # a model deleted since the review (or an id of none) links to no model: its label stays the model's

@@ -249,6 +249,7 @@ def bulk_change(dataset_id: RowId, body: schemas.BulkIn, session: Db, storage: F
     else:
         if not body.class_label:
             raise HttpError(422, "action class: give class_label")
+        check_labels_seen(session, dataset_id, [body.class_label], body.labels_seen)
         label = label_named(session, dataset_id, body.class_label, create=True)
         values = {"class_id": label.id, "class_model_id": None, "class_confidence": None, "status": "labelled",
                   "version": Image.version + 1}  # fmt: skip

@@ -114,13 +114,16 @@ def export_dataset(format_name: DataFormat | str, data: Path, out: Path) -> Expo
     made = not out.exists()
     try:
         return write(dataset, out)
-    except (ForkliftError, OSError) as exc:
-        if out.is_dir() and (made or was_empty):
-            shutil.rmtree(out)
+    except BaseException as exc:  # Ctrl-C too
+        if out.is_dir() and not out.is_symlink() and (made or was_empty):
+            shutil.rmtree(out, ignore_errors=True)
             if was_empty:
-                out.mkdir()
+                out.mkdir(exist_ok=True)
         if isinstance(exc, OSError):
-            raise ForkliftError(f"{out}: the export could not be written ({exc.strerror or exc})") from exc
+            where = exc.filename or out
+            raise ForkliftError(
+                f"{where}: the export stopped: {exc.strerror or exc}; nothing was left in {out}"
+            ) from exc
         raise
 
 

@@ -173,14 +173,15 @@ def new_folder(out: Path) -> Path:
     return out
 
 
-def image_size(content: Path | bytes, where: str) -> tuple[int, int]:
-    """Width and height as forklift sees the image (upright per EXIF), from the header only."""
+def image_size(content: Path | bytes, where: str, *, thorough: bool = False) -> tuple[int, int]:
+    """Width and height as forklift sees the image (upright per EXIF), from the header only; `thorough`: a PNG's
+    EXIF after its pixels too (the whole image decoded, as the app's upload check reads it)."""
     try:
         with Image.open(BytesIO(content) if isinstance(content, bytes) else content) as image:
             width, height = image.size
             # a PNG's getexif() decodes the whole image to look for EXIF after its pixels: the header's is enough
             # (an import of 10,000 photos read every header, and decoded every PNG)
-            header_only = image.format == "PNG" and "exif" not in image.info
+            header_only = image.format == "PNG" and "exif" not in image.info and not thorough
             orientation = None if header_only else image.getexif().get(0x0112)
     except FileNotFoundError:
         raise ForkliftError(f"{where}: no such image") from None
@@ -288,6 +289,8 @@ def exported_image(dataset: Dataset, image: ImageRecord) -> Path:
     hint = "(`forklift data check` lists every such image)"
     try:
         width, height = image_size(path, str(path))
+        if (width, height) == (image.height, image.width):  # turned by an EXIF tag after a PNG's pixels, maybe
+            width, height = image_size(path, str(path), thorough=True)
     except ForkliftError as exc:
         raise ForkliftError(f"{exc} {hint}") from None
     if (width, height) != (image.width, image.height):
