@@ -2,6 +2,7 @@
 // export a model as a zip (its directory and its record) and import one.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, json, MAX_EPOCHS, type DataSet, type Deployment, type Model } from "../api";
+import { colourOf } from "../labels";
 import { Message, useMessage, useOneAtATime } from "../widgets";
 
 // What people call the figures and settings a model record holds (the API's keys are for programs).
@@ -28,6 +29,7 @@ type Tried = { name: string; url: string; width: number; height: number; found: 
 // (captions kept inside the picture), or the classes.
 function TriedImage({ tried }: { tried: Tried }) {
   const boxes = tried.found.detections ?? [];
+  const names = [...new Set(boxes.map((d) => d.label))];  // a colour for each class found, as the editor draws them
   const size = Math.max(tried.width, tried.height) / 40;
   return (
     <div class="tried" data-testid="tried" role="status">
@@ -39,7 +41,7 @@ function TriedImage({ tried }: { tried: Tried }) {
             const { x1, y1, x2, y2 } = d.bbox;
             const top = y1 < size * 1.4;  // no room above the box: the caption goes inside it
             return <g key={i} class="auto">
-              <rect x={x1} y={y1} width={x2 - x1} height={y2 - y1} />
+              <rect x={x1} y={y1} width={x2 - x1} height={y2 - y1} style={{ stroke: colourOf(names, d.label), fill: colourOf(names, d.label), fillOpacity: 0.12 }} />
               <text x={Math.min(x1 + 1, tried.width - size * 6)} y={top ? y1 + size : y1} dy={top ? "0" : "-0.25em"}>{d.label} {d.score.toFixed(2)}</text>
             </g>;
           })}
