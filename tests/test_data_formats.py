@@ -154,6 +154,7 @@ def test_coco_boxes_outside_and_empty_are_clipped_and_dropped(shapes: Dataset, t
     (tmp_path / "coco.json").write_text(json.dumps(document))
     summary = import_dataset("coco", tmp_path / "coco.json", tmp_path / "back", images=shapes.root / "images")
     assert (summary.clipped, summary.dropped, summary.crowd, summary.boxes) == (1, 2, 1, 2)
+    assert "2 empty boxes dropped (id 2, id 3)" in summary.line()  # where: a count alone left them unfound
     imported = load_dataset(tmp_path / "back")
     assert imported.classes == ["dog", "cat"]  # ordered by category id
     assert _boxes(imported)[Path(image.file).name] == [("cat", 80.0, 0.0, 96.0, 10.0), ("dog", 1.5, 2.0, 4.5, 6.0)]
@@ -439,10 +440,11 @@ def test_yolo_segment_lines_are_polygons_and_coco_masks_kept_as_boxes_are_counte
     yolo = tmp_path / "yolo"
     export_dataset("yolo", shapes.root, yolo)
     (yolo / "labels" / "train" / "000001.txt").write_text(
-        "0 0.25 0.25 0.75 0.25 0.5 0.75\n1 0.5 0.5 0.2 0.2\n2 0.75 0.5 1.25 0.5 1.25 0.75\n"
-    )  # the last an object cut by the frame: its outline was dropped, its box kept alone
+        "0 0.25 0.25 0.75 0.25 0.5 0.75\n1 0.5 0.5 0.2 0.2\n2 0.75 0.5 1.25 0.5 1.25 0.75\n1 nan 0.5 0.1 0.1\n"
+    )  # the third an object cut by the frame: its outline was dropped, its box kept alone
     summary = import_dataset("yolo", yolo / "data.yaml", tmp_path / "back")
     assert summary.skipped == 0 and summary.clipped == 1 and summary.boxed == 0
+    assert summary.changes()[-1] == "1 empty boxes dropped (labels/train/000001.txt:4)"
     polygon, box, cut = next(
         image.boxes for image in load_dataset(tmp_path / "back").images if image.file.endswith("1.png")
     )

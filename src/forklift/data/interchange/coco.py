@@ -151,8 +151,7 @@ def _annotations(
         if segment:
             segmentation = need(annotation, "segmentation", (list, dict), at)
             if not _holds_outline(segmentation):  # a box alone (as a detect export writes one): no pixels to paint
-                number = annotation.get("id")
-                builder.skip(NO_REGION, f"id {number}" if isinstance(number, int) else f"annotations[{i}]")
+                builder.skip(NO_REGION, _called(annotation, i))
                 continue
             builder.summary.crowd += crowd
             value = IGNORE if crowd else builder.classes.index(name) + 1
@@ -165,8 +164,15 @@ def _annotations(
         segmentation = annotation.get("segmentation")
         outline, found_by = _outline(segmentation), _found_by(annotation.get("attributes"))
         builder.summary.boxed += outline is None and _holds_outline(segmentation)
-        boxes[image].append(RawBox(name, x, y, x + w, y + h, polygon=outline, found_by=found_by))
+        where = _called(annotation, i)
+        boxes[image].append(RawBox(name, x, y, x + w, y + h, polygon=outline, found_by=found_by, where=where))
     return boxes, regions
+
+
+def _called(annotation: dict, i: int) -> str:
+    """An annotation as a report names it: by its id, else by its place in the file."""
+    number = annotation.get("id")
+    return f"id {number}" if isinstance(number, int) else f"annotations[{i}]"
 
 
 def _holds_outline(segmentation: Any) -> bool:
@@ -201,8 +207,7 @@ def _named(annotation: Any, i: int, ids: _Ids, builder: DatasetBuilder, where: s
     """The annotation's image id and class name; None (and a skip recorded) when it names an unknown one."""
     at = f"{where}: annotations[{i}]"
     image, category = need(annotation, "image_id", int, at), need(annotation, "category_id", int, at)
-    number = annotation.get("id")
-    label = f"id {number}" if isinstance(number, int) else f"annotations[{i}]"
+    label = _called(annotation, i)
     if image not in ids.images:
         builder.skip(UNKNOWN_IMAGE, f"{label} -> image {image}")
         return None

@@ -42,6 +42,7 @@ class RawBox(NamedTuple):
     y2: float
     polygon: Outline | None = None
     found_by: FoundBy | None = None
+    where: str = ""  # where the source gives it (a file's line, an annotation's id): named when it is dropped
 
 
 class SkipKind(NamedTuple):
@@ -103,6 +104,7 @@ class ImportSummary:
     classes: int = 0
     clipped: int = 0
     dropped: int = 0
+    dropped_at: list[str] = field(default_factory=list)  # where the first dropped boxes were (EXAMPLES of them)
     crowd: int = 0
     renamed: int = 0
     boxed: int = 0  # outlines a box has to stand for (an RLE mask, an object in several parts)
@@ -125,11 +127,16 @@ class ImportSummary:
             return f"{head} (masks; {self.crowd} crowd regions marked ignore, {self.renamed} files renamed)"
         return (
             f"imported {self.images} images, {self.boxes} boxes, {self.classes} classes into {self.out} "
-            f"({self.clipped} boxes clipped to their image, {self.dropped} empty boxes dropped, "
+            f"({self.clipped} boxes clipped to their image, {self.dropped} empty boxes dropped{self._dropped_at()}, "
             f"{self.crowd} crowd boxes skipped, {self.boxed} outlines kept as their boxes, {self.renamed} files "
             f"renamed{f', {self.posed} keypoint sets left out' if self.posed else ''}"
             f"{f', {self.difficult} objects marked difficult kept as boxes' if self.difficult else ''})"
         )
+
+    def _dropped_at(self) -> str:
+        """Where the first boxes dropped were, as their source gives them: a count alone left the lines unfound."""
+        shown = ", ".join(self.dropped_at) + (", ..." if self.dropped > len(self.dropped_at) else "")
+        return f" ({'first: ' if self.dropped > len(self.dropped_at) else ''}{shown})" if self.dropped_at else ""
 
     def changes(self) -> list[str]:
         """What the import changed of the labels, one line each (none where it changed nothing), for a person who
@@ -141,7 +148,7 @@ class ImportSummary:
             (self.posed, "boxes of a pose set kept without their keypoints"),
             (self.difficult, "objects marked difficult (VOC) kept as boxes like the others: VOC's mAP leaves them out"),
             (self.clipped, "boxes clipped to their image"),
-            (self.dropped, "empty boxes dropped"),
+            (self.dropped, f"empty boxes dropped{self._dropped_at()}"),
         ]
         return [f"{count} {what}" for count, what in counted if count]
 
@@ -384,12 +391,11 @@ class DatasetBuilder:
 
     def _clip(self, raw: RawBox, width: int, height: int) -> Box | None:
         label, corners = raw.label, (raw.x1, raw.y1, raw.x2, raw.y2)
-        if not all(math.isfinite(v) for v in corners):
-            self.summary.dropped += 1
-            return None
         clipped = tuple(min(max(v, 0.0), limit) for v, limit in zip(corners, (width, height) * 2, strict=True))
-        if clipped[2] <= clipped[0] or clipped[3] <= clipped[1]:
+        if not all(math.isfinite(v) for v in corners) or clipped[2] <= clipped[0] or clipped[3] <= clipped[1]:
             self.summary.dropped += 1
+            if raw.where and len(self.summary.dropped_at) < EXAMPLES:
+                self.summary.dropped_at.append(raw.where)
             return None
         self.summary.clipped += max(abs(a - b) for a, b in zip(clipped, corners, strict=True)) > ROUNDING
         self.add_class(label)

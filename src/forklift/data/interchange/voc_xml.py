@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from forklift.data.dataset import Box
 from forklift.data.interchange.common import RawBox
@@ -55,7 +56,8 @@ def parse_voc_xml(data: bytes, where: str) -> VocAnnotation:
             raise MalformedXml(where, f"object {i + 1} has no <name>")
         corners = [_float(obj.findtext(f"bndbox/{key}"), where, f"object {i + 1} <{key}>") for key in _CORNERS]
         xmin, ymin, xmax, ymax = corners
-        annotation.boxes.append(RawBox(name, xmin - 1, ymin - 1, xmax, ymax))
+        at = f"{PurePosixPath(where).name} object {i + 1}"  # the file's name: the app's import names no server path
+        annotation.boxes.append(RawBox(name, xmin - 1, ymin - 1, xmax, ymax, where=at))
         annotation.difficult += (obj.findtext("difficult") or "").strip() == "1"
     return annotation
 

@@ -217,7 +217,7 @@ def _labels(
         if not 0 <= index < len(names):
             builder.skip(UNKNOWN_CLASS, f"{at} class {index}")
             continue
-        boxes.append(_shape(names[index], values, width, height))
+        boxes.append(_shape(names[index], values, width, height)._replace(where=at))
     return boxes
 
 
