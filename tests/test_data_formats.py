@@ -155,6 +155,11 @@ def test_coco_boxes_outside_and_empty_are_clipped_and_dropped(shapes: Dataset, t
     summary = import_dataset("coco", tmp_path / "coco.json", tmp_path / "back", images=shapes.root / "images")
     assert (summary.clipped, summary.dropped, summary.crowd, summary.boxes) == (1, 2, 1, 2)
     assert "2 empty boxes dropped (id 2, id 3)" in summary.line()  # where: a count alone left them unfound
+    alike = {**document, "categories": [*document["categories"], {"id": 41, "name": "cat"}]}  # two ids, one name
+    (tmp_path / "alike.json").write_text(json.dumps(alike))
+    merged = import_dataset("coco", tmp_path / "alike.json", tmp_path / "alike", images=shapes.root / "images")
+    said = "1 category names shared by several ids, each imported as one class: cat (ids 40, 41)"
+    assert said in merged.changes()
     imported = load_dataset(tmp_path / "back")
     assert imported.classes == ["dog", "cat"]  # ordered by category id
     assert _boxes(imported)[Path(image.file).name] == [("cat", 80.0, 0.0, 96.0, 10.0), ("dog", 1.5, 2.0, 4.5, 6.0)]

@@ -17,7 +17,7 @@ attributes).
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -64,6 +64,9 @@ def read(source: Path, builder: DatasetBuilder, images: Path) -> None:
     names = _categories(document, where)
     for ident in sorted(names):
         builder.add_class(names[ident])
+    counted = Counter(names.values())
+    builder.summary.alike = [f"{name} (ids {', '.join(str(k) for k in sorted(names) if names[k] == name)})"
+                             for name, count in counted.items() if count > 1]  # fmt: skip
     segment = builder.task == Task.SEGMENT
     if segment and len(builder.classes) >= IGNORE:
         raise ForkliftError(f"{where}: {len(builder.classes)} classes do not fit 8-bit masks (at most {IGNORE - 1})")

@@ -110,6 +110,7 @@ class ImportSummary:
     boxed: int = 0  # outlines a box has to stand for (an RLE mask, an object in several parts)
     posed: int = 0  # a pose set's labels whose keypoints were left out (their boxes kept)
     difficult: int = 0  # VOC objects marked difficult, kept as boxes like the others (forklift has no such flag)
+    alike: list[str] = field(default_factory=list)  # COCO categories of one name under several ids: one class each
     skipped_items: SkippedItems = field(default_factory=SkippedItems)
 
     @property
@@ -147,6 +148,10 @@ class ImportSummary:
             (self.boxed, "outlines kept as their boxes only (an RLE mask, or an object in several parts)"),
             (self.posed, "boxes of a pose set kept without their keypoints"),
             (self.difficult, "objects marked difficult (VOC) kept as boxes like the others: VOC's mAP leaves them out"),
+            (
+                len(self.alike),
+                f"category names shared by several ids, each imported as one class: {', '.join(self.alike)}",
+            ),
             (self.clipped, "boxes clipped to their image"),
             (self.dropped, f"empty boxes dropped{self._dropped_at()}"),
         ]
