@@ -226,3 +226,11 @@ def test_new_darknet_reproducible_and_export(tmp_path: Path) -> None:
     ]
     extra = forklift_here("models", "export", tmp_path / "a", "--to", "onnx", tmp_path / "x.onnx", "more", check=False)
     assert extra.returncode == 2 and "forklift models export: error: unrecognized arguments: more" in extra.stderr
+    forklift_here("models", "export", tmp_path / "a", "--to", "onnx", tmp_path / "x.onnx")  # an export: replaced
+    (tmp_path / "photo.jpg").write_bytes(b"a picture")
+    for out, what in [(tmp_path / "a" / weights, "one of the model's own files"),
+                      (tmp_path / "photo.jpg", "a file that is not an ONNX graph")]:  # fmt: skip
+        kept = out.read_bytes()  # it wrote the graph over them: the weights' model no longer loaded
+        refused = forklift_here("models", "export", tmp_path / "a", "--to", "onnx", out, check=False)
+        assert refused.returncode == 2 and f"{out}: exists and is {what}; give another OUT" in refused.stderr
+        assert out.read_bytes() == kept

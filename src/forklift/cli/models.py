@@ -234,6 +234,10 @@ def run_export(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     if out.is_dir():
         out = out / name
+    own = {path.resolve() for path in model.files.values()} - {(model.path / name).resolve()}
+    if out.exists() and (out.suffix.lower() != ".onnx" or out.resolve() in own):  # an earlier export: replaced
+        what = "one of the model's own files" if out.resolve() in own else "a file that is not an ONNX graph"
+        raise ForkliftError(f"{out}: exists and is {what}; give another OUT")
     try:
         entry.export(model, out)
     except OSError as exc:  # a folder in its path is a file, or not writable
