@@ -113,6 +113,14 @@ def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> Non
             ["train", "--data", "COCO", "OUT"],
             "it looks like a coco export: make a data set of it with 'forklift data import --from coco",
         ),
+        # a file where a folder is written: each a traceback (NotADirectoryError, FileExistsError), exit 1
+        (["train", "--data", "EMPTY", "--cfg", "CFG", "ZIP"], "OUT_DIR ZIP: a file, not a folder to write in"),
+        (["models", "new-darknet", "--cfg", "CFG", "--names", "NAMES", "ZIP"], "OUT_DIR ZIP: a file, not a folder"),
+        (["models", "new-style", "ZIP"], "OUT ZIP: a file, not a folder to write in"),
+        (["predict", "MODEL", "x.jpg", "--out", "ZIP"], "--out ZIP: a file, not a folder to write in"),
+        (["tune", "--data", "EMPTY", "ZIP"], "OUT_DIR ZIP: a file, not a folder to write in"),
+        (["app", "--data-dir", "ZIP"], "--data-dir ZIP: a file, not a folder to write in"),
+        (["demo", "--out", "ZIP"], "--out ZIP: a file, not a folder to write in"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[str], message: str) -> None:
@@ -123,10 +131,11 @@ def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[st
         archive.writestr("dataset.json", "{}")
     stand_ins = {"MODEL": str(tiny), "EMPTY": str(tmp_path / "empty"), "ZIP": str(tmp_path / "export.zip"),
                  "COCO": str(tmp_path / "coco"), "OUT": str(tmp_path / "out"), "MODEL=a": f"{tiny}=a",
-                 "MODEL=a/b": f"{tiny}=a/b"}  # fmt: skip
+                 "MODEL=a/b": f"{tiny}=a/b", "CFG": str(CFGS / "tiny-detector.cfg"),
+                 "NAMES": str(CFGS / "shapes.names")}  # fmt: skip
     result = forklift(*[stand_ins.get(a, a) for a in args], check=False)
     assert result.returncode == 2
-    assert message in result.stderr and "Traceback" not in result.stderr
+    assert message.replace("ZIP", stand_ins["ZIP"]) in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # one line, no usage block before it
     assert "listening" not in result.stdout  # refused before anything starts
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forklift.cli.common import port, positive, verb_parser
+from forklift.cli.common import check_folder_to_write, port, positive, verb_parser
 from forklift.errors import ForkliftError
 from forklift.extras import Extra
 
@@ -115,6 +115,7 @@ def run_app(args: argparse.Namespace) -> int:
     from forklift.serve.http_protocol import http_config
     from forklift.serve.listening import listening_sockets, local_url
 
+    check_folder_to_write(args.data_dir, what="--data-dir")
     listening = listening_sockets(args.host, args.port)  # a port in use is said before the data directory is made
     config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
                        jobs_per_device=args.jobs_per_device, login=args.login)  # fmt: skip

@@ -16,6 +16,7 @@ from forklift.cli.common import (
     add_json,
     add_runtime,
     add_seed,
+    check_folder_to_write,
     optional,
     positive,
     threshold,
@@ -71,6 +72,8 @@ def run_predict(args: argparse.Namespace) -> int:
     from forklift.predict import predict_files, print_table, save_images
     from forklift.vision.style_adjust import StyleAdjust
 
+    if args.out is not None:  # before the model runs
+        check_folder_to_write(args.out, what="--out")
     prediction = predict_files(
         args.model_dir,
         args.images,
@@ -170,6 +173,7 @@ def add_new_darknet(actions: Any) -> None:
 def run_new_darknet(args: argparse.Namespace) -> int:
     from forklift.nets.fresh_weights import new_darknet_dir
 
+    check_folder_to_write(args.out_dir, what="OUT_DIR")
     out = new_darknet_dir(args.cfg, args.names, args.out_dir, seed=args.seed)
     print(f"wrote {out} (seed {args.seed})")
     return 0
@@ -193,6 +197,7 @@ def add_new_style(actions: Any) -> None:
 def run_new_style(args: argparse.Namespace) -> int:
     from forklift.runtime.style_export import fresh_style_net, write_style_dir
 
+    check_folder_to_write(args.out, what="OUT")
     if args.out.exists() and any(args.out.iterdir()):
         raise ForkliftError(f"{args.out}: exists and is not empty; choose a new folder")
     out = write_style_dir(fresh_style_net(seed=args.seed, width=args.width), args.out)

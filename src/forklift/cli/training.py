@@ -387,6 +387,7 @@ def _check_paths(args: argparse.Namespace) -> None:
     from forklift.data.dataset import refuse_other_layouts
     from forklift.train.run_dir import check_out
 
+    check_folder_to_write(args.out, what="OUT_DIR")  # a file by that name: one line, not a traceback from mkdir
     check_out(args.out, args.resume)
     if args.data is not None:
         if not args.data.exists():
@@ -409,4 +410,5 @@ def add_demo(verbs: Any) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     from forklift.demo import run_demo
 
+    check_folder_to_write(args.out, what="--out")
     return run_demo(args.out)

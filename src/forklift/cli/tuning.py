@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forklift.cli.common import positive, positive_number, verb_parser
+from forklift.cli.common import check_folder_to_write, positive, positive_number, verb_parser
 from forklift.cli.ml import MODEL_CHOICES
 from forklift.cli.training import add_network_source
 from forklift.errors import ForkliftError
@@ -107,6 +107,7 @@ def run_tune(args: argparse.Namespace) -> int:
     from forklift.tune.storage import storage_url
     from forklift.tune.trial import Search
 
+    check_folder_to_write(args.out, what="OUT_DIR")
     job, dimensions = _tabular(args) if args.ml else _training(args)
     search = Search(
         job=job,
