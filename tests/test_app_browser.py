@@ -1390,3 +1390,77 @@ def test_a_change_that_could_not_go_offline_goes_when_the_network_is_back_in_chr
         _saved(page)
         assert page.locator(".message.error").count() == 0
     assert not errors, errors
+
+
+def _auto_labelled_set(app_url: str) -> tuple[int, list[int]]:
+    """A data set of three images imported from COCO with a model's unreviewed boxes (cat and dog) on each."""
+    images = [{"id": k, "file_name": f"a{k}.png", "width": 400, "height": 300} for k in range(3)]
+    auto = {"source": "auto", "model": "m", "confidence": 0.5}
+    annotations = [{"id": 10 * k + j, "image_id": k, "category_id": j + 1, "bbox": [20 + 100 * j, 20, 60, 60],
+                    "attributes": auto} for k in range(3) for j in range(2)]  # fmt: skip
+    coco = {"images": images, "annotations": annotations, "categories": [{"id": 1, "name": "cat"},
+                                                                          {"id": 2, "name": "dog"}]}  # fmt: skip
+    archive = zip_of({"annotations.json": json.dumps(coco).encode(),
+                      **{f"a{k}.png": png(400, 300, k) for k in range(3)}})  # fmt: skip
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "auto"}).json()["id"]
+        added = client.post(f"/api/datasets/{dataset}/import", data={"format": "coco"},
+                            files={"file": ("auto.zip", archive)}).json()["added"]  # fmt: skip
+    return dataset, [image["id"] for image in added]
+
+
+def test_a_label_renamed_elsewhere_is_followed_by_the_review_queue_and_the_editors_history_in_chromium(
+    app_url: str,
+) -> None:
+    """The review queue's A kept answering 409 on an image a label's rename had changed, until the page was
+    reloaded; its U after a reject made the label renamed since again under its old name. After the editor loaded
+    another version of its image, Ctrl+Y brought back a box on top of its twin."""
+    dataset, images = _auto_labelled_set(app_url)
+    labels = {label["name"]: label["id"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()}
+
+    def names() -> list[str]:
+        return sorted(label["name"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json())
+
+    def shapes(image: int) -> list[str]:
+        found = httpx.get(f"{app_url}/api/images/{image}/annotations").json()["shapes"]
+        return sorted(shape["label"] for shape in found)
+
+    with chromium_page(860) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}/review")
+        page.wait_for_selector("button:has-text('Accept')")
+        page.wait_for_selector(".review-figure svg g")  # its labels drawn: the page has the image's version
+        assert httpx.patch(f"{app_url}/api/labels/{labels['cat']}", json={"name": "kitty"}).is_success  # elsewhere
+        page.keyboard.press("a")
+        page.wait_for_selector("text=it is shown as it is now; decide again")
+        page.keyboard.press("a")  # decided again: it takes
+        page.wait_for_selector("text=Accepted")
+        page.wait_for_selector(".review-figure svg g")  # the next image, loaded
+        page.keyboard.press("r")
+        page.wait_for_selector("text=Rejected")
+        rejected = next(image for image in images if shapes(image) == [])
+        assert httpx.patch(f"{app_url}/api/labels/{labels['cat']}", json={"name": "puss"}).is_success
+        page.keyboard.press("u")
+        page.wait_for_selector("text=waits for review again")
+        assert shapes(rejected) == ["dog", "puss"] and names() == ["dog", "puss"]  # kitty not made again
+
+        page.goto(f"{app_url}/#/datasets/{dataset}/images/{rejected}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        page.keyboard.press("1")  # puss, the cat renamed twice
+        _draw(page, (250, 150, 330, 230))
+        _saved(page)
+        current = httpx.get(f"{app_url}/api/images/{rejected}/annotations").json()
+        theirs = [*current["shapes"], {"kind": "box", "label": "dog", "points": [10, 200, 60, 280]}]
+        assert httpx.put(f"{app_url}/api/images/{rejected}/annotations",
+                         json={"version": current["version"], "shapes": theirs}).is_success  # fmt: skip
+        _draw(page, (150, 150, 220, 230))
+        page.wait_for_selector("text=were added to its saved version")
+        _saved(page)
+        before = shapes(rejected)
+        page.keyboard.press("Control+z")
+        page.wait_for_selector("text=go back no further than the image's saved version")
+        page.keyboard.press("Control+y")
+        page.wait_for_timeout(800)
+        _saved(page)
+        assert shapes(rejected) == before and len(before) == 5  # 2 auto, theirs, the two drawn: none twice
+    assert not errors, errors

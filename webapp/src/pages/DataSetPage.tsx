@@ -2,8 +2,8 @@
 // and a chart, uploads of images and videos, and frame capture from a video's player.
 import { useEffect, useRef, useState } from "preact/hooks";
 import {
-  api, json, MAX_EPOCHS, type AutoLabelRun, type DataSet, type Deployment, type Device, type Estimate, type ImagePage, type Model, type Split, type Status,
-  type UploadResult, type Video,
+  api, ApiError, json, MAX_EPOCHS, type AutoLabelRun, type DataSet, type Deployment, type Device, type Estimate, type ImagePage, type Model, type Split, type Status,
+  type LabelCount, type UploadResult, type Video,
 } from "../api";
 import { LabelChart } from "../chart";
 import { duration, Message, sendingWhile, useMessage, useOneAtATime } from "../widgets";
@@ -225,7 +225,21 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
   const [name, setName] = useState("");
   const run = async (call: Promise<unknown>, done: string) => {
     // said once the page shows the change: the next name typed is checked against the labels as they are now
-    try { await call; await onChange(); say(done); } catch (e) { say((e as Error).message, true); }
+    try { await call; await onChange(); say(done); } catch (e) {
+      const gone = e instanceof ApiError && e.status === 404;  // "no label 183": deleted or merged meanwhile
+      say(gone ? "That label is no longer there (deleted or merged elsewhere): the labels are shown as they are now." : (e as Error).message, true);
+      void onChange();
+    }
+  };
+  // The label as it is now, before a rename, merge or delete is asked about: the panel shows it as it was loaded,
+  // and a delete confirmed "its 1 use(s)" of a label grown to 5 elsewhere, or deleted the label another renamed.
+  const asNow = async (label: LabelCount): Promise<LabelCount | null> => {
+    const now = (await api<LabelCount[]>(`/api/datasets/${set.id}/labels`)).find((l) => l.id === label.id);
+    if (now && now.name === label.name) return now;
+    say(now ? `The label ${label.name} was renamed ${now.name} elsewhere: the labels are shown as they are now; choose again.`
+      : `The label ${label.name} was deleted or merged elsewhere: the labels are shown as they are now.`, true);
+    void onChange();
+    return null;
   };
   return (
     <div class="card labels-panel">
@@ -236,16 +250,24 @@ function Labels({ set, canEdit, onChange, say }: { set: DataSet; canEdit: boolea
           <li key={label.id}>
             <span class="name">{label.name}</span><span class="count" title={label.unreviewed ? `${label.count} labelled or reviewed, ${label.unreviewed} more from a model waiting for review` : undefined}>{label.count}{label.unreviewed ? ` (+${label.unreviewed} to review)` : ""}</span>
             {canEdit && <span class="row-actions">
-              <button title="Rename" onClick={() => {
+              <button title="Rename" onClick={async () => {
+                if (!await asNow(label)) return;
                 const n = prompt("Rename label", label.name)?.trim();
                 if (n === undefined || n === label.name) return;  // cancelled, or the same name
                 if (set.labels.some((l) => l.name === n)) { say(`Label “${n}” exists already: to make ${label.name} ${n}, merge it with ⇢.`, true); return; }
                 run(api(`/api/labels/${label.id}`, json("PATCH", { name: n })), "Renamed.");
               }}>✎</button>
-              <select title="Merge into" aria-label={`Merge ${label.name} into`} onChange={(e) => { const into = +e.currentTarget.value; if (into && confirm(`Merge ${label.name} into ${e.currentTarget.selectedOptions[0].text}?`)) run(api(`/api/labels/${label.id}`, json("PATCH", { merge_into: into })), "Merged."); e.currentTarget.value = ""; }}>
+              <select title="Merge into" aria-label={`Merge ${label.name} into`} onChange={async (e) => {
+                const into = +e.currentTarget.value, target = e.currentTarget.selectedOptions[0].text;
+                e.currentTarget.value = "";
+                if (into && await asNow(label) && confirm(`Merge ${label.name} into ${target}?`)) run(api(`/api/labels/${label.id}`, json("PATCH", { merge_into: into })), "Merged.");
+              }}>
                 <option value="">⇢</option>{set.labels.filter((l) => l.id !== label.id).map((l) => <option key={l.id} value={l.id}>{l.name}</option>)}
               </select>
-              <button title="Delete" class="danger" onClick={() => { if (confirm(`Delete ${label.name} and its ${label.count + label.unreviewed} use(s)?`)) run(api(`/api/labels/${label.id}`, { method: "DELETE" }), "Deleted."); }}>✕</button>
+              <button title="Delete" class="danger" onClick={async () => {
+                const now = await asNow(label);
+                if (now && confirm(`Delete ${now.name} and its ${now.count + now.unreviewed} use(s)?`)) run(api(`/api/labels/${label.id}`, { method: "DELETE" }), "Deleted.");
+              }}>✕</button>
             </span>}
           </li>
         ))}

@@ -102,7 +102,9 @@ const notSaved = (e: Error) => {  // the server's words begin a sentence here ("
 // The label chosen for the next shape and the tool, kept here for the next image of the same data set: a run of
 // images of horses is labelled horse after horse, where each new editor went back to the set's first label and
 // its first box was saved as that, unsaid.
-const carried = { dataset: 0, label: "", tool: "rectangle" as Tool };
+const LEFT_SAID = "forklift:left-image-said";
+const carried = { dataset: 0, label: "", tool: "rectangle" as Tool, said: "" };  // said: what the last image's
+// editor had to say after it was left (its merge after a refused save), for the next one to show
 
 export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; imageId: number; canEdit: boolean }) {
   const [set, setSet] = useState<DataSet | null>(null);
@@ -192,6 +194,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   ]).then(([s, i, n]) => {
     const kept = carried.dataset === datasetId && s.labels.some((l) => l.name === carried.label) ? carried.label : "";
     setSet(s); setImage(i); setNear(n); setCurrent((c) => c || kept || s.labels[0]?.name || "");
+    if (carried.said) { say(carried.said, true); carried.said = ""; }
     known.current = { image: imageId, near: n };
     if (walk.heading === imageId && walk.pending !== 0) {
       const by = Math.sign(walk.pending);
@@ -225,6 +228,16 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     };
   }, [imageId]);
 
+  // The annotator's undo history where the server's shapes were last drawn anew: its changes up to there are of
+  // shapes no longer shown (a redo brought back a box on top of its twin, or one deleted with its label).
+  const loadedAt = useRef({ length: 0, pointer: -1 });
+  const beforeLoad = (redo: boolean) => {
+    const history = annotator.current?.getHistory();
+    if (!history) return false;
+    const { length, pointer } = loadedAt.current;
+    return redo ? history.changes.length === length && history.pointer < length - 1 : history.pointer <= pointer && pointer > -1;
+  };
+
   // The shapes as drawn now, for their captions; read after every change the annotator reports.
   const refresh = () => {
     const anno = annotator.current;
@@ -244,6 +257,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const { width, height } = imageRef.current ?? { width: Infinity, height: Infinity };
     stored.current = new Map(annotations.map((a, i) => [a.id, shapeKey(toShape(a, width, height) ?? doc.shapes[i])]));
     annotator.current?.setAnnotations(annotations, true);
+    const history = annotator.current?.getHistory();
+    if (history) loadedAt.current = { length: history.changes.length, pointer: history.pointer };
     refresh();
     setState("saved");
   };
@@ -321,6 +336,25 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     for (const l of fresh.labels) seenIds.current.set(l.name, l.id);
     if (instead === undefined) for (const label of gone) seenIds.current.delete(label);  // no other label: made again
     const what = "This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted)";
+    if (fresh.task === "classify" && body.class_label !== theirs.class_label) {  // the class given here, given again
+      const wanted = body.class_label, given = wanted === null ? null : now(wanted);  // a rename followed
+      const text = given === undefined ? `The class ${wanted} was deleted or merged elsewhere: this image's class was not given; choose one.`
+        : given !== wanted ? `The class ${wanted} was renamed ${given} elsewhere: this image is a ${given} now.` : `${what}: your class was given to its saved version.`;
+      const labels_seen = Object.fromEntries(given ? [[given, labelIds.current.get(given)]] : []);
+      if (!annotator.current) {  // the editor left meanwhile
+        if (given !== undefined) await api<Annotations>(`/api/images/${imageId}/annotations`, json("PUT", { version: theirs.version, shapes: [], class_label: given, labels_seen }));
+        return;
+      }
+      setSet(fresh);
+      shown(theirs);
+      say(text, given === undefined);
+      if (given === undefined) return;
+      merged.current = { text, error: false };
+      classRef.current = given;
+      setClassLabel(given);
+      save({ class_label: given });
+      return;
+    }
     const parts = [readded.length
       ? `${what}: your ${readded.length} new shape(s) were added to its saved version${changed ? "; what else you changed (a shape moved, relabelled or deleted, or its class) was not kept" : ""}.`
       : `${what}: its saved version is shown, and your last change was not kept.`];
@@ -334,6 +368,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     if (!annotator.current) {  // the editor left before the refusal came (→ within the save's wait): saved as merged
       if (readded.length) await api<Annotations>(`/api/images/${imageId}/annotations`, json("PUT", { version: theirs.version,
         shapes: [...theirs.shapes, ...readded], class_label: theirs.class_label, labels_seen: Object.fromEntries(labelIds.current) }));
+      carried.said = `The image you left: ${said.text}`;  // said by the next image's editor, open now or later
+      dispatchEvent(new Event(LEFT_SAID));
       return;
     }
     setCurrent(chosen);
@@ -635,6 +671,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         e.stopPropagation();
         e.preventDefault();
         say("Undo and redo are for finished shapes: finish this one first (double-click or Enter), or press Esc to drop it.", true);
+      } else if (beforeLoad(e.key.toLowerCase() === "y")) {  // its history is of shapes no longer shown
+        e.stopPropagation();
+        e.preventDefault();
+        say("Undo and redo go back no further than the image's saved version, loaded again since: nothing to undo or redo.");
       } else {
         e.preventDefault();
         // a word on what the undone change did ("Relabelled 1 shape(s) as dog.") is no longer true: said over, where
@@ -667,12 +707,15 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     };
     addEventListener(RENEWED, again);
     addEventListener("online", again);  // the network back: a change that could not go, goes
+    const leftSaid = () => { if (carried.said) { say(carried.said, true); carried.said = ""; } };
+    addEventListener(LEFT_SAID, leftSaid);
     return () => {
       removeEventListener("keydown", ownKeys, true); removeEventListener("click", link, true);
       removeEventListener("focus", back); document.removeEventListener("visibilitychange", back);
       holdLeaving(null);
       removeEventListener(RENEWED, again);
       removeEventListener("online", again);
+      removeEventListener(LEFT_SAID, leftSaid);
     };
   }, []);
 

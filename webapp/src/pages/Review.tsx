@@ -15,7 +15,8 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
   const [doc, setDoc] = useState<Annotations | null>(null);
   const [reviewed, setReviewed] = useState(0);
   const [confirming, setConfirming] = useState(false);  // Accept pressed once on an image where nothing was found
-  const [last, setLast] = useState<{ item: ReviewItem; doc: Annotations; action: "accept" | "reject" } | null>(null);
+  // the last decision, with the labels' ids as the page knew them then (an undo follows a rename made since)
+  const [last, setLast] = useState<{ item: ReviewItem; doc: Annotations; action: "accept" | "reject"; seen: Map<string, number> } | null>(null);
   const [message, say] = useMessage();
   // Which images come first, kept for the tab's visits to this queue (Correct goes to the editor and back).
   const firstKey = `forklift:review-first:${datasetId}`;
@@ -53,13 +54,18 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     try {
       await api<Annotations>(`/api/images/${item.image.id}/review`, json("POST", { action, version: doc.version }));
       say(action === "accept" ? `Accepted ${item.image.original_name}. (U undoes it.)` : `Rejected ${item.image.original_name}: it is unlabelled again. (U undoes it.)`);
-      setLast({ item, doc, action });
+      setLast({ item, doc, action, seen: new Map((set?.labels ?? []).map((l) => [l.name, l.id])) });
       setReviewed((n) => n + 1);
       setQueue({ ...queue!, total: queue!.total - 1, items: queue!.items.filter((_, i) => i !== at) });
       if (at + 1 >= queue!.items.length) reload();
     } catch (e) {
-      say((e as Error).message, true);
-      if (e instanceof ApiError && e.status === 409) reload();
+      if (e instanceof ApiError && e.status === 409) {  // its labels changed elsewhere (a label renamed): shown as now
+        api<DataSet>(`/api/datasets/${datasetId}`).then(setSet, () => undefined);
+        try {
+          setDoc(await api<Annotations>(`/api/images/${item.image.id}/annotations`));
+          say(`${item.image.original_name} was changed elsewhere (a label renamed, merged or deleted, or someone reviewed or edited it): it is shown as it is now; decide again.`, true);
+        } catch { reload(); say(`${item.image.original_name} was changed elsewhere: the queue is loaded again.`, true); }
+      } else say((e as Error).message, true);
     } finally {
       busy.current = false;
     }
@@ -70,20 +76,29 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
     if (!canEdit) { viewOnly(); return; }
     if (busy.current) return;
     if (!last) { say("Nothing to undo: U undoes the last accept or reject, once."); return; }
-    const { item: undone, doc: was, action } = last;
+    const { item: undone, doc: was, action, seen } = last;
     busy.current = true;
     try {
-      const current = await api<Annotations>(`/api/images/${undone.image.id}/annotations`);
-      // the labels as this page loaded them: one renamed or deleted since is refused, not made again
-      const labels_seen = Object.fromEntries((set?.labels ?? []).map((l) => [l.name, l.id]));
+      const [current, fresh] = await Promise.all([
+        api<Annotations>(`/api/images/${undone.image.id}/annotations`), api<DataSet>(`/api/datasets/${datasetId}`)]);
+      setSet(fresh);
+      // the model's labels as the decision saw them, by their labels as they are now: a rename followed, a label
+      // deleted (or merged) since left out, never made again (its id is sent: the server refuses its old name)
+      const named = new Map(fresh.labels.map((l) => [l.id, l.name]));
+      const now = (name: string) => { const id = seen.get(name); return id === undefined ? name : named.get(id); };
+      const shapes = was.shapes.flatMap((shape) => { const label = now(shape.label); return label ? [{ ...shape, label }] : []; });
+      const classLabel = was.class_label === null ? null : now(was.class_label) ?? null;
+      const gone = was.shapes.length - shapes.length + (was.class_label !== null && classLabel === null ? 1 : 0);
+      const labels_seen = Object.fromEntries(fresh.labels.map((l) => [l.name, l.id]));
       const body = action === "reject"
-        ? { action: "reopen", version: current.version, shapes: was.shapes, class_label: was.class_label, class_model_id: was.class_model_id, class_confidence: was.class_confidence, labels_seen }
+        ? { action: "reopen", version: current.version, shapes, class_label: classLabel, class_model_id: was.class_model_id, class_confidence: was.class_confidence, labels_seen }
         : { action: "reopen", version: current.version };
       await api<Annotations>(`/api/images/${undone.image.id}/review`, json("POST", body));
       setLast(null);
       setReviewed((n) => n - 1);
       setQueue((q) => q ? { ...q, total: q.total + 1, items: [...q.items.slice(0, at), undone, ...q.items.slice(at)] } : q);
-      say(`Undone: ${undone.image.original_name} waits for review again.`);
+      say(`Undone: ${undone.image.original_name} waits for review again.` + (action === "reject" && gone
+        ? ` ${gone} of the model's labels are not brought back: their label was deleted or merged elsewhere.` : ""));
     } catch (e) { say((e as Error).message, true); } finally { busy.current = false; }
   };
 
