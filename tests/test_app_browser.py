@@ -1464,3 +1464,56 @@ def test_a_label_renamed_elsewhere_is_followed_by_the_review_queue_and_the_edito
         _saved(page)
         assert shapes(rejected) == before and len(before) == 5  # 2 auto, theirs, the two drawn: none twice
     assert not errors, errors
+
+
+def test_the_labels_panel_and_a_classification_editor_act_on_labels_as_they_are_now_in_chromium(
+    app_url: str,
+) -> None:
+    """The labels panel confirmed deleting a label "and its 1 use(s)" when it had grown to 3 elsewhere, and deleted
+    a label renamed elsewhere under its old name, unsaid; a class given by its key as the class was renamed
+    elsewhere was dropped, said as "changed elsewhere"."""
+    dataset, (_, second) = _two_images_labelled_car_and_bus(app_url)
+    labels = {label["name"]: label["id"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()}
+
+    def delete(page, name: str) -> None:  # type: ignore[no-untyped-def]
+        row = page.locator(".label-list li", has=page.locator("span.name", has_text=re.compile(f"^{name}$")))
+        row.locator("button[title=Delete]").click()
+
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{dataset}")
+        page.wait_for_selector(".label-list")
+        cars = [{"kind": "box", "label": "car", "points": [10 + 60 * k, 10, 50 + 60 * k, 50]} for k in range(2)]
+        version = httpx.get(f"{app_url}/api/images/{second}/annotations").json()["version"]
+        assert httpx.put(f"{app_url}/api/images/{second}/annotations",
+                         json={"version": version, "shapes": cars}).is_success  # fmt: skip
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+        delete(page, "car")
+        page.wait_for_timeout(500)
+        assert asked == ["Delete car and its 3 use(s)?"]  # the count as it is now (the page had 1)
+        assert httpx.patch(f"{app_url}/api/labels/{labels['bus']}", json={"name": "coach"}).is_success
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+        delete(page, "bus")
+        page.wait_for_selector("text=The label bus was renamed coach elsewhere")
+        kept = [label["name"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()]
+        assert len(asked) == 1 and "coach" in kept  # not asked, not deleted
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        pets = client.post("/api/datasets", json={"name": "pets", "task": "classify"}).json()["id"]
+        (photo,) = client.post(f"/api/datasets/{pets}/images", files=[("files", ("p.png", png(200, 150, 1)))]).json()[
+            "added"
+        ]
+        classes = {
+            name: client.post(f"/api/datasets/{pets}/labels", json={"name": name}).json() for name in ("cat", "dog")
+        }
+    cat = next(label["id"] for label in classes["dog"] if label["name"] == "cat")
+    with chromium_page(800) as (page, errors):
+        page.goto(f"{app_url}/#/datasets/{pets}/images/{photo['id']}")
+        page.wait_for_selector(".editor img")
+        _saved(page)
+        assert httpx.patch(f"{app_url}/api/labels/{cat}", json={"name": "kitty"}).is_success  # elsewhere
+        page.keyboard.press("1")  # cat, as the page loaded it
+        page.wait_for_selector("text=The class cat was renamed kitty elsewhere: this image is a kitty now.")
+        page.wait_for_timeout(600)
+        _saved(page)
+        assert httpx.get(f"{app_url}/api/images/{photo['id']}/annotations").json()["class_label"] == "kitty"
+    assert not errors, errors
