@@ -121,6 +121,8 @@ def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> Non
         (["tune", "--data", "EMPTY", "ZIP"], "OUT_DIR ZIP: a file, not a folder to write in"),
         (["app", "--data-dir", "ZIP"], "--data-dir ZIP: a file, not a folder to write in"),
         (["demo", "--out", "ZIP"], "--out ZIP: a file, not a folder to write in"),
+        (["data", "synth", "shapes", "--n", "2", "--size", "64", "--task", "style", "OUT"], "invalid choice: 'style'"),
+        (["data", "synth", "shapes", "--n", "2", "--size", "100000", "OUT"], "size 100000 is too large: at most 8192"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[str], message: str) -> None:

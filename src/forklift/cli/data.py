@@ -37,13 +37,15 @@ def add_synth(actions: Any) -> None:
     )
     synth.add_argument("kind", choices=("shapes",), help="what to draw")
     synth.add_argument("--n", type=positive, required=True, help="how many images")
-    synth.add_argument("--size", type=positive, required=True, help="width and height of each image, pixels (>= 64)")
+    synth.add_argument(
+        "--size", type=positive, required=True, help="width and height of each image, pixels (64 to 8192)"
+    )
     add_seed(synth)
     synth.add_argument(
         "--task",
-        choices=[task for task in words(Task) if task != Task.TABULAR],
-        default=Task.DETECT.value,
-        help="boxes of 1-4 shapes, one shape's label, or PNG masks of 1-4 shapes (DATA/masks/)",
+        choices=[task for task in words(Task) if task in (Task.DETECT, Task.CLASSIFY, Task.SEGMENT)],
+        default=Task.DETECT.value,  # a style network trains on any folder of images: none to make
+        help="detect: boxes of 1-4 shapes; classify: one shape's label; segment: PNG masks of 1-4 shapes (DATA/masks/)",
     )
     synth.add_argument(
         "--object-size",

@@ -21,6 +21,7 @@ from forklift.errors import ForkliftError
 from forklift.vocabulary import Task, word
 
 MIN_SIZE = 64  # smaller images leave no room for shapes above MIN_SIDE
+MAX_SIZE = 8192  # larger ones are arrays of gigabytes a side each (100000 asked for 149 GiB)
 MIN_SIDE = 6  # shapes whose visible part is narrower or lower than this many pixels are dropped
 MIN_VISIBLE = 0.5  # shapes less visible than this (hidden by later ones or outside the image) are dropped
 HELD_OUT = 0.1  # fraction of the images in each of val and test
@@ -84,6 +85,8 @@ def synth_shapes(
     task = word(Task, task, where="task")
     if size < MIN_SIZE:
         raise ForkliftError(f"size {size} is too small for shapes: use at least {MIN_SIZE} pixels")
+    if size > MAX_SIZE:
+        raise ForkliftError(f"size {size} is too large: at most {MAX_SIZE} pixels a side")
     _check_ranges(task, size, object_size, objects)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ForkliftError(f"{out}: already exists and is not an empty folder; choose a new one")
