@@ -179,6 +179,13 @@ def test_a_token_is_listed_and_revoked_alone(
         patch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
         assert main(["app", "user", "add", "bad/../name", "--password-stdin", *where]) == 2
     assert "user 'bad/../name': letters, digits and . _ @ - only" in capsys.readouterr().err
+    with pytest.MonkeyPatch.context() as patch:  # no terminal and no --password-stdin: getpass's traceback
+        patch.setattr("sys.stdin", io.StringIO(""))
+        assert main(["app", "user", "add", "ed", *where]) == 2
+    assert "no terminal to ask the password on: give it on stdin with --password-stdin" in capsys.readouterr().err
+    typo = tmp_path / "misspelt"  # listed no users, and left a database there
+    assert main(["app", "user", "list", "--data-dir", str(typo)]) == 2
+    assert "no app here (no app.db)" in capsys.readouterr().err and not typo.exists()
 
 
 def _login_answer(client: TestClient, name: str, password: str) -> tuple[int, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import sys
 from pathlib import Path
@@ -55,34 +56,44 @@ def register(verbs: Any) -> None:
     )
     app.set_defaults(handler=run_app)
     accounts = app.add_subparsers(dest="what", metavar="user|token")
-    user = accounts.add_parser("user", help="accounts: add NAME --role ROLE, list, remove NAME")
+    user = verb_parser(accounts, "user", "Accounts: add NAME --role ROLE, list, remove NAME.",
+                       "forklift app user add ana --role admin --data-dir out/my-app", extra=Extra.APP)  # fmt: skip
     user_verbs = user.add_subparsers(dest="action", metavar="add|list|remove", required=True)
-    add = user_verbs.add_parser("add", help="add an account; the password is asked for (or read from stdin)")
+    add = verb_parser(user_verbs, "add", "Add an account; the password is asked for (or read from stdin).",
+                      "forklift app user add ed --role editor --data-dir out/my-app   # then type the password",
+                      extra=Extra.APP)  # fmt: skip
     add.add_argument("name")
     add.add_argument("--role", choices=("viewer", "editor", "admin"), default="editor")
     add.add_argument("--password-stdin", action="store_true", help="read the password from stdin (for scripts)")
     _where(add)
     add.set_defaults(handler=run_user_add)
-    listing = user_verbs.add_parser("list", help="the accounts and their roles")
+    listing = verb_parser(user_verbs, "list", "The accounts and their roles.",
+                          "forklift app user list --data-dir out/my-app", extra=Extra.APP)  # fmt: skip
     _where(listing)
     listing.set_defaults(handler=run_user_list)
-    remove = user_verbs.add_parser("remove", help="remove an account and its API tokens (not the last admin)")
+    remove = verb_parser(user_verbs, "remove", "Remove an account and its API tokens (not the last admin).",
+                         "forklift app user remove ed --data-dir out/my-app", extra=Extra.APP)  # fmt: skip
     remove.add_argument("name")
     _where(remove)
     remove.set_defaults(handler=run_user_remove)
-    token = accounts.add_parser(
-        "token", help="API tokens for scripts: add NAME --user USER (printed once), list, remove NAME --user USER"
-    )
+    token = verb_parser(accounts, "token",
+                        "API tokens for scripts: add NAME --user USER (printed once), list, remove NAME --user USER.",
+                        "forklift app token add ci --user ana --data-dir out/my-app", extra=Extra.APP)  # fmt: skip
     token_verbs = token.add_subparsers(dest="action", metavar="add|list|remove", required=True)
-    token_add = token_verbs.add_parser("add", help="a new token, printed once (only its hash is kept)")
+    token_add = verb_parser(token_verbs, "add", "A new token, printed once (only its hash is kept).",
+                            "forklift app token add ci --user ana --data-dir out/my-app", extra=Extra.APP)  # fmt: skip
     token_add.add_argument("name", help="what the token is for")
     token_add.add_argument("--user", required=True, help="the account the token acts as")
     _where(token_add)
     token_add.set_defaults(handler=run_token_add)
-    token_list = token_verbs.add_parser("list", help="the tokens: account, name, when made")
+    token_list = verb_parser(token_verbs, "list", "The tokens: account, name, when made.",
+                             "forklift app token list --data-dir out/my-app", extra=Extra.APP)  # fmt: skip
     _where(token_list)
     token_list.set_defaults(handler=run_token_list)
-    token_remove = token_verbs.add_parser("remove", help="revoke a token at once (the app need not restart)")
+    token_remove = verb_parser(
+        token_verbs, "remove", "Revoke a token at once (the app need not restart).",
+        "forklift app token remove ci --user ana --data-dir out/my-app", extra=Extra.APP,
+    )  # fmt: skip
     token_remove.add_argument("name", help="the token's name, as given to add")
     token_remove.add_argument("--user", required=True, help="its account")
     _where(token_remove)
@@ -96,9 +107,13 @@ def _where(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="URL", help="database URL (default: sqlite in the data directory)")
 
 
-def _session(args: argparse.Namespace) -> Session:
+def _session(args: argparse.Namespace, *, new: bool = False) -> Session:
+    """The app's database; `new`: made where there is none yet (the first account, before the app first runs), else
+    a data directory without one is refused (a typo listed no users, and left a database in the misspelt folder)."""
     from forklift.app.database import make_engine, session_factory, sqlite_url, upgrade
 
+    if not new and args.db is None and not (args.data_dir / "app.db").is_file():
+        raise ForkliftError(f"--data-dir {args.data_dir}: no app here (no app.db); give the folder 'forklift app' uses")
     args.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(args.db or sqlite_url(args.data_dir))
     upgrade(engine)
@@ -120,8 +135,9 @@ def run_app(args: argparse.Namespace) -> int:
     config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
                        jobs_per_device=args.jobs_per_device, login=args.login)  # fmt: skip
     if not config.local:
-        with _session(args) as session:
-            if not has_admin(session):
+        fresh = args.db is None and not (args.data_dir / "app.db").is_file()  # no admin, and none made here
+        with contextlib.nullcontext(None) if fresh else _session(args) as session:
+            if session is None or not has_admin(session):
                 why = "--login" if is_loopback(args.host) else f"--host {args.host}: served beyond this machine"
                 raise ForkliftError(
                     f"{why}: the app needs accounts, and there is no admin; "
@@ -139,10 +155,12 @@ def run_app(args: argparse.Namespace) -> int:
 def run_user_add(args: argparse.Namespace) -> int:
     from forklift.app.accounts import add_user
 
+    if not args.password_stdin and not sys.stdin.isatty():  # getpass would fail on no terminal, in a traceback
+        raise ForkliftError("no terminal to ask the password on: give it on stdin with --password-stdin")
     password = (
         sys.stdin.readline().rstrip("\n") if args.password_stdin else getpass.getpass(f"password for {args.name}: ")
     )
-    with _session(args) as session:
+    with _session(args, new=True) as session:
         add_user(session, args.name, args.role, password)
     print(f"added {args.name} ({args.role})")
     return 0
