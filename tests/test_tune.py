@@ -142,6 +142,16 @@ def test_a_set_without_val_images_is_refused_before_any_trial(tmp_path: Path) ->
     assert not (tmp_path / "out").exists()
 
 
+def test_a_network_not_given_or_not_there_is_refused_before_any_trial(data: Path, tmp_path: Path) -> None:
+    """Each of 20 trials failed on it, one line each, and the study kept the failures."""
+    nope = tmp_path / "nope.cfg"
+    none_given = "give the network to tune as train takes it: --cfg CFG, --model MODEL_DIR or --arch"
+    for args, said in [(["--cfg", str(nope)], f"--cfg {nope}: no such cfg file"), ([], none_given)]:
+        result = forklift_here("tune", "--data", data, *args, tmp_path / "out", check=False)
+        assert result.returncode == 2 and said in result.stderr and "trial" not in result.stdout, result.stderr
+        assert not (tmp_path / "out").exists()
+
+
 def test_a_study_resumed_may_move_a_range_but_not_its_choices_or_settings(data: Path, tmp_path: Path) -> None:
     """Optuna takes a range moved; another list of choices, a range's scale, or another fixed setting is refused."""
     study = optuna.create_study(study_name="s", storage=journal(tmp_path))

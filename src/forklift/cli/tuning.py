@@ -149,6 +149,10 @@ def _training(args: argparse.Namespace) -> tuple[Job, tuple[Dimension, ...]]:
             f"{args.data}: no val images, and each trial is measured on them; 'forklift data split {args.data} "
             "--val 0.2' holds a fifth out to measure on"
         )
+    if args.cfg is None and args.model is None and args.arch is None:  # each trial failed on it, 20 lines of it
+        raise ForkliftError("give the network to tune as train takes it: --cfg CFG, --model MODEL_DIR or --arch ARCH")
+    if args.cfg is not None and not Path(args.cfg).is_file():
+        raise ForkliftError(f"--cfg {args.cfg}: no such cfg file")
     if args.model is not None:  # a pretrained model's name: pulled once, before the trials start
         args.model = model_directory(args.model)
     metric = args.metric or METRICS[task][0]
