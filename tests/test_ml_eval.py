@@ -268,3 +268,18 @@ def test_an_image_models_option_given_for_a_table_is_one_line(
     result = forklift_here("eval", directory, "--data", table, *option, check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr
+
+
+def test_sweep_and_quantize_refuse_a_tabular_model_in_one_line(
+    models: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """sweep posted images to it, 240 errors a layout, and plotted zeros; quantize said its labels share no class
+    with the data set given."""
+    model, _ = models["binary"]
+    refusals = [
+        (["sweep", model, "--instances", "1"], "a tabular model answers rows; sweep posts images"),
+        (["models", "quantize", model, "--data", tmp_path], "a tabular model answers rows, and quantize"),
+    ]
+    for args, said in refusals:
+        result = forklift_here(*args, check=False)
+        assert result.returncode == 2 and said in result.stderr and result.stderr.count("\n") == 1, result.stderr

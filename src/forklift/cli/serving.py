@@ -25,7 +25,7 @@ from forklift.cli.common import (
 )
 from forklift.errors import ForkliftError
 from forklift.serve.config import UrlOrigin
-from forklift.vocabulary import Precision, Runtime
+from forklift.vocabulary import ModelFormat, Precision, Runtime
 
 if TYPE_CHECKING:
     from forklift.serve.server import ServedModel
@@ -401,10 +401,14 @@ def run_sweep(args: argparse.Namespace) -> int:
     from forklift.serve.process import sigterm_as_interrupt
     from forklift.shared_data import shared_data_path
 
+    model = open_model_dir(args.model_dir)
+    if model.format == ModelFormat.TABULAR:  # it posted images, 240 errors a layout, and plotted zeros
+        raise ForkliftError(f"{args.model_dir}: a tabular model answers rows; sweep posts images (time rows with "
+                            "forklift serve and a client of its /v2 or /predict route)")  # fmt: skip
     images = args.image or [shared_data_path("images/dog.jpg")]
     read_images(images)  # each an image, before minutes of layouts post it
     precision = optional(Precision, args.precision)
-    precisions = [precision] if precision else offered_precisions(open_model_dir(args.model_dir))
+    precisions = [precision] if precision else offered_precisions(model)
     candidates, skipped = layouts(args.instances, args.threads, args.max_batch, precisions)
     for unfit in skipped:
         print(f"skipping {unfit}: needs more CPUs than this machine gives", file=sys.stderr)

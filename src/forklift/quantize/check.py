@@ -57,6 +57,10 @@ def quantize_model_dir(
     model = open_model_dir(model_dir)
     if model.format == ModelFormat.CAFFE:
         raise ForkliftError(f"{model_dir}: a Caffe model runs on OpenCV only, which has no INT8 engine here")
+    if model.format in (ModelFormat.STYLE, ModelFormat.TABULAR):  # "share no class" said the wrong thing
+        what = "a style model answers images" if model.format == ModelFormat.STYLE else "a tabular model answers rows"
+        raise ForkliftError(f"{model_dir}: {what}, and quantize keeps an INT8 graph by a data set's metric, which it "
+                            "has none of")  # fmt: skip
     check_writable(model)
     report = check_dataset(data)
     dataset = report.dataset
