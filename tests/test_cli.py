@@ -136,6 +136,8 @@ def test_bad_images_reported_others_processed(tiny: Path, tmp_path: Path) -> Non
         (["tune", "--data", "EMPTY", "ZIP"], "OUT_DIR ZIP: a file, not a folder to write in"),
         (["app", "--data-dir", "ZIP"], "--data-dir ZIP: a file, not a folder to write in"),
         (["demo", "--out", "ZIP"], "--out ZIP: a file, not a folder to write in"),
+        (["stream", "--model", "m", "--video", "EMPTY"], "--video EMPTY: a folder, not a video file"),  # no such file
+        (["pod", "/nonexistent/model"], "/nonexistent/model: no such model directory"),  # it said -n was needed
         (["data", "synth", "shapes", "--n", "2", "--size", "64", "--task", "style", "OUT"], "invalid choice: 'style'"),
         (["data", "synth", "shapes", "--n", "2", "--size", "100000", "OUT"], "size 100000 is too large: at most 8192"),
     ],
@@ -152,7 +154,8 @@ def test_bad_arguments_one_line_exit_2(tiny: Path, tmp_path: Path, args: list[st
                  "NAMES": str(CFGS / "shapes.names")}  # fmt: skip
     result = forklift(*[stand_ins.get(a, a) for a in args], check=False)
     assert result.returncode == 2
-    assert message.replace("ZIP", stand_ins["ZIP"]) in result.stderr and "Traceback" not in result.stderr
+    message = message.replace("ZIP", stand_ins["ZIP"]).replace("EMPTY", stand_ins["EMPTY"])
+    assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # one line, no usage block before it
     assert "listening" not in result.stdout  # refused before anything starts
 

@@ -243,7 +243,7 @@ def run_stream_verb(args: argparse.Namespace) -> int:
 
     source = args.video if args.video is not None else (args.camera or 0)
     if isinstance(source, Path) and not source.is_file():
-        raise ForkliftError(f"--video {source}: no such file")
+        raise ForkliftError(f"--video {source}: {'a folder, not a video file' if source.is_dir() else 'no such file'}")
     # FFmpeg's own log lines ("[mjpeg @ 0x...] No JPEG data") say less than the one line a bad file gets; read when
     # OpenCV first opens a video, so set here. A person may set it to debug a file (its levels are FFmpeg's).
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
@@ -462,6 +462,7 @@ def add_pod(verbs: Any) -> None:
 
 
 def run_pod(args: argparse.Namespace) -> int:
+    from forklift.model_files.model_dir import open_model_dir
     from forklift.serve.listening import local_url
     from forklift.serve.pod import start_pod, stop_pod
     from forklift.serve.process import sigterm_as_interrupt
@@ -470,7 +471,8 @@ def run_pod(args: argparse.Namespace) -> int:
         stopped = stop_pod(args.port)
         print(f"stopped the pod on port {args.port} ({len(stopped)} processes)")
         return 0
-    if args.instances is None:
+    if args.instances is None:  # after the model: a wrong MODEL_DIR is the first thing to say
+        open_model_dir(args.model_dir)
         raise ForkliftError("forklift pod MODEL_DIR needs -n/--instances N")
     with sigterm_as_interrupt():  # the instances started so far stopped, as on Ctrl-C
         state = start_pod(args.model_dir, instances=args.instances, port=args.port, host=args.host,
