@@ -360,7 +360,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       : `${what}: its saved version is shown, and your last change was not kept.`];
     for (const label of gone) {
       parts.push(instead === undefined ? `The label ${label} was deleted elsewhere, and no label is left: your new shape made ${label} again.`
-        : `The label ${label} was deleted elsewhere: your new shape is a ${instead} now (relabel it, or type ${label} to make that label again).`);
+        : `The label ${label} was deleted or merged into another elsewhere: your new shape is a ${instead} now (relabel it).`);
     }
     const chosen = instead ?? was;
     if (fresh.task === "detect" && chosen !== was && !gone.length) parts.push(`The label ${was} is ${now(was) ? `now ${chosen}` : "gone"}: the next shape is a ${chosen}.`);
