@@ -1427,14 +1427,13 @@ def test_a_label_renamed_elsewhere_is_followed_by_the_review_queue_and_the_edito
 
     with chromium_page(860) as (page, errors):
         page.goto(f"{app_url}/#/datasets/{dataset}/review")
-        page.wait_for_selector("button:has-text('Accept')")
-        page.wait_for_selector(".review-figure svg g")  # its labels drawn: the page has the image's version
+        shown = page.wait_for_selector("section.review[data-ready]").get_attribute("data-ready")  # image and labels
         assert httpx.patch(f"{app_url}/api/labels/{labels['cat']}", json={"name": "kitty"}).is_success  # elsewhere
         page.keyboard.press("a")
         page.wait_for_selector("text=it is shown as it is now; decide again")
         page.keyboard.press("a")  # decided again: it takes
         page.wait_for_selector("text=Accepted")
-        page.wait_for_selector(".review-figure svg g")  # the next image, loaded
+        page.wait_for_selector(f"section.review[data-ready]:not([data-ready='{shown}'])")  # the next one, loaded
         page.keyboard.press("r")
         page.wait_for_selector("text=Rejected")
         rejected = next(image for image in images if shapes(image) == [])
