@@ -61,7 +61,9 @@ def test_deploy_answer_restart_and_undeploy(tmp_path: Path) -> None:
         assert again["port"] == deployment["port"] and _answering(url, 5)
         pid = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"]))
     os.kill(pid, signal.SIGKILL)
-    with app_client(data, db) as client:  # the server died with the machine: started again
+    with app_client(data, db) as client:  # the server died with the machine: started again, on its port when free
+        (restored,) = client.get("/api/deployments").json()  # (the killed server's workers may hold it a moment)
+        url = f"http://127.0.0.1:{restored['port']}"
         assert _answering(url, 120)
         restarted = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _serves(int(p), deployment["name"]))
         assert client.delete(f"/api/deployments/{again['id']}").status_code == 204
