@@ -18,8 +18,13 @@ from forklift.errors import ForkliftError
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
+def sqlite_file(data_dir: Path) -> Path:
+    """The app's SQLite database in its data directory (there unless --db names another)."""
+    return data_dir / "app.db"
+
+
 def sqlite_url(data_dir: Path) -> str:
-    return f"sqlite:///{data_dir / 'app.db'}"
+    return f"sqlite:///{sqlite_file(data_dir)}"
 
 
 def make_engine(url: str) -> Engine:

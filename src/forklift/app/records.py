@@ -197,6 +197,11 @@ def labels_named(session: Session, dataset_id: int, names: Iterable[str]) -> dic
     return {name: label_named(session, dataset_id, name, create=True) for name in sorted(set(names))}
 
 
+def names_given(shapes: Iterable[schemas.Shape], class_label: str | None) -> list[str]:
+    """The label names a save gives: its shapes', then its class."""
+    return [shape.label for shape in shapes] + ([class_label] if class_label else [])
+
+
 def check_labels_seen(session: Session, dataset_id: int, names: Iterable[str], seen: dict[str, int]) -> None:
     """A 409 naming the first label a save names as the page saw it (by its id) that was renamed, merged or deleted
     since: saved, the old name would make the label again, undoing the other's change unsaid."""

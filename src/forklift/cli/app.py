@@ -107,12 +107,19 @@ def _where(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="URL", help="database URL (default: sqlite in the data directory)")
 
 
+def _no_app_yet(args: argparse.Namespace) -> bool:
+    """No database yet: no --db, and no SQLite file in the data directory."""
+    from forklift.app.database import sqlite_file
+
+    return args.db is None and not sqlite_file(args.data_dir).is_file()
+
+
 def _session(args: argparse.Namespace, *, new: bool = False) -> Session:
     """The app's database; `new`: made where there is none yet (the first account, before the app first runs), else
     a data directory without one is refused (a typo listed no users, and left a database in the misspelt folder)."""
     from forklift.app.database import make_engine, session_factory, sqlite_url, upgrade
 
-    if not new and args.db is None and not (args.data_dir / "app.db").is_file():
+    if not new and _no_app_yet(args):
         raise ForkliftError(f"--data-dir {args.data_dir}: no app here (no app.db); give the folder 'forklift app' uses")
     args.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(args.db or sqlite_url(args.data_dir))
@@ -135,8 +142,7 @@ def run_app(args: argparse.Namespace) -> int:
     config = AppConfig(args.data_dir, args.db or sqlite_url(args.data_dir), host=args.host, port=args.port,
                        jobs_per_device=args.jobs_per_device, login=args.login)  # fmt: skip
     if not config.local:
-        fresh = args.db is None and not (args.data_dir / "app.db").is_file()  # no admin, and none made here
-        with contextlib.nullcontext(None) if fresh else _session(args) as session:
+        with contextlib.nullcontext(None) if _no_app_yet(args) else _session(args) as session:  # none made here
             if session is None or not has_admin(session):
                 why = "--login" if is_loopback(args.host) else f"--host {args.host}: served beyond this machine"
                 raise ForkliftError(

@@ -20,6 +20,7 @@ from forklift.app.records import (
     in_classify_set,
     label_named,
     model_for,
+    names_given,
     take_version,
     video_of,
 )
@@ -161,7 +162,7 @@ def _reopened(session: Session, image: Image, body: schemas.ReviewIn) -> schemas
             raise HttpError(422, "shapes: for detection data sets; this is a classification set (give class_label)")
         check_class_label(body.class_label, classify=classify)
         check_shapes(session, image, body.shapes or [])
-        names = [shape.label for shape in body.shapes or []] + ([body.class_label] if body.class_label else [])
+        names = names_given(body.shapes or [], body.class_label)
         check_labels_seen(session, image.dataset_id, names, body.labels_seen)  # renamed or deleted: not made again
     take_version(session, image.id, body.version, status="auto")
     if rejected:

@@ -23,6 +23,7 @@ from forklift.app.records import (
     in_classify_set,
     label_named,
     labels_named,
+    names_given,
     take_version,
     video_of,
 )
@@ -144,7 +145,7 @@ def put_annotations(image_id: RowId, body: schemas.AnnotationsIn, session: Db, _
     classify = in_classify_set(session, image)
     _check_status(body, before=image.status, classify=classify)
     check_shapes(session, image, body.shapes)
-    named = [shape.label for shape in body.shapes] + ([body.class_label] if body.class_label else [])
+    named = names_given(body.shapes, body.class_label)
     check_labels_seen(session, image.dataset_id, named, body.labels_seen)
     take_version(session, image_id, body.version)
     session.execute(delete(Annotation).where(Annotation.image_id == image_id))
