@@ -430,6 +430,14 @@ def test_train_deploy_auto_label_and_review_in_chromium(app_url: str, tmp_path: 
         job = page.url.rsplit("/", 1)[-1]
         page.wait_for_function("() => document.querySelector('[data-testid=job-state]')?.textContent === 'running'",
                                timeout=120_000)  # fmt: skip
+        sets = page.context.browser.new_page()  # type: ignore[union-attr]  # the set's Delete, pressed while its job runs: said, nothing asked
+        asked: list[str] = []
+        sets.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+        sets.goto(app_url)
+        sets.locator(".card button:has-text('Delete')").click()
+        sets.wait_for_selector(".message.error:has-text('cannot be deleted while 1 training job(s) or auto-label')")
+        assert asked == [] and len(httpx.get(f"{app_url}/api/datasets").json()) == 1
+        sets.close()
         page.wait_for_selector("[data-testid=epochs-seen]:has-text('epoch 3 of 3')", timeout=240_000)  # the events
         page.wait_for_selector("[data-testid=job-state]:has-text('done')", timeout=240_000)
         assert page.evaluate("window.apart") == []  # not while a poll of the runner catches up

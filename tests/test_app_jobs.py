@@ -43,6 +43,7 @@ def test_a_job_trains_in_its_own_process_and_resumes_after_a_cancel(tmp_path: Pa
         running = _wait(client, job["id"], ("running",), epoch=1)
         recorded = len(client.get(f"/api/jobs/{job['id']}/metrics").json())  # then the list: it counts them all
         assert next(j for j in client.get("/api/jobs").json() if j["id"] == job["id"])["epoch"] >= recorded
+        assert client.get(f"/api/datasets/{dataset}").json()["running"] == 1  # the page says so before it asks
         refused = client.delete(f"/api/datasets/{dataset}")  # its process would train on for a job no longer there
         assert refused.status_code == 409 and refused.json()["error"].endswith(
             f"training job {job['id']} is queued or running on it; cancel it on the Training page first"
@@ -50,7 +51,8 @@ def test_a_job_trains_in_its_own_process_and_resumes_after_a_cancel(tmp_path: Pa
         assert client.post(f"/api/jobs/{job['id']}/cancel").status_code == 200
         cancelled = _wait(client, job["id"], ("cancelled",))
         assert cancelled["epoch"] >= running["epoch"] and cancelled["finished_at"]
-        assert client.get(f"/api/datasets/{dataset}").json()["jobs"] == 1  # the page's delete says what goes with it
+        after = client.get(f"/api/datasets/{dataset}").json()  # the page's delete says what goes with it
+        assert (after["jobs"], after["running"]) == (1, 0)
         assert client.post(f"/api/jobs/{job['id']}/resume").json()["state"] == "queued"
         epochs, states = [], []
         with client.stream("GET", f"/api/jobs/{job['id']}/events") as events:  # the live charts' feed

@@ -15,7 +15,19 @@ from forklift.app import schemas
 from forklift.app.columns import check_text, fitted
 from forklift.app.registry import model_task
 from forklift.app.storage import Storage
-from forklift.app.tables import TRAINED_ON, Annotation, Base, DataSet, Image, Job, Label, Model, Video
+from forklift.app.tables import (
+    ACTIVE,
+    TRAINED_ON,
+    Annotation,
+    AutoLabelRun,
+    Base,
+    DataSet,
+    Image,
+    Job,
+    Label,
+    Model,
+    Video,
+)
 from forklift.errors import ForkliftError
 from forklift.serve.responses import HttpError
 from forklift.vocabulary import Task
@@ -133,6 +145,12 @@ def label_counts(session: Session, dataset: DataSet) -> list[schemas.LabelCount]
                                unreviewed=counts.get((label.id, True), 0)) for label in labels]  # fmt: skip
 
 
+def active_runs(session: Session, dataset_id: int, table: type[Job] | type[AutoLabelRun]) -> Sequence[int]:
+    """The ids of the set's training jobs or auto-label runs queued or running: while one is, the set stays (its
+    process would go on working for records no longer there)."""
+    return session.scalars(select(table.id).where(table.dataset_id == dataset_id, table.state.in_(ACTIVE))).all()
+
+
 def dataset_out(session: Session, dataset: DataSet) -> schemas.DataSetOut:
     images = select(func.count()).select_from(Image).where(Image.dataset_id == dataset.id)
     first = session.scalar(select(Image.id).where(Image.dataset_id == dataset.id).order_by(Image.id).limit(1))
@@ -145,6 +163,7 @@ def dataset_out(session: Session, dataset: DataSet) -> schemas.DataSetOut:
         labelled=session.scalar(images.where(Image.status.in_(TRAINED_ON))) or 0,  # what a job would train on
         to_review=session.scalar(images.where(Image.status == "auto")) or 0,
         jobs=session.scalar(select(func.count()).select_from(Job).where(Job.dataset_id == dataset.id)) or 0,
+        running=sum(len(active_runs(session, dataset.id, table)) for table in (Job, AutoLabelRun)),
         labels=label_counts(session, dataset),
         thumbnail=None if first is None else f"/api/images/{first}/thumbnail",
     )

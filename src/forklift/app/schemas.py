@@ -66,6 +66,7 @@ class DataSetOut(BaseModel):
     labelled: int  # images labelled by a person or reviewed: what training takes
     to_review: int  # images whose auto labels wait in the review queue
     jobs: int  # training jobs of the set (their records go with it; the models they made stay in the registry)
+    running: int  # its training jobs and auto-label runs queued or running: the set cannot be deleted meanwhile
     labels: list[LabelCount]
     thumbnail: str | None  # the first image's thumbnail URL
 

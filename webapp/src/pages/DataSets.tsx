@@ -52,7 +52,15 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
     link.download = "";
     link.click();
   };
-  const remove = (set: DataSet) => {
+  // Asked about the set as it is now (images added or a job started since the list was loaded); a set a job or an
+  // auto-label run works on cannot go, which is said before anything is asked.
+  const remove = async (listed: DataSet) => {
+    let set: DataSet;
+    try { set = await api<DataSet>(`/api/datasets/${listed.id}`); } catch (e) { say((e as Error).message, true); reload(); return; }
+    if (set.running) {
+      say(`“${set.name}” cannot be deleted while ${set.running} training job(s) or auto-label run(s) work on it: cancel them first (Training page, or the set's page).`, true);
+      return;
+    }
     const jobs = set.jobs ? `, and the records of its ${set.jobs} training job(s) (the models they made stay in the registry)` : "";
     if (confirm(`Delete “${set.name}”, its ${set.images} images${jobs}? This cannot be undone.`))
       act(() => api(`/api/datasets/${set.id}`, { method: "DELETE" }), `Deleted ${set.name}.`);

@@ -10,8 +10,8 @@ from sqlalchemy import select
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, Files, RowId, Viewer
 from forklift.app.names import flush_unique, numbered, unused_name
-from forklift.app.records import dataset_out, get_or_404
-from forklift.app.tables import ACTIVE, Annotation, AutoLabelRun, DataSet, Image, Job, Label, Video
+from forklift.app.records import active_runs, dataset_out, get_or_404
+from forklift.app.tables import Annotation, AutoLabelRun, DataSet, Image, Job, Label, Video
 from forklift.serve.responses import HttpError
 
 router = APIRouter(prefix="/api/datasets", tags=["data sets"])
@@ -51,7 +51,7 @@ def delete_dataset(dataset_id: RowId, session: Db, files: Files, _: Editor) -> N
     runs (its process would go on working for records no longer there)."""
     dataset = get_or_404(session, DataSet, dataset_id)
     for kind, table, where in (("training job", Job, "Training"), ("auto-label run", AutoLabelRun, "data set's")):
-        active = session.scalars(select(table.id).where(table.dataset_id == dataset_id, table.state.in_(ACTIVE))).all()
+        active = active_runs(session, dataset_id, table)
         if active:
             many = len(active) > 1
             raise HttpError(409, f"data set {dataset.name!r}: {kind}{'s' * many} {', '.join(map(str, active))} "
