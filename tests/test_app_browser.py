@@ -691,6 +691,25 @@ def _a_session_ended_in_another_tab_loses_nothing(page, url: str) -> None:  # ty
     assert [label["name"] for label in page.request.get(f"{url}/api/datasets/{dataset}/labels").json()] == ["car"]
 
 
+def test_a_folders_images_are_added_in_the_order_of_their_names_in_chromium(app_url: str, tmp_path: Path) -> None:
+    """frame_2 before frame_10, as a file manager lists them: the grid and the editor's Next follow the order of
+    adding, and the browser hands a folder over in its own order."""
+    folder = tmp_path / "clip"
+    (folder / "b").mkdir(parents=True)
+    names = ["frame_10.png", "frame_2.png", "b/frame_1.png", "frame_1.png", "notes.txt"]
+    for seed, name in enumerate(names):
+        (folder / name).write_bytes(png(seed=seed) if name.endswith(".png") else b"not a picture")
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        dataset = client.post("/api/datasets", json={"name": "frames"}).json()["id"]
+        with chromium_page(800) as (page, errors):
+            page.goto(f"{app_url}/#/datasets/{dataset}")
+            page.set_input_files("input[type=file][webkitdirectory]", str(folder))
+            page.wait_for_selector("text=Added 4 image(s). Not images, not sent: notes.txt.")
+            assert not errors
+        added = [image["original_name"] for image in client.get(f"/api/datasets/{dataset}/images").json()["items"]]
+        assert added == ["clip/b/frame_1.png", "clip/frame_1.png", "clip/frame_2.png", "clip/frame_10.png"], added
+
+
 def test_a_script_in_an_uploaded_file_does_not_run(app_url: str, tmp_path: Path) -> None:
     """A video that is also a page, named clip.html, opened by the person whose session it wants."""
     from test_app_video import gif_with_a_page

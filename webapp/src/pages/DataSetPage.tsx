@@ -51,7 +51,10 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
   const uploadImages = async (files: FileList | null) => {
     if (!files?.length) return;
     const isImage = (file: File) => file.type.startsWith("image/") || /\.(jpe?g|png|bmp|tiff?|webp|gif)$/i.test(file.name);
-    const images = Array.from(files).filter(isImage);
+    // in the order of their names (frame_2 before frame_10), as a file manager shows them: the set keeps the order
+    // they are added in, and the browser hands a folder's files over in its own
+    const path = (file: File) => file.webkitRelativePath || file.name;
+    const images = Array.from(files).filter(isImage).sort((a, b) => path(a).localeCompare(path(b), undefined, { numeric: true }));
     const skipped = Array.from(files).filter((file) => !isImage(file)).map((file) => file.name);
     const notSent = skipped.length ? ` Not images, not sent: ${skipped.slice(0, 10).join(", ")}${skipped.length > 10 ? ` and ${skipped.length - 10} more` : ""}.` : "";
     if (!images.length) { say(`No images among the chosen files.${notSent}`, true); return; }
@@ -64,7 +67,7 @@ export function DataSetPage({ datasetId, canEdit }: { datasetId: number; canEdit
         let files = 0, bytes = 0;
         while (start < images.length && files < UPLOAD_FILES && (files === 0 || bytes + images[start].size <= UPLOAD_BYTES)) {
           const file = images[start++];
-          form.append("files", file, file.webkitRelativePath || file.name);
+          form.append("files", file, path(file));
           files += 1; bytes += file.size;
         }
         const result = await api<UploadResult>(`/api/datasets/${datasetId}/images`, { method: "POST", body: form });
