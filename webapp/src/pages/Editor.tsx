@@ -496,12 +496,17 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     } catch (e) { say((e as Error).message, true); await load(); }
   };
 
-  // The zoom that shows the whole image in the canvas (small images grow to it, large ones shrink).
+  // The zoom that shows the whole image in the canvas (small images grow to it, large ones shrink), and the canvas
+  // ends at the window's bottom edge, measured from where it begins (the toolbar and the first-label ask above it):
+  // a fixed allowance let the fitted image run below the window, its bottom edge out of sight.
   const canvas = useRef<HTMLDivElement>(null);
+  const [canvasTop, setCanvasTop] = useState(180);
   const fitToCanvas = () => {
     const box = canvas.current, shown = imageRef.current;
     if (!box || !shown) return;
-    const width = box.clientWidth - 20, height = Math.max(200, window.innerHeight - 200);
+    const top = Math.round(box.getBoundingClientRect().top + window.scrollY) + 20;  // and the page's padding below
+    setCanvasTop(top);
+    const width = box.clientWidth - 20, height = Math.max(200, window.innerHeight - top) - 20;
     const scale = Math.max(0.1, Math.min(8, width / shown.width, height / shown.height));
     setFit(scale);
     setZoom(scale);
@@ -770,7 +775,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     <section class="editor">
       <div class="page-head">
         <h1><a href="#/">Data sets</a> › <a href={`#/datasets/${datasetId}`}>{set.name}</a> › {image.original_name}</h1>
-        {canEdit ? <span class={`save-state ${state.replace(" ", "-")}`} data-testid="save-state">{state}</span>
+        {canEdit ? <span class={`save-state is-${state.replace(" ", "-")}`} data-testid="save-state">{state}</span>
           : <span class="save-state" title="A viewer looks; an editor or admin changes">view only</span>}
       </div>
       <div class="message-slot"><Message message={message} /></div>{/* a message coming or going moves no image under the pointer */}
@@ -801,7 +806,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
         : guide.current && <p class="message" data-testid="needs-label">The next shape is a {current}: {tool === "polygon"
           ? "click around an object, and double-click or press Enter to close it (R for a box)." : "drag around an object (G for a polygon)."}</p>}
       <div class="editor-body">
-        <div class="canvas" ref={canvas} data-testid="canvas" onWheel={zoomAtPointer}>
+        <div class="canvas" ref={canvas} data-testid="canvas" onWheel={zoomAtPointer} style={{ maxHeight: `max(200px, calc(100vh - ${canvasTop}px))` }}>
           <div class="zoomed">{/* Annotorious wraps the image in a box of the image's own size: the image carries the zoom */}
             <div class="image-holder">
               <img ref={img} src={image.file} alt={image.original_name} onLoad={start} style={{ width: `${image.width * zoom}px`, maxWidth: "none" }} draggable={false} />
