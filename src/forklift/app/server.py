@@ -27,6 +27,7 @@ from forklift.app.devices import machine_devices
 from forklift.app.headers import SecurityHeaders
 from forklift.app.jobs import JobRunner
 from forklift.app.limits import LimitedBodies, multipart_refusal
+from forklift.app.local_guard import LocalOnly
 from forklift.app.login_guard import LoginGuard
 from forklift.app.routes import (
     augmentation,
@@ -109,6 +110,8 @@ def create_app(config: AppConfig) -> FastAPI:
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_middleware(LimitedBodies, config=config)  # bodies past their route's limit: 413 before they are spooled
     app.add_middleware(SecurityHeaders)  # nosniff everywhere, a content policy on the pages
+    if config.local:  # no login: the machine's browser must not be steered into acting as its admin
+        app.add_middleware(LocalOnly)
 
     @app.get("/docs", include_in_schema=False)
     def api_page() -> Response:
