@@ -31,11 +31,11 @@ def login(body: schemas.LoginIn, request: Request, response: Response, session: 
     failed too often (forklift.app.login_guard)."""
     guard = request.app.state.login_guard
     address = request.client.host if request.client else "unknown"
-    guard.admit(address, body.name)
-    user = session.scalar(select(User).where(User.name == body.name))
-    matched = guard.password_matches(user.password_hash if user else None, body.password)
+    with guard.attempt(address, body.name) as attempt:
+        user = session.scalar(select(User).where(User.name == body.name))
+        matched = guard.password_matches(user.password_hash if user else None, body.password)
+        attempt.failed = user is None or not matched
     if user is None or not matched:
-        guard.failed(address, body.name)
         raise HttpError(401, "wrong name or password")
     cookie, csrf = request.app.state.sessions.issue(user.id, user.session_key)
     response.set_cookie(COOKIE, cookie, max_age=request.app.state.sessions.max_age, httponly=True, samesite="strict",
