@@ -20,7 +20,7 @@ import xgboost
 from sklearn import ensemble as sk_ensemble
 from sklearn import tree as sk_tree
 from sklearn.base import clone
-from sklearn.datasets import make_classification, make_regression
+from sklearn.datasets import load_iris, make_classification, make_regression
 from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.pipeline import make_pipeline
@@ -100,6 +100,28 @@ def test_an_unlimited_tree_grows_until_its_leaves_are_pure() -> None:
     ours = DecisionTreeClassifier().fit(X, y)
     theirs = sk_tree.DecisionTreeClassifier(random_state=0).fit(X, y)
     assert ours.score(X, y) == theirs.score(X, y)
+
+
+@pytest.mark.parametrize("leaf, weighted", [(5, False), (20, False), (1, True)])
+def test_a_class_trees_every_leaf_holds_its_rows_classes(leaf: int, weighted: bool) -> None:
+    """XGBoost's vector-leaf trees split into leaves lighter than min_child_weight (min_samples_leaf) and give
+    them no class at all: iris rows 70, 77 and 106 had probabilities 0/0 (NaN) and were predicted class 0."""
+    X, y = make_classification(3000, 10, n_informative=6, n_classes=4, random_state=leaf)
+    weight = np.random.default_rng(0).uniform(0.1, 3.0, len(y)) if weighted else None
+    ours = DecisionTreeClassifier(min_samples_leaf=leaf, max_depth=None if weighted else 12).fit(X, y, weight)
+    theirs = sk_tree.DecisionTreeClassifier(min_samples_leaf=leaf, max_depth=12, random_state=0).fit(X, y)
+    tree = ours.ensemble_.trees[0]
+    np.testing.assert_allclose(tree.values[tree.leaves].sum(axis=1), 1.0, atol=1e-6)  # class shares, each leaf
+    probabilities = ours.predict_proba(X)
+    assert np.isfinite(probabilities).all()
+    if not weighted:  # weighted, min_samples_leaf bounds a leaf's weight here (at mean 1), its rows there
+        assert abs(ours.score(X, y) - theirs.score(X, y)) < 0.01, (ours.score(X, y), theirs.score(X, y))
+    forest = RandomForestClassifier(n_estimators=5, min_samples_leaf=leaf, random_state=0).fit(X, y, weight)
+    for grown in forest.ensemble_.trees:  # a forest's tree holds its share of the average in every leaf
+        np.testing.assert_allclose(grown.values[grown.leaves].sum(axis=1), 1 / 5, atol=1e-6)
+    iris = load_iris()
+    on_iris = DecisionTreeClassifier(min_samples_leaf=5).fit(iris.data, iris.target)
+    assert list(on_iris.predict(iris.data[[70, 77, 106]])) == [2, 2, 1]  # as scikit-learn's (it was 0, 0, 0)
 
 
 def boosting_reference(

@@ -44,12 +44,14 @@ def read_booster(
     two_classes: bool = False,
     link: Link | None = None,
     bundles: ColumnBundles | None = None,
+    min_leaf_weight: float = 0.0,
 ) -> TreeEnsemble:
     """The booster's trees, base margin and link (``link`` overrides the objective's, for forklift's own
     objectives trained through XGBoost's squared error), over the data's columns when it was grown on
-    ``bundles``' features."""
+    ``bundles``' features; a vector-leaf tree's splits into a leaf lighter than ``min_leaf_weight`` taken back."""
     document = json.loads(booster.save_raw(raw_format="json"))
-    return ensemble_from_json(document, two_classes=two_classes, link=link, bundles=bundles)
+    return ensemble_from_json(document, two_classes=two_classes, link=link, bundles=bundles,
+                              min_leaf_weight=min_leaf_weight)  # fmt: skip
 
 
 def read_model_file(path: Path) -> ReadTrees:
@@ -72,7 +74,12 @@ def read_model_file(path: Path) -> ReadTrees:
 
 
 def ensemble_from_json(
-    document: dict[str, Any], *, two_classes: bool, link: Link | None = None, bundles: ColumnBundles | None = None
+    document: dict[str, Any],
+    *,
+    two_classes: bool,
+    link: Link | None = None,
+    bundles: ColumnBundles | None = None,
+    min_leaf_weight: float = 0.0,
 ) -> TreeEnsemble:
     learner = document["learner"]
     booster = learner["gradient_booster"]
@@ -91,8 +98,10 @@ def ensemble_from_json(
     elif LINKS[objective] is Link.EXP:
         base = np.log(base)
     weights = [float(w) for w in booster["weight_drop"]] if booster["name"] == "dart" else [1.0] * len(model["trees"])
+    # a leaf's vector is its node's (base_weights) over the trees grown at once: a forest's leaves average
+    shrink = 1 / int(model["gbtree_model_param"].get("num_parallel_tree", "1"))
     trees = tuple(
-        _tree(tree, group, n_outputs, weight, bundles)
+        _tree(tree, group, n_outputs, weight, bundles, (min_leaf_weight, shrink))
         for tree, group, weight in zip(model["trees"], model["tree_info"], weights, strict=True)
     )
     return TreeEnsemble(
@@ -105,9 +114,21 @@ def ensemble_from_json(
     )
 
 
-def _tree(tree: dict[str, Any], group: int, n_outputs: int, weight: float, bundles: ColumnBundles | None) -> Tree:
+def _tree(
+    tree: dict[str, Any],
+    group: int,
+    n_outputs: int,
+    weight: float,
+    bundles: ColumnBundles | None,
+    light: tuple[float, float],
+) -> Tree:
     left = np.asarray(tree["left_children"], dtype=np.int64)
     right = np.asarray(tree["right_children"], dtype=np.int64)
+    width = int(tree["tree_param"].get("size_leaf_vector", "1") or 1)
+    if width > 1 and light[0] > 0:
+        tree = _without_light_leaves(tree, width, *light)
+        left = np.asarray(tree["left_children"], dtype=np.int64)
+        right = np.asarray(tree["right_children"], dtype=np.int64)
     leaf = left < 0
     conditions = np.asarray(tree["split_conditions"], dtype=np.float32)
     features = np.asarray(tree["split_indices"], dtype=np.int64)
@@ -115,7 +136,6 @@ def _tree(tree: dict[str, Any], group: int, n_outputs: int, weight: float, bundl
         features, conditions = _on_columns(tree, features, conditions, leaf, bundles)
     elif any(tree.get("split_type", [])):
         raise ValueError("XGBoost model with categorical splits: forklift.ml reads numerical splits only")
-    width = int(tree["tree_param"].get("size_leaf_vector", "1") or 1)
     if width > 1:
         vectors = np.asarray(tree["leaf_weights"], dtype=np.float64).reshape(-1, width)
         values = np.zeros((len(left), width))
@@ -134,6 +154,49 @@ def _tree(tree: dict[str, Any], group: int, n_outputs: int, weight: float, bundl
         gain=np.where(leaf, 0.0, np.asarray(tree["loss_changes"], dtype=np.float64)),
         outputs=outputs,
     )
+
+
+def _without_light_leaves(tree: dict[str, Any], width: int, min_weight: float, shrink: float) -> dict[str, Any]:
+    """A vector-leaf tree with each split that made a child lighter than ``min_weight`` (summed row weights, per
+    output) taken back: its node becomes a leaf of its own vector (``base_weights``, times ``shrink`` as a leaf's
+    is: learning rate 1 over the trees grown at once), and the nodes below it go.
+    XGBoost's multi-output trees split into such children but give them an all-zero vector (a weight below
+    ``min_child_weight``), so that a class tree's leaf held no class at all (its probabilities 0/0)."""
+    left = list(tree["left_children"])
+    right = list(tree["right_children"])
+    node_weight = np.asarray(tree["sum_hessian"], dtype=np.float64) / width
+    vectors = np.asarray(tree["base_weights"], dtype=np.float64).reshape(-1, width)
+    leaf_vectors = np.asarray(tree["leaf_weights"], dtype=np.float64).reshape(-1, width)
+    own = {node: leaf_vectors[right[node]] for node in range(len(left)) if left[node] < 0}
+    for node in reversed(range(len(left))):  # children before parents: a parent taken back sees its children as left
+        if left[node] >= 0 and min(node_weight[left[node]], node_weight[right[node]]) < min_weight:
+            left[node] = right[node] = -1
+            own[node] = vectors[node] * shrink
+    kept: dict[int, int] = {}
+    order = [0]  # the nodes still reached, numbered again in the order they are met
+    for node in order:
+        kept[node] = len(kept)
+        if left[node] >= 0:
+            order += [left[node], right[node]]
+    leaves = [node for node in order if left[node] < 0]
+    index = {node: k for k, node in enumerate(leaves)}
+    categorical = [(kept[node], start, size) for node, start, size in zip(tree.get("categories_nodes", []),
+                   tree.get("categories_segments", []), tree.get("categories_sizes", []), strict=True)
+                   if node in kept and left[node] >= 0]  # fmt: skip
+    return {
+        "categories_nodes": [node for node, _, _ in categorical],
+        "categories_segments": [start for _, start, _ in categorical],
+        "categories_sizes": [size for _, _, size in categorical],
+        **tree,
+        "left_children": [kept[left[n]] if left[n] >= 0 else -1 for n in order],
+        "right_children": [kept[right[n]] if left[n] >= 0 else index[n] for n in order],
+        "split_indices": [tree["split_indices"][n] for n in order],
+        "split_conditions": [tree["split_conditions"][n] for n in order],
+        "default_left": [tree["default_left"][n] for n in order],
+        "loss_changes": [tree["loss_changes"][n] for n in order],
+        "split_type": [tree["split_type"][n] for n in order] if tree.get("split_type") else [],
+        "leaf_weights": np.concatenate([own[n] for n in leaves]).tolist(),
+    }
 
 
 def _on_columns(
