@@ -226,6 +226,7 @@ def test_training_history_and_convergence_warning(dense) -> None:  # type: ignor
         (lambda: LogisticRegression(use_gpu=True, device_ids=[99]), "ok", "use_gpu=True: no CUDA device 99"),
         (lambda: LogisticRegression(privacy=True), "ok", "privacy=True"),
         (lambda: LogisticRegression(), "wrong_shape", "inconsistent numbers of samples"),
+        (lambda: LogisticRegression(), "sparse_wrong_shape", "inconsistent numbers of samples: [30, 29]"),
         (lambda: LinearRegression(fit_intercept="maybe"), "ok", "fit_intercept='maybe': expected True or False"),
         (lambda: SupportVectorMachine(), "negative_weight", "SupportVectorMachine: sample_weight: Negative values"),
         (lambda: LinearRegression(), "short_weight", "sample_weight has 29 values for the 30 rows of X"),
@@ -244,8 +245,9 @@ def test_bad_input_is_one_clear_error(make, fit_args, message) -> None:  # type:
         y = np.ones(30, dtype=int)
     elif fit_args == "continuous":
         y = rng.normal(size=30)
-    elif fit_args == "wrong_shape":
+    elif fit_args in ("wrong_shape", "sparse_wrong_shape"):  # sparse: pandas' "Must pass 2-d input" came instead
         y = y[:-1]
+        X = sp.csr_matrix(X) if fit_args == "sparse_wrong_shape" else X
     elif fit_args == "one_column":
         X = X[:, 0]
     elif fit_args == "words":

@@ -480,6 +480,7 @@ def test_scikit_learn_tools_work_with_them() -> None:
         ),
         (lambda: DecisionTreeClassifier(), "huge", "X[2, 1] is 1e+40, beyond float32's range (the trees compare in"),
         (lambda: DecisionTreeClassifier(), "3-d", "Found array with dim 3, while dim <= 2 is required by DecisionTree"),
+        (lambda: RandomForestRegressor(), "sparse-short-y", "inconsistent numbers of samples: [60, 59]"),
         (
             lambda: BoostingMachineRegressor(objective="quantile", tree_select_probability=0.5),
             "",
@@ -524,6 +525,8 @@ def test_bad_input_is_one_clear_error(make: Any, fit_args: str, message: str) ->
         kwargs = {"X_val": X[:3], "y_val": np.array([None, None, None])}
     elif fit_args == "huge":  # finite, but infinite in float32
         X[2, 1] = 1e40
+    elif fit_args == "sparse-short-y":  # scikit-learn's words (pandas' "Must pass 2-d input" came instead)
+        X, y = sp.csr_matrix(X), y[:-1]
     elif fit_args == "3-d":  # scikit-learn's words (pandas' "Must pass 2-d input" came instead)
         X = X[:, :, None]
     with pytest.raises(ValueError) as caught:

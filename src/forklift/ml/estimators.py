@@ -140,8 +140,9 @@ def validated(model: BaseEstimator, X: Any, y: Any, *, fitting: bool, y_numeric:
         if not sp.issparse(X) and np.ndim(X) > 2:  # scikit-learn's words name the estimator and the dimensions
             raise
         # numpy's and pandas' words for text where numbers belong ("could not convert string to float", "Cannot
-        # cast str dtype", ...) name neither the array nor the place: find it
-        column, value = _first_text_cell(X)
+        # cast str dtype", ...) name neither the array nor the place: find it (a sparse matrix holds numbers: its
+        # error is scikit-learn's own, of counts or shapes, which a look for text replaced with pandas' words)
+        column, value = _first_text_cell(X) if not sp.issparse(X) else ("?", None)
         if isinstance(value, str | bytes):  # another object (a dict) keeps its TypeError, as scikit-learn asks
             raise ValueError(
                 f"{type(model).__name__}: X's column {column!r} holds text ({value!r}): the estimators take numbers; "
