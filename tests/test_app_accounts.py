@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import io
+import stat
 import statistics
 import threading
 import time
@@ -281,3 +282,18 @@ def test_password_checks_run_two_at_a_time(monkeypatch: pytest.MonkeyPatch) -> N
         answers = list(pool.map(lambda i: guard.password_matches(f"hash{i}", "right"), range(16)))
     assert answers == [True] * 16 and most == HASHING_AT_ONCE == 2
     assert guard.password_matches(None, "right") is False  # no account: never a match
+
+
+def test_a_data_directory_the_app_makes_is_its_owners_alone(tmp_path: Path) -> None:
+    """It holds every upload and the accounts' hashes: the default umask left them readable to every user."""
+    made = tmp_path / "new" / "app"
+    _add(["--data-dir", str(made)], "ana", "admin")  # the first account, before the app first runs
+    with app_client(tmp_path / "other", fresh_database(None, tmp_path / "other")):
+        pass
+    for folder in (made, tmp_path / "other"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    there = tmp_path / "shared"
+    there.mkdir(mode=0o750)
+    with app_client(there, fresh_database(None, there)):
+        pass
+    assert stat.S_IMODE(there.stat().st_mode) == 0o750  # its owner's choice, kept

@@ -31,6 +31,14 @@ class AppConfig:
         return is_loopback(self.host) and not self.login
 
 
+def make_data_dir(path: Path) -> None:
+    """The app's data directory, made its owner's alone (0700) where the app makes it: it holds every upload and
+    the accounts' hashes, which the default umask left readable to every user of the machine. A folder that is
+    there already keeps the permissions its owner gave it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True

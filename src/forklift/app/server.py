@@ -20,7 +20,7 @@ from forklift import __version__
 from forklift.app import schemas
 from forklift.app.autolabel import AutoLabeler
 from forklift.app.columns import TextRefused
-from forklift.app.config import AppConfig
+from forklift.app.config import AppConfig, make_data_dir
 from forklift.app.database import make_engine, session_factory, upgrade
 from forklift.app.deploy import restore
 from forklift.app.devices import machine_devices
@@ -71,7 +71,7 @@ NOT_BUILT = """<!doctype html><title>forklift app</title><p>The front end is not
 
 def create_app(config: AppConfig) -> FastAPI:
     """The app over `config`'s data directory and database (migrated to the newest schema first)."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    make_data_dir(config.data_dir)
     engine = make_engine(config.db_url)
     upgrade(engine)
 

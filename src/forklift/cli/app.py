@@ -117,11 +117,12 @@ def _no_app_yet(args: argparse.Namespace) -> bool:
 def _session(args: argparse.Namespace, *, new: bool = False) -> Session:
     """The app's database; `new`: made where there is none yet (the first account, before the app first runs), else
     a data directory without one is refused (a typo listed no users, and left a database in the misspelt folder)."""
+    from forklift.app.config import make_data_dir
     from forklift.app.database import make_engine, session_factory, sqlite_url, upgrade
 
     if not new and _no_app_yet(args):
         raise ForkliftError(f"--data-dir {args.data_dir}: no app here (no app.db); give the folder 'forklift app' uses")
-    args.data_dir.mkdir(parents=True, exist_ok=True)
+    make_data_dir(args.data_dir)
     engine = make_engine(args.db or sqlite_url(args.data_dir))
     upgrade(engine)
     return session_factory(engine)()
