@@ -82,6 +82,11 @@ def test_a_clean_data_set_checks_clean(data: Path) -> None:
     assert "clean: 20 images" in checked.stdout
 
 
+def test_one_problem_is_said_as_one(data: Path) -> None:
+    (data / "images" / "000003.png").unlink()
+    assert check_dataset(data).summary().startswith("1 problem (missing file 1); training would skip 1 of 20 images")
+
+
 def test_every_planted_problem_is_reported_once_and_skipped(data: Path) -> None:
     expected = break_it(data)
     report = check_dataset(data)

@@ -49,8 +49,10 @@ def add_serve(verbs: Any) -> None:
         "  forklift serve models/yolov3-tiny=yolo models/adult=adult  # and a tabular model 'forklift ml fit' wrote",
     )
     serve.add_argument("models", nargs="+", metavar="MODEL_DIR[=NAME]", help="model directories, each with a name")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    serve.add_argument("--port", type=port, default=5000)
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: every interface)"
+    )
+    serve.add_argument("--port", type=port, default=5000, help="(default 5000)")
     serve.add_argument(
         "--instances",
         type=count_or_auto,
@@ -78,12 +80,18 @@ def add_serve(verbs: Any) -> None:
         default=0.0,
         help="how long a worker waits for more requests to fill a batch (0: take what is queued)",
     )
-    serve.add_argument("--queue-size", type=positive, default=64, help="waiting requests per model before 503")
     serve.add_argument(
-        "--max-upload-mb", type=positive_number, default=20.0, help="largest image upload (request body)"
+        "--queue-size", type=positive, default=64, help="waiting requests per model before 503 (default 64)"
     )
-    serve.add_argument("--max-tensor-mb", type=positive_number, default=64.0, help="largest v2 inference request body")
-    serve.add_argument("--max-pixels", type=positive, default=100_000_000, help="refuse larger images (bombs)")
+    serve.add_argument(
+        "--max-upload-mb", type=positive_number, default=20.0, help="largest image upload, request body (default 20)"
+    )
+    serve.add_argument(
+        "--max-tensor-mb", type=positive_number, default=64.0, help="largest v2 inference request body (default 64)"
+    )
+    serve.add_argument(
+        "--max-pixels", type=positive, default=100_000_000, help="refuse larger images, bombs (default 100000000)"
+    )
     serve.add_argument(
         "--url-allow-host",
         action="append",
@@ -93,7 +101,9 @@ def add_serve(verbs: Any) -> None:
         help="allow fetching images by URL from HOST at PORT (80 or 443 where none is given; repeatable; off when "
         "none)",
     )
-    serve.add_argument("--url-timeout", type=positive_number, default=10.0, help="seconds allowed for a URL fetch")
+    serve.add_argument(
+        "--url-timeout", type=positive_number, default=10.0, help="seconds allowed for a URL fetch (default 10)"
+    )
     serve.set_defaults(handler=run_serve)
 
 

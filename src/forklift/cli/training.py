@@ -297,7 +297,10 @@ def add_train(verbs: Any) -> None:
     )
     train.add_argument("--val-every", type=positive, metavar="N", help="measure on val every N epochs (default 1)")
     train.add_argument(
-        "--minutes", type=positive_number, default=None, help="stop before an epoch that would end past this"
+        "--minutes",
+        type=positive_number,
+        default=None,
+        help="stop before an epoch that would end past this (judged by the last epoch's time: a start runs one)",
     )
     train.add_argument("--workers", type=int, default=0, help="data-loading processes (default 0: in the loop)")
     train.add_argument("--resume", action="store_true", help="continue OUT's run from its last checkpoint")

@@ -52,7 +52,8 @@ class CheckReport:
         if not self.findings:
             return f"clean: {self.entries} images, no problems"
         counts = ", ".join(f"{problem} {count}" for problem, count in sorted(self.counts().items()))
-        return f"{len(self.findings)} problems ({counts}); training would skip {self.skipped} of {self.entries} images"
+        problems = f"{len(self.findings)} problem{'s' * (len(self.findings) != 1)}"
+        return f"{problems} ({counts}); training would skip {self.skipped} of {self.entries} images"
 
     def to_json(self) -> dict[str, Any]:
         return {
