@@ -310,8 +310,7 @@ def test_a_label_seen_and_changed_since_is_not_made_again_on_an_image_that_never
     drawn = [*now["shapes"], {"kind": "box", "label": "car", "points": [20, 20, 30, 30]}]
     url = f"/api/images/{image['id']}/annotations"
     refused = client.put(url, json={"version": now["version"], "shapes": drawn, "labels_seen": labels})
-    said = {"delete": "deleted or merged into another", "merge": "deleted or merged into another",
-            "rename": "renamed 'vehicle'"}[change]  # fmt: skip
+    said = {"delete": "deleted", "merge": "merged into 'dog'", "rename": "renamed 'vehicle'"}[change]
     assert refused.status_code == 409 and refused.json()["error"] == (
         f"label 'car' was {said} since this page loaded it: load the labels again"
     )
@@ -319,6 +318,29 @@ def test_a_label_seen_and_changed_since_is_not_made_again_on_an_image_that_never
     typed = [*now["shapes"], {"kind": "box", "label": "truck", "points": [20, 20, 30, 30]}]
     kept = client.put(url, json={"version": now["version"], "shapes": typed, "labels_seen": {"dog": labels["dog"]}})
     assert kept.status_code == 200 and [s["label"] for s in kept.json()["shapes"]] == ["dog", "truck"], kept.text
+
+
+def test_a_merged_label_is_followed_to_the_label_its_uses_are_in_now(client: TestClient) -> None:
+    dataset = _dataset(client)
+    for name in "abc":
+        assert client.post(f"/api/datasets/{dataset}/labels", json={"name": name}).status_code == 201
+    made = {label["name"]: label["id"] for label in client.get(f"/api/datasets/{dataset}/labels").json()}
+
+    def merges() -> list[tuple[int, int]]:
+        listed = client.get(f"/api/datasets/{dataset}").json()["merges"]
+        return sorted((merge["label_id"], merge["into_id"]) for merge in listed)
+
+    assert client.patch(f"/api/labels/{made['a']}", json={"merge_into": made["b"]}).is_success
+    assert merges() == [(made["a"], made["b"])]
+    assert client.patch(f"/api/labels/{made['b']}", json={"merge_into": made["c"]}).is_success
+    assert merges() == [(made["a"], made["c"]), (made["b"], made["c"])]  # a's uses are in c now
+    image = _upload(client, dataset, {"a.png": png(seed=3)})["added"][0]
+    refused = client.put(f"/api/images/{image['id']}/annotations", json={
+        "version": image["version"], "shapes": [{"kind": "box", "label": "a", "points": [1, 1, 5, 5]}],
+        "labels_seen": {"a": made["a"]}})  # fmt: skip
+    assert refused.status_code == 409 and "label 'a' was merged into 'c'" in refused.json()["error"]
+    assert client.delete(f"/api/labels/{made['c']}").is_success
+    assert merges() == []  # their uses went with c: a and b read as deleted
 
 
 def _change_label(client: TestClient, change: str, label: int, *, name: str, into: int) -> httpx.Response:

@@ -1330,6 +1330,15 @@ def test_the_label_chosen_goes_on_to_the_next_image_and_follows_a_rename_in_chro
         assert sorted(shape["label"] for shape in httpx.get(second_url).json()["shapes"]) == ["coach", "coach"]
         names = [label["name"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()]
         assert names == ["car", "coach"]  # no bus made again
+        labels = {label["name"]: label["id"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()}
+        merged = httpx.patch(f"{app_url}/api/labels/{labels['coach']}", json={"merge_into": labels["car"]})
+        assert merged.is_success  # in another tab: the label chosen follows the merge (it was taken for deleted)
+        page.evaluate("dispatchEvent(new Event('focus'))")
+        page.wait_for_selector("text=The label coach was merged into car elsewhere: the next shape is a car.")
+        _draw(page, (100, 200, 200, 280))
+        page.wait_for_timeout(600)
+        _saved(page)
+        assert sorted(shape["label"] for shape in httpx.get(second_url).json()["shapes"]) == ["car", "car", "car"]
     assert not errors, errors
 
 
@@ -1415,13 +1424,26 @@ def test_a_box_drawn_as_its_label_changes_elsewhere_is_kept_under_the_label_as_i
         page.keyboard.press("2")  # bus, which another tab deletes: the image holds no bus, its version stays
         assert httpx.delete(f"{app_url}/api/labels/{labels['bus']}").is_success
         _draw(page, (100, 100, 200, 180))
-        message = page.wait_for_selector(".message:has-text('was deleted or merged into another elsewhere')")
-        said = "The label bus was deleted or merged into another elsewhere: your new shape is a auto now (relabel it)."
+        message = page.wait_for_selector(".message:has-text('was deleted elsewhere')")
+        said = "The label bus was deleted elsewhere: your new shape is a auto now (relabel it)."
         assert said in message.inner_text()
         assert [shape["label"] for shape in _shapes_on_the_server(second_url, 1)] == ["auto"]
         _saved(page)
         names = [label["name"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()]
         assert names == ["auto"]  # neither car nor bus made again
+        (lorry,) = [label for label in httpx.post(f"{app_url}/api/datasets/{dataset}/labels", json={"name": "lorry"})
+                    .json() if label["name"] == "lorry"]  # fmt: skip
+        page.reload()
+        page.wait_for_selector(".editor img")
+        page.keyboard.press("2")  # lorry, which another tab merges into auto: followed there, as a rename is
+        assert httpx.patch(f"{app_url}/api/labels/{lorry['id']}", json={"merge_into": labels["car"]}).is_success
+        _draw(page, (20, 20, 60, 60))
+        message = page.wait_for_selector(".message:has-text('were added to its saved version')")
+        assert "The label lorry is now auto: the next shape is a auto." in message.inner_text()
+        assert [shape["label"] for shape in _shapes_on_the_server(second_url, 2)] == ["auto", "auto"]
+        _saved(page)
+        names = [label["name"] for label in httpx.get(f"{app_url}/api/datasets/{dataset}/labels").json()]
+        assert names == ["auto"]  # lorry not made again, the shape not given another label
     assert not errors, errors
 
 

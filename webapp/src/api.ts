@@ -8,6 +8,7 @@ export type Split = "train" | "val" | "test";
 export interface LabelCount { id: number; name: string; count: number; unreviewed: number }  // count: a person's; unreviewed: a model's, to review
 export interface DataSet {
   id: number; name: string; task: Task; created_at: string; images: number; labelled: number; to_review: number; jobs: number; running: number;
+  merges: { label_id: number; into_id: number }[];  // where its merged labels went
   labels: LabelCount[]; thumbnail: string | null;
 }
 export interface ImageRecord {

@@ -1,3 +1,5 @@
+import type { DataSet, LabelCount } from "./api";
+
 // Label colours: a label keeps the colour of its place in the data set's list (creation order), so the editor's
 // shapes, their captions and the label list agree. Hues step by the golden angle, which keeps neighbours apart.
 export function labelColour(index: number): `#${string}` {
@@ -14,4 +16,11 @@ export function labelColour(index: number): `#${string}` {
 export function colourOf(names: string[], name: string): `#${string}` {
   const index = names.indexOf(name);
   return labelColour(index >= 0 ? index : names.length);
+}
+
+// A label as the set holds it now, by the id a page loaded it with: the same label (renamed or not), or the one it
+// was merged into (the server keeps each merge's record pointing at the label its uses are in now); none: deleted.
+export function labelNow(set: DataSet, id: number): LabelCount | undefined {
+  const into = set.merges.find((merge) => merge.label_id === id)?.into_id;
+  return set.labels.find((label) => label.id === id) ?? set.labels.find((label) => label.id === into);
 }

@@ -25,6 +25,7 @@ from forklift.app.tables import (
     Image,
     Job,
     Label,
+    LabelMerge,
     Model,
     Video,
 )
@@ -164,6 +165,10 @@ def dataset_out(session: Session, dataset: DataSet) -> schemas.DataSetOut:
         to_review=session.scalar(images.where(Image.status == "auto")) or 0,
         jobs=session.scalar(select(func.count()).select_from(Job).where(Job.dataset_id == dataset.id)) or 0,
         running=sum(len(active_runs(session, dataset.id, table)) for table in (Job, AutoLabelRun)),
+        merges=[
+            schemas.LabelMergeOut(label_id=merge.label_id, into_id=merge.into_id)
+            for merge in session.scalars(select(LabelMerge).where(LabelMerge.dataset_id == dataset.id))
+        ],
         labels=label_counts(session, dataset),
         thumbnail=None if first is None else f"/api/images/{first}/thumbnail",
     )
@@ -232,7 +237,12 @@ def check_labels_seen(session: Session, dataset_id: int, names: Iterable[str], s
     now = {label_id: label_name for label_id, label_name in rows}
     for name, label_id in ids.items():
         if now.get(label_id) != name:
-            what = f"renamed {now[label_id]!r}" if label_id in now else "deleted or merged into another"
+            if label_id in now:
+                what = f"renamed {now[label_id]!r}"
+            else:
+                into = session.scalar(select(Label.name).join(LabelMerge, LabelMerge.into_id == Label.id)
+                                      .where(LabelMerge.label_id == label_id))  # fmt: skip
+                what = "deleted" if into is None else f"merged into {into!r}"
             raise HttpError(409, f"label {name!r} was {what} since this page loaded it: load the labels again")
 
 

@@ -57,6 +57,11 @@ class DataSetRename(Input):
     name: str = Name
 
 
+class LabelMergeOut(BaseModel):
+    label_id: int  # a label merged away
+    into_id: int  # the label its uses went to (as it is now: a merge of that one is followed too)
+
+
 class DataSetOut(BaseModel):
     id: int
     name: str
@@ -67,6 +72,7 @@ class DataSetOut(BaseModel):
     to_review: int  # images whose auto labels wait in the review queue
     jobs: int  # training jobs of the set (their records go with it; the models they made stay in the registry)
     running: int  # its training jobs and auto-label runs queued or running: the set cannot be deleted meanwhile
+    merges: list[LabelMergeOut]  # where its merged labels went: a page holding one follows it
     labels: list[LabelCount]
     thumbnail: str | None  # the first image's thumbnail URL
 

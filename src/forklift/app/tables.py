@@ -83,6 +83,20 @@ class Label(Base):
     name: Mapped[str] = mapped_column(String(200))
 
 
+class LabelMerge(Base):
+    """Where a label merged into another went: a page that still holds the old label (an editor open meanwhile)
+    follows it there, as it follows a rename, rather than take it for deleted. Label ids are never reused, so the
+    old id names only it; a target merged on is followed by its own record, and a target deleted takes these along."""
+
+    __tablename__ = "label_merges"
+    __table_args__ = (UniqueConstraint("label_id"), IDS_NEVER_REUSED)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    label_id: Mapped[int] = mapped_column()  # the label merged away (gone from labels)
+    into_id: Mapped[int] = mapped_column(ForeignKey("labels.id", ondelete="CASCADE"), index=True)
+
+
 class Video(Base):
     __tablename__ = "videos"
 

@@ -17,7 +17,7 @@ import { createImageAnnotator, type ImageAnnotation, type ImageAnnotator } from 
 import { Origin } from "@annotorious/core";
 import "@annotorious/annotorious/annotorious.css";
 import { api, ApiError, json, NAME_LIMIT, RENEWED, type Annotations, type DataSet, type ImageRecord, type Neighbours, type Shape, type ShapeOut } from "../api";
-import { colourOf } from "../labels";
+import { colourOf, labelNow } from "../labels";
 import { holdLeaving, Message, sendingWhile, useMessage } from "../widgets";
 
 type Tool = "rectangle" | "polygon";
@@ -172,10 +172,10 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     labelIds.current = new Map(set.labels.map((l) => [l.name, l.id]));
     for (const l of set.labels) seenIds.current.set(l.name, l.id);
     if (before === undefined || labelIds.current.has(was)) return;
-    const renamed = set.labels.find((l) => l.id === before);
-    const next = renamed?.name ?? set.labels[0]?.name ?? "";
-    if (renamed) say(`The label ${was} was renamed ${next} elsewhere: the next shape is a ${next}.`);
-    else say(`The label ${was} was deleted or merged elsewhere: ${next ? `the next shape is a ${next}` : "choose a label for the next shape"}.`, true);
+    const followed = labelNow(set, before);
+    const next = followed?.name ?? set.labels[0]?.name ?? "";
+    if (followed) say(`The label ${was} was ${followed.id === before ? "renamed" : "merged into"} ${next} elsewhere: the next shape is a ${next}.`);
+    else say(`The label ${was} was deleted elsewhere: ${next ? `the next shape is a ${next}` : "choose a label for the next shape"}.`, true);
     setCurrent(next);
   }, [set]);
   const namesRef = useRef<string[]>([]);  // the data set's labels in creation order: their colours
@@ -322,8 +322,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const [theirs, fresh] = await Promise.all([
       api<Annotations>(`/api/images/${imageId}/annotations`), api<DataSet>(`/api/datasets/${datasetId}`)]);
     const { body, ids } = snapshot(refused.body.class_label) ?? refused;  // the editor left: what it sent
-    const named = new Map(fresh.labels.map((l) => [l.id, l.name]));
-    const now = (name: string) => { const id = seen.get(name); return id === undefined ? name : named.get(id); };
+    const now = (name: string) => { const id = seen.get(name); return id === undefined ? name : labelNow(fresh, id)?.name; };
     const was = currentRef.current;
     const instead = now(was) ?? fresh.labels[0]?.name;  // for a shape whose label was deleted (none: every label was)
     const kept = new Set(ids);
@@ -338,8 +337,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     const what = "This image was changed elsewhere (by someone else, in another tab, or by a label renamed, merged or deleted)";
     if (fresh.task === "classify" && body.class_label !== theirs.class_label) {  // the class given here, given again
       const wanted = body.class_label, given = wanted === null ? null : now(wanted);  // a rename followed
-      const text = given === undefined ? `The class ${wanted} was deleted or merged elsewhere: this image's class was not given; choose one.`
-        : given !== wanted ? `The class ${wanted} was renamed ${given} elsewhere: this image is a ${given} now.` : `${what}: your class was given to its saved version.`;
+      const text = given === undefined ? `The class ${wanted} was deleted elsewhere: this image's class was not given; choose one.`
+        : given !== wanted ? `The class ${wanted} is ${given} now (renamed or merged elsewhere): this image is a ${given} now.` : `${what}: your class was given to its saved version.`;
       const labels_seen = Object.fromEntries(given ? [[given, labelIds.current.get(given)]] : []);
       if (!annotator.current) {  // the editor left meanwhile
         if (given !== undefined) await api<Annotations>(`/api/images/${imageId}/annotations`, json("PUT", { version: theirs.version, shapes: [], class_label: given, labels_seen }));
@@ -360,7 +359,7 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
       : `${what}: its saved version is shown, and your last change was not kept.`];
     for (const label of gone) {
       parts.push(instead === undefined ? `The label ${label} was deleted elsewhere, and no label is left: your new shape made ${label} again.`
-        : `The label ${label} was deleted or merged into another elsewhere: your new shape is a ${instead} now (relabel it).`);
+        : `The label ${label} was deleted elsewhere: your new shape is a ${instead} now (relabel it).`);
     }
     const chosen = instead ?? was;
     if (fresh.task === "detect" && chosen !== was && !gone.length) parts.push(`The label ${was} is ${now(was) ? `now ${chosen}` : "gone"}: the next shape is a ${chosen}.`);

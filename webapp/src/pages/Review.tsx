@@ -4,6 +4,7 @@
 // here" example for training) asks to be pressed a second time.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, json, type Annotations, type DataSet, type ReviewPage } from "../api";
+import { labelNow } from "../labels";
 
 type ReviewItem = ReviewPage["items"][number];
 import { Message, useMessage } from "../widgets";
@@ -82,10 +83,9 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
       const [current, fresh] = await Promise.all([
         api<Annotations>(`/api/images/${undone.image.id}/annotations`), api<DataSet>(`/api/datasets/${datasetId}`)]);
       setSet(fresh);
-      // the model's labels as the decision saw them, by their labels as they are now: a rename followed, a label
-      // deleted (or merged) since left out, never made again (its id is sent: the server refuses its old name)
-      const named = new Map(fresh.labels.map((l) => [l.id, l.name]));
-      const now = (name: string) => { const id = seen.get(name); return id === undefined ? name : named.get(id); };
+      // the model's labels as the decision saw them, by their labels as they are now: a rename or a merge followed,
+      // a label deleted since left out, never made again (its id is sent: the server refuses its old name)
+      const now = (name: string) => { const id = seen.get(name); return id === undefined ? name : labelNow(fresh, id)?.name; };
       const shapes = was.shapes.flatMap((shape) => { const label = now(shape.label); return label ? [{ ...shape, label }] : []; });
       const classLabel = was.class_label === null ? null : now(was.class_label) ?? null;
       const gone = was.shapes.length - shapes.length + (was.class_label !== null && classLabel === null ? 1 : 0);
@@ -98,7 +98,7 @@ export function Review({ datasetId, canEdit }: { datasetId: number; canEdit: boo
       setReviewed((n) => n - 1);
       setQueue((q) => q ? { ...q, total: q.total + 1, items: [...q.items.slice(0, at), undone, ...q.items.slice(at)] } : q);
       say(`Undone: ${undone.image.original_name} waits for review again.` + (action === "reject" && gone
-        ? ` ${gone} of the model's labels are not brought back: their label was deleted or merged elsewhere.` : ""));
+        ? ` ${gone} of the model's labels are not brought back: their label was deleted elsewhere.` : ""));
     } catch (e) { say((e as Error).message, true); } finally { busy.current = false; }
   };
 

@@ -8,7 +8,7 @@ from sqlalchemy import or_, select, update
 from forklift.app import schemas
 from forklift.app.deps import Db, Editor, RowId, Viewer
 from forklift.app.records import existing_label, get_or_404, label_counts, label_named
-from forklift.app.tables import Annotation, DataSet, Image, Label
+from forklift.app.tables import Annotation, DataSet, Image, Label, LabelMerge
 from forklift.serve.responses import HttpError
 
 router = APIRouter(tags=["labels"])
@@ -41,6 +41,8 @@ def change_label(label_id: RowId, body: schemas.LabelChange, session: Db, _: Edi
         _changed_where_used(session, label)
         session.execute(update(Annotation).where(Annotation.label_id == label.id).values(label_id=target.id))
         session.execute(update(Image).where(Image.class_id == label.id).values(class_id=target.id))
+        session.execute(update(LabelMerge).where(LabelMerge.into_id == label.id).values(into_id=target.id))
+        session.add(LabelMerge(dataset_id=label.dataset_id, label_id=label.id, into_id=target.id))
         session.delete(label)
     elif body.name is not None:
         if body.name != label.name:
