@@ -124,6 +124,24 @@ def test_a_class_trees_every_leaf_holds_its_rows_classes(leaf: int, weighted: bo
     assert list(on_iris.predict(iris.data[[70, 77, 106]])) == [2, 2, 1]  # as scikit-learn's (it was 0, 0, 0)
 
 
+def test_fewer_rows_than_a_leaf_takes_make_one_leaf_of_them_all() -> None:
+    """XGBoost gave such a root no value: NaN probabilities, a regression target of 0, a forest's tree left out."""
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(20, 3)), np.arange(20) % 3
+    shares = np.bincount(y) / 20
+    np.testing.assert_allclose(DecisionTreeClassifier(min_samples_leaf=50).fit(X, y).predict_proba(X[:2]),
+                               [shares, shares], atol=1e-6)  # fmt: skip
+    two = DecisionTreeClassifier(min_samples_leaf=50).fit(X, y > 0)
+    np.testing.assert_allclose(two.predict_proba(X[:1]), [[shares[0], 1 - shares[0]]], atol=1e-6)
+    target = 100 + np.arange(20.0)
+    assert DecisionTreeRegressor(min_samples_leaf=50).fit(X, target).predict(X[:1]) == pytest.approx([109.5])
+    forest = RandomForestRegressor(n_estimators=4, min_samples_leaf=20, random_state=0).fit(X, target)
+    assert forest.predict(X[:1])[0] == pytest.approx(109.5, abs=6)  # each tree a mean of its draw
+    classes = RandomForestClassifier(n_estimators=4, min_samples_leaf=20, random_state=0).fit(X, y)
+    for grown in classes.ensemble_.trees:
+        np.testing.assert_allclose(grown.values[grown.leaves].sum(axis=1), 1 / 4, atol=1e-6)
+
+
 def boosting_reference(
     X: np.ndarray, y: np.ndarray, start: np.ndarray, parameters: dict[str, Any], rounds: int
 ) -> xgboost.Booster:

@@ -168,8 +168,12 @@ def _without_light_leaves(tree: dict[str, Any], width: int, min_weight: float, s
     vectors = np.asarray(tree["base_weights"], dtype=np.float64).reshape(-1, width)
     leaf_vectors = np.asarray(tree["leaf_weights"], dtype=np.float64).reshape(-1, width)
     own = {node: leaf_vectors[right[node]] for node in range(len(left)) if left[node] < 0}
+    # light: under the least weight, or a leaf XGBoost gave no value at the least weight (its weights are summed in
+    # double precision, and kept here in float32: 4.9999997 reads as 5)
+    light = [weight < min_weight or (left[node] < 0 and weight < min_weight * (1 + 1e-6) and not own[node].any())
+             for node, weight in enumerate(node_weight)]  # fmt: skip
     for node in reversed(range(len(left))):  # children before parents: a parent taken back sees its children as left
-        if left[node] >= 0 and min(node_weight[left[node]], node_weight[right[node]]) < min_weight:
+        if left[node] >= 0 and (light[left[node]] or light[right[node]]):
             left[node] = right[node] = -1
             own[node] = vectors[node] * shrink
     kept: dict[int, int] = {}
@@ -184,10 +188,10 @@ def _without_light_leaves(tree: dict[str, Any], width: int, min_weight: float, s
                    tree.get("categories_segments", []), tree.get("categories_sizes", []), strict=True)
                    if node in kept and left[node] >= 0]  # fmt: skip
     return {
+        **tree,
         "categories_nodes": [node for node, _, _ in categorical],
         "categories_segments": [start for _, start, _ in categorical],
         "categories_sizes": [size for _, _, size in categorical],
-        **tree,
         "left_children": [kept[left[n]] if left[n] >= 0 else -1 for n in order],
         "right_children": [kept[right[n]] if left[n] >= 0 else index[n] for n in order],
         "split_indices": [tree["split_indices"][n] for n in order],

@@ -280,12 +280,17 @@ class _Forest(_TreeModel):
         # weights scaled by 0.01 grew another tree (and class_weight's weights below 1 blocked splits); at mean 1 it
         # counts rows where the weights are equal, and scaling every weight by one number changes nothing
         weight = weight * (len(weight) / weight.sum()) if weight.sum() > 0 else weight
+        # a leaf's least weight, at most what the tree grows on: past it XGBoost gave the root itself no value (no
+        # class, a target of 0) where scikit-learn makes one leaf of every row; a forest's tree grows on a draw of
+        # its share of the rows, held under half of it (no split: each child would hold at least that)
+        share = self._row_share()
+        least = min(float(self.min_samples_leaf), len(weight) if share == 1.0 else 0.5 * share * len(weight))
         parameters = self._base_parameters(self._seed()) | {
             "objective": "reg:squarederror",
             "base_score": 0.0,
             "learning_rate": 1.0,
             "reg_lambda": 0.0,
-            "min_child_weight": float(self.min_samples_leaf),
+            "min_child_weight": least,
             "max_depth": 0 if self.max_depth is None else int(self.max_depth),
             "grow_policy": "lossguide" if self.max_depth is None else "depthwise",
             "num_parallel_tree": self._trees(),
