@@ -71,7 +71,8 @@ def app_client(
 ) -> Iterator[TestClient]:
     """A test client of the app; `config`: other AppConfig fields (its limits)."""
     app = create_app(AppConfig(data_dir, db_url, host=host, jobs_per_device=jobs_per_device, **config))
-    names = f"http://{host}:8080" if app.state.config.local else "http://testserver"  # the local app's own names
+    named = f"[{host}]" if ":" in host else host  # an IPv6 address in brackets
+    names = f"http://{named}:8080" if app.state.config.local else "http://testserver"  # the local app's own names
     with TestClient(app, base_url=names) as client:
         yield client
     app.state.engine.dispose()

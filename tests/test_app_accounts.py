@@ -4,6 +4,7 @@ data but not accounts, `forklift app user remove` (never the last admin), and pa
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import io
 import stat
 import statistics
@@ -297,3 +298,19 @@ def test_a_data_directory_the_app_makes_is_its_owners_alone(tmp_path: Path) -> N
     with app_client(there, fresh_database(None, there)):
         pass
     assert stat.S_IMODE(there.stat().st_mode) == 0o750  # its owner's choice, kept
+
+
+def test_logins_still_being_checked_ask_for_a_second_not_a_minute() -> None:
+    """Refused only for the logins in flight, nothing having failed yet: the wait is theirs (it said a minute)."""
+    guard = LoginGuard()
+    with contextlib.ExitStack() as held:
+        for _ in range(PER_ADDRESS.amount):
+            held.enter_context(guard.attempt("10.0.2.1", "ana")).failed = False
+        with (
+            pytest.raises(HttpError, match="still being checked: try again in 1 s") as refused,
+            guard.attempt("10.0.2.1", "ana"),
+        ):
+            pass
+    assert refused.value.headers == {"Retry-After": "1"}
+    with guard.attempt("10.0.2.1", "ana") as attempt:  # answered, and none failed: room again
+        attempt.failed = False

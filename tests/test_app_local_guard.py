@@ -35,6 +35,13 @@ def test_the_local_app_refuses_other_names_and_other_sites(tmp_path: Path) -> No
         fetched = client.post("/api/datasets/1/duplicate", headers={"sec-fetch-site": "cross-site"})
         assert fetched.status_code == 403
         assert client.get("/api/datasets", headers={"origin": "http://evil.example"}).status_code == 200  # a read
+        img = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors"}  # an <img> of another site's page
+        embedded = client.get("/api/datasets/1/export", headers=img)
+        assert embedded.status_code == 403 and embedded.headers["x-content-type-options"] == "nosniff"
+        linked = client.get("/", headers={"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"})
+        assert linked.status_code == 200  # a link to the app from another site opens it
+        for odd in ({"host": "[::1"}, {"origin": "http://["}):  # no browser sends these: a 403, not a 500
+            assert client.post("/api/datasets", json={"name": "odd"}, headers=odd).status_code == 403, odd
         page = {"origin": "http://127.0.0.1:8080", "sec-fetch-site": "same-origin"}
         own = client.post("/api/datasets", json={"name": "ours"}, headers=page)
         assert own.status_code == 201  # the app's own page

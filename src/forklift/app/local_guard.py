@@ -21,8 +21,19 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def host_name(host: str) -> str:
-    """The name of a Host header's value without its port (`[::1]:8080` → `::1`)."""
-    return urlsplit(f"//{host}").hostname or ""
+    """The name of a Host header's value without its port (`[::1]:8080` → `::1`; "" for no name)."""
+    try:
+        return urlsplit(f"//{host}").hostname or ""
+    except ValueError:  # `[::1` and the like: no name a browser sends
+        return ""
+
+
+def origin_place(origin: str) -> str | None:
+    """An Origin header's host and port as a Host header gives them (None: not an origin, or `null`)."""
+    try:
+        return urlsplit(origin).netloc or None
+    except ValueError:
+        return None
 
 
 def refusal(headers: Headers, method: str) -> str | None:
@@ -30,13 +41,16 @@ def refusal(headers: Headers, method: str) -> str | None:
     host = headers.get("host")
     if host is not None and not is_loopback(host_name(host)):
         return (f"Host {host!r}: the app without a login answers only on this machine's own names (127.0.0.1, "
-                "localhost); to serve other names, start it with --login or on their address")  # fmt: skip
+                "localhost); behind a proxy or under other names, start it with --login")  # fmt: skip
+    fetched = headers.get("sec-fetch-site") in ("cross-site", "same-site")
+    if fetched and headers.get("sec-fetch-mode") != "navigate":  # an <img>, a script, a no-cors fetch of the API
+        return "a request from another site's page is refused (cross-site request)"
     if method in SAFE_METHODS:
         return None
     origin = headers.get("origin")
-    if origin is not None and (origin == "null" or urlsplit(origin).netloc != host):
+    if origin is not None and origin_place(origin) != host:
         return f"Origin {origin!r}: a change sent from another site's page is refused (cross-site request)"
-    if headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+    if fetched:
         return "a change sent from another site's page is refused (cross-site request)"
     return None
 

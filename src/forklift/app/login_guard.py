@@ -64,11 +64,15 @@ class LoginGuard:
         windows = self._windows(address, name)
         with self._counting:
             for item, key, whose in windows:
-                if not self._limiter.test(item, key, cost=1 + self._checking[key]):
-                    reset = self._limiter.get_window_stats(item, key).reset_time
-                    wait = max(1, math.ceil(reset - time.time()))
-                    raise HttpError(429, f"too many failed logins {whose}: try again in {wait} s",
-                                    {"Retry-After": str(wait)})  # fmt: skip
+                if self._limiter.test(item, key, cost=1 + self._checking[key]):
+                    continue
+                if self._limiter.test(item, key):  # room once those being checked are answered
+                    raise HttpError(429, f"too many logins {whose} at once, still being checked: try again in 1 s",
+                                    {"Retry-After": "1"})  # fmt: skip
+                reset = self._limiter.get_window_stats(item, key).reset_time
+                wait = max(1, math.ceil(reset - time.time()))
+                raise HttpError(429, f"too many failed logins {whose}: try again in {wait} s",
+                                {"Retry-After": str(wait)})  # fmt: skip
             self._checking.update(key for _, key, _ in windows)
         attempt = LoginAttempt()
         try:

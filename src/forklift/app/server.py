@@ -109,9 +109,9 @@ def create_app(config: AppConfig) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_middleware(LimitedBodies, config=config)  # bodies past their route's limit: 413 before they are spooled
-    app.add_middleware(SecurityHeaders)  # nosniff everywhere, a content policy on the pages
     if config.local:  # no login: the machine's browser must not be steered into acting as its admin
         app.add_middleware(LocalOnly)
+    app.add_middleware(SecurityHeaders)  # nosniff everywhere (the guard's refusals too), a policy on the pages
 
     @app.get("/docs", include_in_schema=False)
     def api_page() -> Response:

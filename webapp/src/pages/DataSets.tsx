@@ -54,7 +54,8 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
   };
   // Asked about the set as it is now (images added or a job started since the list was loaded); a set a job or an
   // auto-label run works on cannot go, which is said before anything is asked.
-  const remove = async (listed: DataSet) => {
+  const [deleting, oneDelete] = useOneAtATime();  // a double click asks once
+  const remove = (listed: DataSet) => oneDelete(async () => {
     let set: DataSet;
     try { set = await api<DataSet>(`/api/datasets/${listed.id}`); } catch (e) { say((e as Error).message, true); reload(); return; }
     if (set.running) {
@@ -63,8 +64,8 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
     }
     const jobs = set.jobs ? `, and the records of its ${set.jobs} training job(s) (the models they made stay in the registry)` : "";
     if (confirm(`Delete “${set.name}”, its ${set.images} images${jobs}? This cannot be undone.`))
-      act(() => api(`/api/datasets/${set.id}`, { method: "DELETE" }), `Deleted ${set.name}.`);
-  };
+      await act(() => api(`/api/datasets/${set.id}`, { method: "DELETE" }), `Deleted ${set.name}.`);
+  });
   const importZip = async (set: DataSet, input: HTMLInputElement, format: string) => {
     const file = input.files?.[0];
     if (!file) return;
@@ -131,7 +132,7 @@ export function DataSets({ canEdit }: { canEdit: boolean }) {
                     </select>
                     <button onClick={() => rename(set)}>Rename</button>
                     <button disabled={duplicating} onClick={() => once(() => act(() => api(`/api/datasets/${set.id}/duplicate`, { method: "POST" }), "Duplicated."))}>Duplicate</button>
-                    <button class="danger" onClick={() => remove(set)}>Delete</button>
+                    <button class="danger" disabled={deleting} onClick={() => remove(set)}>Delete</button>
                   </>}
                 </div>
               </div>

@@ -500,6 +500,11 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   // a fixed allowance let the fitted image run below the window, its bottom edge out of sight.
   const canvas = useRef<HTMLDivElement>(null);
   const [canvasTop, setCanvasTop] = useState(180);
+  useLayoutEffect(() => {  // and again as what stands above it changes (the first-label ask goes): no gap, no overflow
+    const box = canvas.current;
+    const top = box ? Math.round(box.getBoundingClientRect().top + window.scrollY) + 20 : canvasTop;
+    if (top !== canvasTop) setCanvasTop(top);
+  });
   const fitToCanvas = () => {
     const box = canvas.current, shown = imageRef.current;
     if (!box || !shown) return;
