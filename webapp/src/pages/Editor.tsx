@@ -338,7 +338,8 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
     if (fresh.task === "classify" && body.class_label !== theirs.class_label) {  // the class given here, given again
       const wanted = body.class_label, given = wanted === null ? null : now(wanted);  // a rename followed
       const text = given === undefined ? `The class ${wanted} was deleted elsewhere: this image's class was not given; choose one.`
-        : given !== wanted ? `The class ${wanted} is ${given} now (renamed or merged elsewhere): this image is a ${given} now.` : `${what}: your class was given to its saved version.`;
+        : given !== wanted ? `The class ${wanted} was ${fresh.labels.some((l) => l.id === seen.get(wanted ?? "")) ? "renamed" : "merged into"} ${given} elsewhere: this image is a ${given} now.`
+        : `${what}: your class was given to its saved version.`;
       const labels_seen = Object.fromEntries(given ? [[given, labelIds.current.get(given)]] : []);
       if (!annotator.current) {  // the editor left meanwhile
         if (given !== undefined) await api<Annotations>(`/api/images/${imageId}/annotations`, json("PUT", { version: theirs.version, shapes: [], class_label: given, labels_seen }));
