@@ -15,9 +15,8 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from forklift.app.config import is_loopback
+from forklift.app.security import SAFE_METHODS
 from forklift.serve.responses import error_response
-
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def host_name(host: str) -> str:

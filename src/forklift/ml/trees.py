@@ -303,8 +303,7 @@ class _Forest(_TreeModel):
         if bundles is not None:
             parameters |= bundles.parameters
         booster = xgboost.train(parameters, self._matrix(X, label, weight, bundles=bundles), num_boost_round=1)
-        self.ensemble_ = read_booster(booster, two_classes=two_classes, bundles=bundles,
-                                      min_leaf_weight=parameters["min_child_weight"])  # fmt: skip
+        self.ensemble_ = read_booster(booster, two_classes=two_classes, bundles=bundles, min_leaf_weight=least)
 
 
 def _within_float32(model: Any, X: Any) -> None:

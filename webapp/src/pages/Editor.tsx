@@ -501,16 +501,15 @@ export function Editor({ datasetId, imageId, canEdit }: { datasetId: number; ima
   // a fixed allowance let the fitted image run below the window, its bottom edge out of sight.
   const canvas = useRef<HTMLDivElement>(null);
   const [canvasTop, setCanvasTop] = useState(180);
+  const measuredTop = (box: HTMLDivElement) => Math.round(box.getBoundingClientRect().top + window.scrollY) + 20;  // and the page's padding below
   useLayoutEffect(() => {  // and again as what stands above it changes (the first-label ask goes): no gap, no overflow
-    const box = canvas.current;
-    const top = box ? Math.round(box.getBoundingClientRect().top + window.scrollY) + 20 : canvasTop;
+    const top = canvas.current ? measuredTop(canvas.current) : canvasTop;
     if (top !== canvasTop) setCanvasTop(top);
   });
   const fitToCanvas = () => {
     const box = canvas.current, shown = imageRef.current;
     if (!box || !shown) return;
-    const top = Math.round(box.getBoundingClientRect().top + window.scrollY) + 20;  // and the page's padding below
-    setCanvasTop(top);
+    const top = measuredTop(box);  // the canvas's own bound follows from the next render's measure
     const width = box.clientWidth - 20, height = Math.max(200, window.innerHeight - top) - 20;
     const scale = Math.max(0.1, Math.min(8, width / shown.width, height / shown.height));
     setFit(scale);
